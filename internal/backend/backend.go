@@ -1,0 +1,135 @@
+// Package backend is the contract every place that runs an egress proxy implements. It knows nothing of
+// Terraform: the provider layer translates schemas into a Spec and diagnostics out of the error classes here.
+package backend
+
+import (
+	"context"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Kind names a backend. It is the first segment of every ProviderID.
+type Kind string
+
+const (
+	KindKubernetes Kind = "kubernetes"
+	KindGCP        Kind = "gcp"
+	KindKVM        Kind = "kvm"
+)
+
+// Kinds lists every backend kind once, in the order documentation shows them.
+var Kinds = []Kind{KindKubernetes, KindGCP, KindKVM}
+
+// Backend creates, reads, deletes and lists egress proxy instances in one place.
+//
+// Every method honours ctx: when it is cancelled or its deadline passes, waiting and polling stop promptly and
+// the method returns an error wrapping ctx.Err().
+type Backend interface {
+	// Create makes the instance described by spec and returns it as soon as the backend object exists and is
+	// running. It is idempotent by name: when an instance with spec.Name already exists and carries spec.UID,
+	// it is adopted and returned, so a retry after a crash partway through never leaves a duplicate. An instance
+	// with that name carrying another UID is refused with a Permanent error.
+	//
+	// When the object was made but did not become ready, Create returns the Instance (with its ID) together
+	// with the error, so the caller can record it and nothing leaks.
+	Create(ctx context.Context, spec Spec) (Instance, error)
+
+	// Get reads the instance back from the backend, including UID and CreatedAt as the backend stores them.
+	// It returns an error of class NotFound when, and only when, the instance no longer exists.
+	Get(ctx context.Context, id ProviderID) (Instance, error)
+
+	// Update changes what can change in place (today: labels). It returns NotFound when the instance is gone.
+	Update(ctx context.Context, id ProviderID, spec Spec) (Instance, error)
+
+	// Delete removes the instance and everything Create made for it (volumes, seed disks, config objects,
+	// reserved addresses), and returns once they are gone. An instance that does not exist is not an error.
+	Delete(ctx context.Context, id ProviderID) error
+
+	// ListByTag returns every instance managed by this provider for sel.Owner across all configured scopes.
+	// When some scopes fail, it returns what the others hold together with a *ListError naming the failures.
+	ListByTag(ctx context.Context, sel Selector) ([]Instance, error)
+}
+
+// Checker is implemented by backends that can report their health per configured target.
+// Check never fails as a whole: an unreachable target is a Health with Healthy false.
+type Checker interface {
+	Check(ctx context.Context) []Health
+}
+
+// Health is the state of one configured target of a backend (a cluster, a project and zone, a host).
+type Health struct {
+	Target  string
+	Healthy bool
+	Reason  string
+	Details map[string]string
+}
+
+// Spec is everything a backend needs to create one proxy.
+type Spec struct {
+	// Name is the backend object's name; valid on every backend (see ValidateName).
+	Name string
+	// UID identifies this proxy for its whole life; it is written on every object and read back by Get.
+	UID string
+	// Owner scopes garbage collection: ListByTag finds instances by it.
+	Owner string
+	// Labels are the user's labels, already merged with the provider's default labels.
+	Labels    map[string]string
+	Placement Placement
+	Proxy     proxyconf.Settings
+}
+
+// Placement says where an instance runs. Exactly one of the backend-specific parts is set, matching Backend.
+type Placement struct {
+	Backend Kind
+	// Target is the provider-configured target the instance lives on: a cluster, a project or a host name.
+	Target string
+	// Scope is the namespace (kubernetes) or zone (gcp); empty for kvm.
+	Scope string
+
+	KVM *KVMPlacement
+}
+
+// KVMPlacement holds the settings of a proxy on a libvirt host.
+type KVMPlacement struct {
+	VCPUs     int
+	MemoryMiB int
+	DiskGiB   int
+}
+
+// State is the lifecycle state of an instance, the same words on every backend.
+type State string
+
+const (
+	StatePending  State = "Pending"
+	StateRunning  State = "Running"
+	StateStopped  State = "Stopped"
+	StateFailed   State = "Failed"
+	StateDeleting State = "Deleting"
+	StateUnknown  State = "Unknown"
+)
+
+// States lists every State once, for documentation and validation.
+var States = []State{StatePending, StateRunning, StateStopped, StateFailed, StateDeleting, StateUnknown}
+
+// Instance is one proxy as the backend reports it.
+type Instance struct {
+	ID     ProviderID
+	Name   string
+	UID    string
+	Owner  string
+	Labels map[string]string
+	State  State
+	// InternalAddress is where clients inside the placement reach the proxy; EgressAddress is the address its
+	// outbound traffic leaves from. Either may be empty while the backend does not know it yet.
+	InternalAddress string
+	EgressAddress   string
+	Port            int
+	// CreatedAt is the backend's own timestamp of the instance's creation.
+	CreatedAt time.Time
+}
+
+// Selector picks the instances ListByTag returns.
+type Selector struct {
+	Owner string
+}

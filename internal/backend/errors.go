@@ -1,0 +1,141 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Class says how callers should react to an error. Backends classify their native errors into exactly one.
+type Class int
+
+const (
+	// ClassUnclassified is an error no backend classified. It is retried like Transient, but reported as is.
+	ClassUnclassified Class = iota
+	// ClassNotFound: the object does not exist. Read removes it from state; Delete treats it as success.
+	ClassNotFound
+	// ClassQuota: a limit was reached (quota, memory, disk space). Not retried: the user must free or raise it.
+	ClassQuota
+	// ClassTransient: the request may succeed if tried again (network, timeouts, 5xx, conflicts in flight).
+	ClassTransient
+	// ClassPermanent: the request cannot succeed as made (invalid, forbidden, owned by someone else).
+	ClassPermanent
+)
+
+var classNames = map[Class]string{
+	ClassUnclassified: "Unclassified",
+	ClassNotFound:     "NotFound",
+	ClassQuota:        "Quota",
+	ClassTransient:    "Transient",
+	ClassPermanent:    "Permanent",
+}
+
+func (c Class) String() string {
+	if name, ok := classNames[c]; ok {
+		return name
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// Sentinels for errors.Is: errors.Is(err, backend.ErrNotFound) holds for every error of class NotFound.
+var (
+	ErrNotFound  = &Error{Class: ClassNotFound}
+	ErrQuota     = &Error{Class: ClassQuota}
+	ErrTransient = &Error{Class: ClassTransient}
+	ErrPermanent = &Error{Class: ClassPermanent}
+)
+
+// Error is a classified backend error about one object.
+type Error struct {
+	Class Class
+	// Object names what the error is about, as the user would find it: "kvm domain egress-1a2b on host local".
+	Object string
+	// Err is the backend's own error, kept whole so its message reaches the diagnostic.
+	Err error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(strings.ToLower(e.Class.String()))
+	if e.Object != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Object)
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes every Error match the sentinel of its class.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Object == "" && t.Err == nil && t.Class == e.Class
+}
+
+// NewError classifies err about object. A nil err gives nil.
+func NewError(class Class, object string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Class: class, Object: object, Err: err}
+}
+
+// NotFound, Quota, Transient and Permanent build classified errors from a message.
+func NotFound(object, format string, args ...any) error {
+	return NewError(ClassNotFound, object, fmt.Errorf(format, args...))
+}
+
+func Quota(object, format string, args ...any) error {
+	return NewError(ClassQuota, object, fmt.Errorf(format, args...))
+}
+
+func Transient(object, format string, args ...any) error {
+	return NewError(ClassTransient, object, fmt.Errorf(format, args...))
+}
+
+func Permanent(object, format string, args ...any) error {
+	return NewError(ClassPermanent, object, fmt.Errorf(format, args...))
+}
+
+// ClassOf returns the class of the outermost classified error in err's chain. Context cancellation and
+// deadlines are Transient: the operation may succeed when given time.
+func ClassOf(err error) Class {
+	if err == nil {
+		return ClassUnclassified
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return ClassTransient
+	}
+	return ClassUnclassified
+}
+
+// IsNotFound reports whether err says the object does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+// Retryable reports whether an operation that failed with err may succeed when tried again.
+func Retryable(err error) bool {
+	switch ClassOf(err) {
+	case ClassTransient, ClassUnclassified:
+		return !errors.Is(err, context.Canceled)
+	default:
+		return false
+	}
+}
+
+// ObjectOf returns the object named by the outermost classified error, or "".
+func ObjectOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Object
+	}
+	return ""
+}

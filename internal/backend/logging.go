@@ -1,0 +1,121 @@
+package backend
+
+import (
+	"context"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+)
+
+// secretFieldKeys are log fields whose values never reach the log, whatever level is enabled.
+var secretFieldKeys = []string{"password", "authorization", "token", "private_key", "client_key", "secret", "htpasswd"}
+
+// secretPatterns catch credentials inside wire logs, where they are part of a larger text.
+var secretPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)(authorization|proxy-authorization):\s*\S+(\s+\S+)?`),
+	regexp.MustCompile(`(?i)"(password|access_token|refresh_token|private_key)"\s*:\s*"[^"]*"`),
+}
+
+// Subsystem returns ctx with the backend's tflog subsystem set up and its secrets masked. Backends log wire
+// traffic with tflog.SubsystemTrace(ctx, string(kind), ...) on a ctx prepared by it.
+func Subsystem(ctx context.Context, kind Kind) context.Context {
+	sub := string(kind)
+	ctx = tflog.NewSubsystem(ctx, sub)
+	ctx = tflog.SubsystemMaskFieldValuesWithFieldKeys(ctx, sub, secretFieldKeys...)
+	ctx = tflog.SubsystemMaskAllFieldValuesRegexes(ctx, sub, secretPatterns...)
+	ctx = tflog.SubsystemMaskMessageRegexes(ctx, sub, secretPatterns...)
+	return ctx
+}
+
+// LogWire records one request or response of a backend's API at TRACE, with credentials masked.
+func LogWire(ctx context.Context, kind Kind, direction, summary string, fields map[string]any) {
+	all := map[string]any{"direction": direction}
+	for k, v := range fields {
+		all[k] = v
+	}
+	tflog.SubsystemTrace(ctx, string(kind), summary, all)
+}
+
+// WithLogging wraps b so every call logs its operation, ProviderID, duration and error class at DEBUG in the
+// backend's own subsystem. Optional interfaces (Checker) pass through.
+func WithLogging(kind Kind, b Backend) Backend {
+	l := &logged{kind: kind, next: b}
+	if c, ok := b.(Checker); ok {
+		return &loggedChecker{logged: l, checker: c}
+	}
+	return l
+}
+
+type logged struct {
+	kind Kind
+	next Backend
+}
+
+type loggedChecker struct {
+	*logged
+	checker Checker
+}
+
+// Unwrap gives tests and callers the decorated backend.
+func (l *logged) Unwrap() Backend { return l.next }
+
+func (l *logged) done(ctx context.Context, op, id string, start time.Time, err error) {
+	fields := map[string]any{"operation": op, "duration_ms": time.Since(start).Milliseconds()}
+	if id != "" {
+		fields["provider_id"] = id
+	}
+	if err != nil {
+		fields["error_class"] = ClassOf(err).String()
+		fields["error"] = err.Error()
+	}
+	tflog.SubsystemDebug(ctx, string(l.kind), "backend call", fields)
+}
+
+func (l *logged) Create(ctx context.Context, spec Spec) (Instance, error) {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	inst, err := l.next.Create(ctx, spec)
+	id := inst.ID.String()
+	if inst.ID.Name == "" {
+		id = spec.Name
+	}
+	l.done(ctx, "create", id, start, err)
+	return inst, err
+}
+
+func (l *logged) Get(ctx context.Context, id ProviderID) (Instance, error) {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	inst, err := l.next.Get(ctx, id)
+	l.done(ctx, "get", id.String(), start, err)
+	return inst, err
+}
+
+func (l *logged) Update(ctx context.Context, id ProviderID, spec Spec) (Instance, error) {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	inst, err := l.next.Update(ctx, id, spec)
+	l.done(ctx, "update", id.String(), start, err)
+	return inst, err
+}
+
+func (l *logged) Delete(ctx context.Context, id ProviderID) error {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	err := l.next.Delete(ctx, id)
+	l.done(ctx, "delete", id.String(), start, err)
+	return err
+}
+
+func (l *logged) ListByTag(ctx context.Context, sel Selector) ([]Instance, error) {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	list, err := l.next.ListByTag(ctx, sel)
+	l.done(ctx, "list_by_tag", "", start, err)
+	return list, err
+}
+
+func (c *loggedChecker) Check(ctx context.Context) []Health {
+	ctx, start := Subsystem(ctx, c.kind), time.Now()
+	health := c.checker.Check(ctx)
+	tflog.SubsystemDebug(ctx, string(c.kind), "backend call", map[string]any{
+		"operation": "check", "targets": len(health), "duration_ms": time.Since(start).Milliseconds(),
+	})
+	return health
+}
