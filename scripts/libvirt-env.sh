@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# libvirt-env.sh start|stop|status
+#
+# The local libvirt + QEMU environment the kvm backend's integration and acceptance tests run against.
+# libvirtd runs inside a network namespace of its own, so every bridge, dnsmasq and firewall rule it makes stays
+# there; the provider still reaches it through /var/run/libvirt/libvirt-sock, a filesystem object shared by all
+# namespaces. Nothing here touches the root namespace's links, routes or firewall. Every step is idempotent.
+set -euo pipefail
+
+NETNS=${EGRESS_NETNS:-egress-test}
+NETWORK=${EGRESS_LIBVIRT_NETWORK:-egress-test}
+BRIDGE=${EGRESS_LIBVIRT_BRIDGE:-virbr-egress}
+POOL=${EGRESS_LIBVIRT_POOL:-egress-test}
+STATE_DIR=${EGRESS_LIBVIRT_STATE:-/var/lib/egress-test}
+POOL_DIR="$STATE_DIR/pool"
+BASE_VOLUME=${EGRESS_LIBVIRT_BASE_VOLUME:-egress-base.qcow2}
+URI=qemu:///system
+SOCKET=/var/run/libvirt/libvirt-sock
+PACKAGES=(libvirt-daemon libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage)
+DAEMONS=(libvirtd virtlogd virtlockd)
+
+log() { echo "libvirt-env: $*" >&2; }
+virsh_() { virsh -q -c "$URI" "$@"; }
+
+need_root() {
+	if [ "$(id -u)" != 0 ]; then
+		log "must run as root (it starts libvirtd and creates a network namespace)"
+		exit 1
+	fi
+}
+
+install_packages() {
+	local missing=()
+	for p in "${PACKAGES[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return
+	log "installing ${missing[*]}"
+	# Package scripts would start libvirtd in the root namespace, which autostarts the default network and
+	# creates virbr0 plus firewall rules there. policy-rc.d forbids service starts for the install only.
+	local policy=/usr/sbin/policy-rc.d made_policy=
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		made_policy=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get update -q
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || {
+		[ -n "$made_policy" ] && rm -f "$policy"
+		exit 1
+	}
+	[ -n "$made_policy" ] && rm -f "$policy"
+	return 0
+}
+
+# netns_of prints the network namespace name a pid lives in, or nothing for the root namespace.
+netns_of() { ip netns identify "$1" 2>/dev/null || true; }
+
+# daemon_pids prints the pids of one of libvirt's daemons.
+daemon_pids() { pgrep -x "$1" || true; }
+
+# kill_stray_daemons stops libvirt daemons running outside our namespace (a package install may start them).
+kill_stray_daemons() {
+	local d pid
+	for d in "${DAEMONS[@]}"; do
+		for pid in $(daemon_pids "$d"); do
+			if [ "$(netns_of "$pid")" != "$NETNS" ]; then
+				log "stopping $d (pid $pid) running outside namespace $NETNS"
+				kill "$pid" 2>/dev/null || true
+			fi
+		done
+	done
+}
+
+configure() {
+	id libvirt-qemu >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin libvirt-qemu
+	mkdir -p /etc/libvirt
+	# Root-owned QEMU without relabelling: the pool lives in a plain folder and there is no SELinux/AppArmor
+	# profile in this environment.
+	cat >/etc/libvirt/qemu.conf <<-'EOF'
+		# Written by scripts/libvirt-env.sh for the egress provider's test environment.
+		user = "root"
+		group = "root"
+		dynamic_ownership = 0
+		security_driver = "none"
+	EOF
+	# No network may autostart: libvirtd would bring up virbr0 on start.
+	rm -f /etc/libvirt/qemu/networks/autostart/*.xml
+}
+
+ensure_netns() {
+	if ! ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
+		log "creating network namespace $NETNS"
+		ip netns add "$NETNS"
+	fi
+	ip netns exec "$NETNS" ip link set lo up
+}
+
+running_in_netns() { # $1 = daemon name
+	local pid
+	for pid in $(daemon_pids "$1"); do
+		[ "$(netns_of "$pid")" = "$NETNS" ] && return 0
+	done
+	return 1
+}
+
+start_daemons() {
+	mkdir -p /var/run/libvirt /var/log/libvirt
+	if ! running_in_netns virtlogd; then
+		log "starting virtlogd in $NETNS"
+		ip netns exec "$NETNS" virtlogd -d
+	fi
+	if ! running_in_netns libvirtd; then
+		log "starting libvirtd in $NETNS"
+		rm -f /var/run/libvirtd.pid
+		ip netns exec "$NETNS" libvirtd -d
+	fi
+	local i
+	for i in $(seq 1 60); do
+		if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
+			return 0
+		fi
+		sleep 0.5
+	done
+	log "libvirtd did not answer on $SOCKET within 30s"
+	exit 1
+}
+
+ensure_network() {
+	if ! virsh_ net-info "$NETWORK" >/dev/null 2>&1; then
+		log "defining network $NETWORK (198.18.0.0/24 on $BRIDGE, inside $NETNS only)"
+		local xml
+		xml=$(mktemp)
+		cat >"$xml" <<-EOF
+			<network>
+			  <name>$NETWORK</name>
+			  <forward mode='nat'/>
+			  <bridge name='$BRIDGE' stp='on' delay='0'/>
+			  <ip address='198.18.0.1' netmask='255.255.255.0'>
+			    <dhcp>
+			      <range start='198.18.0.100' end='198.18.0.254'/>
+			    </dhcp>
+			  </ip>
+			</network>
+		EOF
+		virsh_ net-define "$xml" >/dev/null
+		rm -f "$xml"
+	fi
+	virsh_ net-autostart "$NETWORK" --disable >/dev/null 2>&1 || true
+	if [ "$(virsh_ net-info "$NETWORK" | awk '/^Active:/{print $2}')" != yes ]; then
+		virsh_ net-start "$NETWORK" >/dev/null
+	fi
+}
+
+ensure_pool() {
+	mkdir -p "$POOL_DIR"
+	if ! virsh_ pool-info "$POOL" >/dev/null 2>&1; then
+		log "defining dir pool $POOL at $POOL_DIR"
+		virsh_ pool-define-as "$POOL" dir --target "$POOL_DIR" >/dev/null
+	fi
+	if [ "$(virsh_ pool-info "$POOL" | awk '/^State:/{print $2}')" != running ]; then
+		virsh_ pool-start "$POOL" >/dev/null
+	fi
+	if [ ! -e "$POOL_DIR/$BASE_VOLUME" ]; then
+		log "creating blank base volume $BASE_VOLUME (1 GiB virtual)"
+		qemu-img create -q -f qcow2 "$POOL_DIR/$BASE_VOLUME" 1G
+	fi
+	virsh_ pool-refresh "$POOL" >/dev/null
+}
+
+print_env() {
+	cat <<-EOF
+		EGRESS_LIBVIRT_URI=$URI
+		EGRESS_LIBVIRT_NETNS=$NETNS
+		EGRESS_LIBVIRT_NETWORK=$NETWORK
+		EGRESS_LIBVIRT_BRIDGE=$BRIDGE
+		EGRESS_LIBVIRT_POOL=$POOL
+		EGRESS_LIBVIRT_POOL_DIR=$POOL_DIR
+		EGRESS_LIBVIRT_BASE_VOLUME=$BASE_VOLUME
+	EOF
+}
+
+start() {
+	need_root
+	install_packages
+	kill_stray_daemons
+	configure
+	ensure_netns
+	start_daemons
+	ensure_network
+	ensure_pool
+	print_env
+}
+
+stop() {
+	need_root
+	if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
+		local d
+		for d in $(virsh_ list --all --name); do
+			virsh_ destroy "$d" >/dev/null 2>&1 || true
+			virsh_ undefine "$d" --managed-save --snapshots-metadata --nvram >/dev/null 2>&1 ||
+				virsh_ undefine "$d" >/dev/null 2>&1 || true
+		done
+		virsh_ net-destroy "$NETWORK" >/dev/null 2>&1 || true
+		virsh_ net-undefine "$NETWORK" >/dev/null 2>&1 || true
+		virsh_ pool-destroy "$POOL" >/dev/null 2>&1 || true
+		virsh_ pool-undefine "$POOL" >/dev/null 2>&1 || true
+	fi
+	if ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
+		local pid
+		# Everything in the namespace is ours: libvirtd, virtlogd, dnsmasq and any QEMU left behind.
+		for pid in $(ip netns pids "$NETNS"); do kill "$pid" 2>/dev/null || true; done
+		for _ in $(seq 1 20); do
+			[ -z "$(ip netns pids "$NETNS")" ] && break
+			sleep 0.25
+		done
+		for pid in $(ip netns pids "$NETNS"); do kill -9 "$pid" 2>/dev/null || true; done
+		ip netns delete "$NETNS"
+	fi
+	rm -rf "$STATE_DIR"
+	log "stopped"
+}
+
+status() {
+	local ok=0
+	if ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
+		echo "netns $NETNS: present"
+	else
+		echo "netns $NETNS: absent"
+		ok=1
+	fi
+	local d
+	for d in libvirtd virtlogd; do
+		if running_in_netns "$d"; then echo "$d: running in $NETNS"; else
+			echo "$d: not running in $NETNS"
+			ok=1
+		fi
+	done
+	if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
+		virsh_ net-info "$NETWORK" 2>/dev/null | sed "s/^/network: /" || ok=1
+		virsh_ pool-info "$POOL" 2>/dev/null | sed "s/^/pool: /" || ok=1
+		virsh_ vol-info "$BASE_VOLUME" --pool "$POOL" 2>/dev/null | sed "s/^/base: /" || ok=1
+		print_env
+	else
+		echo "libvirtd: no answer on $SOCKET"
+		ok=1
+	fi
+	return $ok
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+status) status ;;
+*)
+	echo "usage: $0 start|stop|status" >&2
+	exit 2
+	;;
+esac
