@@ -95,6 +95,29 @@ type KVMPlacement struct {
 	VCPUs     int
 	MemoryMiB int
 	DiskGiB   int
+
+	// DomainType is "kvm", "qemu" or "" for the host's configured default.
+	DomainType string
+	// Pool holds the proxy's root overlay and seed ISO; BaseVolume, in the same pool, backs the overlay.
+	// Empty means the host's configured default.
+	Pool       string
+	BaseVolume string
+
+	// The interface: at most one of Network (a libvirt network), Bridge (a host bridge) or UserNet (QEMU
+	// user-mode networking, the proxy port forwarded to ForwardAddress:ForwardPort on the host). None set
+	// means the host's configured default network.
+	Network        string
+	Bridge         string
+	UserNet        bool
+	ForwardAddress string
+	ForwardPort    int
+
+	// MAC is the interface's address; empty derives a stable one from the UID. IP, on a libvirt network,
+	// becomes a DHCP host reservation there and is the proxy's address before the guest boots.
+	MAC string
+	IP  string
+	// WaitForAddress makes Create wait (within its ctx) until the network or guest agent reports an address.
+	WaitForAddress bool
 }
 
 // State is the lifecycle state of an instance, the same words on every backend.
@@ -127,6 +150,11 @@ type Instance struct {
 	Port            int
 	// CreatedAt is the backend's own timestamp of the instance's creation.
 	CreatedAt time.Time
+	// Placement is where the instance runs, read back from the backend so an import needs nothing else.
+	Placement Placement
+	// Proxy is the proxy's settings as the backend stores them, without the password; nil when the backend
+	// cannot read them back.
+	Proxy *proxyconf.Settings
 }
 
 // Selector picks the instances ListByTag returns.

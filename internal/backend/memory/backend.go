@@ -1,0 +1,194 @@
+// Package memory is an in-memory Backend for tests of the Terraform layer. It follows the contract's rules
+// (idempotent Create by name, NotFound only when gone, idempotent Delete, partial ListByTag) and has switches
+// to inject every error class, slow operations and instances that never become ready. Never offered to users.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Backend stores instances per scope ("<target>" or "<target>/<scope>") in memory. Safe for concurrent use.
+type Backend struct {
+	kind backend.Kind
+
+	mu        sync.Mutex
+	instances map[string]backend.Instance // by ProviderID string
+	faults    Faults
+	calls     map[string]int
+	now       func() time.Time
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// New returns an empty backend that answers for kind, so ProviderIDs look like the real backend's.
+func New(kind backend.Kind) *Backend {
+	return &Backend{kind: kind, instances: map[string]backend.Instance{}, calls: map[string]int{}, now: time.Now}
+}
+
+func (b *Backend) idFor(p backend.Placement, name string) backend.ProviderID {
+	id := backend.ProviderID{Backend: b.kind, Target: p.Target, Name: name}
+	if b.kind != backend.KindKVM {
+		id.Scope = p.Scope
+	}
+	return id
+}
+
+func (b *Backend) object(id backend.ProviderID) string {
+	return fmt.Sprintf("%s instance %s", b.kind, id)
+}
+
+// Create follows the contract: the name is looked up first, an instance carrying spec.UID is adopted, one
+// carrying another UID is refused.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
+	id := b.idFor(spec.Placement, spec.Name)
+	if err := b.enter(ctx, "create", id.String(), spec.Placement.Target); err != nil {
+		return backend.Instance{}, err
+	}
+	b.mu.Lock()
+	existing, found := b.instances[id.String()]
+	if found && existing.UID != spec.UID {
+		b.mu.Unlock()
+		return backend.Instance{}, backend.Permanent(b.object(id),
+			"an instance with this name already exists and belongs to uid %s, not %s: choose another name or delete it", existing.UID, spec.UID)
+	}
+	if !found {
+		existing = backend.Instance{
+			ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, Labels: copyLabels(spec.Labels),
+			State: backend.StatePending, Port: spec.Proxy.Port, CreatedAt: b.now().UTC().Truncate(time.Second),
+			InternalAddress: "10.0.0.10", EgressAddress: "203.0.113.10",
+			Placement: spec.Placement, Proxy: storedSettings(spec.Proxy),
+		}
+		b.instances[id.String()] = existing
+	}
+	neverReady := b.faults.NeverReady
+	b.mu.Unlock()
+
+	if neverReady {
+		// The object exists: the caller must get its ID with the error so it can be recorded, not leaked.
+		<-ctx.Done()
+		return existing, fmt.Errorf("waiting for %s to run: %w", b.object(id), ctx.Err())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inst, ok := b.instances[id.String()]
+	if !ok {
+		return backend.Instance{}, backend.Transient(b.object(id), "deleted while it was being created")
+	}
+	inst.State = backend.StateRunning
+	b.instances[id.String()] = inst
+	return copyInstance(inst), nil
+}
+
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	if err := b.enter(ctx, "get", id.String(), id.Target); err != nil {
+		return backend.Instance{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inst, ok := b.instances[id.String()]
+	if !ok {
+		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
+	}
+	return copyInstance(inst), nil
+}
+
+func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
+	if err := b.enter(ctx, "update", id.String(), id.Target); err != nil {
+		return backend.Instance{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inst, ok := b.instances[id.String()]
+	if !ok {
+		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
+	}
+	inst.Labels = copyLabels(spec.Labels)
+	b.instances[id.String()] = inst
+	return copyInstance(inst), nil
+}
+
+// Delete waits out the configured delay like a real backend waiting for the object to be gone.
+func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
+	if err := b.enter(ctx, "delete", id.String(), id.Target); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.instances, id.String())
+	return nil
+}
+
+// ListByTag reports each target ("scope" here) whose ListFailure is set as failed, and lists the rest.
+func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
+	if err := b.enter(ctx, "list", "", ""); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var (
+		out    []backend.Instance
+		failed []backend.ScopeError
+		seen   = map[string]bool{}
+	)
+	for _, inst := range b.instances {
+		target := inst.ID.Target
+		if err, bad := b.faults.ListFailures[target]; bad {
+			if !seen[target] {
+				seen[target] = true
+				failed = append(failed, backend.ScopeError{Backend: b.kind, Scope: target, Err: err})
+			}
+			continue
+		}
+		if inst.Owner == sel.Owner {
+			out = append(out, copyInstance(inst))
+		}
+	}
+	for target, err := range b.faults.ListFailures {
+		if !seen[target] {
+			failed = append(failed, backend.ScopeError{Backend: b.kind, Scope: target, Err: err})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Scope < failed[j].Scope })
+	return out, backend.ListErrorOf(failed)
+}
+
+func copyLabels(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+func copyInstance(in backend.Instance) backend.Instance {
+	in.Labels = copyLabels(in.Labels)
+	if in.Proxy != nil {
+		p := storedSettings(*in.Proxy)
+		in.Proxy = p
+	}
+	if in.Placement.KVM != nil {
+		k := *in.Placement.KVM
+		in.Placement.KVM = &k
+	}
+	return in
+}
+
+// storedSettings is what a real backend can read back: everything but the password.
+func storedSettings(s proxyconf.Settings) *proxyconf.Settings {
+	out := s
+	out.AllowedClientCIDRs = append([]string(nil), s.AllowedClientCIDRs...)
+	out.AllowedDestinations = append([]string(nil), s.AllowedDestinations...)
+	out.AllowedPorts = append([]int(nil), s.AllowedPorts...)
+	if s.Auth != nil {
+		out.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
+	}
+	return &out
+}

@@ -1,0 +1,114 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+var _ datasource.DataSourceWithConfigure = (*backendsDataSource)(nil)
+
+// NewBackendsDataSource returns the egress_backends data source.
+func NewBackendsDataSource() datasource.DataSource { return &backendsDataSource{} }
+
+type backendsDataSource struct {
+	data *providerData
+}
+
+type backendsModel struct {
+	Backends []backendHealthModel `tfsdk:"backends"`
+	Healthy  types.Bool           `tfsdk:"healthy"`
+}
+
+type backendHealthModel struct {
+	Backend types.String `tfsdk:"backend"`
+	Target  types.String `tfsdk:"target"`
+	Healthy types.Bool   `tfsdk:"healthy"`
+	Reason  types.String `tfsdk:"reason"`
+	Details types.Map    `tfsdk:"details"`
+}
+
+// Reasons reported for targets whose backend could not be asked.
+const (
+	reasonNotConfigurable = "BackendUnavailable"
+	reasonNoHealthCheck   = "NoHealthCheck"
+)
+
+func (d *backendsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_backends"
+}
+
+func (d *backendsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = backendsSchema()
+}
+
+func backendsSchema() schema.Schema {
+	return schema.Schema{
+		MarkdownDescription: "Health of every configured backend target (cluster, project, host). Reading it never fails: " +
+			"an unhealthy or unreachable target is reported as data, so it can drive a `check` block.",
+		Attributes: map[string]schema.Attribute{
+			"healthy": schema.BoolAttribute{Computed: true, MarkdownDescription: "True when every target is healthy."},
+			"backends": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "One entry per target, sorted by backend and target.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"backend": schema.StringAttribute{Computed: true, MarkdownDescription: "Backend kind."},
+					"target":  schema.StringAttribute{Computed: true, MarkdownDescription: "Target name as configured on the provider, or `*` for the whole backend."},
+					"healthy": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the target can take proxies now."},
+					"reason":  schema.StringAttribute{Computed: true, MarkdownDescription: "Short machine-readable reason, such as `Healthy` or `ConnectionFailed`."},
+					"details": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Facts the check gathered (versions, free space, the error)."},
+				}}},
+		},
+	}
+}
+
+func (d *backendsDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	data, ok := req.ProviderData.(*providerData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T: this is a bug in the provider", req.ProviderData))
+		return
+	}
+	d.data = data
+}
+
+func (d *backendsDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
+	m := backendsModel{Backends: []backendHealthModel{}, Healthy: types.BoolValue(true)}
+	for _, kind := range d.data.registry.Configured() {
+		for _, h := range d.check(ctx, kind) {
+			details, diags := types.MapValueFrom(ctx, types.StringType, h.Details)
+			resp.Diagnostics.Append(diags...)
+			m.Backends = append(m.Backends, backendHealthModel{
+				Backend: types.StringValue(string(kind)), Target: types.StringValue(h.Target),
+				Healthy: types.BoolValue(h.Healthy), Reason: types.StringValue(h.Reason), Details: details,
+			})
+			if !h.Healthy {
+				m.Healthy = types.BoolValue(false)
+			}
+		}
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+func (d *backendsDataSource) check(ctx context.Context, kind backend.Kind) []backend.Health {
+	b, err := d.data.registry.Backend(ctx, kind)
+	if err != nil {
+		return []backend.Health{{Target: "*", Reason: reasonNotConfigurable, Details: map[string]string{"error": err.Error()}}}
+	}
+	c, ok := b.(backend.Checker)
+	if !ok {
+		return []backend.Health{{Target: "*", Healthy: true, Reason: reasonNoHealthCheck, Details: map[string]string{}}}
+	}
+	health := c.Check(ctx)
+	for i := range health {
+		if health[i].Details == nil {
+			health[i].Details = map[string]string{}
+		}
+	}
+	return health
+}

@@ -1,0 +1,51 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// classAdvice is the one mapping from error class to what the user reads: a summary and what to do.
+var classAdvice = map[backend.Class]struct{ summary, advice string }{
+	backend.ClassNotFound: {"Egress proxy not found",
+		"The object no longer exists on the backend; it may have been deleted outside Terraform. " +
+			"Run terraform apply to create it again, or remove it from the configuration."},
+	backend.ClassQuota: {"Egress proxy backend limit reached",
+		"The backend has no room for this request (quota, memory, disk or instance limit). It was not retried. " +
+			"Free capacity or raise the limit, or ask for less (vcpus, memory_mib, disk_gib), then apply again."},
+	backend.ClassTransient: {"Egress proxy backend temporarily unavailable",
+		"The request failed in a way that may pass later, and was retried until the timeout ended. " +
+			"Check that the backend is reachable and healthy (the egress_backends data source reports it), " +
+			"then apply again, or raise the timeouts block."},
+	backend.ClassPermanent: {"Egress proxy request refused by the backend",
+		"The request cannot succeed as made. It was not retried. Correct the configuration or the backend " +
+			"(permissions, names, existing objects) as the backend error says, then apply again."},
+	backend.ClassUnclassified: {"Unexpected egress proxy backend error",
+		"The backend returned an error the provider does not recognise; it was retried until the timeout ended. " +
+			"If it persists, report it to the provider's maintainers with this message."},
+}
+
+// backendErrorDiagnostic explains a failed backend operation on object: what happened, on which object,
+// the error class and what to do.
+func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic {
+	class := backend.ClassOf(err)
+	if o := backend.ObjectOf(err); o != "" {
+		object = o
+	}
+	a := classAdvice[class]
+	detail := fmt.Sprintf("Could not %s %s.\n\nError class: %s\nBackend error: %v\n\n%s", operation, object, class, err, a.advice)
+	var notConfigured *backend.NotConfiguredError
+	if errors.As(err, &notConfigured) {
+		return diag.NewErrorDiagnostic("Backend not configured", detail)
+	}
+	return diag.NewErrorDiagnostic(a.summary, detail)
+}
+
+// taintedDetail is added when Create made an object that did not become ready: it is saved so Terraform
+// replaces it on the next apply rather than leaking it.
+const taintedDetail = "The proxy was created on the backend but did not become ready. It is saved in the state as tainted: " +
+	"the next terraform apply deletes and replaces it, and terraform destroy removes it."

@@ -1,0 +1,139 @@
+// Package provider is the Terraform layer of the egress provider: schemas, models, the mapping of Terraform
+// operations onto the backend contract, and diagnostics. It knows no SDK: every backend is reached through
+// internal/backend.
+package provider
+
+import (
+	"context"
+	"os"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+)
+
+// OwnerEnvVar is read when the provider block sets no owner.
+const OwnerEnvVar = "EGRESS_OWNER"
+
+var _ provider.Provider = (*egressProvider)(nil)
+
+// New returns the provider factory main.go serves.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider {
+		return &egressProvider{version: version, factories: defaultFactories}
+	}
+}
+
+// factoriesFunc turns a provider configuration into the backends it configures. Tests swap it for one that
+// returns in-memory backends.
+type factoriesFunc func(cfg providerModel) (map[backend.Kind]backend.Factory, error)
+
+type egressProvider struct {
+	version   string
+	factories factoriesFunc
+}
+
+// providerData is what resources and data sources receive from Configure.
+type providerData struct {
+	registry      *backend.Registry
+	owner         string
+	defaultLabels map[string]string
+}
+
+type providerModel struct {
+	Owner         types.String             `tfsdk:"owner"`
+	DefaultLabels types.Map                `tfsdk:"default_labels"`
+	Kubernetes    *kubernetesProviderModel `tfsdk:"kubernetes"`
+	GCP           *gcpProviderModel        `tfsdk:"gcp"`
+	KVM           *kvmProviderModel        `tfsdk:"kvm"`
+}
+
+func (p *egressProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "egress"
+	resp.Version = p.version
+}
+
+func (p *egressProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Creates egress proxies (Squid forward proxies with client and destination allow-lists) " +
+			"on Kubernetes, GCP Compute Engine or KVM/libvirt. Configure each backend you use with its nested " +
+			"attribute; a backend that is not configured is never contacted.",
+		Attributes: map[string]schema.Attribute{
+			"owner": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Garbage-collection scope written on every object this provider makes; " +
+					"`egress_proxy_orphans` lists the objects of this owner. Lowercase letters, digits, `-` and `_`, " +
+					"at most 63 characters. Falls back to the `" + OwnerEnvVar + "` environment variable; one of the two is required.",
+				Validators: []validator.String{attribute_validator.LabelValue(), attribute_validator.NotEmpty()},
+			},
+			"default_labels": schema.MapAttribute{
+				Optional:            true,
+				ElementType:         types.StringType,
+				MarkdownDescription: "Labels added to every proxy; a resource's own `labels` win on conflicting keys. " + labelRulesDescription,
+				Validators: []validator.Map{
+					mapvalidator.KeysAre(attribute_validator.LabelKey()),
+					mapvalidator.ValueStringsAre(attribute_validator.LabelValue()),
+				},
+			},
+			"kubernetes": kubernetesProviderSchema(),
+			"gcp":        gcpProviderSchema(),
+			"kvm":        kvmProviderSchema(),
+		},
+	}
+}
+
+func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if cfg.Owner.IsUnknown() {
+		resp.Diagnostics.AddAttributeError(path.Root("owner"), "Unknown owner",
+			"The provider's owner depends on a value known only after apply. Set it to a literal or a variable, because every plan needs it.")
+		return
+	}
+	owner := cfg.Owner.ValueString()
+	if cfg.Owner.IsNull() {
+		owner = os.Getenv(OwnerEnvVar)
+		if owner == "" {
+			resp.Diagnostics.AddAttributeError(path.Root("owner"), "Missing owner",
+				"Set owner in the provider block, or the "+OwnerEnvVar+" environment variable. The owner scopes garbage collection: "+
+					"egress_proxy_orphans lists what this owner's configurations created.")
+			return
+		}
+		if err := backend.ValidateLabelValue(owner); err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root("owner"), "Invalid "+OwnerEnvVar, err.Error())
+			return
+		}
+	}
+	defaults := map[string]string{}
+	resp.Diagnostics.Append(cfg.DefaultLabels.ElementsAs(ctx, &defaults, false)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	factories, err := p.factories(cfg)
+	if err != nil {
+		resp.Diagnostics.AddError("Invalid backend configuration", err.Error())
+		return
+	}
+	data := &providerData{registry: backend.NewRegistry(factories), owner: owner, defaultLabels: defaults}
+	resp.ResourceData = data
+	resp.DataSourceData = data
+}
+
+func (p *egressProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{NewProxyResource}
+}
+
+func (p *egressProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{NewProxyOrphansDataSource, NewBackendsDataSource}
+}

@@ -1,0 +1,231 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+)
+
+var _ datasource.DataSourceWithConfigure = (*proxyOrphansDataSource)(nil)
+
+// defaultMinAge keeps proxies that are being created right now (by this or another run) out of the list.
+const defaultMinAge = 10 * time.Minute
+
+// NewProxyOrphansDataSource returns the egress_proxy_orphans data source.
+func NewProxyOrphansDataSource() datasource.DataSource { return &proxyOrphansDataSource{} }
+
+type proxyOrphansDataSource struct {
+	data *providerData
+}
+
+type proxyOrphansModel struct {
+	KnownIDs   types.Set      `tfsdk:"known_ids"`
+	MinAge     types.String   `tfsdk:"min_age"`
+	Backends   types.List     `tfsdk:"backends"`
+	Orphans    []orphanModel  `tfsdk:"orphans"`
+	Incomplete types.Bool     `tfsdk:"incomplete"`
+	Errors     []types.String `tfsdk:"errors"`
+	Timeouts   timeouts.Value `tfsdk:"timeouts"`
+}
+
+type orphanModel struct {
+	ID        types.String `tfsdk:"id"`
+	Name      types.String `tfsdk:"name"`
+	UID       types.String `tfsdk:"uid"`
+	Backend   types.String `tfsdk:"backend"`
+	CreatedAt types.String `tfsdk:"created_at"`
+	State     types.String `tfsdk:"state"`
+	Labels    types.Map    `tfsdk:"labels"`
+}
+
+func (d *proxyOrphansDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_proxy_orphans"
+}
+
+func kindNames() []string {
+	names := make([]string, len(backend.Kinds))
+	for i, k := range backend.Kinds {
+		names[i] = string(k)
+	}
+	return names
+}
+
+func (d *proxyOrphansDataSource) Schema(ctx context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Lists the egress proxies this provider's `owner` made that no configuration knows any more: " +
+			"instances carrying the owner's labels whose id is not in `known_ids` and that are older than `min_age`. " +
+			"Scopes (hosts, zones, namespaces) that could not be listed are reported in `errors`, never silently left out.",
+		Attributes: map[string]schema.Attribute{
+			"known_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Ids of the proxies that are still wanted, usually `[for p in egress_proxy.all : p.id]`.",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.ProviderID())}},
+			"min_age": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Only instances at least this old are listed, so creates in flight are not mistaken for orphans. A Go duration; defaults to `10m`.",
+				Validators:          []validator.String{attribute_validator.Duration()}},
+			"backends": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Backends to list; every configured backend when unset.",
+				Validators:          []validator.List{listvalidator.ValueStringsAre(stringvalidator.OneOf(kindNames()...)), listvalidator.UniqueValues()}},
+			"orphans": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "The orphaned instances, sorted by id.",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"id":         schema.StringAttribute{Computed: true, MarkdownDescription: "Provider ID, usable in an `import` block."},
+					"name":       schema.StringAttribute{Computed: true, MarkdownDescription: "Backend object name."},
+					"uid":        schema.StringAttribute{Computed: true, MarkdownDescription: "UID label of the instance."},
+					"backend":    schema.StringAttribute{Computed: true, MarkdownDescription: "Backend kind."},
+					"created_at": schema.StringAttribute{Computed: true, MarkdownDescription: "Creation time as the backend reports it (RFC 3339); empty when unknown."},
+					"state":      schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state."},
+					"labels":     schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "User labels."},
+				}}},
+			"incomplete": schema.BoolAttribute{Computed: true, MarkdownDescription: "True when some scope could not be listed: orphans there are missing from the list."},
+			"errors":     schema.ListAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "One entry per scope that could not be listed, with the reason."},
+		},
+		Blocks: map[string]schema.Block{"timeouts": timeouts.Block(ctx)},
+	}
+}
+
+func (d *proxyOrphansDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	data, ok := req.ProviderData.(*providerData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T: this is a bug in the provider", req.ProviderData))
+		return
+	}
+	d.data = data
+}
+
+func (d *proxyOrphansDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	var m proxyOrphansModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
+	timeout, diags := m.Timeouts.Read(ctx, defaultReadTimeout)
+	resp.Diagnostics.Append(diags...)
+	known := map[string]bool{}
+	var ids, kinds []string
+	resp.Diagnostics.Append(m.KnownIDs.ElementsAs(ctx, &ids, false)...)
+	resp.Diagnostics.Append(m.Backends.ElementsAs(ctx, &kinds, false)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for _, id := range ids {
+		known[id] = true
+	}
+	minAge := defaultMinAge
+	if !m.MinAge.IsNull() {
+		minAge, _ = time.ParseDuration(m.MinAge.ValueString()) // validated at plan time
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	instances, failed := d.list(ctx, kinds)
+	m.Orphans = []orphanModel{}
+	for _, inst := range selectOrphans(instances, known, minAge, time.Now()) {
+		o, diags := orphanFrom(ctx, inst)
+		resp.Diagnostics.Append(diags...)
+		m.Orphans = append(m.Orphans, o)
+	}
+	m.Incomplete = types.BoolValue(len(failed) > 0)
+	m.Errors = []types.String{}
+	for _, f := range failed {
+		m.Errors = append(m.Errors, types.StringValue(fmt.Sprintf("%s (class %s)", f.Error(), backend.ClassOf(f.Err))))
+	}
+	if len(failed) > 0 {
+		resp.Diagnostics.AddWarning("Orphan list is incomplete",
+			fmt.Sprintf("%d scope(s) could not be listed, so orphans there are not in the result:\n%s\n\n"+
+				"Check those backends (the egress_backends data source reports their health) and read the data source again.",
+				len(failed), (&backend.ListError{Failed: failed}).Error()))
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// list asks every selected backend for the owner's instances. A backend that fails as a whole is one failed
+// scope; a backend that fails in part reports its scopes.
+func (d *proxyOrphansDataSource) list(ctx context.Context, kinds []string) ([]backend.Instance, []backend.ScopeError) {
+	selected := d.data.registry.Configured()
+	if len(kinds) > 0 {
+		selected = selected[:0:0]
+		for _, k := range kinds {
+			selected = append(selected, backend.Kind(k))
+		}
+	}
+	var (
+		all    []backend.Instance
+		failed []backend.ScopeError
+	)
+	for _, kind := range selected {
+		b, err := d.data.registry.Backend(ctx, kind)
+		if err != nil {
+			failed = append(failed, backend.ScopeError{Backend: kind, Scope: "*", Err: err})
+			continue
+		}
+		var (
+			list    []backend.Instance
+			partial *backend.ListError
+		)
+		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+			list, err = b.ListByTag(ctx, backend.Selector{Owner: d.data.owner})
+			if errors.As(err, &partial) {
+				return nil // what the other scopes hold is still worth having; partial.Failed is reported
+			}
+			partial = nil
+			return err
+		})
+		if err != nil {
+			failed = append(failed, backend.ScopeError{Backend: kind, Scope: "*", Err: err})
+			continue
+		}
+		if partial != nil {
+			failed = append(failed, partial.Failed...)
+		}
+		all = append(all, list...)
+	}
+	return all, failed
+}
+
+// selectOrphans keeps instances that no configuration knows and that are old enough not to be in flight.
+// An instance whose creation time the backend could not tell is kept: it cannot be proved young.
+func selectOrphans(all []backend.Instance, known map[string]bool, minAge time.Duration, now time.Time) []backend.Instance {
+	var out []backend.Instance
+	for _, inst := range all {
+		if known[inst.ID.String()] {
+			continue
+		}
+		if !inst.CreatedAt.IsZero() && now.Sub(inst.CreatedAt) < minAge {
+			continue
+		}
+		out = append(out, inst)
+	}
+	sortInstances(out)
+	return out
+}
+
+func orphanFrom(ctx context.Context, inst backend.Instance) (orphanModel, diag.Diagnostics) {
+	labels, diags := types.MapValueFrom(ctx, types.StringType, backend.UserLabels(inst.Labels))
+	created := ""
+	if !inst.CreatedAt.IsZero() {
+		created = inst.CreatedAt.UTC().Format(time.RFC3339)
+	}
+	return orphanModel{
+		ID: types.StringValue(inst.ID.String()), Name: types.StringValue(inst.Name), UID: types.StringValue(inst.UID),
+		Backend: types.StringValue(string(inst.ID.Backend)), CreatedAt: types.StringValue(created),
+		State: types.StringValue(string(inst.State)), Labels: labels,
+	}, diags
+}
+
+func sortInstances(list []backend.Instance) {
+	sort.Slice(list, func(i, j int) bool { return list[i].ID.String() < list[j].ID.String() })
+}

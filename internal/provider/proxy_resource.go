@@ -1,0 +1,303 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/terraform-plugin-framework-validators/resourcevalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+var (
+	_ resource.ResourceWithConfigure        = (*proxyResource)(nil)
+	_ resource.ResourceWithImportState      = (*proxyResource)(nil)
+	_ resource.ResourceWithIdentity         = (*proxyResource)(nil)
+	_ resource.ResourceWithModifyPlan       = (*proxyResource)(nil)
+	_ resource.ResourceWithConfigValidators = (*proxyResource)(nil)
+)
+
+// Default timeouts: a VM that boots and installs Squid takes minutes.
+const (
+	defaultCreateTimeout = 20 * time.Minute
+	defaultReadTimeout   = 5 * time.Minute
+	defaultUpdateTimeout = 10 * time.Minute
+	defaultDeleteTimeout = 20 * time.Minute
+)
+
+// NewProxyResource returns the egress_proxy resource.
+func NewProxyResource() resource.Resource { return &proxyResource{} }
+
+type proxyResource struct {
+	data *providerData
+}
+
+type proxyIdentityModel struct {
+	ID types.String `tfsdk:"id"`
+}
+
+func (r *proxyResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_proxy"
+}
+
+func (r *proxyResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = proxyResourceSchema(ctx)
+}
+
+func (r *proxyResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
+	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
+		"id": identityschema.StringAttribute{RequiredForImport: true, Description: "Provider ID: " + backend.ProviderIDFormat + "."},
+	}}
+}
+
+func (r *proxyResource) ConfigValidators(context.Context) []resource.ConfigValidator {
+	return []resource.ConfigValidator{resourcevalidator.ExactlyOneOf(backendPaths()...)}
+}
+
+func (r *proxyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	if req.ProviderData == nil {
+		return
+	}
+	data, ok := req.ProviderData.(*providerData)
+	if !ok {
+		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T: this is a bug in the provider", req.ProviderData))
+		return
+	}
+	r.data = data
+}
+
+// ModifyPlan shows at plan time the labels the objects will carry, provider defaults included.
+func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() || r.data == nil {
+		return
+	}
+	var labels types.Map
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("labels"), &labels)...)
+	if resp.Diagnostics.HasError() || labels.IsUnknown() {
+		return
+	}
+	own := map[string]string{}
+	resp.Diagnostics.Append(labels.ElementsAs(ctx, &own, false)...)
+	all, d := types.MapValueFrom(ctx, types.StringType, mergeLabels(r.data.defaultLabels, own))
+	resp.Diagnostics.Append(d...)
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("all_labels"), all)...)
+}
+
+func (r *proxyResource) backendFor(ctx context.Context, kind backend.Kind) (backend.Backend, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if r.data == nil {
+		diags.AddError("Provider not configured", "The egress provider was not configured before use: this is a bug in the provider or Terraform.")
+		return nil, diags
+	}
+	b, err := r.data.registry.Backend(ctx, kind)
+	if err != nil {
+		diags.Append(backendErrorDiagnostic("use", string(kind)+" backend", err))
+	}
+	return b, diags
+}
+
+func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan proxyResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	var passwordWO types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &passwordWO)...)
+	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
+	resp.Diagnostics.Append(d...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	spec, diags := r.spec(ctx, plan, uuid.NewString(), passwordWO)
+	resp.Diagnostics.Append(diags...)
+	b, diags := r.backendFor(ctx, spec.Placement.Backend)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	var created backend.Instance
+	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) error {
+		inst, err := b.Create(ctx, spec)
+		if inst.ID.Name != "" {
+			created = inst
+		}
+		return err
+	})
+	if err != nil {
+		resp.Diagnostics.Append(backendErrorDiagnostic("create", describe(spec), err))
+		if created.ID.Name != "" {
+			// Saving the half-made proxy makes Terraform taint it and replace it later, instead of leaking it.
+			resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
+			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+			r.setIdentity(ctx, resp.Identity, created.ID)
+			resp.Diagnostics.AddError("Egress proxy saved as tainted", taintedDetail)
+		}
+		return
+	}
+	resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.setIdentity(ctx, resp.Identity, created.ID)
+}
+
+func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state proxyResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	timeout, d := state.Timeouts.Read(ctx, defaultReadTimeout)
+	resp.Diagnostics.Append(d...)
+	id, diags := parseID(state.ID.ValueString())
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	b, diags := r.backendFor(ctx, id.Backend)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	var inst backend.Instance
+	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+		inst, err = b.Get(ctx, id)
+		return err
+	})
+	if backend.IsNotFound(err) {
+		tflog.Warn(ctx, "egress proxy is gone from the backend; removing it from state so the next plan recreates it",
+			map[string]any{"id": id.String(), "error": err.Error()})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.Append(backendErrorDiagnostic("read", id.String(), err))
+		return
+	}
+	resp.Diagnostics.Append(state.setInstance(inst, r.data.defaultLabels)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	r.setIdentity(ctx, resp.Identity, id)
+}
+
+// Update changes labels, the only attribute that does not force replacement.
+func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state proxyResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	var passwordWO types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &passwordWO)...)
+	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
+	resp.Diagnostics.Append(d...)
+	id, diags := parseID(state.ID.ValueString())
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	spec, diags := r.spec(ctx, plan, state.UID.ValueString(), passwordWO)
+	resp.Diagnostics.Append(diags...)
+	b, diags := r.backendFor(ctx, id.Backend)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	var inst backend.Instance
+	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+		inst, err = b.Update(ctx, id, spec)
+		return err
+	})
+	if err != nil {
+		resp.Diagnostics.Append(backendErrorDiagnostic("update", id.String(), err))
+		return
+	}
+	resp.Diagnostics.Append(plan.setInstance(inst, r.data.defaultLabels)...)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.setIdentity(ctx, resp.Identity, id)
+}
+
+func (r *proxyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state proxyResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
+	resp.Diagnostics.Append(d...)
+	id, diags := parseID(state.ID.ValueString())
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	b, diags := r.backendFor(ctx, id.Backend)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+
+	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) error {
+		return b.Delete(ctx, id)
+	})
+	if err != nil && !backend.IsNotFound(err) {
+		resp.Diagnostics.Append(backendErrorDiagnostic("delete", id.String(), err))
+	}
+}
+
+func (r *proxyResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if req.ID != "" {
+		if _, diags := parseID(req.ID); diags.HasError() {
+			resp.Diagnostics.Append(diags...)
+			return
+		}
+	}
+	resource.ImportStatePassthroughWithIdentity(ctx, path.Root("id"), path.Root("id"), req, resp)
+}
+
+// spec maps the plan onto the contract.
+func (r *proxyResource) spec(ctx context.Context, m proxyResourceModel, uid string, passwordWO types.String) (backend.Spec, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	name := m.Name.ValueString()
+	if m.Name.IsNull() || m.Name.IsUnknown() {
+		name = backend.NameFromUID(uid)
+	}
+	own := map[string]string{}
+	diags.Append(m.Labels.ElementsAs(ctx, &own, false)...)
+	settings, d := m.settings(ctx, passwordWO)
+	diags.Append(d...)
+	return backend.Spec{
+		Name: name, UID: uid, Owner: r.data.owner,
+		Labels:    mergeLabels(r.data.defaultLabels, own),
+		Placement: m.placement(),
+		Proxy:     settings,
+	}, diags
+}
+
+func (r *proxyResource) setIdentity(ctx context.Context, identity interface {
+	Set(context.Context, any) diag.Diagnostics
+}, id backend.ProviderID) {
+	if identity == nil {
+		return
+	}
+	identity.Set(ctx, proxyIdentityModel{ID: types.StringValue(id.String())})
+}
+
+func parseID(s string) (backend.ProviderID, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	id, err := backend.ParseProviderID(s)
+	if err != nil {
+		diags.AddAttributeError(path.Root("id"), "Invalid egress proxy id", err.Error())
+	}
+	return id, diags
+}
+
+func describe(spec backend.Spec) string {
+	return fmt.Sprintf("egress proxy %q on %s target %q", spec.Name, spec.Placement.Backend, spec.Placement.Target)
+}

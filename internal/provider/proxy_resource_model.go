@@ -1,0 +1,233 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+type proxyResourceModel struct {
+	Kubernetes *kubernetesPlacementModel `tfsdk:"kubernetes"`
+	GCP        *gcpPlacementModel        `tfsdk:"gcp"`
+	KVM        *kvmPlacementModel        `tfsdk:"kvm"`
+
+	Name                types.String `tfsdk:"name"`
+	Port                types.Int64  `tfsdk:"port"`
+	AllowedClientCIDRs  types.Set    `tfsdk:"allowed_client_cidrs"`
+	AllowedDestinations types.Set    `tfsdk:"allowed_destinations"`
+	AllowedPorts        types.Set    `tfsdk:"allowed_ports"`
+	Auth                *authModel   `tfsdk:"auth"`
+	Labels              types.Map    `tfsdk:"labels"`
+
+	ID              types.String   `tfsdk:"id"`
+	UID             types.String   `tfsdk:"uid"`
+	AllLabels       types.Map      `tfsdk:"all_labels"`
+	State           types.String   `tfsdk:"state"`
+	InternalAddress types.String   `tfsdk:"internal_address"`
+	EgressAddress   types.String   `tfsdk:"egress_address"`
+	ProxyURL        types.String   `tfsdk:"proxy_url"`
+	CreatedAt       types.String   `tfsdk:"created_at"`
+	Timeouts        timeouts.Value `tfsdk:"timeouts"`
+}
+
+type kubernetesPlacementModel struct {
+	Cluster   types.String `tfsdk:"cluster"`
+	Namespace types.String `tfsdk:"namespace"`
+}
+
+type gcpPlacementModel struct {
+	Project types.String `tfsdk:"project"`
+	Zone    types.String `tfsdk:"zone"`
+}
+
+type kvmPlacementModel struct {
+	Host      types.String `tfsdk:"host"`
+	VCPUs     types.Int64  `tfsdk:"vcpus"`
+	MemoryMiB types.Int64  `tfsdk:"memory_mib"`
+	DiskGiB   types.Int64  `tfsdk:"disk_gib"`
+}
+
+type authModel struct {
+	Username          types.String `tfsdk:"username"`
+	Password          types.String `tfsdk:"password"`
+	PasswordWO        types.String `tfsdk:"password_wo"`
+	PasswordWOVersion types.Int64  `tfsdk:"password_wo_version"`
+}
+
+// placement maps the one configured backend attribute onto the contract.
+func (m proxyResourceModel) placement() backend.Placement {
+	switch {
+	case m.Kubernetes != nil:
+		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString()}
+	case m.GCP != nil:
+		return backend.Placement{Backend: backend.KindGCP, Target: m.GCP.Project.ValueString(), Scope: m.GCP.Zone.ValueString()}
+	default:
+		p := backend.Placement{Backend: backend.KindKVM, KVM: &backend.KVMPlacement{}}
+		if m.KVM != nil {
+			p.Target = m.KVM.Host.ValueString()
+			p.KVM = &backend.KVMPlacement{
+				VCPUs:     int(m.KVM.VCPUs.ValueInt64()),
+				MemoryMiB: int(m.KVM.MemoryMiB.ValueInt64()),
+				DiskGiB:   int(m.KVM.DiskGiB.ValueInt64()),
+			}
+		}
+		return p
+	}
+}
+
+// setPlacement is the inverse of placement, used when an import leaves the placement empty.
+func (m *proxyResourceModel) setPlacement(p backend.Placement) {
+	switch p.Backend {
+	case backend.KindKubernetes:
+		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope)}
+	case backend.KindGCP:
+		m.GCP = &gcpPlacementModel{Project: types.StringValue(p.Target), Zone: types.StringValue(p.Scope)}
+	case backend.KindKVM:
+		k := backend.KVMPlacement{VCPUs: defaultKVMVCPUs, MemoryMiB: defaultKVMMemoryMiB, DiskGiB: defaultKVMDiskGiB}
+		if p.KVM != nil {
+			k = *p.KVM
+		}
+		m.KVM = &kvmPlacementModel{
+			Host: types.StringValue(p.Target), VCPUs: types.Int64Value(int64(k.VCPUs)),
+			MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
+		}
+	}
+}
+
+// settings builds the proxy settings; passwordWO is the write-only password, read from the configuration
+// because plans never carry it.
+func (m proxyResourceModel) settings(ctx context.Context, passwordWO types.String) (proxyconf.Settings, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	s := proxyconf.Settings{Port: int(m.Port.ValueInt64())}
+	diags.Append(m.AllowedClientCIDRs.ElementsAs(ctx, &s.AllowedClientCIDRs, false)...)
+	diags.Append(m.AllowedDestinations.ElementsAs(ctx, &s.AllowedDestinations, false)...)
+	var ports []int64
+	diags.Append(m.AllowedPorts.ElementsAs(ctx, &ports, false)...)
+	for _, p := range ports {
+		s.AllowedPorts = append(s.AllowedPorts, int(p))
+	}
+	sort.Strings(s.AllowedClientCIDRs)
+	sort.Strings(s.AllowedDestinations)
+	sort.Ints(s.AllowedPorts)
+	if m.Auth != nil {
+		password := m.Auth.Password.ValueString()
+		if m.Auth.Password.IsNull() {
+			password = passwordWO.ValueString()
+		}
+		s.Auth = &proxyconf.BasicAuth{Username: m.Auth.Username.ValueString(), Password: password}
+	}
+	return s, diags
+}
+
+// setSettings records what the backend reports, so that a change made behind Terraform's back shows in the plan.
+func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics {
+	var diags diag.Diagnostics
+	m.Port = types.Int64Value(int64(s.Port))
+	m.AllowedClientCIDRs = stringSet(s.AllowedClientCIDRs, &diags)
+	m.AllowedDestinations = stringSet(s.AllowedDestinations, &diags)
+	ports := make([]attr.Value, len(s.AllowedPorts))
+	for i, p := range s.AllowedPorts {
+		ports[i] = types.Int64Value(int64(p))
+	}
+	set, d := types.SetValue(types.Int64Type, ports)
+	diags.Append(d...)
+	m.AllowedPorts = set
+	switch {
+	case s.Auth == nil:
+		m.Auth = nil
+	case m.Auth == nil:
+		// Imported: the backend never gives the password back.
+		m.Auth = &authModel{Username: types.StringValue(s.Auth.Username), Password: types.StringNull(),
+			PasswordWO: types.StringNull(), PasswordWOVersion: types.Int64Null()}
+	default:
+		m.Auth.Username = types.StringValue(s.Auth.Username)
+	}
+	return diags
+}
+
+func stringSet(values []string, diags *diag.Diagnostics) types.Set {
+	elems := make([]attr.Value, len(values))
+	for i, v := range values {
+		elems[i] = types.StringValue(v)
+	}
+	set, d := types.SetValue(types.StringType, elems)
+	diags.Append(d...)
+	return set
+}
+
+// setInstance copies what the backend reports into the model.
+func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[string]string) diag.Diagnostics {
+	var diags diag.Diagnostics
+	m.ID = types.StringValue(inst.ID.String())
+	m.Name = types.StringValue(inst.Name)
+	m.UID = types.StringValue(inst.UID)
+	m.State = types.StringValue(string(inst.State))
+	m.InternalAddress = types.StringValue(inst.InternalAddress)
+	m.EgressAddress = types.StringValue(inst.EgressAddress)
+	m.ProxyURL = types.StringValue(proxyURL(inst))
+	m.CreatedAt = types.StringValue("")
+	if !inst.CreatedAt.IsZero() {
+		m.CreatedAt = types.StringValue(inst.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	if m.Kubernetes == nil && m.GCP == nil && m.KVM == nil {
+		placement := inst.Placement
+		placement.Backend, placement.Target, placement.Scope = inst.ID.Backend, inst.ID.Target, inst.ID.Scope
+		m.setPlacement(placement)
+	}
+	if inst.Proxy != nil {
+		diags.Append(m.setSettings(*inst.Proxy)...)
+	}
+	all, d := types.MapValueFrom(context.Background(), types.StringType, inst.Labels)
+	diags.Append(d...)
+	m.AllLabels = all
+	if m.Labels.IsNull() || m.Labels.IsUnknown() {
+		m.Labels = importedLabels(inst.Labels, defaults, &diags)
+	}
+	return diags
+}
+
+// importedLabels are the labels a resource must have declared to produce all: those the defaults do not give.
+func importedLabels(all, defaults map[string]string, diags *diag.Diagnostics) types.Map {
+	own := map[string]string{}
+	for k, v := range all {
+		if dv, ok := defaults[k]; !ok || dv != v {
+			own[k] = v
+		}
+	}
+	if len(own) == 0 {
+		return types.MapNull(types.StringType)
+	}
+	m, d := types.MapValueFrom(context.Background(), types.StringType, own)
+	diags.Append(d...)
+	return m
+}
+
+func proxyURL(inst backend.Instance) string {
+	if inst.InternalAddress == "" || inst.Port == 0 {
+		return ""
+	}
+	return fmt.Sprintf("http://%s", net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port)))
+}
+
+// mergeLabels lays labels over defaults; the resource's own labels win.
+func mergeLabels(defaults, labels map[string]string) map[string]string {
+	out := make(map[string]string, len(defaults)+len(labels))
+	for k, v := range defaults {
+		out[k] = v
+	}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}

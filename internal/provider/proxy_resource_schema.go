@@ -1,0 +1,178 @@
+package provider
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+const labelRulesDescription = "Keys: lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters; " +
+	"keys starting with `egress-` that the provider uses itself are reserved. Values: at most 63 lowercase letters, digits, `-` and `_`."
+
+// Defaults of the KVM placement: enough for Squid on a small Debian guest.
+const (
+	defaultKVMVCPUs     = 1
+	defaultKVMMemoryMiB = 512
+	defaultKVMDiskGiB   = 4
+)
+
+func statesDescription() string {
+	names := make([]string, len(backend.States))
+	for i, s := range backend.States {
+		names[i] = "`" + string(s) + "`"
+	}
+	return strings.Join(names, ", ")
+}
+
+func backendPaths() []path.Expression {
+	exprs := make([]path.Expression, len(backend.Kinds))
+	for i, k := range backend.Kinds {
+		exprs[i] = path.MatchRoot(string(k))
+	}
+	return exprs
+}
+
+func proxyResourceSchema(ctx context.Context) schema.Schema {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	return schema.Schema{
+		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
+			"reach only the allowed destinations, from a known address. Set exactly one of `kubernetes`, `gcp` or `kvm` " +
+			"to choose where it runs. Everything but `labels` is fixed at creation: changing it replaces the proxy.",
+		Attributes: map[string]schema.Attribute{
+			// Placement: exactly one.
+			"kubernetes": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider.",
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Attributes: map[string]schema.Attribute{
+					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.Name()}},
+					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.Name()}},
+				},
+			},
+			"gcp": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Run the proxy as a Compute Engine VM.",
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Attributes: map[string]schema.Attribute{
+					"project": schema.StringAttribute{Required: true, MarkdownDescription: "Project ID.", Validators: []validator.String{attribute_validator.Name()}},
+					"zone":    schema.StringAttribute{Required: true, MarkdownDescription: "Zone, such as `europe-west1-b`.", Validators: []validator.String{attribute_validator.Name()}},
+				},
+			},
+			"kvm": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider.",
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Attributes: map[string]schema.Attribute{
+					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.Name()}},
+					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMVCPUs),
+						MarkdownDescription: "Virtual CPUs.", Validators: []validator.Int64{int64validator.Between(1, 64)}},
+					"memory_mib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMMemoryMiB),
+						MarkdownDescription: "Memory in MiB.", Validators: []validator.Int64{int64validator.Between(128, 1<<20)}},
+					"disk_gib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMDiskGiB),
+						MarkdownDescription: "Root disk size in GiB.", Validators: []validator.Int64{int64validator.Between(1, 4096)}},
+				},
+			},
+
+			// Proxy behaviour.
+			"name": schema.StringAttribute{
+				Optional: true, Computed: true,
+				MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+				Validators:          []validator.String{attribute_validator.Name()},
+			},
+			"port": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
+				MarkdownDescription: "Port the proxy listens on.",
+				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+				Validators:          []validator.Int64{attribute_validator.Port()},
+			},
+			"allowed_client_cidrs": schema.SetAttribute{
+				Required: true, ElementType: types.StringType,
+				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused.",
+				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
+			},
+			"allowed_destinations": schema.SetAttribute{
+				Optional: true, Computed: true, ElementType: types.StringType,
+				Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
+				MarkdownDescription: "Host names the proxy lets clients reach: `api.example.com` for one host, `.example.com` for the domain and all its subdomains. Empty (the default) denies every destination.",
+				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.Destination())},
+			},
+			"allowed_ports": schema.SetAttribute{
+				Optional: true, Computed: true, ElementType: types.Int64Type,
+				Default:             setdefault.StaticValue(types.SetValueMust(types.Int64Type, []attr.Value{types.Int64Value(443)})),
+				MarkdownDescription: "Destination ports `CONNECT` may reach. Defaults to 443 only.",
+				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueInt64sAre(attribute_validator.Port())},
+			},
+			"auth": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Attributes: map[string]schema.Attribute{
+					"username": schema.StringAttribute{Required: true, MarkdownDescription: "User name.", Validators: []validator.String{attribute_validator.Username()}},
+					"password": schema.StringAttribute{Optional: true, Sensitive: true,
+						MarkdownDescription: "Password, 8 to 72 bytes. Stored in state (marked sensitive).",
+						Validators: []validator.String{attribute_validator.Password(),
+							stringvalidator.ExactlyOneOf(path.MatchRelative().AtParent().AtName("password"), path.MatchRelative().AtParent().AtName("password_wo"))}},
+					"password_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Write-only password, 8 to 72 bytes: never stored in state. Change `password_wo_version` to apply a new one.",
+						Validators: []validator.String{attribute_validator.Password(),
+							stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo_version"))}},
+					"password_wo_version": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Any number; changing it replaces the proxy with the current `password_wo`.",
+						Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo"))}},
+				},
+			},
+			"labels": schema.MapAttribute{
+				Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Labels on every object of the proxy; change in place. " + labelRulesDescription,
+				Validators: []validator.Map{
+					mapvalidator.KeysAre(attribute_validator.LabelKey()),
+					mapvalidator.ValueStringsAre(attribute_validator.LabelValue()),
+				},
+			},
+
+			// Computed.
+			"id": schema.StringAttribute{
+				Computed:            true,
+				MarkdownDescription: "Provider ID, the import string: " + strings.ReplaceAll(backend.ProviderIDFormat, "<", "`<") + ".",
+				PlanModifiers:       keep,
+			},
+			"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID written on every backend object; it is how garbage collection recognises them.", PlanModifiers: keep},
+			"all_labels": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
+			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
+			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
+			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: "Address the proxy's outbound traffic leaves from.", PlanModifiers: keep},
+			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>`, for `HTTPS_PROXY` and `HTTP_PROXY`; empty while the address is unknown.", PlanModifiers: keep},
+			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true}),
+		},
+	}
+}
