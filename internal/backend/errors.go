@@ -108,6 +108,10 @@ func ClassOf(err error) Class {
 	if err == nil {
 		return ClassUnclassified
 	}
+	var g *GaveUpError
+	if errors.As(err, &g) {
+		return ClassOf(g.Last)
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Class

@@ -56,13 +56,25 @@ func Retry(ctx context.Context, b Backoff, op func(context.Context) error) error
 	}
 }
 
-// gaveUp keeps the class of the last error while saying the operation stopped for lack of time.
+// GaveUpError says an operation stopped retrying because its context ended. Its class is the class of the
+// last error, so an error nobody classified is still reported as such, and not as a mere timeout.
+type GaveUpError struct {
+	Cause error // ctx.Err()
+	Last  error
+}
+
+func (e *GaveUpError) Error() string {
+	return fmt.Sprintf("gave up after %v; last error: %v", e.Cause, e.Last)
+}
+
+func (e *GaveUpError) Unwrap() []error { return []error{e.Last, e.Cause} }
+
 func gaveUp(ctx context.Context, last error) error {
 	cause := ctx.Err()
 	if cause == nil {
 		cause = context.DeadlineExceeded
 	}
-	return fmt.Errorf("gave up after %w; last error: %w", cause, last)
+	return &GaveUpError{Cause: cause, Last: last}
 }
 
 // Poll calls check until it reports done, returns an error that is not Retryable, or ctx ends. Retryable errors

@@ -33,9 +33,6 @@ var classAdvice = map[backend.Class]struct{ summary, advice string }{
 // the error class and what to do.
 func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic {
 	class := backend.ClassOf(err)
-	if o := backend.ObjectOf(err); o != "" {
-		object = o
-	}
 	a := classAdvice[class]
 	detail := fmt.Sprintf("Could not %s %s.\n\nError class: %s\nBackend error: %v\n\n%s", operation, object, class, err, a.advice)
 	var notConfigured *backend.NotConfiguredError

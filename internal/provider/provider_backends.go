@@ -126,4 +126,3 @@ func kvmHosts(m *kvmProviderModel) map[string]string {
 	}
 	return hosts
 }
-

@@ -144,7 +144,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 							stringvalidator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo_version"))}},
 					"password_wo_version": schema.Int64Attribute{Optional: true,
 						MarkdownDescription: "Any number; changing it replaces the proxy with the current `password_wo`.",
-						Validators: []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo"))}},
+						Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRelative().AtParent().AtName("password_wo"))}},
 				},
 			},
 			"labels": schema.MapAttribute{

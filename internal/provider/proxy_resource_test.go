@@ -1,0 +1,153 @@
+package provider
+
+import (
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+const testProviderBlock = `
+provider "egress" {
+  owner          = "team-a"
+  default_labels = { env = "test" }
+  kubernetes     = {}
+  gcp            = {}
+  kvm            = {}
+}
+`
+
+func proxyConfig(body string) string {
+	return testProviderBlock + fmt.Sprintf(`
+resource "egress_proxy" "test" {
+%s
+}
+`, body)
+}
+
+func TestAccProxy_lifecycle(t *testing.T) {
+	mem := newMemoryBackends()
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: mem.protoV6(),
+		CheckDestroy:             checkDestroyed(mem),
+		Steps: []resource.TestStep{
+			{
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1" }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com", "api.github.com"]
+  labels               = { team = "net" }
+`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^kvm/hv1/egress-[0-9a-f]{16}$`))),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("port"), knownvalue.Int64Exact(3128)),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("proxy_url"), knownvalue.StringExact("http://10.0.0.10:3128")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("all_labels"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"env": knownvalue.StringExact("test"), "team": knownvalue.StringExact("net"),
+					})),
+				},
+				Check: checkBackendHas(mem, backend.KindKVM, 1),
+			},
+			{
+				// Labels change in place: same id, an update, not a replacement.
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1" }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com", "api.github.com"]
+  labels               = { team = "platform", env = "prod" }
+`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("all_labels"), knownvalue.MapExact(map[string]knownvalue.Check{
+						"env": knownvalue.StringExact("prod"), "team": knownvalue.StringExact("platform"),
+					})),
+				},
+				Check: checkBackendLabel(mem, backend.KindKVM, "team", "platform"),
+			},
+			{
+				ResourceName:      "egress_proxy.test",
+				ImportState:       true,
+				ImportStateVerify: true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+			},
+			{
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+			},
+			{
+				// A destination change cannot be applied in place: the proxy is replaced.
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1" }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+  labels               = { team = "platform", env = "prod" }
+`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				Check: checkBackendHas(mem, backend.KindKVM, 1),
+			},
+		},
+	})
+}
+
+func checkDestroyed(mem memoryBackends) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		for _, rs := range s.RootModule().Resources {
+			if rs.Type != "egress_proxy" {
+				continue
+			}
+			id, err := backend.ParseProviderID(rs.Primary.ID)
+			if err != nil {
+				return err
+			}
+			_, err = mem[id.Backend].Get(t0ctx(), id)
+			if !backend.IsNotFound(err) {
+				return fmt.Errorf("%s still exists after destroy (get returned %v)", id, err)
+			}
+		}
+		return nil
+	}
+}
+
+func checkBackendHas(mem memoryBackends, kind backend.Kind, n int) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		if got := len(mem[kind].Instances()); got != n {
+			return fmt.Errorf("%s backend holds %d instances, want %d", kind, got, n)
+		}
+		return nil
+	}
+}
+
+func checkBackendLabel(mem memoryBackends, kind backend.Kind, key, want string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		for _, inst := range mem[kind].Instances() {
+			if inst.Labels[key] != want {
+				return fmt.Errorf("%s label %s = %q, want %q", inst.ID, key, inst.Labels[key], want)
+			}
+		}
+		return nil
+	}
+}
