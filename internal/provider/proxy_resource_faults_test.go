@@ -184,4 +184,3 @@ func TestAccProxy_deleteIsIdempotent(t *testing.T) {
 		},
 	})
 }
-

@@ -81,9 +81,9 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				Check: checkBackendLabel(mem, backend.KindKVM, "team", "platform"),
 			},
 			{
-				ResourceName:      "egress_proxy.test",
-				ImportState:       true,
-				ImportStateVerify: true,
+				ResourceName:            "egress_proxy.test",
+				ImportState:             true,
+				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{

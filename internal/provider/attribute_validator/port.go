@@ -2,6 +2,7 @@ package attribute_validator //nolint:revive
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
@@ -21,6 +22,6 @@ func (port) ValidateInt64(_ context.Context, req validator.Int64Request, resp *v
 		return
 	}
 	if err := proxyconf.ValidatePort(int(req.ConfigValue.ValueInt64())); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid port", err.Error())
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid port", fmt.Sprintf("Attribute %s: %v", req.Path, err))
 	}
 }

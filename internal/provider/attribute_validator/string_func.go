@@ -4,6 +4,7 @@ package attribute_validator //nolint:revive // named like the framework's own va
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -28,7 +29,8 @@ func (v stringFunc) ValidateString(_ context.Context, req validator.StringReques
 		return
 	}
 	if err := v.check(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.description, err.Error())
+		// The path goes in the text too: CLIs quote only the enclosing block's line for nested attributes.
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid "+v.description, fmt.Sprintf("Attribute %s: %v", req.Path, err))
 	}
 }
 

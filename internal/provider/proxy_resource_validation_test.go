@@ -1,0 +1,101 @@
+package provider
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+)
+
+// Every invalid configuration is rejected at plan time, and OpenTofu points at the attribute at fault: the
+// quoted source line in its diagnostic is the attribute's own line.
+func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
+	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
+	tests := map[string]struct {
+		body string
+		want string // the diagnostic's summary, then its text naming the attribute
+	}{
+		"no backend":                 {base, `Missing Attribute Configuration.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
+		"two backends":               {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"z\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
+		"uppercase name":             {base + "  kvm = {}\n  name = \"Proxy1\"", `Invalid proxy name.*Attribute name: "Proxy1"`},
+		"name too long":              {base + "  kvm = {}\n  name = \"a" + strings.Repeat("b", 63) + "\"", `Invalid proxy name.*Attribute name: "abbb`},
+		"name starts with digit":     {base + "  kvm = {}\n  name = \"1proxy\"", `Invalid proxy name.*Attribute name: "1proxy"`},
+		"port zero":                  {base + "  kvm = {}\n  port = 0", `Invalid port.*Attribute port: port 0`},
+		"port too high":              {base + "  kvm = {}\n  port = 70000", `Invalid port.*Attribute port: port 70000`},
+		"no client cidrs":            {"  kvm = {}\n  allowed_client_cidrs = []", `Invalid Attribute Value.*Attribute allowed_client_cidrs set must contain at least 1`},
+		"cidr with host bits":        {"  kvm = {}\n  allowed_client_cidrs = [\"10.0.0.1/8\"]", `Invalid client CIDR.*Attribute allowed_client_cidrs\[Value\("10.0.0.1/8"\)\]:.*write 10.0.0.0/8`},
+		"cidr not a cidr":            {"  kvm = {}\n  allowed_client_cidrs = [\"everyone\"]", `Invalid client CIDR.*Attribute allowed_client_cidrs\[Value\("everyone"\)\]`},
+		"destination with space":     {base + "  kvm = {}\n  allowed_destinations = [\"a.com deny\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("a.com deny"\)\]`},
+		"destination with newline":   {base + "  kvm = {}\n  allowed_destinations = [\"a.com\\nhttp_access allow all\"]", `Invalid destination.*Attribute allowed_destinations\[`},
+		"destination with wildcard":  {base + "  kvm = {}\n  allowed_destinations = [\"*.example.com\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("\*.example.com"\)\]`},
+		"destination uppercase":      {base + "  kvm = {}\n  allowed_destinations = [\"API.example.com\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("API.example.com"\)\]: destination "API.example.com" must be lowercase`},
+		"connect port zero":          {base + "  kvm = {}\n  allowed_ports = [0]", `Invalid port.*Attribute allowed_ports\[Value\(0\)\]`},
+		"reserved label key":         {base + "  kvm = {}\n  labels = { egress-uid = \"x\" }", `Invalid label key.*Attribute labels\["egress-uid"\]: label key "egress-uid" is reserved`},
+		"label value uppercase":      {base + "  kvm = {}\n  labels = { team = \"Net\" }", `Invalid label value.*Attribute labels\["team"\]`},
+		"label key with dot":         {base + "  kvm = {}\n  labels = { \"a.b\" = \"x\" }", `Invalid label key.*Attribute labels\["a.b"\]: label key "a.b"`},
+		"auth without password":      {base + "  kvm = {}\n  auth = { username = \"u\" }", `Invalid Attribute Combination.*No attribute specified when one \(and only one\) of \[auth.password,auth.password_wo\]`},
+		"auth short password":        {base + "  kvm = {}\n  auth = { username = \"u\", password = \"short\" }", `Invalid password.*Attribute auth.password: password must be 8 to 72 bytes`},
+		"auth username with colon":   {base + "  kvm = {}\n  auth = { username = \"u:x\", password = \"longenough\" }", `Invalid username.*Attribute auth.username: username "u:x"`},
+		"write-only without version": {base + "  kvm = {}\n  auth = { username = \"u\", password_wo = \"longenough\" }", `Invalid Attribute Combination.*auth.password_wo_version`},
+		"kvm vcpus zero":             {base + "  kvm = { vcpus = 0 }", `Invalid Attribute Value.*Attribute kvm.vcpus value must be between 1 and 64, got: 0`},
+		"kvm memory too small":       {base + "  kvm = { memory_mib = 16 }", `Invalid Attribute Value.*Attribute kvm.memory_mib value must be between`},
+		"kvm host with slash":        {base + "  kvm = { host = \"a/b\" }", `Invalid proxy name.*Attribute kvm.host: "a/b"`},
+		"gcp zone missing":           {base + "  gcp = { project = \"p\" }", `Incorrect attribute value type.*attribute "zone" is required`},
+		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid proxy name.*Attribute kubernetes.namespace: "Team_A"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			mem := newMemoryBackends()
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: mem.protoV6(),
+				Steps: []resource.TestStep{{
+					Config:      proxyConfig(tc.body),
+					PlanOnly:    true,
+					ExpectError: wrapped("(?s)Error: " + tc.want),
+				}},
+			})
+			for _, b := range mem {
+				if n := b.Calls("create"); n != 0 {
+					t.Errorf("an invalid configuration reached the backend: %d create calls", n)
+				}
+			}
+		})
+	}
+}
+
+// Provider configuration errors point at the provider's attribute.
+func TestAccProvider_invalidConfig(t *testing.T) {
+	tests := map[string]struct {
+		provider string
+		want     string
+	}{
+		"owner uppercase":        {`owner = "Team"`, `(?s)Invalid label value.*Attribute owner: label value "Team"`},
+		"owner empty":            {`owner = ""`, `(?s)Invalid value.*Attribute owner: must not be empty`},
+		"owner missing":          {``, `(?s)Missing owner.*EGRESS_OWNER`},
+		"default label reserved": {`owner = "t"` + "\n" + `default_labels = { egress-owner = "x" }`, `(?s)Invalid label key.*Attribute default_labels\["egress-owner"\]: label key "egress-owner" is reserved`},
+		"backend not configured": {`owner = "t"`, `(?s)Backend not configured.*add a kvm = \{ ... \} attribute to the provider block`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(OwnerEnvVar, "")
+			mem := newMemoryBackends()
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: mem.protoV6(),
+				Steps: []resource.TestStep{{
+					Config: `provider "egress" {
+` + tc.provider + `
+}
+resource "egress_proxy" "test" {
+  kvm                  = {}
+  allowed_client_cidrs = ["10.0.0.0/8"]
+}
+`,
+					ExpectError: wrapped(tc.want),
+				}},
+			})
+		})
+	}
+}
