@@ -1,0 +1,162 @@
+// Package kvm runs egress proxies as libvirt domains: a qcow2 overlay on a base volume, a NoCloud seed ISO
+// and a domain whose metadata says whose it is. It talks to libvirtd over its RPC protocol in pure Go
+// (github.com/digitalocean/go-libvirt), through the narrow api interface, one lazily dialled connection per
+// configured host.
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Backend is the kvm implementation of backend.Backend and backend.Checker.
+type Backend struct {
+	hosts map[string]HostConfig
+	conns map[string]*conn
+	// now stamps CreatedAt; pollInterval spaces state and address polls. Tests shorten both.
+	now          func() time.Time
+	pollInterval time.Duration
+}
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Checker = (*Backend)(nil)
+)
+
+// New validates cfg and returns a backend. It dials nothing: each host is connected on its first use.
+func New(cfg Config) (*Backend, error) {
+	return newBackend(cfg, dialLibvirt)
+}
+
+func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
+	hosts, err := cfg.hosts()
+	if err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, "kvm backend configuration", err)
+	}
+	b := &Backend{hosts: hosts, conns: map[string]*conn{}, now: time.Now, pollInterval: time.Second}
+	for name, h := range hosts {
+		t, _ := parseURI(h.URI) // validated by cfg.hosts
+		b.conns[name] = &conn{name: name, host: h, target: t, dial: dial}
+	}
+	return b, nil
+}
+
+// Close ends every open connection. The backend dials again if used afterwards.
+func (b *Backend) Close() error {
+	for _, c := range b.conns {
+		c.close()
+	}
+	return nil
+}
+
+// Hosts lists the configured host names.
+func (b *Backend) Hosts() []string { return sortedNames(b.hosts) }
+
+// connFor returns the connection of id's host, or a Permanent error for an id this backend cannot serve.
+func (b *Backend) connFor(id backend.ProviderID) (*conn, error) {
+	if id.Backend != backend.KindKVM {
+		return nil, backend.Permanent(id.String(), "not a kvm id (%s)", backend.ProviderIDFormat)
+	}
+	c, ok := b.conns[id.Target]
+	if !ok {
+		return nil, backend.Permanent(id.String(), "kvm host %q is not configured on this provider (configured: %v)", id.Target, b.Hosts())
+	}
+	return c, nil
+}
+
+func domainObject(host, name string) string {
+	return fmt.Sprintf("kvm domain %s on host %s", name, host)
+}
+
+// Get reads the proxy back from its domain: state from libvirt, everything else from the domain's metadata.
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	c, err := b.connFor(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	var inst backend.Instance
+	err = c.do(ctx, func(l api) error {
+		dom, m, err := lookupManaged(l, id.Name)
+		if err != nil {
+			return err
+		}
+		st, reason, err := l.DomainGetState(dom, 0)
+		if err != nil {
+			return err
+		}
+		inst = m.instance(id.Target, stateOf(st, reason))
+		if inst.State == backend.StateRunning {
+			addressFromHost(l, dom, m, &inst)
+		}
+		return nil
+	})
+	return inst, classify(domainObject(id.Target, id.Name), err)
+}
+
+// lookupManaged finds the domain and reads its metadata. A domain of that name without the provider's
+// metadata is someone else's: Permanent, never NotFound, so Terraform does not try to create over it.
+func lookupManaged(l api, name string) (libvirt.Domain, metadata, error) {
+	dom, err := l.DomainLookupByName(name)
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	m, err := readMetadata(l, dom)
+	return dom, m, err
+}
+
+func readMetadata(l api, dom libvirt.Domain) (metadata, error) {
+	s, err := l.DomainGetMetadata(dom, int32(libvirt.DomainMetadataElement), libvirt.OptString{Namespace}, libvirt.DomainAffectCurrent)
+	if isCode(err, libvirt.ErrNoDomainMetadata) {
+		return metadata{}, backend.Permanent("", "domain %s exists but was not made by this provider (no %s metadata)", dom.Name, Namespace)
+	}
+	if err != nil {
+		return metadata{}, err
+	}
+	m, err := parseMetadata(s)
+	if err != nil {
+		return metadata{}, backend.NewError(backend.ClassPermanent, "", err)
+	}
+	return m, nil
+}
+
+// writeMetadata replaces the domain's metadata element, on the running domain too when it runs.
+func writeMetadata(l api, dom libvirt.Domain, m metadata) error {
+	s, err := m.marshal()
+	if err != nil {
+		return err
+	}
+	flags := libvirt.DomainAffectConfig
+	if st, _, err := l.DomainGetState(dom, 0); err == nil && libvirt.DomainState(st) != libvirt.DomainShutoff {
+		flags |= libvirt.DomainAffectLive
+	}
+	return l.DomainSetMetadata(dom, int32(libvirt.DomainMetadataElement), libvirt.OptString{s},
+		libvirt.OptString{metadataPrefix}, libvirt.OptString{Namespace}, flags)
+}
+
+// Update changes the labels, the only thing that changes in place: they live in the domain's metadata.
+func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
+	c, err := b.connFor(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	err = c.do(ctx, func(l api) error {
+		dom, m, err := lookupManaged(l, id.Name)
+		if err != nil {
+			return err
+		}
+		if spec.UID != "" && m.UID != spec.UID {
+			return backend.Permanent("", "domain %s belongs to proxy %s, not %s", id.Name, m.UID, spec.UID)
+		}
+		m.Labels = labelsToMeta(spec.Labels)
+		return writeMetadata(l, dom, m)
+	})
+	if err != nil {
+		return backend.Instance{}, classify(domainObject(id.Target, id.Name), err)
+	}
+	return b.Get(ctx, id)
+}

@@ -1,0 +1,201 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+)
+
+// session is one live connection to a libvirt daemon.
+type session struct {
+	api api
+	// lost is closed when the connection breaks, whoever noticed first: the daemon, the network or us.
+	lost  <-chan struct{}
+	close func()
+}
+
+func (s *session) isLost() bool {
+	select {
+	case <-s.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+// dialFunc opens a session to one configured host. Tests replace it with an in-memory fake.
+type dialFunc func(ctx context.Context, h HostConfig, t target) (*session, error)
+
+// conn is one host's connection: dialled on first use, shared by every call to that host, and dialled again
+// after the daemon drops it (a libvirtd restart must not need a provider restart).
+type conn struct {
+	name   string
+	host   HostConfig
+	target target
+	dial   dialFunc
+
+	mu  sync.Mutex
+	cur *session
+	// autoType caches what "auto" resolves to on this host: its capabilities do not change while it runs.
+	autoType string
+}
+
+// callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
+// the caller returns at once; a call still unanswered after this is taken as a stuck daemon and the
+// connection is closed, which ends the call and lets the next one dial afresh.
+const callGrace = 15 * time.Second
+
+// do runs fn, which may make several libvirt calls, against the host. It returns when fn does or when ctx ends,
+// whichever is first.
+func (c *conn) do(ctx context.Context, fn func(api) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s, err := c.session(ctx)
+	if err != nil {
+		return err
+	}
+	res := make(chan error, 1)
+	go func() { res <- fn(s.api) }()
+	select {
+	case err := <-res:
+		if err != nil && s.isLost() {
+			c.drop(s)
+			return &connLostError{host: c.name, err: err}
+		}
+		return err
+	case <-ctx.Done():
+		go func() {
+			t := time.NewTimer(callGrace)
+			defer t.Stop()
+			select {
+			case <-res:
+			case <-t.C:
+				c.drop(s)
+			}
+		}()
+		return ctx.Err()
+	}
+}
+
+// session returns the live session, dialling when there is none or the last one was lost.
+func (c *conn) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil && !c.cur.isLost() {
+		return c.cur, nil
+	}
+	if c.cur != nil {
+		c.cur.close()
+		c.cur = nil
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
+	defer cancel()
+	s, err := c.dial(dctx, c.host, c.target)
+	if err != nil {
+		return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
+	}
+	c.cur = s
+	return s, nil
+}
+
+func (c *conn) drop(s *session) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.close()
+	if c.cur == s {
+		c.cur = nil
+	}
+}
+
+// close ends the host's session, if any.
+func (c *conn) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != nil {
+		c.cur.close()
+		c.cur = nil
+	}
+}
+
+// dialLibvirt is the real dialFunc: the transport, then libvirt's handshake (auth list, connect open), all
+// within ctx.
+func dialLibvirt(ctx context.Context, h HostConfig, t target) (*session, error) {
+	nc, err := dialTransport(ctx, h, t)
+	if err != nil {
+		return nil, err
+	}
+	w := &watchedConn{Conn: nc, lost: make(chan struct{})}
+	l := libvirt.NewWithDialer(dialers.NewAlreadyConnected(w))
+	done := make(chan error, 1)
+	go func() { done <- l.ConnectToURI(libvirt.ConnectURI(t.name)) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			w.Close()
+			return nil, err
+		}
+	case <-ctx.Done():
+		w.Close() // ends the handshake's pending call
+		return nil, ctx.Err()
+	}
+	return &session{api: l, lost: w.lost, close: func() { w.Close() }}, nil
+}
+
+// watchedConn notices a broken connection itself: go-libvirt's own Disconnected channel can miss a drop that
+// happens during its handshake.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	lost chan struct{}
+}
+
+func (w *watchedConn) Read(b []byte) (int, error) {
+	n, err := w.Conn.Read(b)
+	if err != nil {
+		w.markLost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Write(b []byte) (int, error) {
+	n, err := w.Conn.Write(b)
+	if err != nil {
+		w.markLost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Close() error {
+	w.markLost()
+	return w.Conn.Close()
+}
+
+func (w *watchedConn) markLost() { w.once.Do(func() { close(w.lost) }) }
+
+// dialError is a host that could not be reached or refused the connection.
+type dialError struct {
+	host, uri string
+	err       error
+}
+
+func (e *dialError) Error() string {
+	return fmt.Sprintf("connecting to kvm host %q (%s): %v", e.host, e.uri, e.err)
+}
+func (e *dialError) Unwrap() error { return e.err }
+
+// connLostError is a call that failed because the connection broke under it.
+type connLostError struct {
+	host string
+	err  error
+}
+
+func (e *connLostError) Error() string {
+	return fmt.Sprintf("connection to kvm host %q lost: %v", e.host, e.err)
+}
+func (e *connLostError) Unwrap() error { return e.err }

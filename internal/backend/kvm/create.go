@@ -1,0 +1,201 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Create makes the proxy's domain, or adopts the one an earlier attempt made (same name, same UID), then
+// starts it and waits until it runs and, when asked, until it has an address. Order matters for crash safety:
+// seed volume first (it carries the proxy's identity, so a leftover is attributable), root overlay, DHCP
+// reservation, domain definition last. A retry after a crash at any point finds either the domain (adopt) or
+// attributable leftovers (clean up, then make afresh).
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
+	object := domainObject(spec.Placement.Target, spec.Name)
+	if err := backend.ValidateName(spec.Name); err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	if spec.UID == "" {
+		return backend.Instance{}, backend.Permanent(object, "a proxy needs a UID")
+	}
+	p, err := resolvePlacement(spec, b.hosts)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	c := b.conns[p.Host]
+
+	var m metadata
+	var dom libvirt.Domain
+	err = c.do(ctx, func(l api) error {
+		var err error
+		dom, m, err = lookupManaged(l, spec.Name)
+		switch {
+		case err == nil && m.UID != spec.UID:
+			return backend.Permanent("", "domain %s already exists and belongs to another proxy (uid %s, owner %q): choose another name or delete it", spec.Name, m.UID, m.Owner)
+		case err == nil:
+			return nil // ours from an earlier attempt: adopt it
+		case !isCode(err, libvirt.ErrNoDomain):
+			return err
+		}
+		dom, m, err = b.define(l, c, spec, p)
+		return err
+	})
+	if err != nil {
+		return backend.Instance{}, classify(object, err)
+	}
+
+	// From here on the domain exists: every error comes with the instance, so the caller records its id.
+	inst := m.instance(p.Host, backend.StatePending)
+	if err := b.start(ctx, c, dom, &inst); err != nil {
+		return inst, classify(object, err)
+	}
+	if m.Placement.WaitForAddress && inst.InternalAddress == "" {
+		if err := b.waitForAddress(ctx, c, dom, m, &inst); err != nil {
+			return inst, classify(object, fmt.Errorf("waiting for the proxy's address: %w", err))
+		}
+	}
+	return inst, nil
+}
+
+// define checks the host can take the proxy, clears attributable leftovers, makes the volumes and the
+// reservation, and defines the domain.
+func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvirt.Domain, metadata, error) {
+	var dom libvirt.Domain
+	domainType, err := c.domainType(l, p.DomainType)
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	p.DomainType = domainType
+	if err := checkMemory(l, p.MemoryMiB); err != nil {
+		return dom, metadata{}, err
+	}
+	pool, err := activePool(l, p.Pool)
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	base, err := lookupBase(l, pool.pool, p.BaseVolume)
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	capacity := uint64(p.DiskGiB) * gib
+	switch {
+	case p.DiskGiB == 0:
+		capacity = base.capacity
+	case capacity < base.capacity:
+		return dom, metadata{}, backend.Permanent("", "disk of %d GiB is smaller than base volume %q (%d bytes)", p.DiskGiB, p.BaseVolume, base.capacity)
+	}
+	if capacity > pool.available {
+		return dom, metadata{}, backend.Quota("", "pool %q has %d bytes available, the proxy's disk may grow to %d", p.Pool, pool.available, capacity)
+	}
+	if err := clearLeftovers(l, pool.pool, spec); err != nil {
+		return dom, metadata{}, err
+	}
+
+	m := newMetadata(spec, p, b.now())
+	img, err := seedImage(spec, m, b.now())
+	if err != nil {
+		return dom, metadata{}, backend.NewError(backend.ClassPermanent, "", err)
+	}
+	if err := createSeed(l, pool.pool, seedVolumeName(spec.Name), img); err != nil {
+		return dom, metadata{}, err
+	}
+	if err := createRoot(l, pool.pool, rootVolumeName(spec.Name), base, capacity); err != nil {
+		return dom, metadata{}, err
+	}
+	if p.IP != "" {
+		if err := reserve(l, p.Network, spec.Name, p.MAC, p.IP); err != nil {
+			return dom, metadata{}, err
+		}
+	}
+	meta, err := m.marshal()
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	x, err := domainXML(spec.Name, p, domainType, spec.Proxy.Port, meta)
+	if err != nil {
+		return dom, metadata{}, err
+	}
+	dom, err = l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
+	return dom, m, err
+}
+
+// clearLeftovers removes volumes named after this proxy that an earlier, crashed attempt left without a
+// domain. Only the proxy's own (same UID) or its owner's are removed; another owner's are refused.
+func clearLeftovers(l api, pool libvirt.StoragePool, spec backend.Spec) error {
+	seedName := seedVolumeName(spec.Name)
+	vol, err := l.StorageVolLookupByName(pool, seedName)
+	switch {
+	case isCode(err, libvirt.ErrNoStorageVol):
+	case err != nil:
+		return err
+	default:
+		m, err := readSeedIdentity(l, vol)
+		if err != nil {
+			return backend.Permanent("", "volume %s exists in pool %s and is not a seed this provider made (%v): remove it or choose another name", seedName, pool.Name, err)
+		}
+		if m.UID != spec.UID && (m.ManagedBy != backend.ManagedByValue || m.Owner != spec.Owner) {
+			return backend.Permanent("", "volume %s belongs to another proxy (uid %s, owner %q): choose another name or delete it", seedName, m.UID, m.Owner)
+		}
+		if err := l.StorageVolDelete(vol, 0); err != nil {
+			return err
+		}
+	}
+	// A root overlay is only ever made after its seed, so one without a seed is from this proxy's own
+	// interrupted delete or create.
+	return deleteVolume(l, pool, rootVolumeName(spec.Name))
+}
+
+// checkMemory refuses, before anything is made, a proxy that needs more memory than the host has at all.
+// Free memory is not the limit: QEMU allocates guest memory lazily, and the page cache counts as used.
+func checkMemory(l api, memoryMiB int) error {
+	_, totalKiB, _, _, _, _, _, _, err := l.NodeGetInfo()
+	if err != nil {
+		return err
+	}
+	if uint64(memoryMiB)*1024 > totalKiB {
+		return backend.Quota("", "memory of %d MiB is more than the host's %d MiB", memoryMiB, totalKiB/1024)
+	}
+	return nil
+}
+
+// domainType resolves "auto" from the host's capabilities once per connection: kvm when the host offers
+// it for x86_64 guests, qemu otherwise.
+func (c *conn) domainType(l api, want string) (string, error) {
+	if want != DomainTypeAuto {
+		return want, nil
+	}
+	c.mu.Lock()
+	cached := c.autoType
+	c.mu.Unlock()
+	if cached != "" {
+		return cached, nil
+	}
+	s, err := l.ConnectGetCapabilities()
+	if err != nil {
+		return "", err
+	}
+	var caps libvirtxml.Caps
+	if err := caps.Unmarshal(s); err != nil {
+		return "", fmt.Errorf("reading the host's capabilities: %w", err)
+	}
+	t := DomainTypeQEMU
+	for _, g := range caps.Guests {
+		if g.Arch.Name != "x86_64" || g.OSType != "hvm" {
+			continue
+		}
+		for _, d := range g.Arch.Domains {
+			if d.Type == DomainTypeKVM {
+				t = DomainTypeKVM
+			}
+		}
+	}
+	c.mu.Lock()
+	c.autoType = t
+	c.mu.Unlock()
+	return t, nil
+}

@@ -1,0 +1,176 @@
+package kvm
+
+import (
+	"encoding/xml"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Namespace is the project's own XML namespace for the element it keeps in a domain's <metadata>. libvirt
+// stores one element per namespace, so the provider's bookkeeping never collides with other tools'.
+const (
+	Namespace      = "https://egress-proxies.dev/xmlns/egress-proxy/1"
+	metadataPrefix = "egress"
+)
+
+// metadata is everything Get, ListByTag and Delete need to know about a proxy, stored on the domain itself:
+// ownership (managed marker, owner, UID), the user's labels, the creation time, the placement and the proxy
+// settings (without the password), so that an import or a Delete needs no provider-level default.
+type metadata struct {
+	// libvirt returns the element without its namespace (DomainGetMetadata) or with a prefix of its own
+	// (domain XML), so reading matches the local name; writing declares the namespace.
+	XMLName   xml.Name        `xml:"proxy"`
+	XMLNS     string          `xml:"xmlns,attr,omitempty"`
+	ManagedBy string          `xml:"managed-by"`
+	Owner     string          `xml:"owner"`
+	UID       string          `xml:"uid"`
+	Name      string          `xml:"name"`
+	CreatedAt string          `xml:"created-at"`
+	Labels    []metaLabel     `xml:"labels>label"`
+	Placement metaPlacement   `xml:"placement"`
+	Proxy     metaProxy       `xml:"proxy"`
+	Volumes   metaVolumeNames `xml:"volumes"`
+}
+
+type metaLabel struct {
+	Key   string `xml:"key,attr"`
+	Value string `xml:",chardata"`
+}
+
+type metaPlacement struct {
+	VCPUs          int    `xml:"vcpus,attr"`
+	MemoryMiB      int    `xml:"memory-mib,attr"`
+	DiskGiB        int    `xml:"disk-gib,attr"`
+	DomainType     string `xml:"domain-type,attr"`
+	Pool           string `xml:"pool,attr"`
+	BaseVolume     string `xml:"base-volume,attr"`
+	Network        string `xml:"network,attr,omitempty"`
+	Bridge         string `xml:"bridge,attr,omitempty"`
+	UserNet        bool   `xml:"user-net,attr,omitempty"`
+	ForwardAddress string `xml:"forward-address,attr,omitempty"`
+	ForwardPort    int    `xml:"forward-port,attr,omitempty"`
+	MAC            string `xml:"mac,attr"`
+	IP             string `xml:"ip,attr,omitempty"`
+	WaitForAddress bool   `xml:"wait-for-address,attr,omitempty"`
+}
+
+type metaProxy struct {
+	Port         int      `xml:"port,attr"`
+	AuthUser     string   `xml:"auth-user,attr,omitempty"`
+	Clients      []string `xml:"client"`
+	Destinations []string `xml:"destination"`
+	Ports        []int    `xml:"connect-port"`
+}
+
+// metaVolumeNames records the volumes Create made, so Delete removes exactly those.
+type metaVolumeNames struct {
+	Root string `xml:"root,attr"`
+	Seed string `xml:"seed,attr"`
+}
+
+// newMetadata describes the proxy spec places at p, created now.
+func newMetadata(spec backend.Spec, p placement, created time.Time) metadata {
+	m := metadata{
+		ManagedBy: backend.ManagedByValue,
+		Owner:     spec.Owner,
+		UID:       spec.UID,
+		Name:      spec.Name,
+		CreatedAt: created.UTC().Format(time.RFC3339),
+		Labels:    labelsToMeta(spec.Labels),
+		Placement: metaPlacement{
+			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
+			Pool: p.Pool, BaseVolume: p.BaseVolume, Network: p.Network, Bridge: p.Bridge, UserNet: p.UserNet,
+			ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
+			WaitForAddress: p.WaitForAddress,
+		},
+		Proxy: metaProxy{
+			Port: spec.Proxy.Port, Clients: spec.Proxy.AllowedClientCIDRs,
+			Destinations: spec.Proxy.AllowedDestinations, Ports: spec.Proxy.AllowedPorts,
+		},
+		Volumes: metaVolumeNames{Root: rootVolumeName(spec.Name), Seed: seedVolumeName(spec.Name)},
+	}
+	if spec.Proxy.Auth != nil {
+		m.Proxy.AuthUser = spec.Proxy.Auth.Username
+	}
+	return m
+}
+
+func labelsToMeta(labels map[string]string) []metaLabel {
+	out := make([]metaLabel, 0, len(labels))
+	for k, v := range labels {
+		out = append(out, metaLabel{Key: k, Value: v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func (m metadata) labels() map[string]string {
+	out := make(map[string]string, len(m.Labels))
+	for _, l := range m.Labels {
+		out[l.Key] = l.Value
+	}
+	return out
+}
+
+// managedBy reports whether the domain is this provider's and belongs to owner ("" matches any owner).
+func (m metadata) managedBy(owner string) bool {
+	return m.ManagedBy == backend.ManagedByValue && (owner == "" || m.Owner == owner)
+}
+
+func (m metadata) createdAt() time.Time {
+	t, _ := time.Parse(time.RFC3339, m.CreatedAt)
+	return t
+}
+
+func (m metadata) marshal() (string, error) {
+	m.XMLNS = Namespace
+	b, err := xml.Marshal(m)
+	if err != nil {
+		return "", fmt.Errorf("encoding the domain metadata: %w", err)
+	}
+	return string(b), nil
+}
+
+func parseMetadata(s string) (metadata, error) {
+	var m metadata
+	if err := xml.Unmarshal([]byte(s), &m); err != nil {
+		return metadata{}, fmt.Errorf("reading the domain's %s metadata: %w", Namespace, err)
+	}
+	return m, nil
+}
+
+// instance is what Get and ListByTag report for a domain described by m on host.
+func (m metadata) instance(host string, state backend.State) backend.Instance {
+	p := m.Placement
+	inst := backend.Instance{
+		ID:        backend.ProviderID{Backend: backend.KindKVM, Target: host, Name: m.Name},
+		Name:      m.Name,
+		UID:       m.UID,
+		Owner:     m.Owner,
+		Labels:    m.labels(),
+		State:     state,
+		Port:      m.Proxy.Port,
+		CreatedAt: m.createdAt(),
+		Placement: backend.Placement{Backend: backend.KindKVM, Target: host, KVM: &backend.KVMPlacement{
+			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
+			Pool: p.Pool, BaseVolume: p.BaseVolume, Network: p.Network, Bridge: p.Bridge, UserNet: p.UserNet,
+			ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
+			WaitForAddress: p.WaitForAddress,
+		}},
+		Proxy: &proxyconf.Settings{
+			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,
+			AllowedDestinations: m.Proxy.Destinations, AllowedPorts: m.Proxy.Ports,
+		},
+	}
+	if m.Proxy.AuthUser != "" {
+		inst.Proxy.Auth = &proxyconf.BasicAuth{Username: m.Proxy.AuthUser}
+	}
+	if p.IP != "" {
+		inst.InternalAddress, inst.EgressAddress = p.IP, p.IP
+	}
+	return inst
+}

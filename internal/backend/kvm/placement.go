@@ -1,0 +1,103 @@
+package kvm
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// placement is a KVMPlacement with every default filled in from the host's configuration.
+type placement struct {
+	backend.KVMPlacement
+	Host string
+}
+
+// Defaults of a proxy VM's size: Squid for a few clients fits comfortably.
+const (
+	defaultVCPUs     = 1
+	defaultMemoryMiB = 512
+)
+
+// resolvePlacement fills spec's placement from the host configuration. It fails Permanent on what no retry
+// can fix: an unknown host, a missing base volume name, malformed MAC or IP, two interface kinds at once.
+func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement, error) {
+	pl := spec.Placement
+	object := fmt.Sprintf("kvm proxy %s", spec.Name)
+	if pl.Backend != "" && pl.Backend != backend.KindKVM {
+		return placement{}, backend.Permanent(object, "placement is for the %s backend, not kvm", pl.Backend)
+	}
+	h, ok := hosts[pl.Target]
+	if !ok {
+		return placement{}, backend.Permanent(object, "kvm host %q is not configured (configured: %v)", pl.Target, sortedNames(hosts))
+	}
+	var p placement
+	if pl.KVM != nil {
+		p.KVMPlacement = *pl.KVM
+	}
+	p.Host = pl.Target
+	if p.VCPUs <= 0 {
+		p.VCPUs = defaultVCPUs
+	}
+	if p.MemoryMiB <= 0 {
+		p.MemoryMiB = defaultMemoryMiB
+	}
+	p.DomainType = firstOf(p.DomainType, h.DomainType)
+	if err := validDomainType(p.DomainType); err != nil {
+		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	p.Pool = firstOf(p.Pool, h.Pool)
+	p.BaseVolume = firstOf(p.BaseVolume, h.BaseVolume)
+	if p.BaseVolume == "" {
+		return placement{}, backend.Permanent(object, "no base volume: set base_volume on the proxy or on kvm host %q", p.Host)
+	}
+	kinds := 0
+	for _, set := range []bool{p.Network != "", p.Bridge != "", p.UserNet} {
+		if set {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		return placement{}, backend.Permanent(object, "set only one of network, bridge and user-mode networking")
+	}
+	if kinds == 0 {
+		if h.Bridge != "" {
+			p.Bridge = h.Bridge
+		} else {
+			p.Network = h.Network
+		}
+	}
+	if p.MAC == "" {
+		p.MAC = macFromUID(spec.UID)
+	} else if hw, err := net.ParseMAC(p.MAC); err != nil || len(hw) != 6 {
+		return placement{}, backend.Permanent(object, "mac %q is not a 6-byte MAC address such as 52:54:00:12:34:56", p.MAC)
+	} else {
+		p.MAC = hw.String()
+	}
+	if p.IP != "" {
+		a, err := netip.ParseAddr(p.IP)
+		if err != nil || !a.Is4() {
+			return placement{}, backend.Permanent(object, "ip %q is not an IPv4 address", p.IP)
+		}
+		if p.Network == "" {
+			return placement{}, backend.Permanent(object, "a fixed ip needs a libvirt network (it becomes a DHCP reservation there)")
+		}
+	}
+	if p.UserNet && p.ForwardPort == 0 {
+		p.ForwardPort = spec.Proxy.Port
+	}
+	return p, nil
+}
+
+// macFromUID derives a stable, locally administered MAC in QEMU's 52:54:00 range, so a retried create and the
+// DHCP reservation agree on it without storing anything first.
+func macFromUID(uid string) string {
+	sum := sha256.Sum256([]byte("mac:" + uid))
+	return net.HardwareAddr{0x52, 0x54, 0x00, sum[0], sum[1], sum[2]}.String()
+}
+
+// Volume names tie a volume to its proxy by name alone, so leftovers are recognisable without their domain.
+func rootVolumeName(name string) string { return name + "-root.qcow2" }
+func seedVolumeName(name string) string { return name + "-seed.iso" }

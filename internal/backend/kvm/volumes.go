@@ -1,0 +1,139 @@
+package kvm
+
+import (
+	"bytes"
+	"fmt"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+const gib = 1 << 30
+
+// poolInfo is an active pool's handle and free space.
+type poolInfo struct {
+	pool      libvirt.StoragePool
+	available uint64
+}
+
+// activePool looks the pool up and checks it can take volumes. A missing or stopped pool is a configuration
+// problem of the host: Permanent, never NotFound (that class would say the proxy is gone).
+func activePool(l api, name string) (poolInfo, error) {
+	pool, err := l.StoragePoolLookupByName(name)
+	if isCode(err, libvirt.ErrNoStoragePool) {
+		return poolInfo{}, backend.Permanent("", "storage pool %q does not exist on the host: %v", name, err)
+	}
+	if err != nil {
+		return poolInfo{}, err
+	}
+	state, _, _, avail, err := l.StoragePoolGetInfo(pool)
+	if err != nil {
+		return poolInfo{}, err
+	}
+	if libvirt.StoragePoolState(state) != libvirt.StoragePoolRunning {
+		return poolInfo{}, backend.Permanent("", "storage pool %q is not active: start it (virsh pool-start %s)", name, name)
+	}
+	return poolInfo{pool: pool, available: avail}, nil
+}
+
+// baseVolume is what the root overlay needs of its backing volume.
+type baseVolume struct {
+	path     string
+	format   string
+	capacity uint64
+}
+
+func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error) {
+	vol, err := l.StorageVolLookupByName(pool, name)
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		return baseVolume{}, backend.Permanent("", "base volume %q does not exist in pool %q", name, pool.Name)
+	}
+	if err != nil {
+		return baseVolume{}, err
+	}
+	s, err := l.StorageVolGetXMLDesc(vol, 0)
+	if err != nil {
+		return baseVolume{}, err
+	}
+	var v libvirtxml.StorageVolume
+	if err := v.Unmarshal(s); err != nil {
+		return baseVolume{}, fmt.Errorf("reading base volume %q: %w", name, err)
+	}
+	b := baseVolume{format: "raw"}
+	if v.Target != nil {
+		b.path = v.Target.Path
+		if v.Target.Format != nil && v.Target.Format.Type != "" {
+			b.format = v.Target.Format.Type
+		}
+	}
+	if v.Capacity != nil {
+		b.capacity = v.Capacity.Value
+	}
+	return b, nil
+}
+
+// createSeed makes the seed volume and streams the ISO into it: the upload goes through the libvirt
+// connection, so it works on a remote host as well as on this one.
+func createSeed(l api, pool libvirt.StoragePool, name string, img []byte) error {
+	vol := libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(img))},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "raw"}},
+	}
+	s, err := vol.Marshal()
+	if err != nil {
+		return err
+	}
+	v, err := l.StorageVolCreateXML(pool, s, 0)
+	if err != nil {
+		return err
+	}
+	return l.StorageVolUpload(v, bytes.NewReader(img), 0, uint64(len(img)), 0)
+}
+
+// createRoot makes the root disk as a qcow2 overlay on the base volume: nothing is copied, and the overlay's
+// capacity is the proxy's disk size.
+func createRoot(l api, pool libvirt.StoragePool, name string, base baseVolume, capacity uint64) error {
+	vol := libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: "qcow2"}},
+		BackingStore: &libvirtxml.StorageVolumeBackingStore{
+			Path:   base.path,
+			Format: &libvirtxml.StorageVolumeTargetFormat{Type: base.format},
+		},
+	}
+	s, err := vol.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = l.StorageVolCreateXML(pool, s, 0)
+	return err
+}
+
+// deleteVolume removes a volume by name; one that is already gone is not an error.
+func deleteVolume(l api, pool libvirt.StoragePool, name string) error {
+	vol, err := l.StorageVolLookupByName(pool, name)
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = l.StorageVolDelete(vol, 0)
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		return nil
+	}
+	return err
+}
+
+// readSeedIdentity downloads a seed volume and reads the proxy metadata stored on it.
+func readSeedIdentity(l api, vol libvirt.StorageVol) (metadata, error) {
+	var buf bytes.Buffer
+	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
+		return metadata{}, err
+	}
+	return seedIdentity(buf.Bytes())
+}
