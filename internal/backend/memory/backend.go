@@ -21,6 +21,7 @@ type Backend struct {
 	mu        sync.Mutex
 	instances map[string]backend.Instance // by ProviderID string
 	faults    Faults
+	health    []backend.Health
 	calls     map[string]int
 	now       func() time.Time
 }
