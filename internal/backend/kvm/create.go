@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -135,7 +136,13 @@ func clearLeftovers(l api, pool libvirt.StoragePool, spec backend.Spec) error {
 		return err
 	default:
 		m, err := readSeedIdentity(l, vol)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNoISO):
+			// An upload that never reached the ISO's descriptors: this proxy's own interrupted attempt.
+			m = metadata{UID: spec.UID}
+		case err != nil && backend.ClassOf(classify("", err)) == backend.ClassTransient:
+			return err
+		case err != nil:
 			return backend.Permanent("", "volume %s exists in pool %s and is not a seed this provider made (%v): remove it or choose another name", seedName, pool.Name, err)
 		}
 		if m.UID != spec.UID && (m.ManagedBy != backend.ManagedByValue || m.Owner != spec.Owner) {

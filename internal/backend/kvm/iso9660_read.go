@@ -2,9 +2,13 @@ package kvm
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// errNoISO: the bytes are no ISO 9660 image at all (for a seed volume: its upload never got far).
+var errNoISO = errors.New("iso: no primary volume descriptor")
 
 // readISOFile returns the contents of a file in the root directory of an ISO 9660 image. It reads what
 // buildISO writes (and plain ISO 9660 from other writers): Rock Ridge names when present, else the ISO 9660
@@ -12,7 +16,7 @@ import (
 func readISOFile(img []byte, name string) ([]byte, error) {
 	const pvd = 16 * sectorSize
 	if len(img) < pvd+sectorSize || string(img[pvd+1:pvd+6]) != "CD001" || img[pvd] != 1 {
-		return nil, fmt.Errorf("iso: no primary volume descriptor")
+		return nil, errNoISO
 	}
 	rootRec := img[pvd+156 : pvd+190]
 	start := int(binary.LittleEndian.Uint32(rootRec[2:])) * sectorSize

@@ -90,7 +90,12 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte) error 
 	if err != nil {
 		return err
 	}
-	return l.StorageVolUpload(v, bytes.NewReader(img), 0, uint64(len(img)), 0)
+	if err := l.StorageVolUpload(v, bytes.NewReader(img), 0, uint64(len(img)), 0); err != nil {
+		// An empty seed says nothing about whose it is: remove it now rather than leave a puzzle.
+		_ = l.StorageVolDelete(v, 0)
+		return err
+	}
+	return nil
 }
 
 // createRoot makes the root disk as a qcow2 overlay on the base volume: nothing is copied, and the overlay's

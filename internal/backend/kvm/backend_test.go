@@ -1,0 +1,308 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Tests of the backend's logic against the in-memory fake host. What only a real libvirtd can show
+// (QEMU really running, volumes on disk, the network's XML) is in the live tests.
+
+func fakeSpec(uid, owner string) backend.Spec {
+	return backend.Spec{
+		Name: backend.NameFromUID(uid), UID: uid, Owner: owner, Labels: map[string]string{"team": "a"},
+		Placement: backend.Placement{Backend: backend.KindKVM, Target: "h", KVM: &backend.KVMPlacement{MemoryMiB: 256, DiskGiB: 2}},
+		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
+	}
+}
+
+func idOf(spec backend.Spec) backend.ProviderID {
+	return backend.ProviderID{Backend: backend.KindKVM, Target: spec.Placement.Target, Name: spec.Name}
+}
+
+func volNames(f *fakeHost) []string {
+	var out []string
+	for n := range f.pools["pool"].vols {
+		if n != "base.qcow2" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestFakeCreateAdoptAndRefuse(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-1", "owner-a")
+
+	first, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.State != backend.StateRunning || first.ID.String() != "kvm/h/"+spec.Name {
+		t.Fatalf("Create = %+v", first)
+	}
+	again, err := b.Create(ctx, spec)
+	if err != nil || again.UID != spec.UID || !again.CreatedAt.Equal(first.CreatedAt) {
+		t.Fatalf("second Create = %+v, %v; want the same proxy adopted", again, err)
+	}
+	if len(f.domains) != 1 || len(volNames(f)) != 2 {
+		t.Fatalf("after two creates: %d domains, volumes %v", len(f.domains), volNames(f))
+	}
+
+	other := spec
+	other.UID = "uid-2"
+	_, err = b.Create(ctx, other)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), "uid-1") {
+		t.Fatalf("Create with another UID = %v, want Permanent naming the owner's UID", err)
+	}
+}
+
+func TestFakeForeignDomainIsNeverOurs(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-1", "o")
+	f.domains[spec.Name] = &fakeDomain{dom: libvirt.Domain{Name: spec.Name}, state: int32(libvirt.DomainRunning)}
+
+	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Create over a foreign domain = %v, want Permanent", err)
+	}
+	if _, err := b.Get(ctx, idOf(spec)); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Get of a foreign domain = %v, want Permanent (never NotFound)", err)
+	}
+	if err := b.Delete(ctx, idOf(spec)); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Delete of a foreign domain = %v, want Permanent", err)
+	}
+	if _, ok := f.domains[spec.Name]; !ok {
+		t.Error("the foreign domain was removed")
+	}
+}
+
+func TestFakeQuotaChecksMakeNothing(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		setup func(*fakeHost, *backend.Spec)
+	}{
+		"memory beyond the host": {func(f *fakeHost, s *backend.Spec) { s.Placement.KVM.MemoryMiB = 64 << 10; f.memKiB = 8 << 20 }},
+		"pool too small":         {func(f *fakeHost, s *backend.Spec) { f.pools["pool"].avail = gib }},
+		"qemu out of memory": {func(f *fakeHost, s *backend.Spec) {
+			f.failOn["DomainCreate"] = lvErr(libvirt.ErrInternalError, "internal error: qemu unexpectedly closed the monitor: cannot set up guest memory 'pc.ram': Cannot allocate memory")
+		}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			b, _ := fakeBackend(f)
+			spec := fakeSpec("uid-q", "o")
+			tc.setup(f, &spec)
+			_, err := b.Create(context.Background(), spec)
+			if backend.ClassOf(err) != backend.ClassQuota {
+				t.Fatalf("Create = %v, want Quota", err)
+			}
+		})
+	}
+}
+
+func TestFakeLeftoversAreAttributed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tests := map[string]struct {
+		leftoverUID, leftoverOwner string
+		wantClass                  backend.Class
+	}{
+		"same proxy":      {"uid-1", "o", backend.ClassUnclassified},
+		"same owner":      {"uid-old", "o", backend.ClassUnclassified},
+		"another owner's": {"uid-x", "someone-else", backend.ClassPermanent},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			b, _ := fakeBackend(f)
+			spec := fakeSpec("uid-1", "o")
+			// A crashed create of the leftover's proxy: volumes made, domain never defined.
+			leftover := spec
+			leftover.UID, leftover.Owner = tc.leftoverUID, tc.leftoverOwner
+			if _, err := b.Create(ctx, leftover); err != nil {
+				t.Fatal(err)
+			}
+			delete(f.domains, spec.Name)
+
+			list, err := b.ListByTag(ctx, backend.Selector{Owner: tc.leftoverOwner})
+			if err != nil || len(list) != 1 || list[0].State != backend.StateFailed || list[0].UID != tc.leftoverUID {
+				t.Fatalf("ListByTag = %+v, %v; want the leftover as Failed", list, err)
+			}
+
+			inst, err := b.Create(ctx, spec)
+			if backend.ClassOf(err) != tc.wantClass {
+				t.Fatalf("Create = %v, want class %v", err, tc.wantClass)
+			}
+			if err == nil && (inst.UID != spec.UID || len(volNames(f)) != 2) {
+				t.Fatalf("Create = %+v with volumes %v", inst, volNames(f))
+			}
+		})
+	}
+}
+
+func TestFakeInterruptedUploadIsOurs(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	spec := fakeSpec("uid-1", "o")
+	f.failOn["StorageVolUpload"] = lvErr(libvirt.ErrRPC, "stream aborted")
+	if _, err := b.Create(context.Background(), spec); backend.ClassOf(err) != backend.ClassTransient {
+		t.Fatalf("Create = %v, want Transient", err)
+	}
+	if v := volNames(f); len(v) != 0 {
+		t.Fatalf("failed upload left %v", v)
+	}
+	// A crash mid-upload leaves an empty seed: the next attempt must take it as its own.
+	f.pools["pool"].vols[seedVolumeName(spec.Name)] = &fakeVol{vol: libvirt.StorageVol{Pool: "pool", Name: seedVolumeName(spec.Name)}, data: make([]byte, 40000)}
+	delete(f.failOn, "StorageVolUpload")
+	if _, err := b.Create(context.Background(), spec); err != nil {
+		t.Fatalf("Create after an interrupted upload = %v", err)
+	}
+}
+
+func TestFakeFixedIPReservation(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-1", "o")
+	spec.Placement.KVM.IP = "198.18.0.50"
+	spec.Placement.KVM.WaitForAddress = true
+
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.InternalAddress != "198.18.0.50" {
+		t.Errorf("address = %q, want the fixed IP at once", inst.InternalAddress)
+	}
+	hosts := f.networks["net"].hosts
+	if len(hosts) != 1 || hosts[0].IP != "198.18.0.50" || hosts[0].MAC != macFromUID("uid-1") || hosts[0].Name != spec.Name {
+		t.Fatalf("reservations = %+v", hosts)
+	}
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatalf("adopting Create = %v", err)
+	}
+	clash := fakeSpec("uid-2", "o")
+	clash.Placement.KVM.IP = "198.18.0.50"
+	if _, err := b.Create(ctx, clash); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Create with a taken IP = %v, want Permanent", err)
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.networks["net"].hosts) != 0 {
+		t.Errorf("reservation left after Delete: %+v", f.networks["net"].hosts)
+	}
+}
+
+func TestFakeWaitForLease(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	spec := fakeSpec("uid-1", "o")
+	spec.Placement.KVM.WaitForAddress = true
+	// Recorded shape of virNetworkGetDHCPLeases for a guest on a NAT network: an old and a current lease.
+	mac := macFromUID("uid-1")
+	f.networks["net"].leases = []libvirt.NetworkDhcpLease{
+		{Iface: "virbr-egress", Expirytime: 1700000000, Type: 0, Mac: libvirt.OptString{mac}, Ipaddr: "198.18.0.101", Prefix: 24, Hostname: libvirt.OptString{spec.Name}},
+		{Iface: "virbr-egress", Expirytime: 1700003600, Type: 0, Mac: libvirt.OptString{mac}, Ipaddr: "198.18.0.117", Prefix: 24, Hostname: libvirt.OptString{spec.Name}},
+	}
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil || inst.InternalAddress != "198.18.0.117" {
+		t.Fatalf("Create = %+v, %v; want the current lease's address", inst, err)
+	}
+
+	// No lease and no agent: the wait ends with ctx, and the instance comes back with its id.
+	f2 := newFakeHost()
+	b2, _ := fakeBackend(f2)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	inst, err = b2.Create(ctx, spec)
+	if err == nil || inst.ID.Name != spec.Name || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Create without an address = %+v, %v; want the instance and a deadline error", inst, err)
+	}
+}
+
+func TestFakeUpdateLabels(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-1", "o")
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Labels = map[string]string{"team": "b", "env": "prod"}
+	got, err := b.Update(ctx, inst.ID, spec)
+	if err != nil || got.Labels["team"] != "b" || got.Labels["env"] != "prod" || got.UID != spec.UID {
+		t.Fatalf("Update = %+v, %v", got, err)
+	}
+}
+
+func TestFakeDeleteHalfFinished(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-1", "o")
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.domains, spec.Name) // volumes without domain
+	if err := b.Delete(ctx, idOf(spec)); err != nil {
+		t.Fatal(err)
+	}
+	if v := volNames(f); len(v) != 0 {
+		t.Errorf("volumes left: %v", v)
+	}
+	if _, err := b.Get(ctx, idOf(spec)); !backend.IsNotFound(err) {
+		t.Errorf("Get = %v, want NotFound", err)
+	}
+}
+
+func TestFakeCancelledContext(t *testing.T) {
+	t.Parallel()
+	b, cnt := fakeBackend(newFakeHost())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := b.Create(ctx, fakeSpec("uid-1", "o"))
+	if !errors.Is(err, context.Canceled) || backend.ClassOf(err) != backend.ClassTransient {
+		t.Fatalf("Create with a cancelled ctx = %v", err)
+	}
+	if n, _ := cnt.take(); n != 0 {
+		t.Errorf("%d calls made after cancellation", n)
+	}
+}
+
+func TestFakeUnknownHostAndBadID(t *testing.T) {
+	t.Parallel()
+	b, _ := fakeBackend(newFakeHost())
+	ctx := context.Background()
+	if _, err := b.Get(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: "nope", Name: "x"}); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Get on an unknown host = %v, want Permanent", err)
+	}
+	spec := fakeSpec("uid-1", "o")
+	spec.Placement.Target = "nope"
+	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Create on an unknown host = %v, want Permanent", err)
+	}
+}

@@ -1,0 +1,422 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+// fakeHost is an in-memory libvirt host behind the api interface: enough of domains, pools, volumes and
+// networks for the backend's logic, with libvirt's error codes. failOn makes a method fail, to test error paths.
+type fakeHost struct {
+	mu       sync.Mutex
+	memKiB   uint64
+	domType  string // "kvm" advertises kvm in the capabilities
+	domains  map[string]*fakeDomain
+	pools    map[string]*fakePool
+	networks map[string]*fakeNetwork
+	failOn   map[string]error
+	nextID   int32
+}
+
+type fakeDomain struct {
+	dom           libvirt.Domain
+	xml, meta     string
+	state, reason int32
+}
+
+type fakePool struct {
+	pool   libvirt.StoragePool
+	active bool
+	avail  uint64
+	vols   map[string]*fakeVol
+}
+
+type fakeVol struct {
+	vol  libvirt.StorageVol
+	xml  string
+	data []byte
+}
+
+type fakeNetwork struct {
+	net    libvirt.Network
+	active bool
+	hosts  []libvirtxml.NetworkDHCPHost
+	leases []libvirt.NetworkDhcpLease
+}
+
+func newFakeHost() *fakeHost {
+	f := &fakeHost{
+		memKiB: 8 << 20, domType: "qemu",
+		domains: map[string]*fakeDomain{}, pools: map[string]*fakePool{}, networks: map[string]*fakeNetwork{},
+		failOn: map[string]error{},
+	}
+	f.pools["pool"] = &fakePool{pool: libvirt.StoragePool{Name: "pool"}, active: true, avail: 100 * gib, vols: map[string]*fakeVol{}}
+	f.pools["pool"].vols["base.qcow2"] = &fakeVol{
+		vol: libvirt.StorageVol{Pool: "pool", Name: "base.qcow2", Key: "/pool/base.qcow2"},
+		xml: `<volume><name>base.qcow2</name><capacity unit="bytes">1073741824</capacity><target><path>/pool/base.qcow2</path><format type="qcow2"/></target></volume>`,
+	}
+	f.networks["net"] = &fakeNetwork{net: libvirt.Network{Name: "net"}, active: true}
+	return f
+}
+
+func lvErr(code libvirt.ErrorNumber, format string, args ...any) error {
+	return libvirt.Error{Code: uint32(code), Message: fmt.Sprintf(format, args...)}
+}
+
+// hook returns the injected failure for method, if any.
+func (f *fakeHost) hook(method string) error { return f.failOn[method] }
+
+func (f *fakeHost) ConnectGetLibVersion() (uint64, error) { return 9000000, nil }
+func (f *fakeHost) ConnectGetVersion() (uint64, error)    { return 7002000, nil }
+func (f *fakeHost) ConnectGetType() (string, error)       { return "QEMU", nil }
+func (f *fakeHost) ConnectGetCapabilities() (string, error) {
+	return fmt.Sprintf(`<capabilities><host><uuid>x</uuid></host><guest><os_type>hvm</os_type><arch name="x86_64"><domain type="qemu"/><domain type="%s"/></arch></guest></capabilities>`, f.domType), nil
+}
+
+func (f *fakeHost) NodeGetInfo() ([32]int8, uint64, int32, int32, int32, int32, int32, int32, error) {
+	return [32]int8{}, f.memKiB, 2, 2000, 1, 1, 2, 1, f.hook("NodeGetInfo")
+}
+
+func (f *fakeHost) DomainLookupByName(name string) (libvirt.Domain, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, ok := f.domains[name]
+	if !ok {
+		return libvirt.Domain{}, lvErr(libvirt.ErrNoDomain, "Domain not found: no domain with matching name '%s'", name)
+	}
+	return d.dom, nil
+}
+
+func (f *fakeHost) domain(dom libvirt.Domain) (*fakeDomain, error) {
+	d, ok := f.domains[dom.Name]
+	if !ok {
+		return nil, lvErr(libvirt.ErrNoDomain, "Domain not found: no domain with matching name '%s'", dom.Name)
+	}
+	return d, nil
+}
+
+func (f *fakeHost) DomainDefineXMLFlags(x string, _ libvirt.DomainDefineFlags) (libvirt.Domain, error) {
+	var dx libvirtxml.Domain
+	if err := dx.Unmarshal(x); err != nil {
+		return libvirt.Domain{}, lvErr(libvirt.ErrXMLError, "%v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d := &fakeDomain{dom: libvirt.Domain{Name: dx.Name, ID: -1}, xml: x, state: int32(libvirt.DomainShutoff)}
+	if dx.Metadata != nil {
+		d.meta = strings.TrimSpace(dx.Metadata.XML)
+	}
+	f.domains[dx.Name] = d
+	return d.dom, nil
+}
+
+func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
+	if err := f.hook("DomainCreate"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return err
+	}
+	f.nextID++
+	d.state, d.reason, d.dom.ID = int32(libvirt.DomainRunning), int32(libvirt.DomainRunningBooted), f.nextID
+	return nil
+}
+
+func (f *fakeHost) DomainGetState(dom libvirt.Domain, _ uint32) (int32, int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return 0, 0, err
+	}
+	return d.state, d.reason, nil
+}
+
+func (f *fakeHost) DomainGetXMLDesc(dom libvirt.Domain, _ libvirt.DomainXMLFlags) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return "", err
+	}
+	return d.xml, nil
+}
+
+func (f *fakeHost) DomainGetMetadata(dom libvirt.Domain, _ int32, _ libvirt.OptString, _ libvirt.DomainModificationImpact) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return "", err
+	}
+	if d.meta == "" {
+		return "", lvErr(libvirt.ErrNoDomainMetadata, "metadata not found: Requested metadata element is not present")
+	}
+	return d.meta, nil
+}
+
+func (f *fakeHost) DomainSetMetadata(dom libvirt.Domain, _ int32, meta libvirt.OptString, _ libvirt.OptString, _ libvirt.OptString, _ libvirt.DomainModificationImpact) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return err
+	}
+	d.meta = meta[0]
+	return nil
+}
+
+func (f *fakeHost) DomainDestroyFlags(dom libvirt.Domain, _ libvirt.DomainDestroyFlagsValues) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	d, err := f.domain(dom)
+	if err != nil {
+		return err
+	}
+	if d.state != int32(libvirt.DomainRunning) {
+		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: domain is not running")
+	}
+	d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffDestroyed)
+	return nil
+}
+
+func (f *fakeHost) DomainUndefineFlags(dom libvirt.Domain, _ libvirt.DomainUndefineFlagsValues) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.domain(dom); err != nil {
+		return err
+	}
+	delete(f.domains, dom.Name)
+	return nil
+}
+
+func (f *fakeHost) DomainInterfaceAddresses(libvirt.Domain, uint32, uint32) ([]libvirt.DomainInterface, error) {
+	return nil, lvErr(libvirt.ErrAgentUnresponsive, "Guest agent is not responding: QEMU guest agent is not connected")
+}
+
+func (f *fakeHost) ConnectGetAllDomainStats(_ []libvirt.Domain, _ uint32, _ uint32) ([]libvirt.DomainStatsRecord, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []libvirt.DomainStatsRecord
+	for _, d := range f.domains {
+		out = append(out, libvirt.DomainStatsRecord{Dom: d.dom, Params: []libvirt.TypedParam{
+			{Field: libvirt.DomainStatsStateState, Value: *libvirt.NewTypedParamValueInt(d.state)},
+			{Field: libvirt.DomainStatsStateReason, Value: *libvirt.NewTypedParamValueInt(d.reason)},
+		}})
+	}
+	return out, nil
+}
+
+func (f *fakeHost) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pools[name]
+	if !ok {
+		return libvirt.StoragePool{}, lvErr(libvirt.ErrNoStoragePool, "Storage pool not found: no storage pool with matching name '%s'", name)
+	}
+	return p.pool, nil
+}
+
+func (f *fakeHost) StoragePoolGetInfo(pool libvirt.StoragePool) (uint8, uint64, uint64, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pools[pool.Name]
+	state := uint8(libvirt.StoragePoolRunning)
+	if !p.active {
+		state = 0
+	}
+	return state, 200 * gib, 100*gib - p.avail, p.avail, nil
+}
+
+func (f *fakeHost) StoragePoolListAllVolumes(pool libvirt.StoragePool, _ int32, _ uint32) ([]libvirt.StorageVol, uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []libvirt.StorageVol
+	for _, v := range f.pools[pool.Name].vols {
+		out = append(out, v.vol)
+	}
+	return out, uint32(len(out)), nil
+}
+
+func (f *fakeHost) StorageVolLookupByName(pool libvirt.StoragePool, name string) (libvirt.StorageVol, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.pools[pool.Name].vols[name]
+	if !ok {
+		return libvirt.StorageVol{}, lvErr(libvirt.ErrNoStorageVol, "Storage volume not found: no storage vol with matching name '%s'", name)
+	}
+	return v.vol, nil
+}
+
+func (f *fakeHost) vol(v libvirt.StorageVol) (*fakeVol, error) {
+	fv, ok := f.pools[v.Pool].vols[v.Name]
+	if !ok {
+		return nil, lvErr(libvirt.ErrNoStorageVol, "Storage volume not found: no storage vol with matching name '%s'", v.Name)
+	}
+	return fv, nil
+}
+
+func (f *fakeHost) StorageVolGetXMLDesc(v libvirt.StorageVol, _ uint32) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fv, err := f.vol(v)
+	if err != nil {
+		return "", err
+	}
+	return fv.xml, nil
+}
+
+func (f *fakeHost) StorageVolCreateXML(pool libvirt.StoragePool, x string, _ libvirt.StorageVolCreateFlags) (libvirt.StorageVol, error) {
+	var vx libvirtxml.StorageVolume
+	if err := vx.Unmarshal(x); err != nil {
+		return libvirt.StorageVol{}, lvErr(libvirt.ErrXMLError, "%v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.pools[pool.Name]
+	if _, ok := p.vols[vx.Name]; ok {
+		return libvirt.StorageVol{}, lvErr(libvirt.ErrStorageVolExist, "storage volume '%s' exists already", vx.Name)
+	}
+	v := &fakeVol{vol: libvirt.StorageVol{Pool: pool.Name, Name: vx.Name, Key: "/" + pool.Name + "/" + vx.Name}, xml: x}
+	p.vols[vx.Name] = v
+	return v.vol, nil
+}
+
+func (f *fakeHost) StorageVolUpload(v libvirt.StorageVol, r io.Reader, _ uint64, _ uint64, _ libvirt.StorageVolUploadFlags) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if err := f.hook("StorageVolUpload"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fv, err := f.vol(v)
+	if err != nil {
+		return err
+	}
+	fv.data = data
+	return nil
+}
+
+func (f *fakeHost) StorageVolDownload(v libvirt.StorageVol, w io.Writer, _ uint64, length uint64, _ libvirt.StorageVolDownloadFlags) error {
+	f.mu.Lock()
+	fv, err := f.vol(v)
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	data := fv.data
+	if uint64(len(data)) > length {
+		data = data[:length]
+	}
+	_, err = io.Copy(w, bytes.NewReader(data))
+	return err
+}
+
+func (f *fakeHost) StorageVolDelete(v libvirt.StorageVol, _ libvirt.StorageVolDeleteFlags) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, err := f.vol(v); err != nil {
+		return err
+	}
+	delete(f.pools[v.Pool].vols, v.Name)
+	return nil
+}
+
+func (f *fakeHost) NetworkLookupByName(name string) (libvirt.Network, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, ok := f.networks[name]
+	if !ok {
+		return libvirt.Network{}, lvErr(libvirt.ErrNoNetwork, "Network not found: no network with matching name '%s'", name)
+	}
+	return n.net, nil
+}
+
+func (f *fakeHost) NetworkIsActive(n libvirt.Network) (int32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.networks[n.Name].active {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+func (f *fakeHost) NetworkGetXMLDesc(n libvirt.Network, _ uint32) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	nx := libvirtxml.Network{Name: n.Name, IPs: []libvirtxml.NetworkIP{{
+		Address: "198.18.0.1", Netmask: "255.255.255.0",
+		DHCP: &libvirtxml.NetworkDHCP{Hosts: f.networks[n.Name].hosts},
+	}}}
+	return nx.Marshal()
+}
+
+func (f *fakeHost) NetworkGetDhcpLeases(n libvirt.Network, mac libvirt.OptString, _ int32, _ uint32) ([]libvirt.NetworkDhcpLease, uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []libvirt.NetworkDhcpLease
+	for _, le := range f.networks[n.Name].leases {
+		if len(mac) == 0 || (len(le.Mac) > 0 && strings.EqualFold(le.Mac[0], mac[0])) {
+			out = append(out, le)
+		}
+	}
+	return out, uint32(len(out)), nil
+}
+
+func (f *fakeHost) NetworkUpdateCompat(n libvirt.Network, cmd libvirt.NetworkUpdateCommand, _ libvirt.NetworkUpdateSection, _ int32, x string, _ libvirt.NetworkUpdateFlags) error {
+	var h libvirtxml.NetworkDHCPHost
+	if err := h.Unmarshal(x); err != nil {
+		return lvErr(libvirt.ErrXMLError, "%v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn := f.networks[n.Name]
+	switch cmd {
+	case libvirt.NetworkUpdateCommandAddLast:
+		for _, e := range fn.hosts {
+			if strings.EqualFold(e.MAC, h.MAC) || e.IP == h.IP {
+				return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: there is an existing dhcp host entry in network '%s' that matches \"<host mac='%s' ip='%s'/>\"", n.Name, h.MAC, h.IP)
+			}
+		}
+		fn.hosts = append(fn.hosts, h)
+	case libvirt.NetworkUpdateCommandDelete:
+		kept := fn.hosts[:0]
+		for _, e := range fn.hosts {
+			if !(strings.EqualFold(e.MAC, h.MAC) && e.IP == h.IP) {
+				kept = append(kept, e)
+			}
+		}
+		fn.hosts = kept
+	}
+	return nil
+}
+
+// fakeSession connects a backend to f through the counting wrapper, which is how tests count RPC calls.
+func fakeBackend(f *fakeHost) (*Backend, *counter) {
+	cnt := &counter{calls: map[string]int{}}
+	dial := func(context.Context, HostConfig, target) (*session, error) {
+		return &session{api: &countingAPI{next: f, c: cnt}, lost: make(chan struct{}), close: func() {}}, nil
+	}
+	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": {
+		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
+	}}}, dial)
+	if err != nil {
+		panic(err)
+	}
+	b.pollInterval = time.Millisecond
+	return b, cnt
+}
