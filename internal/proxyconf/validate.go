@@ -25,6 +25,11 @@ func ValidateDestination(d string) error {
 	if len(strings.TrimPrefix(d, ".")) > 253 || !destinationRE.MatchString(d) {
 		return fmt.Errorf("destination %q must be a host name such as api.example.com, or .example.com for the domain and all its subdomains (letters, digits, hyphens and dots only)", d)
 	}
+	// No top-level domain is numeric. Refusing one keeps IP literals out: "10.0.0.1" would otherwise pass as a
+	// name, and ".0.1" would match a range of addresses nobody meant to allow.
+	if tld := d[strings.LastIndexByte(d, '.')+1:]; strings.Trim(tld, "0123456789") == "" {
+		return fmt.Errorf("destination %q must be a host name, not an IP address (its last label is numeric)", d)
+	}
 	return nil
 }
 
@@ -38,8 +43,21 @@ func ValidateClientCIDR(c string) error {
 	if p.Masked() != p {
 		return fmt.Errorf("%q has host bits set: write %s", c, p.Masked())
 	}
+	// Squid compares IPv4 clients as IPv4-mapped IPv6 addresses, so such a range would admit IPv4 clients
+	// although written as IPv6: ask for the IPv4 form, which says what it means.
+	if p.Addr().Is4In6() {
+		return fmt.Errorf("%q is an IPv4-mapped IPv6 range: write it as an IPv4 range", c)
+	}
 	return nil
 }
+
+// Upper bounds on the lists keep the rendered config, and the cloud-init user-data that carries it, well under
+// GCE's 256 KB limit for one metadata value (proved by a test at these limits).
+const (
+	MaxAllowedDestinations = 500
+	MaxAllowedClientCIDRs  = 200
+	MaxAllowedPorts        = 100
+)
 
 // ValidatePort reports why p cannot be a TCP port, or nil.
 func ValidatePort(p int) error {
@@ -77,6 +95,17 @@ func ValidatePassword(p string) error {
 func (s Settings) Validate() error {
 	if err := ValidatePort(s.Port); err != nil {
 		return err
+	}
+	if s.Port == DefaultHealthPort {
+		return fmt.Errorf("port %d is reserved for the proxy's health check", s.Port)
+	}
+	switch {
+	case len(s.AllowedDestinations) > MaxAllowedDestinations:
+		return fmt.Errorf("at most %d allowed destinations, got %d", MaxAllowedDestinations, len(s.AllowedDestinations))
+	case len(s.AllowedClientCIDRs) > MaxAllowedClientCIDRs:
+		return fmt.Errorf("at most %d allowed client CIDRs, got %d", MaxAllowedClientCIDRs, len(s.AllowedClientCIDRs))
+	case len(s.AllowedPorts) > MaxAllowedPorts:
+		return fmt.Errorf("at most %d allowed ports, got %d", MaxAllowedPorts, len(s.AllowedPorts))
 	}
 	for _, c := range s.AllowedClientCIDRs {
 		if err := ValidateClientCIDR(c); err != nil {

@@ -1,0 +1,76 @@
+package proxyconf
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+)
+
+// MaxMetadataValueBytes is GCE's limit on one metadata value, such as user-data.
+const MaxMetadataValueBytes = 256 * 1024
+
+// RenderUserData renders the cloud-init user-data of a proxy VM: install Squid, write its config, start it.
+// Nothing else, so the VM's behaviour is the proxy's and no more.
+//
+// The files are written in cloud-init's first stage, before the package is installed. The "proxy" group owning
+// them already exists then (Debian's and Ubuntu's base-passwd create it), and cloud-init installs packages with
+// dpkg's --force-confold, which keeps the squid.conf already in place: Squid's first start after installation
+// therefore uses this config, never the distribution's default one that proxies for every private network.
+// The restart at the end applies the config on an image where Squid was already installed and running.
+func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
+	conf, err := RenderSquidConf(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	var b bytes.Buffer
+	b.WriteString("#cloud-config\n")
+	b.WriteString("package_update: true\n")
+	b.WriteString("package_upgrade: false\n")
+	b.WriteString("packages:\n  - squid\n")
+	b.WriteString("write_files:\n")
+	writeFile(&b, ConfPath, conf)
+	if s.Auth != nil {
+		htpasswd, err := RenderHtpasswd(*s.Auth)
+		if err != nil {
+			return nil, err
+		}
+		writeFile(&b, opts.HtpasswdPath, htpasswd)
+	}
+	b.WriteString("runcmd:\n")
+	b.WriteString("  - [systemctl, enable, squid]\n")
+	b.WriteString("  - [systemctl, restart, squid]\n")
+	if b.Len() > MaxMetadataValueBytes {
+		return nil, fmt.Errorf("user-data is %d bytes, more than the %d a metadata value may hold: allow fewer destinations", b.Len(), MaxMetadataValueBytes)
+	}
+	return b.Bytes(), nil
+}
+
+// writeFile adds one write_files entry. Base64 keeps every byte of the content out of YAML's reach, and the
+// path is one of ours, validated to hold no space or quote, so quoting it is enough.
+func writeFile(b *bytes.Buffer, path string, content []byte) {
+	fmt.Fprintf(b, "  - path: '%s'\n", path)
+	b.WriteString("    owner: 'root:proxy'\n")
+	b.WriteString("    permissions: '0640'\n")
+	b.WriteString("    encoding: b64\n")
+	fmt.Fprintf(b, "    content: %s\n", base64.StdEncoding.EncodeToString(content))
+}
+
+var (
+	instanceIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+	hostnameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+)
+
+// RenderMetaData renders NoCloud meta-data. cloud-init runs its per-instance modules again whenever
+// instance-id changes, so it is the proxy's UID: a replaced proxy is configured from scratch, a rebooted one
+// is left alone.
+func RenderMetaData(uid, hostname string) ([]byte, error) {
+	if !instanceIDRE.MatchString(uid) {
+		return nil, fmt.Errorf("instance id %q must be 1 to 128 letters, digits, '.', '_' or '-'", uid)
+	}
+	if !hostnameRE.MatchString(hostname) {
+		return nil, fmt.Errorf("hostname %q must be one DNS label: lowercase letters, digits and hyphens, at most 63", hostname)
+	}
+	return fmt.Appendf(nil, "instance-id: '%s'\nlocal-hostname: '%s'\n", uid, hostname), nil
+}

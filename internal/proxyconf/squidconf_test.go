@@ -1,0 +1,370 @@
+package proxyconf
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testHosts all resolve to 127.0.0.1 through the test's hosts file; which of them Squid lets through is
+// decided by the allow-list alone.
+var testHosts = []string{
+	"allowed.test", "denied.test", "example.com", "www.example.com", "deep.sub.example.com",
+	"evilexample.com", "example.com.evil.test",
+}
+
+// backends are the servers behind the proxy: plain HTTP, TLS for CONNECT, and one more on a port the proxy
+// must not reach.
+type backends struct {
+	http, tls, other *httptest.Server
+}
+
+func (b backends) port(s *httptest.Server) int {
+	return s.Listener.Addr().(*net.TCPAddr).Port
+}
+
+func newBackends(t *testing.T) backends {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "backend %s", strings.Split(r.Host, ":")[0])
+	})
+	b := backends{http: httptest.NewServer(h), tls: httptest.NewTLSServer(h), other: httptest.NewServer(h)}
+	t.Cleanup(func() { b.http.Close(); b.tls.Close(); b.other.Close() })
+	return b
+}
+
+func (b backends) client(sq *runningSquid, from string) proxyClient {
+	return proxyClient{
+		proxy: sq.proxy, from: from,
+		tlsRoots: b.tls.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs,
+		// httptest's certificate names example.com; the tunnel, not the name, is under test.
+		tlsHostname: "example.com",
+	}
+}
+
+// request is one exchange with the proxy and what must come back.
+type request struct {
+	name       string
+	from       string // source address; 127.0.0.1 when empty
+	user, pass string
+	via        string // "health" sends it to the health port instead of the proxy port
+	connect    string // CONNECT host:port; otherwise GET url
+	url, host  string
+	want       int
+	wantBody   string
+}
+
+func runRequests(t *testing.T, b backends, sq *runningSquid, reqs []request) {
+	t.Helper()
+	for _, r := range reqs {
+		from := r.from
+		if from == "" {
+			from = "127.0.0.1"
+		}
+		c := b.client(sq, from)
+		c.user, c.pass = r.user, r.pass
+		if r.via == "health" {
+			c.proxy = sq.health
+		}
+		var got result
+		if r.connect != "" {
+			got = c.connect(t, r.connect)
+		} else {
+			host := r.host
+			if host == "" {
+				host = strings.Split(strings.TrimPrefix(r.url, "http://"), "/")[0]
+			}
+			got = c.get(t, r.url, host)
+		}
+		if got.status != r.want || (r.wantBody != "" && got.body != r.wantBody) {
+			body := got.body
+			if len(body) > 80 {
+				body = body[:80] + "..."
+			}
+			t.Errorf("%s: got %d %q, want %d %q", r.name, got.status, body, r.want, r.wantBody)
+		}
+	}
+}
+
+// TestSquidEnforcesSettings runs the real Squid on each rendered config and checks, request by request, that
+// it allows exactly what the settings say.
+func TestSquidEnforcesSettings(t *testing.T) {
+	t.Parallel()
+	b := newBackends(t)
+	hp, tp, op := b.port(b.http), b.port(b.tls), b.port(b.other)
+	httpURL := func(host string) string { return fmt.Sprintf("http://%s:%d/", host, hp) }
+	tlsAddr := func(host string) string { return fmt.Sprintf("%s:%d", host, tp) }
+	ok := func(host string) string { return "backend " + host }
+	user, pass := "Egress.User", "s3cret pass:%word é"
+
+	tests := map[string]struct {
+		settings Settings
+		requests []request
+		logged   []string // substrings the access log must show
+	}{
+		"allow-list, client range and ports": {
+			settings: Settings{
+				AllowedClientCIDRs: []string{"127.0.0.1/32"},
+				// Redundant on purpose: Squid refuses ".example.com" next to "example.com" unless collapsed.
+				AllowedDestinations: []string{"allowed.test", "example.com", ".example.com", "www.example.com"},
+				AllowedPorts:        []int{tp, hp},
+			},
+			requests: []request{
+				{name: "allowed host over HTTP", url: httpURL("allowed.test"), want: 200, wantBody: ok("allowed.test")},
+				{name: "allowed host over CONNECT", connect: tlsAddr("allowed.test"), want: 200, wantBody: ok("allowed.test")},
+				{name: "host outside the list over HTTP", url: httpURL("denied.test"), want: 403},
+				{name: "host outside the list over CONNECT", connect: tlsAddr("denied.test"), want: 403},
+				{name: "suffix domain itself", url: httpURL("example.com"), want: 200, wantBody: ok("example.com")},
+				{name: "subdomain of suffix", url: httpURL("www.example.com"), want: 200, wantBody: ok("www.example.com")},
+				{name: "deep subdomain of suffix over CONNECT", connect: tlsAddr("deep.sub.example.com"), want: 200},
+				{name: "look-alike of suffix", url: httpURL("evilexample.com"), want: 403},
+				{name: "look-alike of suffix over CONNECT", connect: tlsAddr("evilexample.com"), want: 403},
+				{name: "suffix as a prefix", url: httpURL("example.com.evil.test"), want: 403},
+				{name: "IP literal of an allowed backend", url: fmt.Sprintf("http://127.0.0.1:%d/", hp), want: 403},
+				{name: "CONNECT to a port not allowed", connect: fmt.Sprintf("allowed.test:%d", op), want: 403},
+				{name: "HTTP to a port not allowed", url: fmt.Sprintf("http://allowed.test:%d/", op), want: 403},
+				{name: "client outside allowed CIDRs over HTTP", from: "127.0.0.2", url: httpURL("allowed.test"), want: 403},
+				{name: "client outside allowed CIDRs over CONNECT", from: "127.0.0.2", connect: tlsAddr("allowed.test"), want: 403},
+				{name: "health check from anywhere", from: "127.0.0.2", via: "health", url: HealthPath, host: "10.1.2.3:3129", want: 200},
+				{name: "health port is no proxy", via: "health", url: httpURL("allowed.test"), want: 403},
+				{name: "health port is no tunnel", via: "health", connect: tlsAddr("allowed.test"), want: 403},
+				// Squid serves its static objects itself whatever the host: the request never leaves.
+				{name: "health path on another host is not forwarded", via: "health", url: fmt.Sprintf("http://allowed.test:%d%s", hp, HealthPath), want: 200, wantBody: healthBody},
+				{name: "health path is not served on the proxy port", url: HealthPath, host: "allowed.test", want: 403},
+				{name: "cache manager", url: fmt.Sprintf("http://allowed.test:%d/squid-internal-mgr/info", hp), want: 403},
+				{name: "ftp scheme", url: "ftp://allowed.test/", host: "allowed.test", want: 403},
+			},
+			logged: []string{
+				fmt.Sprintf("client=127.0.0.1 user=- method=CONNECT host=allowed.test port=%d status=200", tp),
+				fmt.Sprintf("client=127.0.0.1 user=- method=GET host=allowed.test port=%d status=200", hp),
+				fmt.Sprintf("client=127.0.0.1 user=- method=GET host=denied.test port=%d status=403", hp),
+			},
+		},
+		"basic auth": {
+			settings: Settings{
+				AllowedClientCIDRs:  []string{"127.0.0.0/30"},
+				AllowedDestinations: []string{"allowed.test"},
+				AllowedPorts:        []int{tp, hp},
+				Auth:                &BasicAuth{Username: user, Password: pass},
+			},
+			requests: []request{
+				{name: "no credentials over HTTP", url: httpURL("allowed.test"), want: 407},
+				{name: "no credentials over CONNECT", connect: tlsAddr("allowed.test"), want: 407},
+				{name: "wrong password", user: user, pass: pass + "x", url: httpURL("allowed.test"), want: 407},
+				{name: "wrong password over CONNECT", user: user, pass: "wrong-password", connect: tlsAddr("allowed.test"), want: 407},
+				{name: "user name in other case", user: strings.ToLower(user), pass: pass, url: httpURL("allowed.test"), want: 407},
+				{name: "unknown user", user: "nobody", pass: pass, url: httpURL("allowed.test"), want: 407},
+				{name: "no credentials, host outside the list", url: httpURL("denied.test"), want: 407},
+				{name: "right credentials over HTTP", user: user, pass: pass, url: httpURL("allowed.test"), want: 200, wantBody: ok("allowed.test")},
+				{name: "right credentials over CONNECT", user: user, pass: pass, connect: tlsAddr("allowed.test"), want: 200, wantBody: ok("allowed.test")},
+				{name: "right credentials from a second address in range", from: "127.0.0.2", user: user, pass: pass, url: httpURL("allowed.test"), want: 200},
+				{name: "right credentials, host outside the list", user: user, pass: pass, url: httpURL("denied.test"), want: 403},
+				{name: "right credentials, client outside range", from: "127.0.0.5", user: user, pass: pass, url: httpURL("allowed.test"), want: 403},
+				{name: "health check needs no credentials", via: "health", url: HealthPath, host: "127.0.0.1", want: 200},
+			},
+			logged: []string{fmt.Sprintf("client=127.0.0.1 user=%s method=CONNECT host=allowed.test port=%d status=200", user, tp)},
+		},
+		"empty allow-list denies everything": {
+			settings: Settings{AllowedClientCIDRs: []string{"127.0.0.1/32"}, AllowedPorts: []int{tp, hp}},
+			requests: []request{
+				{name: "HTTP", url: httpURL("allowed.test"), want: 403},
+				{name: "CONNECT", connect: tlsAddr("allowed.test"), want: 403},
+				{name: "health still answers", via: "health", url: HealthPath, host: "127.0.0.1", want: 200},
+			},
+		},
+		"default ports allow CONNECT to 443 only": {
+			settings: Settings{AllowedClientCIDRs: []string{"127.0.0.0/8", "::1/128"}, AllowedDestinations: []string{".test"}},
+			requests: []request{
+				{name: "CONNECT to another port", connect: tlsAddr("allowed.test"), want: 403},
+				{name: "HTTP to another port than 80", url: httpURL("allowed.test"), want: 403},
+			},
+		},
+		"IPv6 ranges admit no IPv4 client": {
+			// Squid alone would let "::/80" admit every IPv4 client.
+			settings: Settings{AllowedClientCIDRs: []string{"::/0", "::/80", "::1/128"}, AllowedDestinations: []string{"allowed.test"}, AllowedPorts: []int{hp}},
+			requests: []request{{name: "IPv4 client", url: httpURL("allowed.test"), want: 403}},
+		},
+		"overlapping ranges admit their union": {
+			// Squid alone would drop 0.0.0.0/0 and ::/0 next to a range inside them.
+			settings: Settings{AllowedClientCIDRs: []string{"127.0.0.1/32", "0.0.0.0/0", "::/0"}, AllowedDestinations: []string{"allowed.test"}, AllowedPorts: []int{hp}},
+			requests: []request{{name: "client outside the narrow range", from: "127.0.0.2", url: httpURL("allowed.test"), want: 200}},
+		},
+		"no client ranges refuses every client": {
+			settings: Settings{AllowedDestinations: []string{"allowed.test"}, AllowedPorts: []int{tp, hp}},
+			requests: []request{
+				{name: "HTTP", url: httpURL("allowed.test"), want: 403},
+				{name: "CONNECT", connect: tlsAddr("allowed.test"), want: 403},
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sq := startSquid(t, tc.settings, testHosts)
+			runRequests(t, b, sq, tc.requests)
+			for _, want := range tc.logged {
+				waitForLog(t, sq, want)
+			}
+		})
+	}
+}
+
+// healthBody is what the health check returns: Squid's own logo.
+var healthBody = func() string {
+	b, err := os.ReadFile("/usr/share/squid/icons/SN.png")
+	if err != nil {
+		return "(squid icons missing)"
+	}
+	return string(b)
+}()
+
+// waitForLog waits for an access log line; Squid writes the log after the response.
+func waitForLog(t *testing.T, sq *runningSquid, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if strings.Contains(sq.file("access.log"), want) {
+			return
+		}
+	}
+	t.Errorf("access log lacks %q:\n%s", want, sq.file("access.log"))
+}
+
+// parseCases are setting combinations every one of which Squid must accept.
+func parseCases() map[string]Settings {
+	auth := &BasicAuth{Username: "u", Password: "password"}
+	long := strings.Repeat("a", 63)
+	many := func(n int, f func(i int) string) []string {
+		var out []string
+		for i := range n {
+			out = append(out, f(i))
+		}
+		return out
+	}
+	return map[string]Settings{
+		"minimal":                    {Port: 3128},
+		"one exact host":             {Port: 3128, AllowedDestinations: []string{"api.example.com"}},
+		"one suffix":                 {Port: 3128, AllowedDestinations: []string{".example.com"}},
+		"suffix and its apex":        {Port: 3128, AllowedDestinations: []string{"example.com", ".example.com"}},
+		"suffix and subdomains":      {Port: 3128, AllowedDestinations: []string{"a.example.com", ".example.com", ".b.example.com", "x.b.example.com"}},
+		"nested suffixes":            {Port: 3128, AllowedDestinations: []string{".a.b.c", ".b.c", ".c", "c", "d.c"}},
+		"duplicates":                 {Port: 3128, AllowedDestinations: []string{"a.io", "a.io", ".b.io", ".b.io"}, AllowedClientCIDRs: []string{"10.0.0.0/8", "10.0.0.0/8"}, AllowedPorts: []int{443, 443}},
+		"top-level domain":           {Port: 3128, AllowedDestinations: []string{".io", "github.io"}},
+		"single-label host":          {Port: 3128, AllowedDestinations: []string{"localhost", "metadata"}},
+		"longest labels":             {Port: 3128, AllowedDestinations: []string{long + "." + long + "." + long + "." + long[:61]}},
+		"digits and hyphens":         {Port: 3128, AllowedDestinations: []string{"1-2.x9", ".0a-b.c0m"}},
+		"ipv4 clients":               {Port: 8080, AllowedClientCIDRs: []string{"10.0.0.0/8", "192.168.1.7/32", "0.0.0.0/0"}},
+		"ipv6 clients":               {Port: 8080, AllowedClientCIDRs: []string{"::/0", "fd00::/8", "2001:db8::1/128"}},
+		"ipv6 over the mapped block": {Port: 8080, AllowedClientCIDRs: []string{"::/80", "::/0", "::/96", "10.0.0.0/8"}},
+		"overlapping clients":        {Port: 8080, AllowedClientCIDRs: []string{"10.1.0.0/16", "10.0.0.0/8", "10.1.2.3/32", "2001:db8::/32", "2001:db8::1/128"}},
+		"port 1":                     {Port: 1, AllowedPorts: []int{1}},
+		"port 65535":                 {Port: 65535, AllowedPorts: []int{65535, 1, 80, 443}},
+		"port 80 in allowed ports":   {Port: 3128, AllowedPorts: []int{80, 8443}},
+		"auth only":                  {Port: 3128, Auth: auth},
+		"auth with everything":       {Port: 3128, Auth: &BasicAuth{Username: "A.b_c-9", Password: strings.Repeat("x", 72)}, AllowedDestinations: []string{".example.com"}, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedPorts: []int{443, 8443}},
+		"maximum lists": {
+			Port: 3128, Auth: auth,
+			AllowedDestinations: many(MaxAllowedDestinations, func(i int) string { return fmt.Sprintf(".d%d.%s.example", i, long) }),
+			AllowedClientCIDRs:  many(MaxAllowedClientCIDRs, func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i/256, i%256) }),
+			AllowedPorts:        manyPorts(MaxAllowedPorts),
+		},
+	}
+}
+
+func manyPorts(n int) []int {
+	var out []int
+	for i := range n {
+		out = append(out, 10000+i)
+	}
+	return out
+}
+
+// TestSquidParsesEveryConfig runs `squid -k parse` on each combination, in both the VM and the Kubernetes
+// forms, and accepts no warning: Squid's warnings are about configs that do not mean what they say.
+func TestSquidParsesEveryConfig(t *testing.T) {
+	t.Parallel()
+	for name, s := range parseCases() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			vm, err := RenderSquidConf(s, RenderOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := RenderKubernetes(s, RenderOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for form, conf := range map[string][]byte{"vm": vm, "kubernetes": []byte(k.ConfigMapData[KubernetesConfigKey])} {
+				out, err := parseSquidConf(t, conf)
+				if err != nil {
+					t.Errorf("%s form: squid -k parse: %v\n%s\n%s", form, err, out, conf)
+					continue
+				}
+				for _, line := range strings.Split(out, "\n") {
+					// "via off" is deliberate: the proxy does not announce itself to destinations.
+					if strings.Contains(line, "WARNING: HTTP requires the use of Via") {
+						continue
+					}
+					if strings.Contains(line, "WARNING") || strings.Contains(line, "ERROR") || strings.Contains(line, "FATAL") {
+						t.Errorf("%s form: squid -k parse: %s", form, line)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCollapseDestinations(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ in, want []string }{
+		"empty":                        {nil, nil},
+		"sorted and deduplicated":      {[]string{"b.io", "a.io", "b.io"}, []string{"a.io", "b.io"}},
+		"apex covered by suffix":       {[]string{"example.com", ".example.com"}, []string{".example.com"}},
+		"subdomain covered by suffix":  {[]string{"a.example.com", ".example.com"}, []string{".example.com"}},
+		"inner suffix covered":         {[]string{".a.example.com", ".example.com", "x.a.example.com"}, []string{".example.com"}},
+		"look-alike kept":              {[]string{"evilexample.com", ".example.com"}, []string{".example.com", "evilexample.com"}},
+		"exact parent does not cover":  {[]string{"example.com", "a.example.com", ".b.example.com"}, []string{".b.example.com", "a.example.com", "example.com"}},
+		"top-level suffix covers all":  {[]string{".com", "example.com", ".a.com", "b.org"}, []string{".com", "b.org"}},
+		"suffix of a suffix string":    {[]string{".ample.com", "example.com"}, []string{".ample.com", "example.com"}},
+		"same name exact and suffixed": {[]string{".io", "io"}, []string{".io"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := collapseDestinations(tc.in); !slices.Equal(got, tc.want) {
+				t.Errorf("collapseDestinations(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderSquidConfRejects(t *testing.T) {
+	t.Parallel()
+	ok := Settings{Port: 3128}
+	tests := map[string]struct {
+		s    Settings
+		opts RenderOptions
+	}{
+		"invalid destination":        {s: Settings{Port: 3128, AllowedDestinations: []string{"a.com\nhttp_access allow all"}}},
+		"health port as proxy port":  {s: Settings{Port: DefaultHealthPort}},
+		"custom health port clashes": {s: ok, opts: RenderOptions{HealthPort: 3128}},
+		"space in a path":            {s: ok, opts: RenderOptions{HtpasswdPath: "/etc/squid/pass wd"}},
+		"newline in a path":          {s: ok, opts: RenderOptions{AccessLog: "stdio:/x\nhttp_access allow all"}},
+		"comment in a path":          {s: ok, opts: RenderOptions{PidFile: "/run/x#y"}},
+		"invalid nameserver":         {s: ok, opts: RenderOptions{DNSNameservers: []netip.Addr{{}}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if conf, err := RenderSquidConf(tc.s, tc.opts); err == nil {
+				t.Errorf("rendered, want an error:\n%s", conf)
+			}
+		})
+	}
+}
