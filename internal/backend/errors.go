@@ -127,6 +127,9 @@ func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
 // Retryable reports whether an operation that failed with err may succeed when tried again.
 func Retryable(err error) bool {
+	if err == nil {
+		return false
+	}
 	switch ClassOf(err) {
 	case ClassTransient, ClassUnclassified:
 		return !errors.Is(err, context.Canceled)
