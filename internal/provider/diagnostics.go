@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -38,6 +39,13 @@ func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic
 	var notConfigured *backend.NotConfiguredError
 	if errors.As(err, &notConfigured) {
 		return diag.NewErrorDiagnostic("Backend not configured", detail)
+	}
+	if errors.Is(err, context.Canceled) {
+		return diag.NewErrorDiagnostic("Egress proxy operation interrupted", fmt.Sprintf(
+			"Could not %s %s: the operation was cancelled (Ctrl-C, or the CLI stopping the provider) before it finished.\n\n"+
+				"Error class: %s\nBackend error: %v\n\n"+
+				"Run terraform apply again to finish. A proxy that was already created is in the state, or is adopted by the next create because creates are idempotent by name.",
+			operation, object, class, err))
 	}
 	return diag.NewErrorDiagnostic(a.summary, detail)
 }
