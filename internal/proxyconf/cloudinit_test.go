@@ -1,0 +1,166 @@
+package proxyconf
+
+import (
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+	"gopkg.in/yaml.v3"
+)
+
+// cloudConfig is the part of cloud-init's schema the user-data uses.
+type cloudConfig struct {
+	PackageUpdate  bool     `yaml:"package_update"`
+	PackageUpgrade bool     `yaml:"package_upgrade"`
+	Packages       []string `yaml:"packages"`
+	WriteFiles     []struct {
+		Path        string `yaml:"path"`
+		Owner       string `yaml:"owner"`
+		Permissions string `yaml:"permissions"`
+		Encoding    string `yaml:"encoding"`
+		Content     string `yaml:"content"`
+	} `yaml:"write_files"`
+	Runcmd [][]string `yaml:"runcmd"`
+}
+
+// parseUserData reads user-data as cloud-init does and returns it with the decoded files by path.
+func parseUserData(t *testing.T, ud []byte) (cloudConfig, map[string][]byte) {
+	t.Helper()
+	if !strings.HasPrefix(string(ud), "#cloud-config\n") {
+		t.Fatalf("user-data must start with #cloud-config: %.40q", ud)
+	}
+	var cc cloudConfig
+	dec := yaml.NewDecoder(strings.NewReader(string(ud)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cc); err != nil {
+		t.Fatalf("user-data is not the expected YAML: %v", err)
+	}
+	files := map[string][]byte{}
+	for _, f := range cc.WriteFiles {
+		if f.Owner != "root:proxy" || f.Permissions != "0640" || f.Encoding != "b64" {
+			t.Errorf("%s: owner %q mode %q encoding %q, want root:proxy 0640 b64", f.Path, f.Owner, f.Permissions, f.Encoding)
+		}
+		b, err := base64.StdEncoding.DecodeString(f.Content)
+		if err != nil {
+			t.Fatalf("%s: %v", f.Path, err)
+		}
+		files[f.Path] = b
+	}
+	return cc, files
+}
+
+func TestRenderUserData(t *testing.T) {
+	t.Parallel()
+	auth := &BasicAuth{Username: "egress", Password: "a long password"}
+	tests := map[string]struct {
+		s         Settings
+		wantFiles []string
+	}{
+		"without auth": {s: Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{ConfPath}},
+		"with auth":    {s: Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{HtpasswdPath, ConfPath}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ud, err := RenderUserData(tc.s, RenderOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, files := parseUserData(t, ud)
+			if !cc.PackageUpdate || cc.PackageUpgrade || !slices.Equal(cc.Packages, []string{"squid"}) {
+				t.Errorf("packages: update %v upgrade %v %q, want only squid installed", cc.PackageUpdate, cc.PackageUpgrade, cc.Packages)
+			}
+			want := [][]string{{"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
+				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
+			}
+			var paths []string
+			for p := range files {
+				paths = append(paths, p)
+			}
+			slices.Sort(paths)
+			if !slices.Equal(paths, tc.wantFiles) {
+				t.Errorf("files %q, want %q", paths, tc.wantFiles)
+			}
+			conf, _ := RenderSquidConf(tc.s, RenderOptions{})
+			if string(files[ConfPath]) != string(conf) {
+				t.Errorf("squid.conf in user-data differs from RenderSquidConf")
+			}
+			if out, err := parseSquidConf(t, files[ConfPath]); err != nil {
+				t.Errorf("squid -k parse: %v\n%s", err, out)
+			}
+			if tc.s.Auth != nil {
+				line := strings.TrimSpace(string(files[HtpasswdPath]))
+				user, hash, _ := strings.Cut(line, ":")
+				if user != auth.Username || bcrypt.CompareHashAndPassword([]byte(hash), []byte(auth.Password)) != nil {
+					t.Errorf("htpasswd %q does not hold the user's bcrypt hash", line)
+				}
+				if strings.Contains(string(ud), auth.Password) {
+					t.Error("user-data holds the password in clear")
+				}
+			}
+		})
+	}
+}
+
+// TestUserDataFitsGCEMetadata renders the largest settings validation allows.
+func TestUserDataFitsGCEMetadata(t *testing.T) {
+	t.Parallel()
+	label := strings.Repeat("a", 63)
+	s := Settings{Port: 3128, Auth: &BasicAuth{Username: strings.Repeat("u", 64), Password: strings.Repeat("p", 72)}}
+	for i := range MaxAllowedDestinations {
+		// 253 characters, plus the leading dot.
+		s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf(".%05d%s.%s.%s.%s", i, label[5:], label, label, label[:61]))
+	}
+	for i := range MaxAllowedClientCIDRs {
+		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, fmt.Sprintf("2001:db8:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+i))
+	}
+	s.AllowedPorts = manyPorts(MaxAllowedPorts)
+	if err := ValidateDestination(s.AllowedDestinations[0]); err != nil || len(s.AllowedDestinations[0]) != 254 {
+		t.Fatalf("test destination must be the longest valid one: %v (%d)", err, len(s.AllowedDestinations[0]))
+	}
+	ud, err := RenderUserData(s, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("user-data at maximum settings: %d bytes of %d", len(ud), MaxMetadataValueBytes)
+	if len(ud) > MaxMetadataValueBytes {
+		t.Errorf("user-data is %d bytes, over GCE's %d limit", len(ud), MaxMetadataValueBytes)
+	}
+	_, files := parseUserData(t, ud)
+	if out, err := parseSquidConf(t, files[ConfPath]); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
+		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
+	}
+}
+
+func TestRenderMetaData(t *testing.T) {
+	t.Parallel()
+	got, err := RenderMetaData("0b7e7d4c-5b2d-4c47-9d3b-6d1f2a8e9c01", "egress-0b7e7d4c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md map[string]string
+	if err := yaml.Unmarshal(got, &md); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"instance-id": "0b7e7d4c-5b2d-4c47-9d3b-6d1f2a8e9c01", "local-hostname": "egress-0b7e7d4c"}
+	if fmt.Sprint(md) != fmt.Sprint(want) {
+		t.Errorf("meta-data %v, want %v", md, want)
+	}
+	for name, in := range map[string][2]string{
+		"empty uid":           {"", "h"},
+		"newline in uid":      {"a\nlocal-hostname: x", "h"},
+		"quote in uid":        {"a'b", "h"},
+		"dotted hostname":     {"uid", "a.b"},
+		"uppercase hostname":  {"uid", "Host"},
+		"overlong hostname":   {"uid", strings.Repeat("h", 64)},
+		"hostname with colon": {"uid", "h: x"},
+	} {
+		if md, err := RenderMetaData(in[0], in[1]); err == nil {
+			t.Errorf("%s: rendered %q, want an error", name, md)
+		}
+	}
+}

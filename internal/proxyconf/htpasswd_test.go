@@ -1,0 +1,110 @@
+package proxyconf
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// squidEscape encodes a helper argument the way Squid does before writing it to an auth helper (RFC 1738).
+func squidEscape(s string) string {
+	var b strings.Builder
+	for _, c := range []byte(s) {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// TestHtpasswdWithSquidHelper proves that the helper Squid runs, basic_ncsa_auth, accepts the bcrypt hashes
+// Go writes ("$2a$") for the right password and refuses everything else.
+func TestHtpasswdWithSquidHelper(t *testing.T) {
+	t.Parallel()
+	squidPath(t)
+	helper := AuthHelperPath
+	tests := map[string]BasicAuth{
+		"plain":             {Username: "alice", Password: "correct horse"},
+		"mixed case user":   {Username: "Egress.User_1-x", Password: "s3cret-password"},
+		"colon and percent": {Username: "u", Password: "a:b%41%zz+c d"},
+		"utf-8":             {Username: "u", Password: "pässwörd-ü"},
+		"72 bytes":          {Username: "u", Password: strings.Repeat("Zz9!", 18)},
+		"shell characters":  {Username: "u", Password: "$(id)`x`;'\"\\|&"},
+	}
+	for name, a := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			htpasswd, err := RenderHtpasswd(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(htpasswd), a.Password) || strings.Count(string(htpasswd), "\n") != 1 {
+				t.Fatalf("htpasswd must be one line without the password: %q", htpasswd)
+			}
+			hash := strings.TrimSuffix(strings.TrimPrefix(string(htpasswd), a.Username+":"), "\n")
+			if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(a.Password)); err != nil {
+				t.Fatalf("hash does not verify: %v", err)
+			}
+			file := filepath.Join(t.TempDir(), "passwd")
+			writeSecretFile(t, file, htpasswd)
+			// One helper process answers a line per query, as under Squid.
+			queries := []struct {
+				user, pass, want string
+			}{
+				{a.Username, a.Password, "OK"},
+				{a.Username, a.Password + "x", "ERR"},
+				{a.Username, a.Password[:len(a.Password)-1], "ERR"},
+				{a.Username, "", "ERR"},
+				{strings.ToUpper(a.Username) + "X", a.Password, "ERR"},
+			}
+			if len(a.Password) == 72 {
+				// bcrypt reads 72 bytes and ignores the rest, so a longer guess with the right prefix passes.
+				queries = append(queries[:1], queries[2:]...)
+			}
+			var in strings.Builder
+			for _, q := range queries {
+				fmt.Fprintf(&in, "%s %s\n", squidEscape(q.user), squidEscape(q.pass))
+			}
+			cmd := exec.Command(helper, file)
+			cmd.Stdin = strings.NewReader(in.String())
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("%s: %v", helper, err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			if len(lines) != len(queries) {
+				t.Fatalf("helper answered %q to %d queries", out, len(queries))
+			}
+			for i, q := range queries {
+				if got := strings.Fields(lines[i])[0]; got != q.want {
+					t.Errorf("user %q password %q: helper said %q, want %s", q.user, q.pass, lines[i], q.want)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderHtpasswdRejects(t *testing.T) {
+	t.Parallel()
+	for name, a := range map[string]BasicAuth{
+		"colon in user":    {Username: "a:b", Password: "password"},
+		"newline in user":  {Username: "a\nb", Password: "password"},
+		"empty user":       {Username: "", Password: "password"},
+		"short password":   {Username: "a", Password: "short"},
+		"newline password": {Username: "a", Password: "pass\nword"},
+		"73 bytes":         {Username: "a", Password: strings.Repeat("x", 73)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if out, err := RenderHtpasswd(a); err == nil {
+				t.Errorf("rendered %q, want an error", out)
+			}
+		})
+	}
+}
