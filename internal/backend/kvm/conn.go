@@ -48,7 +48,7 @@ type conn struct {
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
 // the caller returns at once; a call still unanswered after this is taken as a stuck daemon and the
 // connection is closed, which ends the call and lets the next one dial afresh.
-const callGrace = 15 * time.Second
+var callGrace = 15 * time.Second
 
 // do runs fn, which may make several libvirt calls, against the host. It returns when fn does or when ctx ends,
 // whichever is first.

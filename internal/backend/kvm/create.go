@@ -32,6 +32,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 
 	var m metadata
 	var dom libvirt.Domain
+	fresh := false // a domain defined just now is known to be shut off
 	err = c.do(ctx, func(l api) error {
 		var err error
 		dom, m, err = lookupManaged(l, spec.Name)
@@ -44,6 +45,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return err
 		}
 		dom, m, err = b.define(l, c, spec, p)
+		fresh = err == nil
 		return err
 	})
 	if err != nil {
@@ -52,7 +54,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 
 	// From here on the domain exists: every error comes with the instance, so the caller records its id.
 	inst := m.instance(p.Host, backend.StatePending)
-	if err := b.start(ctx, c, dom, &inst); err != nil {
+	if err := b.start(ctx, c, dom, fresh, &inst); err != nil {
 		return inst, classify(object, err)
 	}
 	if m.Placement.WaitForAddress && inst.InternalAddress == "" {
@@ -93,16 +95,14 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	if capacity > pool.available {
 		return dom, metadata{}, backend.Quota("", "pool %q has %d bytes available, the proxy's disk may grow to %d", p.Pool, pool.available, capacity)
 	}
-	if err := clearLeftovers(l, pool.pool, spec); err != nil {
-		return dom, metadata{}, err
-	}
 
 	m := newMetadata(spec, p, b.now())
 	img, err := seedImage(spec, m, b.now())
 	if err != nil {
 		return dom, metadata{}, backend.NewError(backend.ClassPermanent, "", err)
 	}
-	if err := createSeed(l, pool.pool, seedVolumeName(spec.Name), img); err != nil {
+	clear := func() error { return clearLeftoverSeed(l, pool.pool.Name, spec) }
+	if err := createSeed(l, pool.pool, seedVolumeName(spec.Name), img, clear); err != nil {
 		return dom, metadata{}, err
 	}
 	if err := createRoot(l, pool.pool, rootVolumeName(spec.Name), base, capacity); err != nil {
@@ -125,36 +125,24 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	return dom, m, err
 }
 
-// clearLeftovers removes volumes named after this proxy that an earlier, crashed attempt left without a
-// domain. Only the proxy's own (same UID) or its owner's are removed; another owner's are refused.
-func clearLeftovers(l api, pool libvirt.StoragePool, spec backend.Spec) error {
+// clearLeftoverSeed removes the seed volume an earlier, crashed attempt left without a domain. Only the
+// proxy's own (same UID) or its owner's are removed; another owner's are refused.
+func clearLeftoverSeed(l api, pool string, spec backend.Spec) error {
 	seedName := seedVolumeName(spec.Name)
-	vol, err := l.StorageVolLookupByName(pool, seedName)
+	m, err := readSeedIdentity(l, volRef(pool, seedName))
 	switch {
-	case isCode(err, libvirt.ErrNoStorageVol):
-	case err != nil:
+	case errors.Is(err, errNoISO):
+		// An upload that never reached the ISO's descriptors: this proxy's own interrupted attempt.
+		m = metadata{UID: spec.UID}
+	case err != nil && backend.ClassOf(classify("", err)) == backend.ClassTransient:
 		return err
-	default:
-		m, err := readSeedIdentity(l, vol)
-		switch {
-		case errors.Is(err, errNoISO):
-			// An upload that never reached the ISO's descriptors: this proxy's own interrupted attempt.
-			m = metadata{UID: spec.UID}
-		case err != nil && backend.ClassOf(classify("", err)) == backend.ClassTransient:
-			return err
-		case err != nil:
-			return backend.Permanent("", "volume %s exists in pool %s and is not a seed this provider made (%v): remove it or choose another name", seedName, pool.Name, err)
-		}
-		if m.UID != spec.UID && (m.ManagedBy != backend.ManagedByValue || m.Owner != spec.Owner) {
-			return backend.Permanent("", "volume %s belongs to another proxy (uid %s, owner %q): choose another name or delete it", seedName, m.UID, m.Owner)
-		}
-		if err := l.StorageVolDelete(vol, 0); err != nil {
-			return err
-		}
+	case err != nil:
+		return backend.Permanent("", "volume %s exists in pool %s and is not a seed this provider made (%v): remove it or choose another name", seedName, pool, err)
 	}
-	// A root overlay is only ever made after its seed, so one without a seed is from this proxy's own
-	// interrupted delete or create.
-	return deleteVolume(l, pool, rootVolumeName(spec.Name))
+	if m.UID != spec.UID && (m.ManagedBy != backend.ManagedByValue || m.Owner != spec.Owner) {
+		return backend.Permanent("", "volume %s belongs to another proxy (uid %s, owner %q): choose another name or delete it", seedName, m.UID, m.Owner)
+	}
+	return deleteVolume(l, pool, seedName)
 }
 
 // checkMemory refuses, before anything is made, a proxy that needs more memory than the host has at all.

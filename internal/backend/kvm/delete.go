@@ -44,17 +44,10 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 				return err
 			}
 		}
-		p, err := l.StoragePoolLookupByName(pool)
-		if isCode(err, libvirt.ErrNoStoragePool) {
-			return nil
-		}
-		if err != nil {
+		if err := deleteVolume(l, pool, rootVolumeName(id.Name)); err != nil {
 			return err
 		}
-		if err := deleteVolume(l, p, rootVolumeName(id.Name)); err != nil {
-			return err
-		}
-		return deleteVolume(l, p, seedVolumeName(id.Name))
+		return deleteVolume(l, pool, seedVolumeName(id.Name))
 	})
 	return classify(domainObject(id.Target, id.Name), err)
 }

@@ -32,7 +32,7 @@ type metadata struct {
 	CreatedAt string          `xml:"created-at"`
 	Labels    []metaLabel     `xml:"labels>label"`
 	Placement metaPlacement   `xml:"placement"`
-	Proxy     metaProxy       `xml:"proxy"`
+	Proxy     metaProxy       `xml:"settings"`
 	Volumes   metaVolumeNames `xml:"volumes"`
 }
 

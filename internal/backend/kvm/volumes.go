@@ -74,9 +74,14 @@ func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error
 	return b, nil
 }
 
+// volRef names a volume for the calls that take one. The storage driver resolves a volume by its pool's
+// and its own name (virStorageVolDefFromVol), so no lookup call is needed to get a handle.
+func volRef(pool, name string) libvirt.StorageVol { return libvirt.StorageVol{Pool: pool, Name: name} }
+
 // createSeed makes the seed volume and streams the ISO into it: the upload goes through the libvirt
-// connection, so it works on a remote host as well as on this one.
-func createSeed(l api, pool libvirt.StoragePool, name string, img []byte) error {
+// connection, so it works on a remote host as well as on this one. A volume of that name already there is
+// a leftover: clear decides whether it may go.
+func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clear func() error) error {
 	vol := libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(img))},
@@ -86,7 +91,7 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte) error 
 	if err != nil {
 		return err
 	}
-	v, err := l.StorageVolCreateXML(pool, s, 0)
+	v, err := createVolume(l, pool, s, clear)
 	if err != nil {
 		return err
 	}
@@ -99,7 +104,8 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte) error 
 }
 
 // createRoot makes the root disk as a qcow2 overlay on the base volume: nothing is copied, and the overlay's
-// capacity is the proxy's disk size.
+// capacity is the proxy's disk size. A root volume of that name already there is a leftover of this proxy's
+// own (its seed, made first, was just found to be ours or absent): it is replaced.
 func createRoot(l api, pool libvirt.StoragePool, name string, base baseVolume, capacity uint64) error {
 	vol := libvirtxml.StorageVolume{
 		Name:     name,
@@ -114,20 +120,26 @@ func createRoot(l api, pool libvirt.StoragePool, name string, base baseVolume, c
 	if err != nil {
 		return err
 	}
-	_, err = l.StorageVolCreateXML(pool, s, 0)
+	_, err = createVolume(l, pool, s, func() error { return deleteVolume(l, pool.Name, name) })
 	return err
 }
 
+// createVolume creates from x; when the name is taken, clear removes the old volume (or refuses) and the
+// create is tried once more. Trying first keeps the usual case, no leftover, to one call.
+func createVolume(l api, pool libvirt.StoragePool, x string, clear func() error) (libvirt.StorageVol, error) {
+	v, err := l.StorageVolCreateXML(pool, x, 0)
+	if !isCode(err, libvirt.ErrStorageVolExist) {
+		return v, err
+	}
+	if err := clear(); err != nil {
+		return v, err
+	}
+	return l.StorageVolCreateXML(pool, x, 0)
+}
+
 // deleteVolume removes a volume by name; one that is already gone is not an error.
-func deleteVolume(l api, pool libvirt.StoragePool, name string) error {
-	vol, err := l.StorageVolLookupByName(pool, name)
-	if isCode(err, libvirt.ErrNoStorageVol) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	err = l.StorageVolDelete(vol, 0)
+func deleteVolume(l api, pool, name string) error {
+	err := l.StorageVolDelete(volRef(pool, name), 0)
 	if isCode(err, libvirt.ErrNoStorageVol) {
 		return nil
 	}

@@ -1,0 +1,78 @@
+package kvm
+
+import (
+	"strings"
+	"testing"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+func TestDomainXMLInterfaces(t *testing.T) {
+	t.Parallel()
+	base := backend.KVMPlacement{VCPUs: 2, MemoryMiB: 384, Pool: "pool", MAC: "52:54:00:aa:bb:cc"}
+	tests := map[string]struct {
+		mod  func(*backend.KVMPlacement)
+		want []string
+	}{
+		"network": {func(p *backend.KVMPlacement) { p.Network = "default" }, []string{`<interface type="network">`, `<source network="default">`}},
+		"bridge":  {func(p *backend.KVMPlacement) { p.Bridge = "br0" }, []string{`<interface type="bridge">`, `<source bridge="br0">`}},
+		"user": {func(p *backend.KVMPlacement) { p.UserNet, p.ForwardAddress, p.ForwardPort = true, "127.0.0.1", 13128 },
+			[]string{`<interface type="user">`, `<backend type="passt">`, `<portForward proto="tcp" address="127.0.0.1">`, `<range start="13128" to="3128">`}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := placement{KVMPlacement: base, Host: "h"}
+			tc.mod(&p.KVMPlacement)
+			x, err := domainXML("egress-1", p, "qemu", 3128, `<proxy xmlns="`+Namespace+`"><uid>u</uid></proxy>`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range append(tc.want,
+				`<domain type="qemu">`, `<memory unit="MiB">384</memory>`, `<vcpu>2</vcpu>`, `<mac address="52:54:00:aa:bb:cc">`,
+				`<source pool="pool" volume="egress-1-root.qcow2">`, `<source pool="pool" volume="egress-1-seed.iso">`,
+				`<serial type="pty">`, `org.qemu.guest_agent.0`, `<uid>u</uid>`) {
+				if !strings.Contains(x, w) {
+					t.Errorf("domain XML lacks %s:\n%s", w, x)
+				}
+			}
+			var d libvirtxml.Domain
+			if err := d.Unmarshal(x); err != nil || d.Name != "egress-1" {
+				t.Errorf("domain XML does not parse back: %v", err)
+			}
+		})
+	}
+}
+
+func TestResolvePlacement(t *testing.T) {
+	t.Parallel()
+	hosts := map[string]HostConfig{"h": {Pool: "pool", Network: "net", BaseVolume: "base", DomainType: "qemu"}, "b": {Pool: "p", Bridge: "br0", BaseVolume: "base", DomainType: "auto"}}
+	spec := func(k *backend.KVMPlacement, target string) backend.Spec {
+		return backend.Spec{Name: "egress-1", UID: "u", Placement: backend.Placement{Backend: backend.KindKVM, Target: target, KVM: k}}
+	}
+	p, err := resolvePlacement(spec(nil, "h"), hosts)
+	if err != nil || p.VCPUs != 1 || p.MemoryMiB != 512 || p.Network != "net" || p.MAC != macFromUID("u") || p.DomainType != "qemu" {
+		t.Errorf("defaults = %+v, %v", p, err)
+	}
+	if p, _ := resolvePlacement(spec(nil, "b"), hosts); p.Bridge != "br0" || p.Network != "" {
+		t.Errorf("bridge host default = %+v", p)
+	}
+	if p, _ := resolvePlacement(spec(&backend.KVMPlacement{MAC: "52-54-00-AA-BB-CC"}, "h"), hosts); p.MAC != "52:54:00:aa:bb:cc" {
+		t.Errorf("mac normalised to %q", p.MAC)
+	}
+	bad := map[string]backend.Spec{
+		"unknown host":    spec(nil, "x"),
+		"two interfaces":  spec(&backend.KVMPlacement{Network: "n", Bridge: "b"}, "h"),
+		"bad mac":         spec(&backend.KVMPlacement{MAC: "zz"}, "h"),
+		"bad ip":          spec(&backend.KVMPlacement{IP: "300.1.1.1"}, "h"),
+		"ip on a bridge":  spec(&backend.KVMPlacement{IP: "10.0.0.1", Bridge: "br0"}, "h"),
+		"bad domain type": spec(&backend.KVMPlacement{DomainType: "xen"}, "h"),
+	}
+	for name, s := range bad {
+		if _, err := resolvePlacement(s, hosts); backend.ClassOf(err) != backend.ClassPermanent {
+			t.Errorf("%s: %v, want Permanent", name, err)
+		}
+	}
+}

@@ -1,0 +1,96 @@
+package kvm
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+func testSeed(t *testing.T) ([]byte, backend.Spec) {
+	t.Helper()
+	spec := backend.Spec{Name: "egress-1", UID: "uid-1", Owner: "o",
+		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}}}
+	m := newMetadata(spec, placement{Host: "h"}, time.Unix(1700000000, 0))
+	img, err := seedImage(spec, m, time.Unix(1700000000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img, spec
+}
+
+// TestSeedISOReadByIsoinfo proves the in-memory image with the standard tool: volume label, Rock Ridge names
+// and contents as cloud-init will find them.
+func TestSeedISOReadByIsoinfo(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("isoinfo"); err != nil {
+		t.Skip("isoinfo (genisoimage) is not installed; scripts/libvirt-env.sh start installs it")
+	}
+	img, spec := testSeed(t)
+	path := filepath.Join(t.TempDir(), "seed.iso")
+	if err := os.WriteFile(path, img, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		out, err := exec.Command("isoinfo", append([]string{"-i", path}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("isoinfo %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if d := run("-d"); !strings.Contains(d, "Volume id: cidata") || !strings.Contains(d, "Rock Ridge signatures version 1 found") {
+		t.Errorf("isoinfo -d:\n%s", d)
+	}
+	listing := run("-R", "-l")
+	for _, name := range []string{"user-data", "meta-data", identityFile} {
+		if !strings.Contains(listing, " "+name) {
+			t.Errorf("isoinfo -R -l does not show %s:\n%s", name, listing)
+		}
+	}
+	userData, _ := proxyconf.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
+	if got := run("-R", "-x", "/user-data"); got != string(userData) {
+		t.Errorf("user-data read back:\n%q\nwant\n%q", got, userData)
+	}
+	if got := run("-R", "-x", "/meta-data"); !strings.Contains(got, "instance-id: 'uid-1'") {
+		t.Errorf("meta-data read back: %q", got)
+	}
+	// Without Rock Ridge, the plain ISO 9660 names still lead to the same bytes.
+	if got := run("-x", "/USER-DATA;1"); got != string(userData) {
+		t.Errorf("user-data via its ISO 9660 name: %q", got)
+	}
+}
+
+func TestReadISOFileAndIdentity(t *testing.T) {
+	t.Parallel()
+	img, spec := testSeed(t)
+	m, err := seedIdentity(img)
+	if err != nil || m.UID != spec.UID || m.Owner != spec.Owner || m.Name != spec.Name {
+		t.Fatalf("identity = %+v, %v", m, err)
+	}
+	if _, err := readISOFile(img, "nope"); err == nil {
+		t.Error("a missing file was found")
+	}
+	if _, err := seedIdentity(make([]byte, 40000)); err != errNoISO {
+		t.Errorf("identity of zeros = %v, want errNoISO", err)
+	}
+	big := bytes.Repeat([]byte("x"), 5000) // spans sectors
+	img2, err := buildISO("cidata", map[string][]byte{"a": big, "b": nil}, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := readISOFile(img2, "a"); err != nil || !bytes.Equal(got, big) {
+		t.Errorf("multi-sector file read back wrong: %v", err)
+	}
+	if got, err := readISOFile(img2, "b"); err != nil || len(got) != 0 {
+		t.Errorf("empty file read back: %q, %v", got, err)
+	}
+	if _, err := buildISO("cidata", map[string][]byte{"a/b": nil}, time.Unix(0, 0)); err == nil {
+		t.Error("a name with a slash was accepted")
+	}
+}

@@ -1,0 +1,113 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// RPC calls per operation, counted through the api interface. They are a property of the backend's logic,
+// so the fake counts them exactly; BenchmarkRPCCallsLive counts the same against a real libvirtd.
+//
+// The per-domain metadata read in ListByTag is what libvirt forces: no call returns several domains'
+// metadata. Everything else is constant per host. Get is 6 for a running proxy whose address must be
+// discovered (lease, then guest agent), 3 with a fixed IP.
+func TestRPCCallCounts(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, cnt := fakeBackend(f)
+	ctx := context.Background()
+	spec := fakeSpec("uid-0", "o")
+
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	create, perCreate := cnt.take()
+	if _, err := b.Get(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	get, perGet := cnt.take()
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	del, perDelete := cnt.take()
+
+	const n = 100
+	for i := range n {
+		if _, err := b.Create(ctx, fakeSpec(fmt.Sprintf("uid-%d", i), "o")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cnt.take()
+	list, err := b.ListByTag(ctx, backend.Selector{Owner: "o"})
+	if err != nil || len(list) != n {
+		t.Fatalf("ListByTag = %d instances, %v", len(list), err)
+	}
+	lst, perList := cnt.take()
+
+	t.Logf("Create %d %v\nGet %d %v\nDelete %d %v\nListByTag(%d) %d %v", create, perCreate, get, perGet, del, perDelete, n, lst, perList)
+	want := map[string][2]int{"Create": {create, 12}, "Get": {get, 6}, "Delete": {del, 6}, "ListByTag": {lst, n + 3}}
+	for op, w := range want {
+		if w[0] != w[1] {
+			t.Errorf("%s made %d calls, want %d", op, w[0], w[1])
+		}
+	}
+}
+
+// BenchmarkRPCCalls reports calls/op for each operation against the fake host.
+func BenchmarkRPCCalls(b *testing.B) {
+	ctx := context.Background()
+	run := func(b *testing.B, setup func(*Backend) backend.ProviderID, op func(*Backend, backend.ProviderID, int) error) {
+		f := newFakeHost()
+		be, cnt := fakeBackend(f)
+		id := setup(be)
+		cnt.take()
+		for i := 0; b.Loop(); i++ {
+			if err := op(be, id, i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		total, _ := cnt.take()
+		b.ReportMetric(float64(total)/float64(b.N), "calls/op")
+	}
+	none := func(*Backend) backend.ProviderID { return backend.ProviderID{} }
+	b.Run("Create", func(b *testing.B) {
+		run(b, none, func(be *Backend, _ backend.ProviderID, i int) error {
+			_, err := be.Create(ctx, fakeSpec(fmt.Sprintf("c-%d", i), "o"))
+			return err
+		})
+	})
+	b.Run("Get", func(b *testing.B) {
+		run(b, func(be *Backend) backend.ProviderID {
+			inst, _ := be.Create(ctx, fakeSpec("g", "o"))
+			return inst.ID
+		}, func(be *Backend, id backend.ProviderID, _ int) error {
+			_, err := be.Get(ctx, id)
+			return err
+		})
+	})
+	b.Run("Delete", func(b *testing.B) {
+		run(b, none, func(be *Backend, _ backend.ProviderID, i int) error {
+			// Only the Delete is timed as calls: the Create's are taken away before it.
+			inst, err := be.Create(ctx, fakeSpec(fmt.Sprintf("d-%d", i), "o"))
+			if err != nil {
+				return err
+			}
+			return be.Delete(ctx, inst.ID)
+		})
+	})
+	b.Run("ListByTag100", func(b *testing.B) {
+		run(b, func(be *Backend) backend.ProviderID {
+			for i := range 100 {
+				be.Create(ctx, fakeSpec(fmt.Sprintf("l-%d", i), "o"))
+			}
+			return backend.ProviderID{}
+		}, func(be *Backend, _ backend.ProviderID, _ int) error {
+			_, err := be.ListByTag(ctx, backend.Selector{Owner: "o"})
+			return err
+		})
+	})
+}
