@@ -2,12 +2,14 @@ package provider
 
 import (
 	"context"
-	"os"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
 // The provider-level settings of each backend: where its targets are and how to reach them.
@@ -27,11 +29,18 @@ type gcpProviderModel struct {
 }
 
 type kvmProviderModel struct {
-	Hosts map[string]kvmHostModel `tfsdk:"hosts"`
+	Hosts      map[string]kvmHostModel `tfsdk:"hosts"`
+	Pool       types.String            `tfsdk:"pool"`
+	BaseVolume types.String            `tfsdk:"base_volume"`
+	Network    types.String            `tfsdk:"network"`
+	DomainType types.String            `tfsdk:"domain_type"`
 }
 
 type kvmHostModel struct {
-	URI types.String `tfsdk:"uri"`
+	URI                   types.String `tfsdk:"uri"`
+	SSHKeyFile            types.String `tfsdk:"ssh_key_file"`
+	KnownHostsFile        types.String `tfsdk:"known_hosts_file"`
+	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
 }
 
 // Environment fallbacks, as the Kubernetes, Google and libvirt tools read them.
@@ -39,7 +48,7 @@ const (
 	kubeconfigEnvVar = "KUBECONFIG"
 	gcpProjectEnvVar = "GOOGLE_PROJECT"
 	libvirtURIEnvVar = "LIBVIRT_DEFAULT_URI"
-	defaultKVMHost   = "local"
+	defaultKVMHost   = kvm.DefaultHostName
 )
 
 func kubernetesProviderSchema() schema.SingleNestedAttribute {
@@ -81,9 +90,20 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Hosts by the name resources use in `kvm.host`. When empty, one host named `" + defaultKVMHost +
 					"` is reached at `" + libvirtURIEnvVar + "`, or `qemu:///system`.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"uri": schema.StringAttribute{Required: true, MarkdownDescription: "libvirt URI, such as `qemu:///system` or `qemu+ssh://user@host/system`."},
+					"uri":          schema.StringAttribute{Required: true, MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tcp://host/system`, `qemu+tls://host/system` or `test:///default`."},
+					"ssh_key_file": schema.StringAttribute{Optional: true, MarkdownDescription: "Private key for `qemu+ssh://` URIs."},
+					"known_hosts_file": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
+					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Skip SSH host key verification. Only for throw-away lab hosts: it lets anyone on the path impersonate the host."},
 				}},
 			},
+			"pool":        schema.StringAttribute{Optional: true, MarkdownDescription: "Default storage pool for proxy volumes; `default` when unset."},
+			"base_volume": schema.StringAttribute{Optional: true, MarkdownDescription: "Default base image volume (in the pool) that each proxy's root disk is a copy-on-write overlay of."},
+			"network":     schema.StringAttribute{Optional: true, MarkdownDescription: "Default libvirt network for the proxy's interface; `default` when unset."},
+			"domain_type": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Domain type: `kvm`, `qemu` (software emulation) or `auto` (kvm where the host offers it). Defaults to `auto`.",
+				Validators:          []validator.String{stringvalidator.OneOf(kvm.DomainTypes...)}},
 		},
 	}
 }
@@ -99,7 +119,8 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 		factories[backend.KindGCP] = unavailable(backend.KindGCP)
 	}
 	if cfg.KVM != nil {
-		factories[backend.KindKVM] = unavailable(backend.KindKVM)
+		kvmConfig := kvmBackendConfig(cfg.KVM)
+		factories[backend.KindKVM] = func(context.Context) (backend.Backend, error) { return kvm.New(kvmConfig) }
 	}
 	return factories, nil
 }
@@ -111,18 +132,18 @@ func unavailable(kind backend.Kind) backend.Factory {
 	}
 }
 
-// kvmHosts resolves the host map with its environment fallback.
-func kvmHosts(m *kvmProviderModel) map[string]string {
-	hosts := map[string]string{}
+// kvmBackendConfig maps the provider block onto the backend's configuration; an empty host map means one host
+// named "local" at LIBVIRT_DEFAULT_URI, which the backend resolves.
+func kvmBackendConfig(m *kvmProviderModel) kvm.Config {
+	cfg := kvm.Config{
+		Hosts: map[string]kvm.HostConfig{}, Pool: m.Pool.ValueString(), BaseVolume: m.BaseVolume.ValueString(),
+		Network: m.Network.ValueString(), DomainType: m.DomainType.ValueString(),
+	}
 	for name, h := range m.Hosts {
-		hosts[name] = h.URI.ValueString()
-	}
-	if len(hosts) == 0 {
-		uri := os.Getenv(libvirtURIEnvVar)
-		if uri == "" {
-			uri = "qemu:///system"
+		cfg.Hosts[name] = kvm.HostConfig{
+			URI: h.URI.ValueString(), SSHKeyFile: h.SSHKeyFile.ValueString(),
+			SSHKnownHostsFile: h.KnownHostsFile.ValueString(), InsecureIgnoreHostKey: h.InsecureIgnoreHostKey.ValueBool(),
 		}
-		hosts[defaultKVMHost] = uri
 	}
-	return hosts
+	return cfg
 }

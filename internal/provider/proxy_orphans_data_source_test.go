@@ -42,7 +42,7 @@ func TestSelectOrphans(t *testing.T) {
 	}{
 		"old unknown is orphan":   {[]backend.Instance{at("a", time.Hour)}, nil, 10 * time.Minute, []string{"kvm/h/a"}},
 		"young is in flight":      {[]backend.Instance{at("a", time.Minute)}, nil, 10 * time.Minute, nil},
-		"exactly min age counts":  {[]backend.Instance{at("a", 10 * time.Minute)}, nil, 10 * time.Minute, []string{"kvm/h/a"}},
+		"exactly min age counts":  {[]backend.Instance{at("a", 10*time.Minute)}, nil, 10 * time.Minute, []string{"kvm/h/a"}},
 		"known is not orphan":     {[]backend.Instance{at("a", time.Hour)}, map[string]bool{"kvm/h/a": true}, 0, nil},
 		"unknown age is reported": {[]backend.Instance{unknownAge}, nil, time.Hour, []string{"kvm/h/no-time"}},
 		"sorted by id":            {[]backend.Instance{at("b", time.Hour), at("a", time.Hour)}, nil, 0, []string{"kvm/h/a", "kvm/h/b"}},

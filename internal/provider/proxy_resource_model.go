@@ -52,10 +52,18 @@ type gcpPlacementModel struct {
 }
 
 type kvmPlacementModel struct {
-	Host      types.String `tfsdk:"host"`
-	VCPUs     types.Int64  `tfsdk:"vcpus"`
-	MemoryMiB types.Int64  `tfsdk:"memory_mib"`
-	DiskGiB   types.Int64  `tfsdk:"disk_gib"`
+	Host           types.String `tfsdk:"host"`
+	VCPUs          types.Int64  `tfsdk:"vcpus"`
+	MemoryMiB      types.Int64  `tfsdk:"memory_mib"`
+	DiskGiB        types.Int64  `tfsdk:"disk_gib"`
+	DomainType     types.String `tfsdk:"domain_type"`
+	Pool           types.String `tfsdk:"pool"`
+	BaseVolume     types.String `tfsdk:"base_volume"`
+	Network        types.String `tfsdk:"network"`
+	Bridge         types.String `tfsdk:"bridge"`
+	MAC            types.String `tfsdk:"mac"`
+	IP             types.String `tfsdk:"ip"`
+	WaitForAddress types.Bool   `tfsdk:"wait_for_address"`
 }
 
 type authModel struct {
@@ -77,9 +85,17 @@ func (m proxyResourceModel) placement() backend.Placement {
 		if m.KVM != nil {
 			p.Target = m.KVM.Host.ValueString()
 			p.KVM = &backend.KVMPlacement{
-				VCPUs:     int(m.KVM.VCPUs.ValueInt64()),
-				MemoryMiB: int(m.KVM.MemoryMiB.ValueInt64()),
-				DiskGiB:   int(m.KVM.DiskGiB.ValueInt64()),
+				VCPUs:          int(m.KVM.VCPUs.ValueInt64()),
+				MemoryMiB:      int(m.KVM.MemoryMiB.ValueInt64()),
+				DiskGiB:        int(m.KVM.DiskGiB.ValueInt64()),
+				DomainType:     m.KVM.DomainType.ValueString(),
+				Pool:           m.KVM.Pool.ValueString(),
+				BaseVolume:     m.KVM.BaseVolume.ValueString(),
+				Network:        m.KVM.Network.ValueString(),
+				Bridge:         m.KVM.Bridge.ValueString(),
+				MAC:            m.KVM.MAC.ValueString(),
+				IP:             m.KVM.IP.ValueString(),
+				WaitForAddress: m.KVM.WaitForAddress.ValueBool(),
 			}
 		}
 		return p
@@ -98,9 +114,13 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 		if p.KVM != nil {
 			k = *p.KVM
 		}
+		// Optional settings stay null unless the backend reports them, as a configuration that omits them reads.
 		m.KVM = &kvmPlacementModel{
 			Host: types.StringValue(p.Target), VCPUs: types.Int64Value(int64(k.VCPUs)),
 			MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
+			DomainType: optionalString(k.DomainType), Pool: optionalString(k.Pool), BaseVolume: optionalString(k.BaseVolume),
+			Network: optionalString(k.Network), Bridge: optionalString(k.Bridge), MAC: optionalString(k.MAC), IP: optionalString(k.IP),
+			WaitForAddress: types.BoolValue(k.WaitForAddress || p.KVM == nil),
 		}
 	}
 }
@@ -154,6 +174,13 @@ func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics 
 		m.Auth.Username = types.StringValue(s.Auth.Username)
 	}
 	return diags
+}
+
+func optionalString(s string) types.String {
+	if s == "" {
+		return types.StringNull()
+	}
+	return types.StringValue(s)
 }
 
 func stringSet(values []string, diags *diag.Diagnostics) types.Set {

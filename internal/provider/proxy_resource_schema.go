@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
@@ -24,6 +25,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -92,6 +94,19 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 						MarkdownDescription: "Memory in MiB.", Validators: []validator.Int64{int64validator.Between(128, 1<<20)}},
 					"disk_gib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMDiskGiB),
 						MarkdownDescription: "Root disk size in GiB.", Validators: []validator.Int64{int64validator.Between(1, 4096)}},
+					"domain_type": schema.StringAttribute{Optional: true, MarkdownDescription: "`kvm`, `qemu` or `auto`; the host's setting when unset.",
+						Validators: []validator.String{stringvalidator.OneOf(kvm.DomainTypes...)}},
+					"pool":        schema.StringAttribute{Optional: true, MarkdownDescription: "Storage pool for the proxy's volumes; the host's default when unset.", Validators: []validator.String{attribute_validator.NotEmpty()}},
+					"base_volume": schema.StringAttribute{Optional: true, MarkdownDescription: "Base image volume in the pool that the root disk overlays; the host's default when unset.", Validators: []validator.String{attribute_validator.NotEmpty()}},
+					"network": schema.StringAttribute{Optional: true, MarkdownDescription: "libvirt network of the interface; the host's default when neither this nor `bridge` is set.",
+						Validators: []validator.String{attribute_validator.NotEmpty(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("bridge"))}},
+					"bridge": schema.StringAttribute{Optional: true, MarkdownDescription: "Host bridge to attach the interface to, instead of a libvirt network.", Validators: []validator.String{attribute_validator.NotEmpty()}},
+					"mac":    schema.StringAttribute{Optional: true, MarkdownDescription: "Fixed MAC address; derived from `uid` when unset.", Validators: []validator.String{attribute_validator.MAC()}},
+					"ip": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Fixed IPv4 address on the libvirt network: it becomes a DHCP host reservation there and the proxy's address before the guest boots.",
+						Validators:          []validator.String{attribute_validator.IPv4(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("bridge"))}},
+					"wait_for_address": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+						MarkdownDescription: "Wait, within the create timeout, until the network's DHCP leases or the guest agent report the proxy's address. Turn off on hosts where nothing reports one."},
 				},
 			},
 

@@ -40,6 +40,10 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm vcpus zero":             {base + "  kvm = { vcpus = 0 }", `Invalid Attribute Value.*Attribute kvm.vcpus value must be between 1 and 64, got: 0`},
 		"kvm memory too small":       {base + "  kvm = { memory_mib = 16 }", `Invalid Attribute Value.*Attribute kvm.memory_mib value must be between`},
 		"kvm host with slash":        {base + "  kvm = { host = \"a/b\" }", `Invalid proxy name.*Attribute kvm.host: "a/b"`},
+		"kvm mac multicast":          {base + "  kvm = { mac = \"01:00:5e:00:00:01\" }", `Invalid MAC address.*Attribute kvm.mac: "01:00:5e:00:00:01" is a multicast address`},
+		"kvm ip not ipv4":            {base + "  kvm = { ip = \"fe80::1\" }", `Invalid IPv4 address.*Attribute kvm.ip`},
+		"kvm network and bridge":     {base + "  kvm = { network = \"default\", bridge = \"br0\" }", `Invalid Attribute Combination.*kvm.bridge`},
+		"kvm domain type":            {base + "  kvm = { domain_type = \"xen\" }", `Invalid Attribute Value Match.*kvm.domain_type value must be one of`},
 		"gcp zone missing":           {base + "  gcp = { project = \"p\" }", `Incorrect attribute value type.*attribute "zone" is required`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid proxy name.*Attribute kubernetes.namespace: "Team_A"`},
 	}

@@ -1,0 +1,4 @@
+import {
+  to = egress_proxy.example
+  id = "kvm/local/egress-3f9a1c07d2b4e865"
+}
