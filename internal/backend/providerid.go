@@ -39,7 +39,7 @@ func ParseProviderID(s string) (ProviderID, error) {
 	}
 	for i, p := range parts[1:] {
 		if err := validSegment(p); err != nil {
-			return ProviderID{}, fmt.Errorf("invalid id %q: part %d %v", s, i+2, err)
+			return ProviderID{}, fmt.Errorf("invalid id %q: part %d %w", s, i+2, err)
 		}
 	}
 	id := ProviderID{Backend: kind, Target: parts[1], Name: parts[len(parts)-1]}

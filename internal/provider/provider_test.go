@@ -28,12 +28,12 @@ func newMemoryBackends() memoryBackends {
 
 // factories configures exactly the kinds the provider block configures, as defaultFactories does.
 func (m memoryBackends) factories(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
-	real, err := defaultFactories(cfg)
+	configured, err := defaultFactories(cfg)
 	if err != nil {
 		return nil, err
 	}
 	out := map[backend.Kind]backend.Factory{}
-	for kind := range real {
+	for kind := range configured {
 		b := m[kind]
 		out[kind] = func(context.Context) (backend.Backend, error) { return b, nil }
 	}

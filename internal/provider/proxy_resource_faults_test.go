@@ -40,7 +40,7 @@ func TestAccProxy_errorClassDiagnostics(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			mem := newMemoryBackends()
-			var err error = fmt.Errorf("zone exhausted")
+			err := fmt.Errorf("zone exhausted")
 			if tc.class != backend.ClassUnclassified {
 				err = memory.ClassError(tc.class, "gcp instance egress-x in proj-1/europe-west1-b", "zone exhausted")
 			}
@@ -96,7 +96,7 @@ func TestAccProxy_driftRecreates(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionCreate),
 				}},
-				Check: checkBackendHas(mem, backend.KindGCP, 1),
+				Check: checkBackendHoldsOne(mem, backend.KindGCP),
 			},
 		},
 	})
@@ -143,7 +143,7 @@ func TestAccProxy_partialCreateIsTainted(t *testing.T) {
 			{
 				Config:      faultConfig(),
 				ExpectError: wrapped(`(?s)Egress proxy saved as tainted.*next terraform apply deletes and replaces it`),
-				Check:       checkBackendHas(mem, backend.KindGCP, 1),
+				Check:       checkBackendHoldsOne(mem, backend.KindGCP),
 			},
 			{
 				PreConfig: func() {
@@ -156,7 +156,7 @@ func TestAccProxy_partialCreateIsTainted(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
 				}},
-				Check: checkBackendHas(mem, backend.KindGCP, 1),
+				Check: checkBackendHoldsOne(mem, backend.KindGCP),
 			},
 		},
 	})

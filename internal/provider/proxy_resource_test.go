@@ -59,7 +59,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 						"env": knownvalue.StringExact("test"), "team": knownvalue.StringExact("net"),
 					})),
 				},
-				Check: checkBackendHas(mem, backend.KindKVM, 1),
+				Check: checkBackendHoldsOne(mem, backend.KindKVM),
 			},
 			{
 				// Labels change in place: same id, an update, not a replacement.
@@ -107,7 +107,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
 				}},
-				Check: checkBackendHas(mem, backend.KindKVM, 1),
+				Check: checkBackendHoldsOne(mem, backend.KindKVM),
 			},
 		},
 	})
@@ -125,17 +125,17 @@ func checkDestroyed(mem memoryBackends) resource.TestCheckFunc {
 			}
 			_, err = mem[id.Backend].Get(t0ctx(), id)
 			if !backend.IsNotFound(err) {
-				return fmt.Errorf("%s still exists after destroy (get returned %v)", id, err)
+				return fmt.Errorf("%s still exists after destroy (get returned %w)", id, err)
 			}
 		}
 		return nil
 	}
 }
 
-func checkBackendHas(mem memoryBackends, kind backend.Kind, n int) resource.TestCheckFunc {
+func checkBackendHoldsOne(mem memoryBackends, kind backend.Kind) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		if got := len(mem[kind].Instances()); got != n {
-			return fmt.Errorf("%s backend holds %d instances, want %d", kind, got, n)
+		if got := len(mem[kind].Instances()); got != 1 {
+			return fmt.Errorf("%s backend holds %d instances, want 1", kind, got)
 		}
 		return nil
 	}

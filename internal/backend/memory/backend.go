@@ -49,7 +49,7 @@ func (b *Backend) object(id backend.ProviderID) string {
 // carrying another UID is refused.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
 	id := b.idFor(spec.Placement, spec.Name)
-	if err := b.enter(ctx, "create", id.String(), spec.Placement.Target); err != nil {
+	if err := b.enter(ctx, "create", id.String()); err != nil {
 		return backend.Instance{}, err
 	}
 	b.mu.Lock()
@@ -88,7 +88,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 }
 
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
-	if err := b.enter(ctx, "get", id.String(), id.Target); err != nil {
+	if err := b.enter(ctx, "get", id.String()); err != nil {
 		return backend.Instance{}, err
 	}
 	b.mu.Lock()
@@ -101,7 +101,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 }
 
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	if err := b.enter(ctx, "update", id.String(), id.Target); err != nil {
+	if err := b.enter(ctx, "update", id.String()); err != nil {
 		return backend.Instance{}, err
 	}
 	b.mu.Lock()
@@ -117,7 +117,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 
 // Delete waits out the configured delay like a real backend waiting for the object to be gone.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
-	if err := b.enter(ctx, "delete", id.String(), id.Target); err != nil {
+	if err := b.enter(ctx, "delete", id.String()); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -128,7 +128,7 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 
 // ListByTag reports each target ("scope" here) whose ListFailure is set as failed, and lists the rest.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
-	if err := b.enter(ctx, "list", "", ""); err != nil {
+	if err := b.enter(ctx, "list", ""); err != nil {
 		return nil, err
 	}
 	b.mu.Lock()

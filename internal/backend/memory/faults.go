@@ -33,7 +33,7 @@ func ClassError(c backend.Class, object, msg string) error {
 }
 
 // enter counts the call, waits out the configured delay and returns the injected error, if any.
-func (b *Backend) enter(ctx context.Context, op, id, target string) error {
+func (b *Backend) enter(ctx context.Context, op, id string) error {
 	b.mu.Lock()
 	b.calls[op]++
 	f := b.faults
