@@ -23,8 +23,11 @@ type ProviderID struct {
 // segments is how many slash-separated parts each kind's ID has after the kind itself.
 var segments = map[Kind]int{KindKubernetes: 3, KindGCP: 3, KindKVM: 2}
 
-// ProviderIDFormat describes the accepted forms, for error messages and documentation.
-const ProviderIDFormat = "kubernetes/<cluster>/<namespace>/<name>, gcp/<project>/<zone>/<name> or kvm/<host>/<name>"
+// ProviderIDForms are the accepted forms, for error messages and documentation.
+var ProviderIDForms = []string{"kubernetes/<cluster>/<namespace>/<name>", "gcp/<project>/<zone>/<name>", "kvm/<host>/<name>"}
+
+// ProviderIDFormat describes the accepted forms in one line of text.
+var ProviderIDFormat = strings.Join(ProviderIDForms[:2], ", ") + " or " + ProviderIDForms[2]
 
 // ParseProviderID parses the string form. It accepts exactly what String produces.
 func ParseProviderID(s string) (ProviderID, error) {

@@ -54,7 +54,7 @@ func (r *proxyResource) Schema(ctx context.Context, _ resource.SchemaRequest, re
 
 func (r *proxyResource) IdentitySchema(_ context.Context, _ resource.IdentitySchemaRequest, resp *resource.IdentitySchemaResponse) {
 	resp.IdentitySchema = identityschema.Schema{Attributes: map[string]identityschema.Attribute{
-		"id": identityschema.StringAttribute{RequiredForImport: true, Description: "Provider ID: " + backend.ProviderIDFormat + "."},
+		"id": identityschema.StringAttribute{RequiredForImport: true, Description: "Provider ID: " + providerIDFormsMarkdown() + "."},
 	}}
 }
 

@@ -48,6 +48,14 @@ func statesDescription() string {
 	return strings.Join(names, ", ")
 }
 
+func providerIDFormsMarkdown() string {
+	forms := make([]string, len(backend.ProviderIDForms))
+	for i, f := range backend.ProviderIDForms {
+		forms[i] = "`" + f + "`"
+	}
+	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
+}
+
 func backendPaths() []path.Expression {
 	exprs := make([]path.Expression, len(backend.Kinds))
 	for i, k := range backend.Kinds {
@@ -174,7 +182,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			// Computed.
 			"id": schema.StringAttribute{
 				Computed:            true,
-				MarkdownDescription: "Provider ID, the import string: " + strings.ReplaceAll(backend.ProviderIDFormat, "<", "`<") + ".",
+				MarkdownDescription: "Provider ID, the import string: " + providerIDFormsMarkdown() + ".",
 				PlanModifiers:       keep,
 			},
 			"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID written on every backend object; it is how garbage collection recognises them.", PlanModifiers: keep},
