@@ -5,10 +5,12 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -46,6 +48,19 @@ type providerData struct {
 	registry      *backend.Registry
 	owner         string
 	defaultLabels map[string]string
+}
+
+// providerDataFrom unpacks what Configure handed to resources and data sources; nil before configuration.
+func providerDataFrom(v any) (*providerData, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	if v == nil {
+		return nil, diags
+	}
+	data, ok := v.(*providerData)
+	if !ok {
+		diags.AddError("Unexpected provider data", fmt.Sprintf("got %T: this is a bug in the provider", v))
+	}
+	return data, diags
 }
 
 type providerModel struct {

@@ -98,14 +98,8 @@ func (d *proxyOrphansDataSource) Schema(ctx context.Context, _ datasource.Schema
 }
 
 func (d *proxyOrphansDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	if req.ProviderData == nil {
-		return
-	}
-	data, ok := req.ProviderData.(*providerData)
-	if !ok {
-		resp.Diagnostics.AddError("Unexpected provider data", fmt.Sprintf("got %T: this is a bug in the provider", req.ProviderData))
-		return
-	}
+	data, diags := providerDataFrom(req.ProviderData)
+	resp.Diagnostics.Append(diags...)
 	d.data = data
 }
 
