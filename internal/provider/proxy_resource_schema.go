@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
@@ -127,29 +128,29 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			},
 			"port": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
-				MarkdownDescription: "Port the proxy listens on.",
+				MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers.", proxyconf.DefaultHealthPort),
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
-				Validators:          []validator.Int64{attribute_validator.Port()},
+				Validators:          []validator.Int64{attribute_validator.Port(), int64validator.NoneOf(proxyconf.DefaultHealthPort)},
 			},
 			"allowed_client_cidrs": schema.SetAttribute{
 				Required: true, ElementType: types.StringType,
 				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused.",
 				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
-				Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
+				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
 			},
 			"allowed_destinations": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
 				Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
 				MarkdownDescription: "Host names the proxy lets clients reach: `api.example.com` for one host, `.example.com` for the domain and all its subdomains. Empty (the default) denies every destination.",
 				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.Destination())},
+				Validators:          []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedDestinations), setvalidator.ValueStringsAre(attribute_validator.Destination())},
 			},
 			"allowed_ports": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.Int64Type,
 				Default:             setdefault.StaticValue(types.SetValueMust(types.Int64Type, []attr.Value{types.Int64Value(443)})),
 				MarkdownDescription: "Destination ports `CONNECT` may reach. Defaults to 443 only.",
 				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
-				Validators:          []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueInt64sAre(attribute_validator.Port())},
+				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedPorts), setvalidator.ValueInt64sAre(attribute_validator.Port())},
 			},
 			"auth": schema.SingleNestedAttribute{
 				Optional:            true,

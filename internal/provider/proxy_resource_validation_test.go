@@ -22,6 +22,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"name starts with digit":     {base + "  kvm = {}\n  name = \"1proxy\"", `Invalid proxy name.*Attribute name: "1proxy"`},
 		"port zero":                  {base + "  kvm = {}\n  port = 0", `Invalid port.*Attribute port: port 0`},
 		"port too high":              {base + "  kvm = {}\n  port = 70000", `Invalid port.*Attribute port: port 70000`},
+		"port of the health check":   {base + "  kvm = {}\n  port = 3129", `Invalid Attribute Value Match.*Attribute port value must be none of: \["3129"\], got: 3129`},
 		"no client cidrs":            {"  kvm = {}\n  allowed_client_cidrs = []", `Invalid Attribute Value.*Attribute allowed_client_cidrs set must contain at least 1`},
 		"cidr with host bits":        {"  kvm = {}\n  allowed_client_cidrs = [\"10.0.0.1/8\"]", `Invalid client CIDR.*Attribute allowed_client_cidrs\[Value\("10.0.0.1/8"\)\]:.*write 10.0.0.0/8`},
 		"cidr not a cidr":            {"  kvm = {}\n  allowed_client_cidrs = [\"everyone\"]", `Invalid client CIDR.*Attribute allowed_client_cidrs\[Value\("everyone"\)\]`},
