@@ -129,7 +129,10 @@ func domainState(t testing.TB, b *Backend, name string) (libvirt.DomainState, bo
 func cleanupProxy(t testing.TB, b *Backend, name string) {
 	t.Cleanup(func() {
 		id := backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: name}
-		if err := b.Delete(context.Background(), id); err != nil {
+		// Bounded even in cleanup: a daemon that stops answering must fail the test, not hang it.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := b.Delete(ctx, id); err != nil {
 			t.Errorf("cleanup of %s: %v", name, err)
 		}
 	})
