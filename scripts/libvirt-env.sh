@@ -207,14 +207,19 @@ stop() {
 		virsh_ pool-undefine "$POOL" >/dev/null 2>&1 || true
 	fi
 	if ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
-		local pid
-		# Everything in the namespace is ours: libvirtd, virtlogd, dnsmasq and any QEMU left behind.
-		for pid in $(ip netns pids "$NETNS"); do kill "$pid" 2>/dev/null || true; done
-		for _ in $(seq 1 20); do
-			[ -z "$(ip netns pids "$NETNS")" ] && break
+		local pid pids alive
+		# Everything in the namespace is ours: libvirtd, virtlogd, dnsmasq and any QEMU left behind. The pids
+		# are taken once: an exiting process already drops out of `ip netns pids` while it still runs, and a
+		# following start must not find it.
+		pids=$(ip netns pids "$NETNS")
+		for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+		for _ in $(seq 1 40); do
+			alive=
+			for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=1; done
+			[ -z "$alive" ] && break
 			sleep 0.25
 		done
-		for pid in $(ip netns pids "$NETNS"); do kill -9 "$pid" 2>/dev/null || true; done
+		for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
 		ip netns delete "$NETNS"
 	fi
 	rm -rf "$STATE_DIR"
