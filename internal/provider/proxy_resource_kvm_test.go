@@ -118,7 +118,13 @@ resource "egress_proxy" "test" {
 				ResourceName:            "egress_proxy.test",
 				ImportState:             true,
 				ImportStateVerify:       true,
-				ImportStateVerifyIgnore: []string{"timeouts", "kvm.wait_for_address", "kvm.pool", "kvm.network", "kvm.base_volume", "kvm.domain_type", "kvm.mac"},
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// An import block plans an import and nothing else: no replacement of what the host filled in.
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
 			},
 			{
 				// The domain is destroyed behind Terraform's back: the next plan creates it again.

@@ -176,6 +176,21 @@ func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics 
 	return diags
 }
 
+// setResolved records the settings the host filled in where the configuration left them to it; values the
+// configuration set are kept as written.
+func (k *kvmPlacementModel) setResolved(p backend.KVMPlacement) {
+	for _, f := range []struct {
+		attr     *types.String
+		resolved string
+	}{
+		{&k.DomainType, p.DomainType}, {&k.Pool, p.Pool}, {&k.BaseVolume, p.BaseVolume}, {&k.Network, p.Network}, {&k.MAC, p.MAC},
+	} {
+		if f.attr.IsNull() || f.attr.IsUnknown() {
+			*f.attr = optionalString(f.resolved)
+		}
+	}
+}
+
 func optionalString(s string) types.String {
 	if s == "" {
 		return types.StringNull()
@@ -211,6 +226,8 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 		placement := inst.Placement
 		placement.Backend, placement.Target, placement.Scope = inst.ID.Backend, inst.ID.Target, inst.ID.Scope
 		m.setPlacement(placement)
+	} else if m.KVM != nil && inst.Placement.KVM != nil {
+		m.KVM.setResolved(*inst.Placement.KVM)
 	}
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)
