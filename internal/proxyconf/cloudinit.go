@@ -13,11 +13,13 @@ const MaxMetadataValueBytes = 256 * 1024
 // RenderUserData renders the cloud-init user-data of a proxy VM: install Squid, write its config, start it.
 // Nothing else, so the VM's behaviour is the proxy's and no more.
 //
-// The files are written in cloud-init's first stage, before the package is installed. The "proxy" group owning
-// them already exists then (Debian's and Ubuntu's base-passwd create it), and cloud-init installs packages with
-// dpkg's --force-confold, which keeps the squid.conf already in place: Squid's first start after installation
-// therefore uses this config, never the distribution's default one that proxies for every private network.
-// The restart at the end applies the config on an image where Squid was already installed and running.
+// The files are written in cloud-init's first stage, before Squid is installed where the image lacks it. The
+// "proxy" group owning them already exists then (Debian's and Ubuntu's base-passwd create it), and the install
+// uses dpkg's --force-confold, which keeps the squid.conf already in place: Squid's first start after
+// installation therefore uses this config, never the distribution's default one that proxies for every private
+// network. The package index is only refreshed when Squid is missing, so an image that ships Squid boots
+// without reaching any mirror (proxies often run where only the proxy itself may go out). The restart at the
+// end applies the config on an image where Squid was already installed and running.
 func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	conf, err := RenderSquidConf(s, opts)
 	if err != nil {
@@ -26,9 +28,8 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	opts = opts.withDefaults()
 	var b bytes.Buffer
 	b.WriteString("#cloud-config\n")
-	b.WriteString("package_update: true\n")
+	b.WriteString("package_update: false\n")
 	b.WriteString("package_upgrade: false\n")
-	b.WriteString("packages:\n  - squid\n")
 	b.WriteString("write_files:\n")
 	writeFile(&b, ConfPath, conf)
 	if s.Auth != nil {
@@ -39,6 +40,7 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 		writeFile(&b, opts.HtpasswdPath, htpasswd)
 	}
 	b.WriteString("runcmd:\n")
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", installSquidIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
 	if b.Len() > MaxMetadataValueBytes {
@@ -46,6 +48,9 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// installSquidIfMissing is a fixed shell line (no user value in it), single-quoted in YAML: it has no quote.
+const installSquidIfMissing = "command -v squid >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid; }"
 
 // writeFile adds one write_files entry. Base64 keeps every byte of the content out of YAML's reach, and the
 // path is one of ours, validated to hold no space or quote, so quoting it is enough.
