@@ -102,6 +102,12 @@ type KVMPlacement struct {
 	// Empty means the host's configured default.
 	Pool       string
 	BaseVolume string
+	// ImageFile is a local path, read by the provider process, to a qcow2 or raw disk image to use instead of
+	// BaseVolume: it is uploaded once into Pool as a volume named after its content's SHA-256
+	// (egress-image-<16 hex digits>.qcow2 or .raw) and shared by every proxy made from the same content.
+	// Image volumes are never deleted by the provider. Reading a proxy back reports BaseVolume as that
+	// volume's name.
+	ImageFile string
 
 	// The interface: at most one of Network (a libvirt network), Bridge (a host bridge) or UserNet (QEMU
 	// user-mode networking, the proxy port forwarded to ForwardAddress:ForwardPort on the host). None set
@@ -118,6 +124,11 @@ type KVMPlacement struct {
 	IP  string
 	// WaitForAddress makes Create wait (within its ctx) until the network or guest agent reports an address.
 	WaitForAddress bool
+	// WaitForProxy makes Create wait (within its ctx), after the address, until the proxy answers: a TCP
+	// connection to its port and a 200 from its health endpoint (user-mode networking: any HTTP answer on
+	// the forwarded port). When the address proves unreachable from where the provider runs, Create does
+	// not wait for the proxy and succeeds without having verified it. Implies WaitForAddress.
+	WaitForProxy bool
 }
 
 // State is the lifecycle state of an instance, the same words on every backend.

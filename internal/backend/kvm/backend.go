@@ -7,6 +7,7 @@ package kvm
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -21,6 +22,13 @@ type Backend struct {
 	// now stamps CreatedAt; pollInterval spaces state and address polls. Tests shorten both.
 	now          func() time.Time
 	pollInterval time.Duration
+	// imageStall is how long an image volume another process uploads may stop growing (see imagevol.go).
+	imageStall time.Duration
+	// readiness checks the proxy answers (see ready.go); tests point it elsewhere.
+	readiness readiness
+
+	notesMu sync.Mutex
+	notes   map[string]string
 }
 
 var (
@@ -38,7 +46,10 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	if err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, "kvm backend configuration", err)
 	}
-	b := &Backend{hosts: hosts, conns: map[string]*conn{}, now: time.Now, pollInterval: time.Second}
+	b := &Backend{
+		hosts: hosts, conns: map[string]*conn{}, now: time.Now, pollInterval: time.Second,
+		imageStall: defaultImageStall, readiness: defaultReadiness(), notes: map[string]string{},
+	}
 	for name, h := range hosts {
 		t, _ := parseURI(h.URI) // validated by cfg.hosts
 		b.conns[name] = &conn{name: name, host: h, target: t, dial: dial}

@@ -29,10 +29,22 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	c := b.conns[p.Host]
+	var img imageInfo
+	if p.ImageFile != "" {
+		// Hashed before anything else so the metadata of a proxy adopted later names the same volume; the
+		// hash is cached, so this reads the file once per process.
+		if img, err = inspectImage(ctx, p.ImageFile); err != nil {
+			if isCtxErr(err) {
+				return backend.Instance{}, classify(object, err)
+			}
+			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+		}
+		p.BaseVolume = img.volumeName()
+	}
 
 	var m metadata
 	var dom libvirt.Domain
-	fresh := false // a domain defined just now is known to be shut off
+	missing := false
 	err = c.do(ctx, func(l api) error {
 		var err error
 		dom, m, err = lookupManaged(l, spec.Name)
@@ -44,10 +56,24 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		case !isCode(err, libvirt.ErrNoDomain):
 			return err
 		}
-		dom, m, err = b.define(l, c, spec, p)
-		fresh = err == nil
-		return err
+		missing = true
+		return nil
 	})
+	if err == nil && missing && p.ImageFile != "" {
+		// Outside define's single round: the upload may take minutes and waits on other uploaders.
+		var base baseVolume
+		base, err = b.ensureImage(ctx, c, p.Pool, img)
+		p.base = &base
+	}
+	fresh := false // a domain defined just now is known to be shut off
+	if err == nil && missing {
+		err = c.do(ctx, func(l api) error {
+			var err error
+			dom, m, err = b.define(l, c, spec, p)
+			fresh = err == nil
+			return err
+		})
+	}
 	if err != nil {
 		return backend.Instance{}, classify(object, err)
 	}
@@ -60,6 +86,13 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if m.Placement.WaitForAddress && inst.InternalAddress == "" {
 		if err := b.waitForAddress(ctx, c, dom, m, &inst); err != nil {
 			return inst, classify(object, fmt.Errorf("waiting for the proxy's address: %w", err))
+		}
+	}
+	if m.Placement.WaitForProxy {
+		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
+		b.recordNote(inst.ID, note)
+		if err != nil {
+			return inst, classify(object, err)
 		}
 	}
 	return inst, nil
@@ -81,8 +114,10 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	if err != nil {
 		return dom, metadata{}, err
 	}
-	base, err := lookupBase(l, pool.pool, p.BaseVolume)
-	if err != nil {
+	var base baseVolume
+	if p.base != nil {
+		base = *p.base
+	} else if base, err = lookupBase(l, pool.pool, p.BaseVolume); err != nil {
 		return dom, metadata{}, err
 	}
 	capacity := uint64(p.DiskGiB) * gib

@@ -3,6 +3,7 @@ package kvm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -24,6 +25,8 @@ type fakeHost struct {
 	networks map[string]*fakeNetwork
 	failOn   map[string]error
 	nextID   int32
+	// uploadDelay is the pause between an upload's chunks.
+	uploadDelay time.Duration
 }
 
 type fakeDomain struct {
@@ -43,6 +46,8 @@ type fakeVol struct {
 	vol  libvirt.StorageVol
 	xml  string
 	data []byte
+	// created volumes report their path, and their physical size from data, as a dir pool does.
+	created bool
 }
 
 type fakeNetwork struct {
@@ -274,7 +279,22 @@ func (f *fakeHost) StorageVolGetXMLDesc(v libvirt.StorageVol, _ uint32) (string,
 	if err != nil {
 		return "", err
 	}
-	return fv.xml, nil
+	if !fv.created {
+		return fv.xml, nil
+	}
+	var vx libvirtxml.StorageVolume
+	if err := vx.Unmarshal(fv.xml); err != nil {
+		return "", err
+	}
+	if vx.Target == nil {
+		vx.Target = &libvirtxml.StorageVolumeTarget{}
+	}
+	vx.Target.Path = fv.vol.Key
+	vx.Physical = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(fv.data))}
+	if vx.Target.Format == nil || vx.Target.Format.Type == "raw" {
+		vx.Capacity = &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: max(vx.Capacity.Value, uint64(len(fv.data)))}
+	}
+	return vx.Marshal()
 }
 
 func (f *fakeHost) StorageVolCreateXML(pool libvirt.StoragePool, x string, _ libvirt.StorageVolCreateFlags) (libvirt.StorageVol, error) {
@@ -288,27 +308,42 @@ func (f *fakeHost) StorageVolCreateXML(pool libvirt.StoragePool, x string, _ lib
 	if _, ok := p.vols[vx.Name]; ok {
 		return libvirt.StorageVol{}, lvErr(libvirt.ErrStorageVolExist, "storage volume '%s' exists already", vx.Name)
 	}
-	v := &fakeVol{vol: libvirt.StorageVol{Pool: pool.Name, Name: vx.Name, Key: "/" + pool.Name + "/" + vx.Name}, xml: x}
+	v := &fakeVol{vol: libvirt.StorageVol{Pool: pool.Name, Name: vx.Name, Key: "/" + pool.Name + "/" + vx.Name}, xml: x, created: true}
 	p.vols[vx.Name] = v
 	return v.vol, nil
 }
 
+// StorageVolUpload writes the stream in chunks, as libvirtd does, so a volume's size grows while it runs
+// (uploadDelay spaces the chunks); an injected failure reads the stream and stores nothing.
 func (f *fakeHost) StorageVolUpload(v libvirt.StorageVol, r io.Reader, _ uint64, _ uint64, _ libvirt.StorageVolUploadFlags) error {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
 	if err := f.hook("StorageVolUpload"); err != nil {
+		io.Copy(io.Discard, r)
 		return err
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	fv, err := f.vol(v)
+	if err == nil {
+		fv.data = nil
+	}
+	delay := f.uploadDelay
+	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	fv.data = data
-	return nil
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		f.mu.Lock()
+		fv.data = append(fv.data, buf[:n]...)
+		f.mu.Unlock()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return lvErr(libvirt.ErrRPC, "stream aborted: %v", err)
+		}
+		time.Sleep(delay)
+	}
 }
 
 func (f *fakeHost) StorageVolDownload(v libvirt.StorageVol, w io.Writer, _ uint64, length uint64, _ libvirt.StorageVolDownloadFlags) error {

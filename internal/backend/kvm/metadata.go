@@ -48,6 +48,7 @@ type metaPlacement struct {
 	DomainType     string `xml:"domain-type,attr"`
 	Pool           string `xml:"pool,attr"`
 	BaseVolume     string `xml:"base-volume,attr"`
+	ImageFile      string `xml:"image-file,attr,omitempty"`
 	Network        string `xml:"network,attr,omitempty"`
 	Bridge         string `xml:"bridge,attr,omitempty"`
 	UserNet        bool   `xml:"user-net,attr,omitempty"`
@@ -56,6 +57,7 @@ type metaPlacement struct {
 	MAC            string `xml:"mac,attr"`
 	IP             string `xml:"ip,attr,omitempty"`
 	WaitForAddress bool   `xml:"wait-for-address,attr,omitempty"`
+	WaitForProxy   bool   `xml:"wait-for-proxy,attr,omitempty"`
 }
 
 type metaProxy struct {
@@ -83,9 +85,9 @@ func newMetadata(spec backend.Spec, p placement, created time.Time) metadata {
 		Labels:    labelsToMeta(spec.Labels),
 		Placement: metaPlacement{
 			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
-			Pool: p.Pool, BaseVolume: p.BaseVolume, Network: p.Network, Bridge: p.Bridge, UserNet: p.UserNet,
-			ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
-			WaitForAddress: p.WaitForAddress,
+			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
+			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
+			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy,
 		},
 		Proxy: metaProxy{
 			Port: spec.Proxy.Port, Clients: spec.Proxy.AllowedClientCIDRs,
@@ -157,9 +159,9 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 		CreatedAt: m.createdAt(),
 		Placement: backend.Placement{Backend: backend.KindKVM, Target: host, KVM: &backend.KVMPlacement{
 			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
-			Pool: p.Pool, BaseVolume: p.BaseVolume, Network: p.Network, Bridge: p.Bridge, UserNet: p.UserNet,
-			ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
-			WaitForAddress: p.WaitForAddress,
+			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
+			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
+			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy,
 		}},
 		Proxy: &proxyconf.Settings{
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,

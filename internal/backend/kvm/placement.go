@@ -13,6 +13,8 @@ import (
 type placement struct {
 	backend.KVMPlacement
 	Host string
+	// base, when known already (an image volume just checked or uploaded), saves define looking it up.
+	base *baseVolume
 }
 
 // Defaults of a proxy VM's size: Squid for a few clients fits comfortably.
@@ -49,9 +51,19 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
 	}
 	p.Pool = firstOf(p.Pool, h.Pool)
-	p.BaseVolume = firstOf(p.BaseVolume, h.BaseVolume)
-	if p.BaseVolume == "" {
-		return placement{}, backend.Permanent(object, "no base volume: set base_volume on the proxy or on kvm host %q", p.Host)
+	switch {
+	case p.ImageFile != "" && p.BaseVolume != "":
+		return placement{}, backend.Permanent(object, "set only one of base_volume and image_file")
+	case p.ImageFile != "":
+		// The base volume is the image's, named after its content: Create hashes the file to know it.
+	default:
+		p.BaseVolume = firstOf(p.BaseVolume, h.BaseVolume)
+		if p.BaseVolume == "" {
+			return placement{}, backend.Permanent(object, "no base volume: set base_volume or image_file on the proxy, or base_volume on kvm host %q", p.Host)
+		}
+	}
+	if p.WaitForProxy {
+		p.WaitForAddress = true // the proxy is checked at its address
 	}
 	kinds := 0
 	for _, set := range []bool{p.Network != "", p.Bridge != "", p.UserNet} {

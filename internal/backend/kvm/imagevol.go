@@ -1,0 +1,199 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Putting an image file into a pool, safely across processes: libvirt has neither a rename nor metadata on
+// volumes, so the protocol rests on two facts. The volume's name is the content's hash, and a volume is
+// complete when its physical size (libvirt's <physical>: the file's size in a file-based pool) equals the
+// image file's. An upload writes sequentially from offset 0 into a volume that starts smaller (raw: empty;
+// qcow2: the bare header qemu-img writes), so the size reaches the file's only with the last byte, and the
+// uploader checks the bytes it streams against the hash before letting the stream finish.
+//
+//  1. Read the volume. Complete: use it.
+//  2. Missing: create it. Created: upload; an upload that fails deletes the volume. "Already exists":
+//     another process is uploading, go to 3.
+//  3. Incomplete: poll its size. Growing: wait. Complete: use it. Gone (that upload failed): back to 2.
+//     Not grown for imageStall: its uploader died; delete it and go back to 2.
+//
+// Within one process, creates of the same image into the same pool of the same host share one flight, so
+// they cause one upload. Every wait is bounded by the caller's ctx. The protocol assumes a file-based pool
+// (dir, fs, netfs), where a volume's physical size grows with what is written.
+var imageFlights flights[baseVolume]
+
+// imageStall is how long an incomplete image volume may stop growing before it is taken as abandoned.
+const defaultImageStall = 30 * time.Second
+
+// ensureImage returns the image's volume in pool as a base for overlays, uploading it first if needed.
+func (b *Backend) ensureImage(ctx context.Context, c *conn, pool string, img imageInfo) (baseVolume, error) {
+	key := c.host.URI + "\x00" + pool + "\x00" + img.sum
+	return imageFlights.do(ctx, key, func(ctx context.Context) (baseVolume, error) {
+		return b.placeImage(ctx, c, pool, img)
+	})
+}
+
+func (b *Backend) placeImage(ctx context.Context, c *conn, pool string, img imageInfo) (baseVolume, error) {
+	name := img.volumeName()
+	var lastSize uint64
+	lastGrowth := time.Now()
+	for {
+		var st imageVolState
+		err := c.do(ctx, func(l api) error {
+			var err error
+			st, err = readImageVolume(l, pool, name, img)
+			return err
+		})
+		if err != nil {
+			return baseVolume{}, err
+		}
+		switch {
+		case st.complete:
+			return st.base, nil
+		case st.missing:
+			created, err := b.uploadImage(ctx, c, pool, img)
+			if err != nil {
+				return baseVolume{}, err
+			}
+			if !created { // someone else's upload started meanwhile: watch it from now
+				lastSize, lastGrowth = 0, time.Now()
+			}
+			continue
+		case st.size != lastSize:
+			lastSize, lastGrowth = st.size, time.Now()
+		case time.Since(lastGrowth) > b.imageStall:
+			// The uploader is gone. Deleting may also meet a slow one still writing: its upload then fails
+			// and, as a Transient error, is retried.
+			err := c.do(ctx, func(l api) error { return deleteVolume(l, pool, name) })
+			if err != nil {
+				return baseVolume{}, err
+			}
+			lastSize, lastGrowth = 0, time.Now()
+			continue
+		}
+		if err := sleepCtx(ctx, b.pollInterval); err != nil {
+			return baseVolume{}, fmt.Errorf("waiting for image volume %s (%d of %d bytes) that another upload is writing: %w", name, st.size, img.size, err)
+		}
+	}
+}
+
+// imageVolState is an image volume as the pool shows it.
+type imageVolState struct {
+	missing, complete bool
+	size              uint64
+	base              baseVolume
+}
+
+// readImageVolume costs one call: the volume is named by pool and name, with no lookup first.
+func readImageVolume(l api, pool, name string, img imageInfo) (imageVolState, error) {
+	s, err := l.StorageVolGetXMLDesc(volRef(pool, name), 0)
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		return imageVolState{missing: true}, nil
+	}
+	if isCode(err, libvirt.ErrNoStoragePool) {
+		return imageVolState{}, backend.Permanent("", "storage pool %q does not exist on the host: %v", pool, err)
+	}
+	if err != nil {
+		return imageVolState{}, err
+	}
+	var v libvirtxml.StorageVolume
+	if err := v.Unmarshal(s); err != nil {
+		return imageVolState{}, fmt.Errorf("reading image volume %q: %w", name, err)
+	}
+	st := imageVolState{base: baseVolume{format: formatRaw}}
+	if v.Physical != nil {
+		st.size = v.Physical.Value
+	}
+	if v.Target != nil {
+		st.base.path = v.Target.Path
+		if v.Target.Format != nil && v.Target.Format.Type != "" {
+			st.base.format = v.Target.Format.Type
+		}
+	}
+	if v.Capacity != nil {
+		st.base.capacity = v.Capacity.Value
+	}
+	st.complete = st.size == uint64(img.size) && st.base.format == img.format
+	return st, nil
+}
+
+// uploadImage creates the image volume and streams the file into it. It reports false, and does nothing,
+// when the volume exists already (another process made it first).
+func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img imageInfo) (bool, error) {
+	name := img.volumeName()
+	f, err := os.Open(img.path)
+	if err != nil {
+		return false, backend.NewError(backend.ClassPermanent, "", fmt.Errorf("image file: %w", err))
+	}
+	defer f.Close()
+	var vol libvirt.StorageVol
+	exists := false
+	err = c.do(ctx, func(l api) error {
+		p, err := activePool(l, pool)
+		if err != nil {
+			return err
+		}
+		if uint64(img.size) > p.available {
+			return backend.Quota("", "pool %q has %d bytes available, image file %s needs %d", pool, p.available, img.path, img.size)
+		}
+		x, err := imageVolumeXML(name, img)
+		if err != nil {
+			return err
+		}
+		vol, err = l.StorageVolCreateXML(p.pool, x, 0)
+		if isCode(err, libvirt.ErrStorageVolExist) {
+			exists = true
+			return nil
+		}
+		return err
+	})
+	if err != nil || exists {
+		return false, err
+	}
+	r := &ctxReader{ctx: ctx, r: newVerifyingReader(f, img.size, img.sum)}
+	err = c.do(ctx, func(l api) error { return l.StorageVolUpload(vol, r, 0, uint64(img.size), 0) })
+	if err != nil {
+		// Whatever stopped the upload, a partial volume must not stay: others would wait for it to stall.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := c.do(dctx, func(l api) error { return deleteVolume(l, pool, name) }); derr != nil {
+			return false, fmt.Errorf("uploading image file %s to volume %s: %w (and removing the partial volume: %v)", img.path, name, err, derr)
+		}
+		return false, fmt.Errorf("uploading image file %s to volume %s: %w", img.path, name, err)
+	}
+	return true, nil
+}
+
+// imageVolumeXML starts the volume smaller than the file: a raw volume empty, a qcow2 volume as qemu-img's
+// bare header with the image's virtual size (so libvirt knows its format and capacity from the start).
+func imageVolumeXML(name string, img imageInfo) (string, error) {
+	capacity := uint64(0)
+	if img.format == formatQCOW2 {
+		capacity = img.capacity
+	}
+	v := libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: capacity},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: img.format}},
+	}
+	return v.Marshal()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

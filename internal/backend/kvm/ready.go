@@ -1,0 +1,226 @@
+package kvm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"syscall"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Readiness that means "the proxy answers". The provider checks from where it runs, which need not be
+// where the proxy's clients are: a remote host's libvirt network, or a daemon in another network
+// namespace, is not reachable from here. So the first thing a check learns is whether the address is
+// reachable at all. A refused connection (the guest's kernel answered) or an accepted one means it is; no
+// route, a firewall's refusal or silence until unreachableAfter means it is not, and then Create stops
+// waiting for the proxy, succeeds, and records what it did wait for (see recordNote). Once an address
+// proved reachable, Create waits for the proxy until its ctx ends.
+//
+// On a libvirt network or bridge the proxy answers when its port accepts a connection and its health
+// endpoint (proxyconf.DefaultHealthPort, proxyconf.HealthPath) returns 200. With user-mode networking only
+// the proxy port is forwarded: passt accepts on the host address as soon as the domain runs and closes
+// the connection while nothing listens in the guest, so the check is any HTTP answer on the forwarded port
+// (Squid answers a request without a proxy URL with an error page). A refused connection there means the
+// forwarded port is not on this machine (or not in this network namespace): unreachable.
+type readiness struct {
+	dial       func(ctx context.Context, network, addr string) (net.Conn, error)
+	healthPort int
+	// unreachableAfter is how long an address may stay unreachable before the check gives up on it.
+	unreachableAfter time.Duration
+	// attemptTimeout bounds one probe: connect and the HTTP exchange.
+	attemptTimeout time.Duration
+}
+
+func defaultReadiness() readiness {
+	d := &net.Dialer{Timeout: 3 * time.Second}
+	return readiness{
+		dial:             d.DialContext,
+		healthPort:       proxyconf.DefaultHealthPort,
+		unreachableAfter: 30 * time.Second,
+		attemptTimeout:   5 * time.Second,
+	}
+}
+
+// probeResult is what one attempt learnt.
+type probeResult int
+
+const (
+	probeNotReady    probeResult = iota // no answer yet, reachability unknown
+	probeReachable                      // the address answered, the proxy not (yet)
+	probeUnreachable                    // no route, refused by a firewall, or silence
+	probeReady                          // the proxy answered
+)
+
+// waitForProxy waits until the proxy answers, or until its address proves unreachable from here; then it
+// returns a note saying readiness was not verified and what Create waited for instead.
+func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain, m metadata, inst *backend.Instance) (string, error) {
+	p := m.Placement
+	host, what := inst.InternalAddress, "the host reported the guest's address"
+	if p.UserNet {
+		host, what = firstOf(p.ForwardAddress, "127.0.0.1"), "libvirt started the domain with its port forward"
+	} else if p.IP != "" {
+		// A fixed IP is known before the guest boots: probing it now would find a silent address and call
+		// it unreachable. The guest's own DHCP lease (or agent) says its network is up.
+		what = "the guest took its fixed address from the network's DHCP server"
+		err := backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
+			var ip string
+			err := c.do(ctx, func(l api) error { ip = guestAddress(l, dom, p); return nil })
+			return ip != "", classify("", err)
+		})
+		if err != nil {
+			return "", fmt.Errorf("waiting for the guest to take its address %s: %w", p.IP, err)
+		}
+	}
+	if host == "" {
+		return "", backend.Permanent("", "no address to check the proxy at")
+	}
+	r := b.readiness
+	start := time.Now()
+	reachable, unverified := false, false
+	var last error
+	err := backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
+		var res probeResult
+		if p.UserNet {
+			res, last = r.probeForward(ctx, host, p.ForwardPort)
+		} else {
+			res, last = r.probeProxy(ctx, host, inst.Port)
+		}
+		switch res {
+		case probeReady:
+			return true, nil
+		case probeReachable:
+			reachable = true
+		case probeUnreachable:
+			if !reachable && time.Since(start) >= r.unreachableAfter {
+				unverified = true
+				return true, nil
+			}
+		}
+		return false, backend.NewError(backend.ClassTransient, "", last)
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for the proxy at %s to answer: %w", host, err)
+	}
+	if unverified {
+		return fmt.Sprintf("readiness not verified: the proxy's address %s is not reachable from where the provider runs (%v); Create waited only until %s", host, last, what), nil
+	}
+	return "", nil
+}
+
+// guestAddress is the address the guest itself reported: its DHCP lease on a libvirt network, or its agent.
+func guestAddress(l api, dom libvirt.Domain, p metaPlacement) string {
+	if p.Network != "" {
+		if ip := leaseAddress(l, p.Network, p.MAC); ip != "" {
+			return ip
+		}
+	}
+	return agentAddress(l, dom, p.MAC)
+}
+
+// probeProxy connects to the proxy port, then asks the health endpoint.
+func (r readiness) probeProxy(ctx context.Context, host string, port int) (probeResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.attemptTimeout)
+	defer cancel()
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	conn, err := r.dial(ctx, "tcp", addr)
+	if err != nil {
+		return dialResult(err, false), err
+	}
+	conn.Close()
+	status, err := r.get(ctx, net.JoinHostPort(host, strconv.Itoa(r.healthPort)), proxyconf.HealthPath)
+	switch {
+	case err != nil:
+		return probeReachable, err
+	case status != http.StatusOK:
+		return probeReachable, fmt.Errorf("health endpoint http://%s:%d%s answered %d", host, r.healthPort, proxyconf.HealthPath, status)
+	}
+	return probeReady, nil
+}
+
+// probeForward asks the forwarded proxy port for anything HTTP.
+func (r readiness) probeForward(ctx context.Context, host string, port int) (probeResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.attemptTimeout)
+	defer cancel()
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	if _, err := r.get(ctx, addr, "/"); err != nil {
+		var dial *dialFailure
+		if errors.As(err, &dial) {
+			return dialResult(dial.err, true), err
+		}
+		return probeReachable, err
+	}
+	return probeReady, nil
+}
+
+// dialFailure marks an error of the connect, as opposed to the HTTP exchange after it.
+type dialFailure struct{ err error }
+
+func (d *dialFailure) Error() string { return d.err.Error() }
+func (d *dialFailure) Unwrap() error { return d.err }
+
+// get makes one HTTP/1.1 GET of path at addr, straight to addr (never through a proxy from the environment),
+// and returns the status.
+func (r readiness) get(ctx context.Context, addr, path string) (int, error) {
+	conn, err := r.dial(ctx, "tcp", addr)
+	if err != nil {
+		return 0, &dialFailure{err}
+	}
+	defer conn.Close()
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(d)
+	}
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: terraform-provider-egress\r\nConnection: close\r\n\r\n", path, addr); err != nil {
+		return 0, fmt.Errorf("GET http://%s%s: %w", addr, path, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		return 0, fmt.Errorf("GET http://%s%s: %w", addr, path, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// dialResult says what a failed connect tells about the address. With user-mode networking a refusal
+// means the forwarded port is not here (passt accepts whenever it runs).
+func dialResult(err error, userNet bool) probeResult {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		if userNet {
+			return probeUnreachable
+		}
+		return probeReachable
+	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH),
+		errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM),
+		errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return probeUnreachable
+	}
+	return probeNotReady
+}
+
+// recordNote keeps what Create could not verify about the proxy, for the caller to show.
+// TODO(lead): return it as backend.Instance.Notes once that field exists; until then tests read it here.
+func (b *Backend) recordNote(id backend.ProviderID, note string) {
+	b.notesMu.Lock()
+	defer b.notesMu.Unlock()
+	if note == "" {
+		delete(b.notes, id.String())
+		return
+	}
+	b.notes[id.String()] = note
+}
+
+func (b *Backend) readinessNote(id backend.ProviderID) string {
+	b.notesMu.Lock()
+	defer b.notesMu.Unlock()
+	return b.notes[id.String()]
+}
