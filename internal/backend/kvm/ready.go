@@ -84,6 +84,11 @@ func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain,
 		return "", backend.Permanent("", "no address to check the proxy at")
 	}
 	r := b.readiness
+	check := fmt.Sprintf("a connection to %s and 200 from http://%s%s", net.JoinHostPort(host, strconv.Itoa(inst.Port)),
+		net.JoinHostPort(host, strconv.Itoa(r.healthPort)), proxyconf.HealthPath)
+	if p.UserNet {
+		check = fmt.Sprintf("an HTTP answer from the forwarded port %s", net.JoinHostPort(host, strconv.Itoa(p.ForwardPort)))
+	}
 	start := time.Now()
 	reachable, unverified := false, false
 	var last error
@@ -108,7 +113,7 @@ func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain,
 		return false, backend.NewError(backend.ClassTransient, "", last)
 	})
 	if err != nil {
-		return "", fmt.Errorf("waiting for the proxy at %s to answer: %w", host, err)
+		return "", fmt.Errorf("waiting for the proxy at %s to answer (%s): %w", host, check, err)
 	}
 	if unverified {
 		return fmt.Sprintf("readiness not verified: the proxy's address %s is not reachable from where the provider runs (%v); Create waited only until %s", host, last, what), nil

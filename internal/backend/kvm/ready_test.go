@@ -1,0 +1,205 @@
+package kvm
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// readySpec is a proxy whose guest has leased addr on the fake network.
+func readySpec(f *fakeHost, uid, addr string) backend.Spec {
+	spec := fakeSpec(uid, "o")
+	spec.Placement.KVM.WaitForProxy = true
+	f.networks["net"].leases = append(f.networks["net"].leases, libvirt.NetworkDhcpLease{
+		Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID(uid)}, Ipaddr: addr, Expirytime: 1,
+	})
+	return spec
+}
+
+// routeTo dials the test servers instead of the proxy's ports: port -> listener address, or a dial error.
+func routeTo(routes map[int]string, fail error) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if fail != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: fail}
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		to, ok := routes[p]
+		if !ok {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, to)
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l
+}
+
+func TestFakeWaitForProxyUntilHealthy(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	var asked atomic.Int32
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != proxyconf.HealthPath {
+			http.NotFound(w, r)
+			return
+		}
+		if asked.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer health.Close()
+	proxy := listen(t)
+	b.readiness.dial = routeTo(map[int]string{3128: proxy.Addr().String(), proxyconf.DefaultHealthPort: health.Listener.Addr().String()}, nil)
+
+	spec := readySpec(f, "ready-1", "198.18.0.50")
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked.Load() != 3 || inst.InternalAddress != "198.18.0.50" {
+		t.Errorf("health asked %d times, address %q; want Create to wait for the third answer (200)", asked.Load(), inst.InternalAddress)
+	}
+	if note := b.readinessNote(inst.ID); note != "" {
+		t.Errorf("note = %q, want none: readiness was verified", note)
+	}
+}
+
+func TestFakeWaitForProxyUnreachableIsNoted(t *testing.T) {
+	t.Parallel()
+	for name, fail := range map[string]error{
+		"no route":  os.NewSyscallError("connect", syscall.ENETUNREACH),
+		"host down": os.NewSyscallError("connect", syscall.EHOSTUNREACH),
+		"silence":   context.DeadlineExceeded,
+		"firewall":  os.NewSyscallError("connect", syscall.EPERM),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			b, _ := fakeBackend(f)
+			b.readiness.dial = routeTo(nil, fail)
+			b.readiness.unreachableAfter = 20 * time.Millisecond
+			inst, err := b.Create(context.Background(), readySpec(f, "unreach-1", "198.18.0.51"))
+			if err != nil {
+				t.Fatalf("Create = %v, want success with readiness not verified", err)
+			}
+			note := b.readinessNote(inst.ID)
+			if !strings.Contains(note, "not verified") || !strings.Contains(note, "198.18.0.51") || !strings.Contains(note, "address") {
+				t.Errorf("note = %q", note)
+			}
+		})
+	}
+}
+
+func TestFakeWaitForProxyReachableButSilentTimesOut(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	// Both ports refuse: the guest's kernel is there, Squid is not (yet).
+	b.readiness.dial = routeTo(map[int]string{}, nil)
+	b.readiness.unreachableAfter = 0
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	inst, err := b.Create(ctx, readySpec(f, "silent-1", "198.18.0.52"))
+	if backend.ClassOf(err) != backend.ClassTransient || !strings.Contains(err.Error(), "198.18.0.52") || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("Create = %v, want Transient naming the address and the last refusal", err)
+	}
+	if inst.ID.Name != inst.Name || inst.Name == "" {
+		t.Errorf("instance %+v: want it returned with the error, so the caller records it", inst)
+	}
+}
+
+func TestFakeWaitForProxyFixedIPWaitsForTheLease(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	b.readiness.dial = routeTo(nil, os.NewSyscallError("connect", syscall.EHOSTUNREACH))
+	b.readiness.unreachableAfter = 0
+	spec := fakeSpec("fixed-1", "o")
+	spec.Placement.KVM.WaitForProxy = true
+	spec.Placement.KVM.IP = "198.18.0.60"
+	// No lease yet: a fixed address is known before boot, so silence there says nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := b.Create(ctx, spec); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "take its address") {
+		t.Errorf("Create without a lease = %v, want a timeout waiting for the guest", err)
+	}
+	f.networks["net"].leases = []libvirt.NetworkDhcpLease{{Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID("fixed-1")}, Ipaddr: "198.18.0.60", Expirytime: 1}}
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil || !strings.Contains(b.readinessNote(inst.ID), "fixed address") {
+		t.Errorf("Create with the lease = %v, note %q", err, b.readinessNote(inst.ID))
+	}
+}
+
+func TestFakeWaitForProxyUserNet(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	// Anything HTTP on the forwarded port will do: Squid answers a request without a URL with an error.
+	squid := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer squid.Close()
+	b.readiness.dial = routeTo(map[int]string{18080: squid.Listener.Addr().String()}, nil)
+	spec := fakeSpec("user-1", "o")
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
+	spec.Placement.KVM.WaitForProxy = true
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil || b.readinessNote(inst.ID) != "" {
+		t.Fatalf("Create = %v, note %q; want verified", err, b.readinessNote(inst.ID))
+	}
+
+	// passt accepts whenever it runs: a refusal means the forward is not where the provider runs.
+	b.readiness.dial = routeTo(map[int]string{}, nil)
+	b.readiness.unreachableAfter = 0
+	spec = fakeSpec("user-2", "o")
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18081, true
+	inst, err = b.Create(context.Background(), spec)
+	if note := b.readinessNote(inst.ID); err != nil || !strings.Contains(note, "127.0.0.1") || !strings.Contains(note, "port forward") {
+		t.Errorf("Create = %v, note %q; want unverified", err, note)
+	}
+
+	// A forward that accepts and closes (passt while the guest does not listen) is waited for.
+	closer := listen(t)
+	b.readiness.dial = routeTo(map[int]string{18082: closer.Addr().String()}, nil)
+	spec = fakeSpec("user-3", "o")
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18082, true
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassTransient {
+		t.Errorf("Create with a silent guest = %v, want Transient after the timeout", err)
+	}
+}
