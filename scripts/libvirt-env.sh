@@ -16,7 +16,10 @@ POOL_DIR="$STATE_DIR/pool"
 BASE_VOLUME=${EGRESS_LIBVIRT_BASE_VOLUME:-egress-base.qcow2}
 URI=qemu:///system
 SOCKET=/var/run/libvirt/libvirt-sock
-PACKAGES=(libvirt-daemon libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage)
+# passt: libvirt's backend for user-mode networking with port forwards. Debian 12's libvirt 9.0 is built
+# without it (its Disable-passt-support patch), and the kvm backend then forwards with QEMU's own user network;
+# a libvirt that has it (newer Debian, backports, other distributions) uses it.
+PACKAGES=(libvirt-daemon libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt)
 DAEMONS=(libvirtd virtlogd virtlockd)
 
 log() { echo "libvirt-env: $*" >&2; }

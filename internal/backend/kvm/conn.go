@@ -43,6 +43,8 @@ type conn struct {
 	cur *session
 	// autoType caches what "auto" resolves to on this host: its capabilities do not change while it runs.
 	autoType string
+	// withoutPasst is set once the daemon refused libvirt's passt backend.
+	withoutPasst bool
 }
 
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so

@@ -152,12 +152,34 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	if err != nil {
 		return dom, metadata{}, err
 	}
+	p.slirp = p.UserNet && c.noPasst()
 	x, err := domainXML(spec.Name, p, domainType, spec.Proxy.Port, meta)
 	if err != nil {
 		return dom, metadata{}, err
 	}
 	dom, err = l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
+	if p.UserNet && !p.slirp && isPasstRefused(err) {
+		c.setNoPasst()
+		p.slirp = true
+		if x, err = domainXML(spec.Name, p, domainType, spec.Proxy.Port, meta); err != nil {
+			return dom, metadata{}, err
+		}
+		dom, err = l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
+	}
 	return dom, m, err
+}
+
+// noPasst reports whether this host's daemon was found to lack the passt backend (see slirpCommandline).
+func (c *conn) noPasst() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.withoutPasst
+}
+
+func (c *conn) setNoPasst() {
+	c.mu.Lock()
+	c.withoutPasst = true
+	c.mu.Unlock()
 }
 
 // clearLeftoverSeed removes the seed volume an earlier, crashed attempt left without a domain. Only the

@@ -2,7 +2,9 @@ package kvm
 
 import (
 	"fmt"
+	"strings"
 
+	libvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -60,6 +62,10 @@ func domainXML(name string, p placement, domainType string, proxyPort int, meta 
 			}},
 		},
 	}
+	if p.UserNet && p.slirp {
+		dom.Devices.Interfaces = nil
+		dom.QEMUCommandline = slirpCommandline(p, proxyPort)
+	}
 	s, err := dom.Marshal()
 	if err != nil {
 		return "", fmt.Errorf("encoding the domain XML: %w", err)
@@ -91,4 +97,26 @@ func domainInterface(p placement, proxyPort int) libvirtxml.DomainInterface {
 		iface.Source = &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: p.Network}}
 	}
 	return iface
+}
+
+// Debian 12's libvirt 9.0 is built without passt (debian/patches/debian/Disable-passt-support.patch): it
+// rejects <backend type='passt'/> with "XML error: Invalid value for attribute 'type' in element 'backend':
+// 'passt'", and its <interface type='user'> (QEMU's slirp) cannot forward ports. On such a daemon the
+// interface is QEMU's own user-mode network with the same forward, passed as QEMU arguments: the guest sees
+// the same virtio NIC and MAC, the host the same listening address. libvirt marks such a domain tainted
+// (custom-argv) and does not list the interface, which the backend never asks for on user-mode networking.
+func slirpCommandline(p placement, proxyPort int) *libvirtxml.DomainQEMUCommandline {
+	netdev := fmt.Sprintf("user,id=egressnet0,hostfwd=tcp:%s:%d-:%d", p.ForwardAddress, p.ForwardPort, proxyPort)
+	// An explicit slot on the q35 root bus: QEMU takes arguments in order, and one it placed itself would
+	// take the slot libvirt gives its first pcie-root-port. libvirt fills slots from 1 up; 0x10 is far
+	// beyond what this domain's few devices use, and below the chipset's own at 0x1f.
+	device := fmt.Sprintf("virtio-net-pci,netdev=egressnet0,mac=%s,bus=pcie.0,addr=0x10", p.MAC)
+	return &libvirtxml.DomainQEMUCommandline{Args: []libvirtxml.DomainQEMUCommandlineArg{
+		{Value: "-netdev"}, {Value: netdev}, {Value: "-device"}, {Value: device},
+	}}
+}
+
+// isPasstRefused reports the error of a daemon that does not know the passt backend.
+func isPasstRefused(err error) bool {
+	return isCode(err, libvirt.ErrXMLError) && strings.Contains(err.Error(), "'backend'") && strings.Contains(err.Error(), "passt")
 }

@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -73,6 +74,37 @@ func TestResolvePlacement(t *testing.T) {
 	for name, s := range bad {
 		if _, err := resolvePlacement(s, hosts); backend.ClassOf(err) != backend.ClassPermanent {
 			t.Errorf("%s: %v, want Permanent", name, err)
+		}
+	}
+}
+
+func TestFakeUserNetWithoutPasstFallsBackToSlirp(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	f.noPasst = true
+	b, cnt := fakeBackend(f)
+	ctx := context.Background()
+	for i, uid := range []string{"slirp-1", "slirp-2"} {
+		spec := fakeSpec(uid, "o")
+		spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
+		if _, err := b.Create(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		var dx libvirtxml.Domain
+		dx.Unmarshal(f.domains[spec.Name].xml)
+		if len(dx.Devices.Interfaces) != 0 || dx.QEMUCommandline == nil || len(dx.QEMUCommandline.Args) != 4 {
+			t.Fatalf("domain XML: interfaces %+v, qemu args %+v; want QEMU's user network instead", dx.Devices.Interfaces, dx.QEMUCommandline)
+		}
+		want := "user,id=egressnet0,hostfwd=tcp:127.0.0.1:18080-:3128"
+		if got := dx.QEMUCommandline.Args[1].Value; got != want {
+			t.Errorf("netdev = %s, want %s", got, want)
+		}
+		if got := dx.QEMUCommandline.Args[3].Value; !strings.Contains(got, "mac="+macFromUID(uid)) {
+			t.Errorf("device = %s, want the proxy's MAC", got)
+		}
+		// The refusal is learnt once per host: the second proxy is defined at the first try.
+		if _, per := cnt.take(); per["DomainDefineXMLFlags"] != 2-i {
+			t.Errorf("proxy %d: %d defines, want %d", i, per["DomainDefineXMLFlags"], 2-i)
 		}
 	}
 }

@@ -27,6 +27,8 @@ type fakeHost struct {
 	nextID   int32
 	// uploadDelay is the pause between an upload's chunks.
 	uploadDelay time.Duration
+	// noPasst refuses the passt backend as Debian 12's libvirt 9.0 does.
+	noPasst bool
 }
 
 type fakeDomain struct {
@@ -112,6 +114,9 @@ func (f *fakeHost) DomainDefineXMLFlags(x string, _ libvirt.DomainDefineFlags) (
 	var dx libvirtxml.Domain
 	if err := dx.Unmarshal(x); err != nil {
 		return libvirt.Domain{}, lvErr(libvirt.ErrXMLError, "%v", err)
+	}
+	if f.noPasst && strings.Contains(x, `<backend type="passt">`) {
+		return libvirt.Domain{}, lvErr(libvirt.ErrXMLError, "XML error: Invalid value for attribute 'type' in element 'backend': 'passt'.")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -171,8 +171,12 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 	if m.Proxy.AuthUser != "" {
 		inst.Proxy.Auth = &proxyconf.BasicAuth{Username: m.Proxy.AuthUser}
 	}
-	if p.IP != "" {
+	switch {
+	case p.IP != "":
 		inst.InternalAddress, inst.EgressAddress = p.IP, p.IP
+	case p.UserNet:
+		// Known before the guest boots, like a fixed IP: the host's forwarded port.
+		inst.InternalAddress, inst.Port = firstOf(p.ForwardAddress, "127.0.0.1"), p.ForwardPort
 	}
 	return inst
 }

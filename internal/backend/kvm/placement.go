@@ -15,6 +15,9 @@ type placement struct {
 	Host string
 	// base, when known already (an image volume just checked or uploaded), saves define looking it up.
 	base *baseVolume
+	// slirp makes user-mode networking QEMU's own (slirp with hostfwd) instead of libvirt's passt
+	// backend, for daemons built without passt (see userNetXML).
+	slirp bool
 }
 
 // Defaults of a proxy VM's size: Squid for a few clients fits comfortably.

@@ -1,0 +1,132 @@
+package kvm
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+)
+
+// liveNetns is the network namespace libvirtd runs in (scripts/libvirt-env.sh): whatever libvirt starts for
+// a domain, passt included, lives there.
+func liveNetns() string { return envOr("EGRESS_LIBVIRT_NETNS", "egress-test") }
+
+// inNetns runs a command inside the test namespace.
+func inNetns(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"netns", "exec", liveNetns()}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// TestLiveUserNetForward: a proxy on user-mode networking runs, and its proxy port is forwarded from a
+// loopback address of the host (here: of the test namespace, where libvirtd runs). With libvirt's passt
+// backend where the daemon has it, and QEMU's own user network where it does not (Debian 12's libvirt 9.0
+// is built without passt): the test logs which, and the daemon's refusal.
+func TestLiveUserNetForward(t *testing.T) {
+	b := liveBackend(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("this test inspects the test namespace and must run as root, like scripts/libvirt-env.sh")
+	}
+	spec := liveSpec(testOwner(t))
+	port := 20000 + rand.IntN(20000)
+	spec.Placement.KVM.UserNet = true
+	spec.Placement.KVM.ForwardAddress = "127.0.0.1"
+	spec.Placement.KVM.ForwardPort = port
+	cleanupProxy(t, b, spec.Name)
+
+	inst, err := b.Create(ctxFor(t, 2*time.Minute), spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	if st, ok := domainState(t, b, spec.Name); !ok || st != libvirt.DomainRunning {
+		t.Fatalf("domain state = %v (found %v), want running", st, ok)
+	}
+	if inst.InternalAddress != "127.0.0.1" || inst.Port != port {
+		t.Errorf("address = %s:%d, want the forward 127.0.0.1:%d", inst.InternalAddress, inst.Port, port)
+	}
+
+	var live libvirtxml.Domain
+	inspect(t, b, func(l api) error {
+		dom, err := l.DomainLookupByName(spec.Name)
+		if err != nil {
+			return err
+		}
+		s, err := l.DomainGetXMLDesc(dom, 0)
+		if err != nil {
+			return err
+		}
+		return live.Unmarshal(s)
+	})
+	process := "passt"
+	if b.conns[liveHost].noPasst() {
+		process = "qemu-system"
+		t.Logf("daemon without passt: user-mode networking through QEMU's own user network")
+		if live.QEMUCommandline == nil || !strings.Contains(fmt.Sprint(live.QEMUCommandline.Args), fmt.Sprintf("hostfwd=tcp:127.0.0.1:%d-:3128", port)) {
+			t.Errorf("running domain's QEMU arguments = %+v, want the hostfwd", live.QEMUCommandline)
+		}
+	} else {
+		iface := live.Devices.Interfaces[0]
+		if iface.Backend == nil || iface.Backend.Type != "passt" || iface.Source.User == nil || len(iface.PortForward) != 1 {
+			t.Errorf("running domain's interface = %+v, want user type with the passt backend and one portForward", iface)
+		}
+	}
+
+	// The forward listens in the daemon's namespace, served by passt or QEMU.
+	want := fmt.Sprintf("127.0.0.1:%d", port)
+	var ss string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		ss, err = inNetns(t, "ss", "-Hltnp", "sport", "= :"+fmt.Sprint(port))
+		if err == nil && strings.Contains(ss, want) {
+			break
+		}
+	}
+	if !strings.Contains(ss, want) || !strings.Contains(ss, process) {
+		t.Fatalf("ss -ltnp in %s for port %d: %q (%v); want %s listening on %s", liveNetns(), port, ss, err, process, want)
+	}
+	t.Logf("forward: %s", strings.TrimSpace(ss))
+
+	if err := b.Delete(ctxFor(t, time.Minute), inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	// The forward ends with its domain: the port is free again.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if ss, _ = inNetns(t, "ss", "-Hltn", "sport", "= :"+fmt.Sprint(port)); strings.TrimSpace(ss) == "" {
+			return
+		}
+	}
+	t.Errorf("port %d still listening after Delete: %q", port, ss)
+}
+
+// TestLivePasstSupport records whether the daemon takes libvirt's passt backend at all, and its words
+// when it does not. It never fails on a daemon without passt: the backend falls back (above).
+func TestLivePasstSupport(t *testing.T) {
+	b := liveBackend(t)
+	spec := liveSpec(testOwner(t))
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 3128
+	p, err := resolvePlacement(spec, b.hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := domainXML(spec.Name, p, DomainTypeQEMU, 3128, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inspect(t, b, func(l api) error {
+		dom, err := l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
+		switch {
+		case isPasstRefused(err):
+			t.Logf("the daemon has no passt backend: %v", err)
+			return nil
+		case err != nil:
+			return err
+		}
+		t.Logf("the daemon takes the passt backend")
+		return l.DomainUndefineFlags(dom, 0)
+	})
+}
