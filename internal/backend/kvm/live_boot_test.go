@@ -1,0 +1,122 @@
+package kvm
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"golang.org/x/sys/unix"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// TestLiveBootedGuest boots the project's proxy image (scripts/build-image.sh; EGRESS_TEST_IMAGE is its
+// path) as a proxy made from an image file, and checks what only a real guest shows: the address comes from
+// the network's DHCP lease, and Squid's health endpoint answers from inside the test namespace. Run from the
+// test namespace, so Create's readiness check (WaitForProxy) runs as on the libvirt host itself: it must
+// verify that the proxy answers, not merely note that it could not.
+func TestLiveBootedGuest(t *testing.T) {
+	image := os.Getenv("EGRESS_TEST_IMAGE")
+	if image == "" {
+		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
+	}
+	b := liveBackend(t)
+	b.pollInterval = 2 * time.Second
+	// The test runs in the root namespace; its probes of the guest start inside the test namespace, where
+	// the guest is reachable, as from a provider on the libvirt host. Nothing leaves the namespace.
+	b.readiness.dial = netnsDial(liveNetns())
+	spec := liveSpec(testOwner(t))
+	spec.Placement.KVM.ImageFile = image
+	spec.Placement.KVM.DiskGiB = 0
+	spec.Placement.KVM.MemoryMiB = 512
+	spec.Placement.KVM.WaitForAddress = true
+	spec.Placement.KVM.WaitForProxy = true
+	cleanupProxy(t, b, spec.Name)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	start := time.Now()
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Logf("Create returned after %s: address %s", time.Since(start).Round(time.Second), inst.InternalAddress)
+
+	// The address is the one the network's DHCP server leased to the proxy's MAC.
+	mac := macFromUID(spec.UID)
+	var leased string
+	inspect(t, b, func(l api) error { leased = leaseAddress(l, b.hosts[liveHost].Network, mac); return nil })
+	if leased == "" || inst.InternalAddress != leased {
+		t.Fatalf("address %q, DHCP lease for %s %q: want the lease's", inst.InternalAddress, mac, leased)
+	}
+
+	if note := b.readinessNote(inst.ID); note != "" {
+		t.Fatalf("readiness not verified: %s", note)
+	}
+	// Create said the proxy answers: from inside the namespace, Squid's health endpoint answers at once.
+	health := fmt.Sprintf("http://%s:%d%s", inst.InternalAddress, proxyconf.DefaultHealthPort, proxyconf.HealthPath)
+	out, err := inNetns(t, "curl", "-s", "-o", "/dev/null", "-m", "10", "-w", "%{http_code}", health)
+	if code := strings.TrimSpace(out); code != "200" {
+		t.Fatalf("%s from namespace %s: %q (%v), want 200", health, liveNetns(), code, err)
+	}
+	t.Logf("health endpoint answered 200 after %s", time.Since(start).Round(time.Second))
+
+	// The guest agent, where the image has it, reports the same address.
+	var agent string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && agent == ""; time.Sleep(2 * time.Second) {
+		inspect(t, b, func(l api) error {
+			dom, err := l.DomainLookupByName(spec.Name)
+			if err == nil {
+				agent = agentAddress(l, dom, mac)
+			}
+			return err
+		})
+	}
+	switch {
+	case agent == "":
+		t.Logf("no guest agent answered within a minute")
+	case agent != leased:
+		t.Errorf("guest agent reports %s, the lease %s", agent, leased)
+	default:
+		t.Logf("guest agent reports %s too", agent)
+	}
+	if st, ok := domainState(t, b, spec.Name); !ok || st != libvirt.DomainRunning {
+		t.Errorf("domain state = %v (found %v), want running", st, ok)
+	}
+}
+
+// netnsDial dials from inside the named network namespace: the socket is made on a thread moved into it.
+// The thread is never moved back; it ends with its goroutine (locked threads are not reused).
+func netnsDial(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread()
+			f, err := os.Open("/var/run/netns/" + name)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer f.Close()
+			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{nil, fmt.Errorf("entering network namespace %s: %w", name, err)}
+				return
+			}
+			d := net.Dialer{Timeout: 3 * time.Second}
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+}
