@@ -29,18 +29,6 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	c := b.conns[p.Host]
-	var img imageInfo
-	if p.ImageFile != "" {
-		// Hashed before anything else so the metadata of a proxy adopted later names the same volume; the
-		// hash is cached, so this reads the file once per process.
-		if img, err = inspectImage(ctx, p.ImageFile); err != nil {
-			if isCtxErr(err) {
-				return backend.Instance{}, classify(object, err)
-			}
-			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
-		}
-		p.BaseVolume = img.volumeName()
-	}
 
 	var m metadata
 	var dom libvirt.Domain
@@ -60,10 +48,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return nil
 	})
 	if err == nil && missing && p.ImageFile != "" {
+		// Only a proxy still to be made needs its image: an adopted one keeps what its metadata says.
 		// Outside define's single round: the upload may take minutes and waits on other uploaders.
-		var base baseVolume
-		base, err = b.ensureImage(ctx, c, p.Pool, img)
-		p.base = &base
+		if p, err = b.placeImageFile(ctx, c, p); err != nil {
+			return backend.Instance{}, err
+		}
 	}
 	fresh := false // a domain defined just now is known to be shut off
 	if err == nil && missing {
@@ -96,6 +85,26 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	return inst, nil
+}
+
+// placeImageFile hashes the placement's image file (once per process: the hash is cached), makes sure its
+// volume is in the pool, and makes that volume the proxy's base.
+func (b *Backend) placeImageFile(ctx context.Context, c *conn, p placement) (placement, error) {
+	object := fmt.Sprintf("image file %s", p.ImageFile)
+	img, err := inspectImage(ctx, p.ImageFile)
+	if err != nil {
+		if isCtxErr(err) {
+			return p, classify(object, err)
+		}
+		return p, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	p.BaseVolume = img.volumeName()
+	base, err := b.ensureImage(ctx, c, p.Pool, img)
+	if err != nil {
+		return p, classify(fmt.Sprintf("%s (volume %s in pool %s on host %s)", object, p.BaseVolume, p.Pool, p.Host), err)
+	}
+	p.base = &base
+	return p, nil
 }
 
 // define checks the host can take the proxy, clears attributable leftovers, makes the volumes and the

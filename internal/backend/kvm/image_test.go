@@ -306,3 +306,25 @@ func TestImagePlacementRules(t *testing.T) {
 		t.Errorf("missing image file = %v, want Permanent naming it", err)
 	}
 }
+
+func TestFakeAdoptNeedsNoImageFile(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, cnt := fakeBackend(f)
+	ctx := context.Background()
+	path := writeImage(t, 50000, true, gib)
+	spec := imageSpec("adopt-img", path)
+	first, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnt.take()
+	os.Remove(path)
+	again, err := b.Create(ctx, spec)
+	if err != nil || again.UID != first.UID || again.Placement.KVM.BaseVolume != first.Placement.KVM.BaseVolume {
+		t.Fatalf("adopting Create after the image file is gone = %+v, %v", again, err)
+	}
+	if _, per := cnt.take(); per["StorageVolGetXMLDesc"] != 0 || per["StorageVolUpload"] != 0 {
+		t.Errorf("adopting Create touched the image: %v", per)
+	}
+}
