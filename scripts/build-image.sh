@@ -132,8 +132,18 @@ if ! debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirro
 	exit 1
 fi
 
+# Keep it small from here on (see rootfs/etc/dpkg/dpkg.cfg.d/90-egress-image), and drop what debootstrap already
+# unpacked of the same.
+install -D -m 0644 "$imagedir/rootfs/etc/dpkg/dpkg.cfg.d/90-egress-image" "$root/etc/dpkg/dpkg.cfg.d/90-egress-image"
+find "$root/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+find "$root/usr/share/doc" -mindepth 1 -type d -empty -delete
+rm -rf "$root/usr/share/man"/* "$root/usr/share/info"/*
+find "$root/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+
 # Security and point updates, then anything debootstrap left unconfigured (it does not resolve virtual packages,
 # which is why python3-cffi-backend is named above: cloud-init's dependencies need it).
+# These sources stay in the image (cloud-init keeps them: preserve_sources_list); nothing in the guest uses them
+# unless someone runs apt by hand.
 log "updating packages from $suite-security and $suite-updates"
 cat >"$root/etc/apt/sources.list" <<EOF
 deb $mirror $suite main
@@ -169,15 +179,18 @@ done
 log "configuring the guest"
 "$imagedir/configure-rootfs.sh" "$root" "$imagedir/rootfs"
 
-# The guest fetches nothing: no package lists, no sources (see rootfs/etc/apt/sources.list). cloud-init's
-# "packages: [squid]" must then be satisfied by the installed package, with no network; check that here.
+# The guest fetches nothing at boot. The proxy user-data (internal/proxyconf) installs squid only when
+# "command -v squid" fails, after an apt-get update; here squid is installed, and even a "packages: [squid]"
+# from other user-data would be satisfied without package lists or a network. Check both.
 rm -f "$root/usr/sbin/policy-rc.d"
-if ! in_root apt-get -s -o Debug::NoLocking=1 install squid 2>&1 | grep -q 'squid is already the newest version'; then
+if ! in_root sh -c 'command -v squid' >/dev/null ||
+	! in_root apt-get -s -o Debug::NoLocking=1 install squid 2>&1 | grep -q 'squid is already the newest version'; then
 	in_root apt-get -s install squid >&2 || true
-	echo "build-image: apt in the image would not treat squid as installed" >&2
+	echo "build-image: squid is not installed as the user-data expects" >&2
 	exit 1
 fi
 
+log "guest tree: $(du -sxh "$root" | cut -f1) ($(du -sxh "$root/usr/lib/modules" | cut -f1) kernel modules)"
 log "making the disk"
 uuid=$(cat /proc/sys/kernel/random/uuid)
 sed -i "s/@ROOT_UUID@/$uuid/g" "$root/etc/fstab" "$root/boot/grub/grub.cfg"
