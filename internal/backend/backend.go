@@ -166,6 +166,9 @@ type Instance struct {
 	// Proxy is the proxy's settings as the backend stores them, without the password; nil when the backend
 	// cannot read them back.
 	Proxy *proxyconf.Settings
+	// Notes are what the user should know about an operation that succeeded, such as a readiness check the
+	// backend could not make from where the provider runs. The provider shows each as a warning.
+	Notes []string
 }
 
 // Selector picks the instances ListByTag returns.

@@ -138,6 +138,9 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 		}
 		return
 	}
+	for _, note := range created.Notes {
+		resp.Diagnostics.AddWarning("Egress proxy created with a caveat", fmt.Sprintf("%s: %s", created.ID, note))
+	}
 	resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	r.setIdentity(ctx, resp.Identity, created.ID)

@@ -63,7 +63,12 @@ type kvmPlacementModel struct {
 	Bridge         types.String `tfsdk:"bridge"`
 	MAC            types.String `tfsdk:"mac"`
 	IP             types.String `tfsdk:"ip"`
+	ImageFile      types.String `tfsdk:"image_file"`
+	UserNet        types.Bool   `tfsdk:"user_net"`
+	ForwardAddress types.String `tfsdk:"forward_address"`
+	ForwardPort    types.Int64  `tfsdk:"forward_port"`
 	WaitForAddress types.Bool   `tfsdk:"wait_for_address"`
+	WaitForProxy   types.Bool   `tfsdk:"wait_for_proxy"`
 }
 
 type authModel struct {
@@ -95,7 +100,13 @@ func (m proxyResourceModel) placement() backend.Placement {
 				Bridge:         m.KVM.Bridge.ValueString(),
 				MAC:            m.KVM.MAC.ValueString(),
 				IP:             m.KVM.IP.ValueString(),
+				ImageFile:      m.KVM.ImageFile.ValueString(),
+				UserNet:        m.KVM.UserNet.ValueBool(),
+				ForwardAddress: m.KVM.ForwardAddress.ValueString(),
+				ForwardPort:    int(m.KVM.ForwardPort.ValueInt64()),
 				WaitForAddress: m.KVM.WaitForAddress.ValueBool(),
+				// Waiting for the proxy needs its address: no address wait, no proxy wait.
+				WaitForProxy: m.KVM.WaitForProxy.ValueBool() && m.KVM.WaitForAddress.ValueBool(),
 			}
 		}
 		return p
@@ -120,7 +131,11 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 			MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
 			DomainType: optionalString(k.DomainType), Pool: optionalString(k.Pool), BaseVolume: optionalString(k.BaseVolume),
 			Network: optionalString(k.Network), Bridge: optionalString(k.Bridge), MAC: optionalString(k.MAC), IP: optionalString(k.IP),
+			ImageFile: types.StringNull(), UserNet: optionalBool(k.UserNet), ForwardAddress: optionalString(k.ForwardAddress),
+			ForwardPort:    optionalInt(k.ForwardPort),
 			WaitForAddress: types.BoolValue(k.WaitForAddress || p.KVM == nil),
+			// A proxy made without an address wait could not wait for the proxy either: the default is the guess.
+			WaitForProxy: types.BoolValue(k.WaitForProxy || !k.WaitForAddress || p.KVM == nil),
 		}
 	}
 }
@@ -189,6 +204,20 @@ func (k *kvmPlacementModel) setResolved(p backend.KVMPlacement) {
 			*f.attr = optionalString(f.resolved)
 		}
 	}
+}
+
+func optionalBool(b bool) types.Bool {
+	if !b {
+		return types.BoolNull()
+	}
+	return types.BoolValue(true)
+}
+
+func optionalInt(i int) types.Int64 {
+	if i == 0 {
+		return types.Int64Null()
+	}
+	return types.Int64Value(int64(i))
 }
 
 func optionalString(s string) types.String {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
@@ -93,8 +94,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			},
 			"kvm": schema.SingleNestedAttribute{
 				Optional:            true,
-				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider.",
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",
+				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy")},
 				Attributes: map[string]schema.Attribute{
 					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.Name()}},
 					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMVCPUs),
@@ -114,6 +115,19 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 					"ip": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "Fixed IPv4 address on the libvirt network: it becomes a DHCP host reservation there and the proxy's address before the guest boots.",
 						Validators:          []validator.String{attribute_validator.IPv4(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("bridge"))}},
+					"image_file": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Local path (where Terraform runs) of a qcow2 or raw disk image to use instead of `base_volume`. It is uploaded once into the pool as `egress-image-<sha256 prefix>` and shared by every proxy made from the same content; the provider never deletes image volumes.",
+						Validators:          []validator.String{attribute_validator.NotEmpty(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("base_volume"))}},
+					"user_net": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Use QEMU user-mode networking (passt) instead of a libvirt network or bridge, with the proxy port forwarded to `forward_address`:`forward_port` on the host. For laptops without a libvirt network.",
+						Validators: []validator.Bool{boolvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("network"), path.MatchRoot("kvm").AtName("bridge"), path.MatchRoot("kvm").AtName("ip")),
+							boolvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("forward_port"))}},
+					"forward_address": schema.StringAttribute{Optional: true, MarkdownDescription: "Host address the forwarded proxy port listens on with `user_net`; all addresses when unset.",
+						Validators: []validator.String{attribute_validator.IPv4(), stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
+					"forward_port": schema.Int64Attribute{Optional: true, MarkdownDescription: "Host port forwarded to the proxy port with `user_net`.",
+						Validators: []validator.Int64{attribute_validator.Port(), int64validator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
+					"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
+						MarkdownDescription: "Wait, within the create timeout, until the proxy answers on its health port. When the proxy's address is on no network of the machine Terraform runs on (a remote host's libvirt network, for example), it is not probed: the apply succeeds with a warning saying what it waited for instead. Ignored when `wait_for_address` is false."},
 					"wait_for_address": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
 						MarkdownDescription: "Wait, within the create timeout, until the network's DHCP leases or the guest agent report the proxy's address. Turn off on hosts where nothing reports one."},
 				},

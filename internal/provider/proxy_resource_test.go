@@ -97,6 +97,30 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				ImportStateKind: resource.ImportBlockWithResourceIdentity,
 			},
 			{
+				// What Create waits for changes in place; what it makes does not.
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1", wait_for_proxy = false }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com", "api.github.com"]
+  labels               = { team = "platform", env = "prod" }
+`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
+			},
+			{
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1", wait_for_proxy = false, memory_mib = 1024 }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com", "api.github.com"]
+  labels               = { team = "platform", env = "prod" }
+`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+			},
+			{
 				// A destination change cannot be applied in place: the proxy is replaced.
 				Config: proxyConfig(`
   kvm                  = { host = "hv1" }

@@ -80,6 +80,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if m.Placement.WaitForProxy {
 		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
 		b.recordNote(inst.ID, note)
+		if note != "" {
+			inst.Notes = append(inst.Notes, note)
+		}
 		if err != nil {
 			return inst, classify(object, err)
 		}

@@ -31,6 +31,7 @@ func TestLiveBootedGuest(t *testing.T) {
 	// The test runs in the root namespace; its probes of the guest start inside the test namespace, where
 	// the guest is reachable, as from a provider on the libvirt host. Nothing leaves the namespace.
 	b.readiness.dial = netnsDial(liveNetns())
+	b.readiness.attached = nil // the test dial decides what is reachable
 	spec := liveSpec(testOwner(t))
 	spec.Placement.KVM.ImageFile = image
 	spec.Placement.KVM.DiskGiB = 0

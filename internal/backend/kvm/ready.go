@@ -38,6 +38,25 @@ type readiness struct {
 	unreachableAfter time.Duration
 	// attemptTimeout bounds one probe: connect and the HTTP exchange.
 	attemptTimeout time.Duration
+	// attached reports whether an address lies on a network this machine has an interface on; nil means
+	// every address does (tests with a fake dial).
+	attached func(ip net.IP) bool
+}
+
+// attachedHere reports whether ip is inside a network one of this machine's interfaces is on. A libvirt
+// network is reachable only from its own host; any other address would be probed along the default route,
+// sending packets off this machine towards a network that only exists elsewhere.
+func attachedHere(ip net.IP) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 func defaultReadiness() readiness {
@@ -47,6 +66,7 @@ func defaultReadiness() readiness {
 		healthPort:       proxyconf.DefaultHealthPort,
 		unreachableAfter: 30 * time.Second,
 		attemptTimeout:   5 * time.Second,
+		attached:         attachedHere,
 	}
 }
 
@@ -84,6 +104,9 @@ func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain,
 		return "", backend.Permanent("", "no address to check the proxy at")
 	}
 	r := b.readiness
+	if ip := net.ParseIP(host); !p.UserNet && r.attached != nil && ip != nil && !r.attached(ip) {
+		return fmt.Sprintf("readiness not verified: the proxy's address %s is on no network this machine is attached to, so it was not probed from where the provider runs; Create waited only until %s", host, what), nil
+	}
 	check := fmt.Sprintf("a connection to %s and 200 from http://%s%s", net.JoinHostPort(host, strconv.Itoa(inst.Port)),
 		net.JoinHostPort(host, strconv.Itoa(r.healthPort)), proxyconf.HealthPath)
 	if p.UserNet {

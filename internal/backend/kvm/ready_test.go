@@ -84,6 +84,7 @@ func TestFakeWaitForProxyUntilHealthy(t *testing.T) {
 	defer health.Close()
 	proxy := listen(t)
 	b.readiness.dial = routeTo(map[int]string{3128: proxy.Addr().String(), proxyconf.DefaultHealthPort: health.Listener.Addr().String()}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
 
 	spec := readySpec(f, "ready-1", "198.18.0.50")
 	inst, err := b.Create(context.Background(), spec)
@@ -111,6 +112,7 @@ func TestFakeWaitForProxyUnreachableIsNoted(t *testing.T) {
 			f := newFakeHost()
 			b, _ := fakeBackend(f)
 			b.readiness.dial = routeTo(nil, fail)
+			b.readiness.attached = nil // the test dial decides what is reachable
 			b.readiness.unreachableAfter = 20 * time.Millisecond
 			inst, err := b.Create(context.Background(), readySpec(f, "unreach-1", "198.18.0.51"))
 			if err != nil {
@@ -130,6 +132,7 @@ func TestFakeWaitForProxyReachableButSilentTimesOut(t *testing.T) {
 	b, _ := fakeBackend(f)
 	// Both ports refuse: the guest's kernel is there, Squid is not (yet).
 	b.readiness.dial = routeTo(map[int]string{}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -147,6 +150,7 @@ func TestFakeWaitForProxyFixedIPWaitsForTheLease(t *testing.T) {
 	f := newFakeHost()
 	b, _ := fakeBackend(f)
 	b.readiness.dial = routeTo(nil, os.NewSyscallError("connect", syscall.EHOSTUNREACH))
+	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec := fakeSpec("fixed-1", "o")
 	spec.Placement.KVM.WaitForProxy = true
@@ -174,6 +178,7 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	}))
 	defer squid.Close()
 	b.readiness.dial = routeTo(map[int]string{18080: squid.Listener.Addr().String()}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
 	spec := fakeSpec("user-1", "o")
 	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
 	spec.Placement.KVM.WaitForProxy = true
@@ -184,6 +189,7 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 
 	// passt accepts whenever it runs: a refusal means the forward is not where the provider runs.
 	b.readiness.dial = routeTo(map[int]string{}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec = fakeSpec("user-2", "o")
 	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18081, true
@@ -195,11 +201,22 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	// A forward that accepts and closes (passt while the guest does not listen) is waited for.
 	closer := listen(t)
 	b.readiness.dial = routeTo(map[int]string{18082: closer.Addr().String()}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
 	spec = fakeSpec("user-3", "o")
 	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18082, true
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassTransient {
 		t.Errorf("Create with a silent guest = %v, want Transient after the timeout", err)
+	}
+}
+
+// An address on no network of this machine is never probed: that would send packets along the default route.
+func TestReadinessDoesNotProbeOffLinkAddresses(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]bool{"127.0.0.1": true, "198.51.100.7": false} {
+		if got := attachedHere(net.ParseIP(addr)); got != want {
+			t.Errorf("attachedHere(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }

@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+)
+
+// requiresReplaceExcept replaces the resource when a nested object changes in anything but the named
+// attributes: those say how Create behaves (what it waits for), not what it makes, so changing them must
+// not rebuild a running proxy.
+func requiresReplaceExcept(inPlace ...string) planmodifier.Object {
+	return requiresReplaceExceptModifier{inPlace: inPlace}
+}
+
+type requiresReplaceExceptModifier struct{ inPlace []string }
+
+func (m requiresReplaceExceptModifier) Description(context.Context) string {
+	return fmt.Sprintf("Changing this object replaces the resource, unless only %s change.", strings.Join(m.inPlace, " or "))
+}
+
+func (m requiresReplaceExceptModifier) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
+
+func (m requiresReplaceExceptModifier) PlanModifyObject(_ context.Context, req planmodifier.ObjectRequest, resp *planmodifier.ObjectResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return // create or destroy: nothing to replace
+	}
+	if req.StateValue.IsNull() != req.PlanValue.IsNull() || req.PlanValue.IsUnknown() {
+		resp.RequiresReplace = !req.StateValue.Equal(req.PlanValue)
+		return
+	}
+	if req.StateValue.IsNull() {
+		return
+	}
+	before, after := req.StateValue.Attributes(), req.PlanValue.Attributes()
+	configured := map[string]attr.Value{}
+	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() {
+		configured = req.ConfigValue.Attributes()
+	}
+	for name, planned := range after {
+		if m.ignored(name) {
+			continue
+		}
+		prior, ok := before[name]
+		if !ok {
+			resp.RequiresReplace = true
+			return
+		}
+		// Object modifiers run before those of the nested attributes: a computed attribute the
+		// configuration leaves unset is still unknown here, and keeps its state value later.
+		if planned.IsUnknown() {
+			if c, set := configured[name]; set && c.IsNull() {
+				continue
+			}
+		}
+		if !equalKnown(prior, planned) {
+			resp.RequiresReplace = true
+			return
+		}
+	}
+}
+
+func (m requiresReplaceExceptModifier) ignored(name string) bool {
+	for _, n := range m.inPlace {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// equalKnown treats a value still unknown in the plan as a change: the new value cannot be proved the same.
+func equalKnown(prior, planned attr.Value) bool {
+	return !planned.IsUnknown() && prior.Equal(planned)
+}

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The README's first command: make an egress proxy VM on a local, confined libvirt environment and show it at
+# work. `scripts/quickstart.sh destroy` removes it.
+#
+# Everything runs on this machine: libvirtd in its own network namespace (scripts/libvirt-env.sh), the proxy VM
+# on that namespace's libvirt network, and two small web servers there (allowed.test and denied.test, named on
+# the network's DNS) for the proxy to let through or refuse.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
+work=$cache/quickstart
+netns=${EGRESS_LIBVIRT_NETNS:-egress-test}
+uri=qemu:///system
+gateway=198.18.0.1
+dns_entry="<host ip='$gateway'><hostname>allowed.test</hostname><hostname>denied.test</hostname></host>"
+
+say() { printf '\n==> %s\n' "$*" >&2; }
+
+tofu=$(scripts/build-opentofu.sh)
+mkdir -p "$work"
+cp examples/quickstart/main.tf "$work/main.tf"
+go build -o "$work/bin/terraform-provider-egress" .
+cat >"$work/cli.tfrc" <<CFG
+provider_installation {
+  dev_overrides {
+    "registry.terraform.io/egress-proxies/egress" = "$work/bin"
+  }
+  direct {}
+}
+CFG
+export TF_CLI_CONFIG_FILE=$work/cli.tfrc TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1
+image=$(scripts/build-image.sh)
+
+if [[ ${1:-} == destroy ]]; then
+	say "destroying the quickstart proxy"
+	"$tofu" -chdir="$work" destroy -auto-approve -var "image_file=$image"
+	pkill -f "$work/upstream" 2>/dev/null || true
+	virsh -q -c "$uri" net-update egress-test delete dns-host "$dns_entry" --live 2>/dev/null || true
+	exit 0
+fi
+
+say "starting the confined libvirt environment"
+scripts/install-deps.sh
+scripts/libvirt-env.sh start >/dev/null
+
+say "starting allowed.test and denied.test inside the namespace"
+virsh -q -c "$uri" net-update egress-test delete dns-host "$dns_entry" --live 2>/dev/null || true
+virsh -q -c "$uri" net-update egress-test add dns-host "$dns_entry" --live
+pkill -f "$work/upstream" 2>/dev/null || true
+mkdir -p "$work/upstream"
+echo "hello from the allowed side" >"$work/upstream/index.html"
+ip netns exec "$netns" python3 -m http.server 80 --bind "$gateway" --directory "$work/upstream" >/dev/null 2>&1 &
+
+say "applying examples/quickstart with OpenTofu (the VM boots under QEMU: a few minutes)"
+"$tofu" -chdir="$work" apply -auto-approve -var "image_file=$image"
+proxy=$("$tofu" -chdir="$work" output -raw proxy_url)
+proxy=${proxy#http://}
+
+say "waiting until the proxy at $proxy answers (cloud-init installs its configuration on first boot)"
+for _ in $(seq 1 144); do
+	code=$(ip netns exec "$netns" curl -s -o /dev/null -w '%{http_code}' --max-time 5 -x "http://$proxy" http://allowed.test/ || true)
+	[[ $code != 000 ]] && break
+	sleep 5
+done
+
+say "an allowed destination through the proxy"
+ip netns exec "$netns" curl -sS -i --max-time 10 -x "http://$proxy" http://allowed.test/ | sed -n '1p;$p'
+say "a destination outside allowed_destinations"
+ip netns exec "$netns" curl -sS -o /dev/null -w 'HTTP %{http_code} (refused by the proxy)\n' --max-time 10 -x "http://$proxy" http://denied.test/
+
+say "done. The proxy is $proxy on the namespace's network; remove it with: make quickstart-destroy"
