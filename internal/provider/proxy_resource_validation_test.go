@@ -45,6 +45,9 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm ip not ipv4":            {base + "  kvm = { ip = \"fe80::1\" }", `Invalid IPv4 address.*Attribute kvm.ip`},
 		"kvm network and bridge":     {base + "  kvm = { network = \"default\", bridge = \"br0\" }", `Invalid Attribute Combination.*kvm.bridge`},
 		"kvm domain type":            {base + "  kvm = { domain_type = \"xen\" }", `Invalid Attribute Value Match.*kvm.domain_type value must be one of`},
+		"kvm user net without port":  {base + "  kvm = { user_net = true }", `Invalid Attribute Combination.*kvm.forward_port`},
+		"kvm user net and network":   {base + "  kvm = { user_net = true, forward_port = 13128, network = \"default\" }", `Invalid Attribute Combination.*kvm.network`},
+		"kvm image and base volume":  {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
 		"gcp zone missing":           {base + "  gcp = { project = \"p\" }", `Incorrect attribute value type.*attribute "zone" is required`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid proxy name.*Attribute kubernetes.namespace: "Team_A"`},
 	}
