@@ -126,7 +126,12 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DE
 
 log "debootstrap $suite (minbase) from $mirror into $work"
 include=$(IFS=,; echo "${packages[*]}")
-if ! debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+# Downloaded packages are kept for the next build (a changed script rebuilds without downloading them again).
+debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
+mkdir -p "$debs"
+find "$debs" -name '*.deb' -mtime +60 -delete
+if ! debootstrap --variant=minbase --cache-dir="$debs" --include="$include" "$suite" "$root" "$mirror" \
+	>"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
 	[[ -f $root/debootstrap/debootstrap.log ]] && tail -n 40 "$root/debootstrap/debootstrap.log" >&2
 	exit 1
@@ -155,11 +160,13 @@ chmod 755 "$root/usr/sbin/policy-rc.d"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 mount -t proc proc "$root/proc"
 in_root dpkg --configure -a >&2
+find "$debs" -maxdepth 1 -name '*.deb' -exec cp -t "$root/var/cache/apt/archives/" {} +
 in_root apt-get -q update >&2
 apt_opts=(-q -y -o Dpkg::Options::=--force-confold -o APT::Install-Recommends=false)
 in_root apt-get "${apt_opts[@]}" dist-upgrade >&2
 in_root apt-get "${apt_opts[@]}" install "$kernel" "${packages[@]}" >&2
 umount "$root/proc"
+cp -n -t "$debs" "$root"/var/cache/apt/archives/*.deb 2>/dev/null || true
 if in_root dpkg --audit | grep -q .; then
 	in_root dpkg --audit >&2
 	echo "build-image: packages left unconfigured" >&2
