@@ -151,14 +151,12 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	timeout, d := state.Timeouts.Read(ctx, defaultReadTimeout)
 	resp.Diagnostics.Append(d...)
-	id, diags := parseID(state.ID.ValueString())
-	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b, diags := r.backendFor(ctx, id.Backend)
+	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -193,8 +191,6 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &passwordWO)...)
 	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
 	resp.Diagnostics.Append(d...)
-	id, diags := parseID(state.ID.ValueString())
-	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -202,7 +198,7 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	defer cancel()
 	spec, diags := r.spec(ctx, plan, state.UID.ValueString(), passwordWO)
 	resp.Diagnostics.Append(diags...)
-	b, diags := r.backendFor(ctx, id.Backend)
+	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -227,14 +223,12 @@ func (r *proxyResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(d...)
-	id, diags := parseID(state.ID.ValueString())
-	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	b, diags := r.backendFor(ctx, id.Backend)
+	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -284,6 +278,17 @@ func (r *proxyResource) setIdentity(ctx context.Context, identity interface {
 		return
 	}
 	identity.Set(ctx, proxyIdentityModel{ID: types.StringValue(id.String())})
+}
+
+// existing resolves a state's id to the backend that holds the proxy.
+func (r *proxyResource) existing(ctx context.Context, stateID string) (backend.ProviderID, backend.Backend, diag.Diagnostics) {
+	id, diags := parseID(stateID)
+	if diags.HasError() {
+		return id, nil, diags
+	}
+	b, d := r.backendFor(ctx, id.Backend)
+	diags.Append(d...)
+	return id, b, diags
 }
 
 func parseID(s string) (backend.ProviderID, diag.Diagnostics) {
