@@ -57,10 +57,10 @@ packages=(
 
 log() { printf '%s build-image: %s\n' "$(date +%T)" "$*" >&2; }
 
-# What the image is made from: this script and the guest configuration it copies in.
+# What the image is made from: this script, configure-rootfs.sh and the guest files it copies in (not the smoke test).
 inputs_hash() {
 	{
-		sha256sum "$here/build-image.sh"
+		sha256sum "$here/build-image.sh" "$imagedir/configure-rootfs.sh"
 		find "$imagedir/rootfs" -type f -print0 2>/dev/null | sort -z | xargs -0 -r sha256sum
 		printf '%s\n' "$mirror" "$suite" "$disk_mib" "$kernel" "${packages[*]}"
 	} | sed "s#$here##" | sha256sum | cut -d' ' -f1

@@ -64,3 +64,17 @@ rm -rf "$root/var/lib/apt/lists"/* "$root"/var/cache/apt/*.bin "$root/var/cache/
 	"$root/var/lib/dpkg"/*-old "$root/tmp"/* "$root/var/tmp"/* "$root/root/.bash_history" "$root/debootstrap"
 mkdir -p "$root/var/lib/apt/lists/partial"
 find "$root/var/log" -type f -delete
+
+# What the image promises, checked.
+expect() { # PATTERN COMMAND...: the first line COMMAND prints in the guest tree must match PATTERN
+	local want=$1 got
+	shift
+	got=$(in_root "$@" 2>/dev/null | head -n 1 || true)
+	[[ $got == $want ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
+}
+expect disabled systemctl is-enabled squid.service
+expect masked systemctl is-enabled systemd-timesyncd.service
+expect masked systemctl is-enabled apt-daily.timer
+expect masked systemctl is-enabled apt-daily-upgrade.timer
+expect 'root L *' passwd -S root
+[[ ! -s $root/etc/machine-id ]] || { echo "configure-rootfs: machine-id not empty" >&2; exit 1; }
