@@ -170,8 +170,11 @@ resource "egress_proxy" "e2e" {
 		ProtoV6ProviderFactories: realProviders(),
 		CheckDestroy: func(*terraform.State) error {
 			left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
-			if err != nil || len(left) != 0 {
-				return fmt.Errorf("after destroy the owner still has %d objects (%v)", len(left), err)
+			if err != nil {
+				return fmt.Errorf("listing the owner's objects after destroy: %w", err)
+			}
+			if len(left) != 0 {
+				return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
 			}
 			return nil
 		},

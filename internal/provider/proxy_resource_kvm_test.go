@@ -82,13 +82,18 @@ resource "egress_proxy" "test" {
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
 		CheckDestroy: func(*terraform.State) error {
-			if _, err := b.Get(context.Background(), id); !backend.IsNotFound(err) {
-				return fmt.Errorf("%s after destroy: get returned %v, want NotFound", id, err)
+			if _, err := b.Get(context.Background(), id); err == nil {
+				return fmt.Errorf("%s still exists after destroy", id)
+			} else if !backend.IsNotFound(err) {
+				return fmt.Errorf("%s after destroy: get returned %w, want NotFound", id, err)
 			}
 			// Nothing of this owner is left: no domain, and no volume without a domain either.
 			left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
-			if err != nil || len(left) != 0 {
-				return fmt.Errorf("after destroy the owner still has %d objects (%v)", len(left), err)
+			if err != nil {
+				return fmt.Errorf("listing the owner's objects after destroy: %w", err)
+			}
+			if len(left) != 0 {
+				return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
 			}
 			return nil
 		},

@@ -21,7 +21,7 @@ const upstreamEnvVar = "EGRESS_E2E_UPSTREAM"
 // host it was asked for, so a test can tell which destination a proxied request reached.
 func serveUpstreams(addr string) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "upstream %s\n", r.Host)
+		_, _ = fmt.Fprintf(w, "upstream %s\n", r.Host) // a failed write shows in the client's check
 	})
 	cert, err := selfSigned()
 	if err != nil {
