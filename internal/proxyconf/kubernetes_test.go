@@ -21,7 +21,7 @@ func TestKubernetesFormRuns(t *testing.T) {
 		t.Skipf("the container command runs %s; squid here is %s", KubernetesSquidPath, bin)
 	}
 	b := newBackends(t)
-	hp := b.port(b.http)
+	hp := b.port(t, b.http)
 	dir := squidDir(t)
 	opts := testOptions(t, dir, testHosts)
 	// Only what a pod cannot have on this machine is overridden; logs and pid file keep the container's values.
@@ -54,7 +54,9 @@ func TestKubernetesFormRuns(t *testing.T) {
 	// Squid's shared memory is named after its service name, "squid" here as in a pod. Stopping it the way the
 	// kubelet does, before startSquidCmd's kill (cleanups run last first), lets it remove that memory.
 	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			return // it has exited already: nothing to wait for
+		}
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 			if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
 				break

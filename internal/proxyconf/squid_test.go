@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
@@ -50,11 +52,16 @@ func squidPath(t *testing.T) string {
 // user writes its logs there and its auth helper reads the htpasswd file, as on a real VM.
 func squidDir(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "proxyconf-squid-")
+	// Not t.TempDir: its parent is private to the user running the test, so Squid's user could not reach it.
+	dir, err := os.MkdirTemp("", "proxyconf-squid-") //nolint:usetesting // see above
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing %s: %v", dir, err)
+		}
+	})
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -99,8 +106,14 @@ func freePort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !ok {
+		t.Fatalf("listener address %v is not TCP", l.Addr())
+	}
+	return addr.Port
 }
 
 // testOptions points every file into dir and resolves names only through dir/hosts, which maps hosts to
@@ -159,7 +172,9 @@ func serviceName(t *testing.T) string {
 	t.Cleanup(func() {
 		leftovers, _ := filepath.Glob("/dev/shm/" + name + "-*")
 		for _, f := range leftovers {
-			os.Remove(f)
+			if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("removing Squid's leftover shared memory: %v", err)
+			}
 		}
 	})
 	return name
@@ -174,16 +189,18 @@ func startSquidCmd(t *testing.T, cmd *exec.Cmd, proxy, health, dir string) *runn
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	// Killing squid closes its helpers' stdin, and they exit with it.
-	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	// Only that it exited matters: how is in its output, which the failures below report.
+	go func() { _ = cmd.Wait(); close(exited) }()
+	// Killing squid closes its helpers' stdin, and they exit with it. A squid that exited already cannot be
+	// killed: waiting for exited is what counts.
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
 	sq := &runningSquid{proxy: proxy, health: health, dir: dir, output: out}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, addr := range []string{proxy, health} {
 		for {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
-				c.Close()
+				_ = c.Close() // only whether it accepts matters
 				break
 			}
 			select {
@@ -281,8 +298,10 @@ func (c proxyClient) get(t *testing.T, target, host string) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, host, c.authHeader())
+	defer func() { _ = conn.Close() }() // by then the exchange is over (or the test failed): nothing is left to send
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, host, c.authHeader()); err != nil {
+		t.Fatalf("sending GET %s: %v", target, err)
+	}
 	return readResult(t, bufio.NewReader(conn))
 }
 
@@ -293,15 +312,17 @@ func (c proxyClient) connect(t *testing.T, hostport string) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", hostport, hostport, c.authHeader())
+	defer func() { _ = conn.Close() }() // by then the exchange is over (or the test failed): nothing is left to send
+	if _, err := fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", hostport, hostport, c.authHeader()); err != nil {
+		t.Fatalf("sending CONNECT %s: %v", hostport, err)
+	}
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
 	if err != nil {
 		t.Fatalf("CONNECT %s: %v", hostport, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
+		_ = resp.Body.Close() // only the status is wanted; closing the connection discards the rest
 		return result{status: resp.StatusCode}
 	}
 	tconn := tls.Client(conn, &tls.Config{RootCAs: c.tlsRoots, ServerName: c.tlsHostname})
@@ -309,7 +330,9 @@ func (c proxyClient) connect(t *testing.T, hostport string) result {
 		t.Fatalf("TLS through CONNECT %s: %v", hostport, err)
 	}
 	host, _, _ := net.SplitHostPort(hostport)
-	fmt.Fprintf(tconn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host)
+	if _, err := fmt.Fprintf(tconn, "GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", host); err != nil {
+		t.Fatalf("GET through CONNECT %s: %v", hostport, err)
+	}
 	return readResult(t, bufio.NewReader(tconn))
 }
 
@@ -319,7 +342,7 @@ func readResult(t *testing.T, br *bufio.Reader) result {
 	if err != nil {
 		t.Fatalf("reading response: %v", err)
 	}
-	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close() // read to the end already: closing frees nothing the test needs
 	return result{status: resp.StatusCode, body: string(body)}
 }

@@ -1,6 +1,7 @@
 package proxyconf
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,14 +27,19 @@ type backends struct {
 	http, tls, other *httptest.Server
 }
 
-func (b backends) port(s *httptest.Server) int {
-	return s.Listener.Addr().(*net.TCPAddr).Port
+func (b backends) port(t *testing.T, s *httptest.Server) int {
+	t.Helper()
+	addr, ok := s.Listener.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("test server address %v is not TCP", s.Listener.Addr())
+	}
+	return addr.Port
 }
 
 func newBackends(t *testing.T) backends {
 	t.Helper()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "backend %s", strings.Split(r.Host, ":")[0])
+		_, _ = fmt.Fprintf(w, "backend %s", strings.Split(r.Host, ":")[0]) // a failed write shows as a wrong body
 	})
 	b := backends{http: httptest.NewServer(h), tls: httptest.NewTLSServer(h), other: httptest.NewServer(h)}
 	t.Cleanup(func() { b.http.Close(); b.tls.Close(); b.other.Close() })
@@ -41,9 +47,12 @@ func newBackends(t *testing.T) backends {
 }
 
 func (b backends) client(sq *runningSquid, from string) proxyClient {
+	// The TLS server's own certificate, the one root its b.tls.Client() trusts.
+	roots := x509.NewCertPool()
+	roots.AddCert(b.tls.Certificate())
 	return proxyClient{
 		proxy: sq.proxy, from: from,
-		tlsRoots: b.tls.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs,
+		tlsRoots: roots,
 		// httptest's certificate names example.com; the tunnel, not the name, is under test.
 		tlsHostname: "example.com",
 	}
@@ -98,7 +107,7 @@ func runRequests(t *testing.T, b backends, sq *runningSquid, reqs []request) {
 func TestSquidEnforcesSettings(t *testing.T) {
 	t.Parallel()
 	b := newBackends(t)
-	hp, tp, op := b.port(b.http), b.port(b.tls), b.port(b.other)
+	hp, tp, op := b.port(t, b.http), b.port(t, b.tls), b.port(t, b.other)
 	httpURL := func(host string) string { return fmt.Sprintf("http://%s:%d/", host, hp) }
 	tlsAddr := func(host string) string { return fmt.Sprintf("%s:%d", host, tp) }
 	ok := func(host string) string { return "backend " + host }

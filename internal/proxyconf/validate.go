@@ -38,7 +38,7 @@ func ValidateDestination(d string) error {
 func ValidateClientCIDR(c string) error {
 	p, err := netip.ParsePrefix(c)
 	if err != nil {
-		return fmt.Errorf("%q is not a CIDR range such as 10.0.0.0/8: %v", c, err)
+		return fmt.Errorf("%q is not a CIDR range such as 10.0.0.0/8: %w", c, err)
 	}
 	if p.Masked() != p {
 		return fmt.Errorf("%q has host bits set: write %s", c, p.Masked())

@@ -165,7 +165,7 @@ func parseURI(s string) (target, error) {
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return target{}, fmt.Errorf("libvirt URI %q: %v", s, err)
+		return target{}, fmt.Errorf("libvirt URI %q: %w", s, err)
 	}
 	if u.Scheme == "" || u.Opaque != "" {
 		return target{}, fmt.Errorf("libvirt URI %q must look like driver[+transport]://[user@][host][:port]/path", s)

@@ -76,7 +76,8 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 			t := time.NewTimer(callGrace)
 			defer t.Stop()
 			select {
-			case <-res:
+			case err := <-res:
+				_ = err // the caller has returned ctx's error: fn's own result has nobody to go to
 			case <-t.C:
 				c.drop(s)
 			}
@@ -139,14 +140,15 @@ func dialLibvirt(ctx context.Context, h HostConfig, t target) (*session, error) 
 	select {
 	case err := <-done:
 		if err != nil {
-			w.Close()
+			_ = w.Close() // the handshake's error is the one worth reporting
 			return nil, err
 		}
 	case <-ctx.Done():
-		w.Close() // ends the handshake's pending call
+		_ = w.Close() // ends the handshake's pending call; ctx's error is the one worth reporting
 		return nil, ctx.Err()
 	}
-	return &session{api: l, lost: w.lost, close: func() { w.Close() }}, nil
+	// Closing drops the session: nothing is left to flush, so a close error has no use.
+	return &session{api: l, lost: w.lost, close: func() { _ = w.Close() }}, nil
 }
 
 // watchedConn notices a broken connection itself: go-libvirt's own Disconnected channel can miss a drop that

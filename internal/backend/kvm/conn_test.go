@@ -94,14 +94,15 @@ func TestDialHungDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // ends the accept loop; the socket file goes with t.TempDir
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			// Held open, never answered: a hung daemon. Closed only when the accept loop ends.
+			defer func() { _ = c.Close() }()
 		}
 	}()
 	b, err := New(Config{Hosts: map[string]HostConfig{"h": {URI: "qemu:///system?socket=" + sock, BaseVolume: "b"}}})

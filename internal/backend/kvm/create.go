@@ -148,8 +148,8 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	if err != nil {
 		return dom, metadata{}, backend.NewError(backend.ClassPermanent, "", err)
 	}
-	clear := func() error { return clearLeftoverSeed(l, pool.pool.Name, spec) }
-	if err := createSeed(l, pool.pool, seedVolumeName(spec.Name), img, clear); err != nil {
+	clearLeftovers := func() error { return clearLeftoverSeed(l, pool.pool.Name, spec) }
+	if err := createSeed(l, pool.pool, seedVolumeName(spec.Name), img, clearLeftovers); err != nil {
 		return dom, metadata{}, err
 	}
 	if err := createRoot(l, pool.pool, rootVolumeName(spec.Name), base, capacity); err != nil {

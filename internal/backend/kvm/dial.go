@@ -92,7 +92,7 @@ func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
 	}
 	c, chans, reqs, err := ssh.NewClientConn(raw, addr, conf)
 	if err != nil {
-		raw.Close()
+		_ = raw.Close() // the handshake's error is the one worth reporting
 		var ne net.Error
 		if errors.As(err, &ne) || errors.Is(err, io.EOF) {
 			return nil, err // the network failed: worth retrying
@@ -103,7 +103,7 @@ func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
 	client := ssh.NewClient(c, chans, reqs)
 	conn, err := client.Dial("unix", t.socket)
 	if err != nil {
-		client.Close()
+		_ = client.Close() // the socket's error is the one worth reporting
 		return nil, fmt.Errorf("opening libvirt's socket %s on %s: %w", t.socket, t.host, err)
 	}
 	return &sshConn{Conn: conn, client: client}, nil

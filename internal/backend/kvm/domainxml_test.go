@@ -91,7 +91,9 @@ func TestFakeUserNetWithoutPasstFallsBackToSlirp(t *testing.T) {
 			t.Fatal(err)
 		}
 		var dx libvirtxml.Domain
-		dx.Unmarshal(f.domains[spec.Name].xml)
+		if err := dx.Unmarshal(f.domains[spec.Name].xml); err != nil {
+			t.Fatal(err)
+		}
 		if len(dx.Devices.Interfaces) != 0 || dx.QEMUCommandline == nil || len(dx.QEMUCommandline.Args) != 4 {
 			t.Fatalf("domain XML: interfaces %+v, qemu args %+v; want QEMU's user network instead", dx.Devices.Interfaces, dx.QEMUCommandline)
 		}

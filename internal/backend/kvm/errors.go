@@ -21,7 +21,9 @@ func classify(object string, err error) error {
 	}
 	var be *backend.Error
 	if errors.As(err, &be) {
-		if be == err && be.Object == "" {
+		// Identity, not a match: only an error that is itself the classification is renamed; one wrapped in
+		// more context is returned as it is.
+		if be == err && be.Object == "" { //nolint:errorlint // deliberately an identity check, see above
 			// Classified deep inside an operation that did not know the object's name: name it now.
 			return &backend.Error{Class: be.Class, Object: object, Err: be.Err}
 		}

@@ -322,7 +322,7 @@ func (f *fakeHost) StorageVolCreateXML(pool libvirt.StoragePool, x string, _ lib
 // (uploadDelay spaces the chunks); an injected failure reads the stream and stores nothing.
 func (f *fakeHost) StorageVolUpload(v libvirt.StorageVol, r io.Reader, _ uint64, _ uint64, _ libvirt.StorageVolUploadFlags) error {
 	if err := f.hook("StorageVolUpload"); err != nil {
-		io.Copy(io.Discard, r)
+		_, _ = io.Copy(io.Discard, r) // drained as libvirtd would; the injected failure is the result
 		return err
 	}
 	f.mu.Lock()
@@ -436,7 +436,7 @@ func (f *fakeHost) NetworkUpdateCompat(n libvirt.Network, cmd libvirt.NetworkUpd
 	case libvirt.NetworkUpdateCommandDelete:
 		kept := fn.hosts[:0]
 		for _, e := range fn.hosts {
-			if !(strings.EqualFold(e.MAC, h.MAC) && e.IP == h.IP) {
+			if !strings.EqualFold(e.MAC, h.MAC) || e.IP != h.IP {
 				kept = append(kept, e)
 			}
 		}

@@ -91,7 +91,7 @@ func hashImage(ctx context.Context, path string, st os.FileInfo) (imageInfo, err
 	if err != nil {
 		return imageInfo{}, fmt.Errorf("image file: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing loses nothing
 	info := imageInfo{path: path, size: st.Size(), modTime: st.ModTime(), format: formatRaw, capacity: uint64(st.Size())}
 	header := make([]byte, 72)
 	n, err := io.ReadFull(f, header)

@@ -68,19 +68,30 @@ func TestInspectImage(t *testing.T) {
 	}
 
 	// The cache is keyed by size and mtime: new content with a new mtime is hashed again.
-	data, _ := os.ReadFile(r)
+	data, err := os.ReadFile(r)
+	if err != nil {
+		t.Fatal(err)
+	}
 	data[0] ^= 0xff
-	os.WriteFile(r, data, 0o644)
-	os.Chtimes(r, time.Now().Add(time.Hour), time.Now().Add(time.Hour))
+	if err := os.WriteFile(r, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(r, time.Now().Add(time.Hour), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	again, err := inspectImage(ctx, r)
 	if err != nil || again.sum == info.sum {
 		t.Errorf("after a change: %s, %v; want a new hash", again.sum, err)
 	}
 
 	overlay := writeImage(t, 1000, true, gib)
-	data, _ = os.ReadFile(overlay)
+	if data, err = os.ReadFile(overlay); err != nil {
+		t.Fatal(err)
+	}
 	binary.BigEndian.PutUint64(data[8:16], 512)
-	os.WriteFile(overlay, data, 0o644)
+	if err := os.WriteFile(overlay, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := inspectImage(ctx, overlay); err == nil || !strings.Contains(err.Error(), "backing file") {
 		t.Errorf("qcow2 overlay = %v, want refused", err)
 	}
@@ -92,10 +103,14 @@ func TestInspectImage(t *testing.T) {
 func TestVerifyingReaderWithholdsTheEnd(t *testing.T) {
 	t.Parallel()
 	good := bytes.Repeat([]byte("a"), 1000)
-	info := imageInfo{}
 	path := filepath.Join(t.TempDir(), "f")
-	os.WriteFile(path, good, 0o644)
-	st, _ := os.Stat(path)
+	if err := os.WriteFile(path, good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	info, err := hashImage(context.Background(), path, st)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +175,9 @@ func TestFakeImageFileSharedByParallelCreates(t *testing.T) {
 			t.Fatalf("domain %s not running", spec.Name)
 		}
 		var root libvirtxml.StorageVolume
-		root.Unmarshal(f.pools["pool"].vols[rootVolumeName(spec.Name)].xml)
+		if err := root.Unmarshal(f.pools["pool"].vols[rootVolumeName(spec.Name)].xml); err != nil {
+			t.Fatalf("root volume of %s: %v", spec.Name, err)
+		}
 		if root.BackingStore == nil || root.BackingStore.Path != img.vol.Key || root.BackingStore.Format.Type != "qcow2" || root.Capacity.Value != 3*gib {
 			t.Errorf("root overlay of %s = %+v, want on %s (qcow2) with the image's 3 GiB", spec.Name, root.BackingStore, img.vol.Key)
 		}
@@ -319,7 +336,9 @@ func TestFakeAdoptNeedsNoImageFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	cnt.take()
-	os.Remove(path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	again, err := b.Create(ctx, spec)
 	if err != nil || again.UID != first.UID || again.Placement.KVM.BaseVolume != first.Placement.KVM.BaseVolume {
 		t.Fatalf("adopting Create after the image file is gone = %+v, %v", again, err)

@@ -133,7 +133,7 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 	if err != nil {
 		return false, backend.NewError(backend.ClassPermanent, "", fmt.Errorf("image file: %w", err))
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: closing loses nothing
 	var vol libvirt.StorageVol
 	exists := false
 	err = c.do(ctx, func(l api) error {
@@ -165,7 +165,7 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := c.do(dctx, func(l api) error { return deleteVolume(l, pool, name) }); derr != nil {
-			return false, fmt.Errorf("uploading image file %s to volume %s: %w (and removing the partial volume: %v)", img.path, name, err, derr)
+			return false, fmt.Errorf("uploading image file %s to volume %s: %w (and removing the partial volume: %s)", img.path, name, err, derr.Error())
 		}
 		return false, fmt.Errorf("uploading image file %s to volume %s: %w", img.path, name, err)
 	}

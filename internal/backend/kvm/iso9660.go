@@ -96,10 +96,11 @@ func dirRecord(ident []byte, sector, size uint32, dir bool, at time.Time, system
 	if n%2 == 1 {
 		n++ // the identifier is padded so system use starts on an even offset
 	}
-	r := make([]byte, n+len(systemUse))
-	if len(r)%2 == 1 {
-		r = append(r, 0)
+	recLen := n + len(systemUse)
+	if recLen%2 == 1 {
+		recLen++ // a record's length is even: a padding byte ends it
 	}
+	r := make([]byte, recLen)
 	r[0] = byte(len(r))
 	both32(r[2:], sector)
 	both32(r[10:], size)

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,7 +77,7 @@ func TestReadISOFileAndIdentity(t *testing.T) {
 	if _, err := readISOFile(img, "nope"); err == nil {
 		t.Error("a missing file was found")
 	}
-	if _, err := seedIdentity(make([]byte, 40000)); err != errNoISO {
+	if _, err := seedIdentity(make([]byte, 40000)); !errors.Is(err, errNoISO) {
 		t.Errorf("identity of zeros = %v, want errNoISO", err)
 	}
 	big := bytes.Repeat([]byte("x"), 5000) // spans sectors

@@ -25,9 +25,9 @@ func BenchmarkRPCCallsLive(b *testing.B) {
 		b.Fatal(err)
 	}
 	be.pollInterval = 100 * time.Millisecond
-	defer be.Close()
+	closeAtEnd(b, be)
 	ctx := context.Background()
-	owner := testOwner(b)
+	owner := testOwner()
 	report := func(b *testing.B, total int) { b.ReportMetric(float64(total)/float64(b.N), "calls/op") }
 
 	var ids []backend.ProviderID
@@ -73,7 +73,9 @@ func BenchmarkRPCCallsLive(b *testing.B) {
 		report(b, total)
 	})
 	for _, id := range ids {
-		be.Delete(ctx, id)
+		if err := be.Delete(ctx, id); err != nil {
+			b.Errorf("cleanup of %s: %v", id.Name, err)
+		}
 	}
 
 	b.Run("ListByTag100", func(b *testing.B) {
@@ -101,7 +103,9 @@ func BenchmarkRPCCallsLive(b *testing.B) {
 		})
 		defer func() {
 			for _, n := range names {
-				be.Delete(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: n})
+				if err := be.Delete(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: n}); err != nil {
+					b.Errorf("cleanup of %s: %v", n, err)
+				}
 			}
 		}()
 		if err != nil {

@@ -32,7 +32,7 @@ func TestLiveBootedGuest(t *testing.T) {
 	// the guest is reachable, as from a provider on the libvirt host. Nothing leaves the namespace.
 	b.readiness.dial = netnsDial(liveNetns())
 	b.readiness.attached = nil // the test dial decides what is reachable
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	spec.Placement.KVM.ImageFile = image
 	spec.Placement.KVM.DiskGiB = 0
 	spec.Placement.KVM.MemoryMiB = 512
@@ -108,7 +108,7 @@ func netnsDial(name string) func(ctx context.Context, network, addr string) (net
 				ch <- result{nil, err}
 				return
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }() // read only: needed just to enter the namespace
 			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 				ch <- result{nil, fmt.Errorf("entering network namespace %s: %w", name, err)}
 				return

@@ -12,7 +12,7 @@ import (
 
 func TestLiveCreateGetDelete(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	cleanupProxy(t, b, spec.Name)
 
 	inst, err := b.Create(ctxFor(t, 2*time.Minute), spec)

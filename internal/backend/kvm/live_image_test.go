@@ -32,7 +32,7 @@ func countingLiveBackend(t testing.TB) (*Backend, *counter) {
 		t.Fatal(err)
 	}
 	b.pollInterval = 200 * time.Millisecond
-	t.Cleanup(func() { b.Close() })
+	closeAtEnd(t, b)
 	return b, cnt
 }
 
@@ -58,13 +58,15 @@ func removeImageVolume(t *testing.T, b *Backend, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		b.conns[liveHost].do(ctx, func(l api) error { return deleteVolume(l, b.hosts[liveHost].Pool, name) })
+		if err := b.conns[liveHost].do(ctx, func(l api) error { return deleteVolume(l, b.hosts[liveHost].Pool, name) }); err != nil {
+			t.Errorf("cleanup of image volume %s: %v", name, err)
+		}
 	})
 }
 
 func TestLiveImageFileSharedByParallelCreates(t *testing.T) {
 	b, cnt := countingLiveBackend(t)
-	owner := testOwner(t)
+	owner := testOwner()
 	path := liveQCOW2(t, 48)
 	info, err := inspectImage(ctxFor(t, time.Minute), path)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 
 func TestLiveAdoptAndRefuseForeignUID(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	cleanupProxy(t, b, spec.Name)
 	first, err := b.Create(ctxFor(t, 2*time.Minute), spec)
 	if err != nil {
@@ -39,7 +39,7 @@ func TestLiveAdoptAndRefuseForeignUID(t *testing.T) {
 // or cleaned up.
 func TestLiveHalfFinishedCreates(t *testing.T) {
 	b := liveBackend(t)
-	owner := testOwner(t)
+	owner := testOwner()
 	c := b.conns[liveHost]
 	defineOnly := func(spec backend.Spec) {
 		t.Helper()
@@ -147,7 +147,7 @@ func TestLiveHalfFinishedCreates(t *testing.T) {
 
 func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	cleanupProxy(t, b, spec.Name)
 	var totalKiB uint64
 	inspect(t, b, func(l api) error {
@@ -170,7 +170,7 @@ func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 
 func TestLiveFixedIPIsADHCPReservation(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	spec.Placement.KVM.IP = "198.18.0.77"
 	spec.Placement.KVM.WaitForAddress = true
 	cleanupProxy(t, b, spec.Name)
@@ -230,7 +230,7 @@ func TestLiveErrorsOfUnusableHosts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer b.Close()
+			closeAtEnd(t, b)
 			start := time.Now()
 			_, err = b.Create(ctxFor(t, time.Minute), liveSpec("o"))
 			if backend.ClassOf(err) != tc.want || time.Since(start) > 5*time.Second {
@@ -242,7 +242,7 @@ func TestLiveErrorsOfUnusableHosts(t *testing.T) {
 
 func TestLiveReconnectAfterDrop(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	cleanupProxy(t, b, spec.Name)
 	inst, err := b.Create(ctxFor(t, 2*time.Minute), spec)
 	if err != nil {
@@ -262,8 +262,11 @@ func TestLiveCheck(t *testing.T) {
 	}
 	hc := liveHostConfig(t)
 	hc.Network = "no-such-network"
-	bad, _ := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
-	defer bad.Close()
+	bad, err := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, bad)
 	if h := bad.Check(context.Background()); h[0].Healthy || !strings.Contains(h[0].Reason, "no-such-network") {
 		t.Errorf("Check with a missing network = %+v", h)
 	}

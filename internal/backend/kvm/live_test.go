@@ -48,8 +48,17 @@ func liveBackend(t testing.TB) *Backend {
 		t.Fatal(err)
 	}
 	b.pollInterval = 200 * time.Millisecond
-	t.Cleanup(func() { b.Close() })
+	closeAtEnd(t, b)
 	return b
+}
+
+// closeAtEnd closes b's connections when the test ends.
+func closeAtEnd(t testing.TB, b *Backend) {
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("closing the backend: %v", err)
+		}
+	})
 }
 
 // liveSpec is a small proxy VM: the blank base volume boots nothing, but QEMU runs it, which is what the
@@ -68,7 +77,7 @@ func liveSpec(owner string) backend.Spec {
 	}
 }
 
-func testOwner(t testing.TB) string {
+func testOwner() string {
 	return "test-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 }
 

@@ -33,7 +33,7 @@ func TestLiveUserNetForward(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test inspects the test namespace and must run as root, like scripts/libvirt-env.sh")
 	}
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	port := 20000 + rand.IntN(20000)
 	spec.Placement.KVM.UserNet = true
 	spec.Placement.KVM.ForwardAddress = "127.0.0.1"
@@ -107,7 +107,7 @@ func TestLiveUserNetForward(t *testing.T) {
 // when it does not. It never fails on a daemon without passt: the backend falls back (above).
 func TestLivePasstSupport(t *testing.T) {
 	b := liveBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 3128
 	p, err := resolvePlacement(spec, b.hosts)
 	if err != nil {

@@ -163,7 +163,7 @@ func (r readiness) probeProxy(ctx context.Context, host string, port int) (probe
 	if err != nil {
 		return dialResult(err, false), err
 	}
-	conn.Close()
+	_ = conn.Close() // only whether the connect succeeded matters
 	status, err := r.get(ctx, net.JoinHostPort(host, strconv.Itoa(r.healthPort)), proxyconf.HealthPath)
 	switch {
 	case err != nil:
@@ -202,9 +202,9 @@ func (r readiness) get(ctx context.Context, addr, path string) (int, error) {
 	if err != nil {
 		return 0, &dialFailure{err}
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }() // the status is read already, or the error that ended the request is reported
 	if d, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(d)
+		_ = conn.SetDeadline(d) // fails only on a closed connection, whose write below fails and is reported
 	}
 	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: terraform-provider-egress\r\nConnection: close\r\n\r\n", path, addr); err != nil {
 		return 0, fmt.Errorf("GET http://%s%s: %w", addr, path, err)
@@ -213,7 +213,7 @@ func (r readiness) get(ctx context.Context, addr, path string) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("GET http://%s%s: %w", addr, path, err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close() // only the status matters; the deferred close releases the connection
 	return resp.StatusCode, nil
 }
 

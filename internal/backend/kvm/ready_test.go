@@ -52,14 +52,18 @@ func listen(t *testing.T) net.Listener {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("closing the listener: %v", err)
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			c.Close()
+			_ = c.Close() // accepting is all this listener is for
 		}
 	}()
 	return l
@@ -79,7 +83,7 @@ func TestFakeWaitForProxyUntilHealthy(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ok"))
+		_, _ = w.Write([]byte("ok")) // the status is what the probe reads; a failed write shows there
 	}))
 	defer health.Close()
 	proxy := listen(t)

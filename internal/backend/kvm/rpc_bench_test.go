@@ -124,7 +124,9 @@ func BenchmarkRPCCalls(b *testing.B) {
 	b.Run("ListByTag100", func(b *testing.B) {
 		run(b, func(be *Backend) backend.ProviderID {
 			for i := range 100 {
-				be.Create(ctx, fakeSpec(fmt.Sprintf("l-%d", i), "o"))
+				if _, err := be.Create(ctx, fakeSpec(fmt.Sprintf("l-%d", i), "o")); err != nil {
+					b.Fatal(err)
+				}
 			}
 			return backend.ProviderID{}
 		}, func(be *Backend, _ backend.ProviderID, _ int) error {

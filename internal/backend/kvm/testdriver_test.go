@@ -21,13 +21,13 @@ func testDriverBackend(t *testing.T) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
+	closeAtEnd(t, b)
 	return b
 }
 
 func TestTestDriverMetadataStatesAndListing(t *testing.T) {
 	b := testDriverBackend(t)
-	owner := testOwner(t)
+	owner := testOwner()
 	spec := liveSpec(owner)
 	id := backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: spec.Name}
 	p, err := resolvePlacement(spec, b.hosts)
@@ -45,7 +45,11 @@ func TestTestDriverMetadataStatesAndListing(t *testing.T) {
 		dom, err = l.DomainDefineXMLFlags(x, 0)
 		return err
 	})
-	t.Cleanup(func() { b.Delete(ctxFor(t, time.Minute), id) })
+	t.Cleanup(func() {
+		if err := b.Delete(ctxFor(t, time.Minute), id); err != nil {
+			t.Errorf("cleanup of %s: %v", id.Name, err)
+		}
+	})
 
 	got, err := b.Get(ctxFor(t, time.Minute), id)
 	if err != nil || got.UID != spec.UID || !got.CreatedAt.Equal(created) || got.State != backend.StateStopped {
@@ -84,7 +88,7 @@ func TestTestDriverMetadataStatesAndListing(t *testing.T) {
 // seed; the half-made seed volume must not stay behind.
 func TestTestDriverCreateFailureLeavesNothing(t *testing.T) {
 	b := testDriverBackend(t)
-	spec := liveSpec(testOwner(t))
+	spec := liveSpec(testOwner())
 	inspect(t, b, func(l api) error {
 		p, err := l.StoragePoolLookupByName("default-pool")
 		if err != nil {

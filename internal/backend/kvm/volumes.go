@@ -80,8 +80,8 @@ func volRef(pool, name string) libvirt.StorageVol { return libvirt.StorageVol{Po
 
 // createSeed makes the seed volume and streams the ISO into it: the upload goes through the libvirt
 // connection, so it works on a remote host as well as on this one. A volume of that name already there is
-// a leftover: clear decides whether it may go.
-func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clear func() error) error {
+// a leftover: clearLeftover decides whether it may go.
+func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clearLeftover func() error) error {
 	vol := libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(img))},
@@ -91,7 +91,7 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clear 
 	if err != nil {
 		return err
 	}
-	v, err := createVolume(l, pool, s, clear)
+	v, err := createVolume(l, pool, s, clearLeftover)
 	if err != nil {
 		return err
 	}
@@ -124,14 +124,14 @@ func createRoot(l api, pool libvirt.StoragePool, name string, base baseVolume, c
 	return err
 }
 
-// createVolume creates from x; when the name is taken, clear removes the old volume (or refuses) and the
-// create is tried once more. Trying first keeps the usual case, no leftover, to one call.
-func createVolume(l api, pool libvirt.StoragePool, x string, clear func() error) (libvirt.StorageVol, error) {
+// createVolume creates from x; when the name is taken, clearLeftover removes the old volume (or refuses) and
+// the create is tried once more. Trying first keeps the usual case, no leftover, to one call.
+func createVolume(l api, pool libvirt.StoragePool, x string, clearLeftover func() error) (libvirt.StorageVol, error) {
 	v, err := l.StorageVolCreateXML(pool, x, 0)
 	if !isCode(err, libvirt.ErrStorageVolExist) {
 		return v, err
 	}
-	if err := clear(); err != nil {
+	if err := clearLeftover(); err != nil {
 		return v, err
 	}
 	return l.StorageVolCreateXML(pool, x, 0)
