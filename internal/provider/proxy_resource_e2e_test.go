@@ -101,7 +101,8 @@ func waitUntilServing(t *testing.T, proxy string) {
 	deadline := time.Now().Add(12 * time.Minute)
 	start := time.Now()
 	for {
-		if _, status := proxied(t, proxy, "", "http://allowed.test/"); status != "000" {
+		// Any answer will do, a 407 included: it comes from Squid with the rendered configuration.
+		if _, status := proxied(t, proxy, "", "http://denied.test/"); status != "000" {
 			t.Logf("proxy %s answered %v after the apply", proxy, time.Since(start).Round(time.Second))
 			return
 		}
