@@ -130,6 +130,11 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 			return
 		}
 	}
+	if cfg.DefaultLabels.IsUnknown() {
+		resp.Diagnostics.AddAttributeError(path.Root("default_labels"), "Unknown default labels",
+			"The provider's default_labels depend on a value known only after apply. Every plan needs them: use literals or variables.")
+		return
+	}
 	defaults := map[string]string{}
 	resp.Diagnostics.Append(cfg.DefaultLabels.ElementsAs(ctx, &defaults, false)...)
 	if resp.Diagnostics.HasError() {
