@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
-	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -80,16 +79,7 @@ resource "egress_proxy" "adopted" {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy: func(*terraform.State) error {
-			left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
-			if err != nil {
-				return fmt.Errorf("listing the owner's objects after destroy: %w", err)
-			}
-			if len(left) != 0 {
-				return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
-			}
-			return nil
-		},
+		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
 		Steps: []resource.TestStep{
 			{
 				Config: orphans(""),

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,8 +12,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
-
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
 // The end-to-end test boots the proxy image under QEMU on the namespaced libvirt network and sends traffic
@@ -169,16 +166,7 @@ resource "egress_proxy" "e2e" {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy: func(*terraform.State) error {
-			left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
-			if err != nil {
-				return fmt.Errorf("listing the owner's objects after destroy: %w", err)
-			}
-			if len(left) != 0 {
-				return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
-			}
-			return nil
-		},
+		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
 		Steps: []resource.TestStep{
 			{
 				Config: config(`["allowed.test"]`),

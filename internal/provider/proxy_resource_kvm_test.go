@@ -65,6 +65,21 @@ func kvmBackend(t *testing.T, uri string) *kvm.Backend {
 	return b
 }
 
+// checkOwnerHasNothingLeft proves a destroy complete: ListByTag reports domains and also volumes whose domain
+// is gone, so an empty list means no domain and no volume of this owner is left.
+func checkOwnerHasNothingLeft(b backend.Backend, owner string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
+		if err != nil {
+			return fmt.Errorf("listing the owner's objects after destroy: %w", err)
+		}
+		if len(left) != 0 {
+			return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
+		}
+		return nil
+	}
+}
+
 func TestAccProxyKVM_lifecycleOnRealLibvirt(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	owner := "acc-" + uuid.NewString()[:8]
@@ -87,15 +102,7 @@ resource "egress_proxy" "test" {
 			} else if !backend.IsNotFound(err) {
 				return fmt.Errorf("%s after destroy: get returned %w, want NotFound", id, err)
 			}
-			// Nothing of this owner is left: no domain, and no volume without a domain either.
-			left, err := b.ListByTag(context.Background(), backend.Selector{Owner: owner})
-			if err != nil {
-				return fmt.Errorf("listing the owner's objects after destroy: %w", err)
-			}
-			if len(left) != 0 {
-				return fmt.Errorf("after destroy the owner still has %d objects: %+v", len(left), left)
-			}
-			return nil
+			return checkOwnerHasNothingLeft(b, owner)(nil)
 		},
 		Steps: []resource.TestStep{
 			{
