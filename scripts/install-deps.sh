@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real (squid for the data-plane tests, xorriso/genisoimage to
-# read back seed ISOs); libvirt's own packages are installed by scripts/libvirt-env.sh, which must keep their
-# daemons out of the root network namespace. Quick when everything is present.
+# read back seed ISOs, openssh-server for the kvm backend's ssh transport test); libvirt's own packages are
+# installed by scripts/libvirt-env.sh, which must keep their daemons out of the root network namespace. Quick
+# when everything is present.
 set -euo pipefail
-packages=(squid apache2-utils genisoimage curl jq)
+packages=(squid apache2-utils genisoimage curl jq openssh-server)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -13,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then
 	echo "install-deps: need root to install ${missing[*]}" >&2
 	exit 1
 fi
-# Package scripts must not start squid as a system service: tests start their own on loopback ports.
+# Package scripts must not start squid or sshd as system services: tests start their own on loopback ports.
 policy=/usr/sbin/policy-rc.d made=
 if [ ! -e "$policy" ]; then
 	printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made=1

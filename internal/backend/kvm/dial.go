@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -156,8 +157,70 @@ func sshConfig(h HostConfig, t target) (*ssh.ClientConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known hosts file %s (host keys are verified unless insecure_ignore_host_key is set): %w", known, err)
 	}
-	conf.HostKeyCallback = cb
+	conf.HostKeyCallback = explainHostKey(cb, known)
+	conf.HostKeyAlgorithms = knownHostKeyAlgorithms(cb, net.JoinHostPort(t.host, t.port))
 	return conf, nil
+}
+
+// knownHostKeyAlgorithms asks the server for a key of a type known_hosts lists for addr, as OpenSSH does.
+// Without it x/crypto asks for ECDSA or RSA before ed25519, so a host with keys of several types (every
+// stock sshd) presents one known_hosts may not list, and a correct ed25519 entry fails as a mismatch. The
+// other algorithms follow, so certificate authorities and hosts without those key types still work. Nil
+// (x/crypto's order) when known_hosts lists no key for addr.
+func knownHostKeyAlgorithms(cb ssh.HostKeyCallback, addr string) []string {
+	// knownhosts tells which keys it has for a host only in the error for a key it does not have.
+	var ke *knownhosts.KeyError
+	if err := cb(addr, &net.TCPAddr{}, probeKey{}); !errors.As(err, &ke) || len(ke.Want) == 0 {
+		return nil
+	}
+	var algos []string
+	add := func(a ...string) {
+		for _, x := range a {
+			if !slices.Contains(algos, x) {
+				algos = append(algos, x)
+			}
+		}
+	}
+	for _, k := range ke.Want {
+		if typ := k.Key.Type(); typ == ssh.KeyAlgoRSA {
+			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA) // one RSA key, three signatures
+		} else {
+			add(typ)
+		}
+	}
+	add(ssh.SupportedAlgorithms().HostKeys...)
+	return algos
+}
+
+// probeKey is a public key no known_hosts line can hold.
+type probeKey struct{}
+
+func (probeKey) Type() string    { return "egress-probe" }
+func (probeKey) Marshal() []byte { return []byte("egress-probe") }
+func (probeKey) Verify([]byte, *ssh.Signature) error {
+	return errors.New("a probe key verifies nothing")
+}
+
+// explainHostKey says what knownhosts' terse "key mismatch" and "key is unknown" mean, with the key the
+// host presented, so the user can compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_*.pub).
+func explainHostKey(cb ssh.HostKeyCallback, known string) ssh.HostKeyCallback {
+	return func(host string, remote net.Addr, key ssh.PublicKey) error {
+		err := cb(host, remote, key)
+		presented := key.Type() + " " + ssh.FingerprintSHA256(key)
+		var ke *knownhosts.KeyError
+		var re *knownhosts.RevokedError
+		switch {
+		case errors.As(err, &ke) && len(ke.Want) == 0:
+			return fmt.Errorf("the host key of %s (%s) is not in known hosts file %s: add it, or set insecure_ignore_host_key: %w",
+				host, presented, known, err)
+		case errors.As(err, &ke):
+			return fmt.Errorf("the host key of %s (%s) is not the one known hosts file %s lists for it (line %d): the host was reinstalled, or the connection is intercepted: %w",
+				host, presented, known, ke.Want[0].Line, err)
+		case errors.As(err, &re):
+			return fmt.Errorf("the host key of %s (%s) is revoked in %s (line %d): %w", host, presented, re.Revoked.Filename, re.Revoked.Line, err)
+		}
+		return err
+	}
 }
 
 var noDeadline time.Time
