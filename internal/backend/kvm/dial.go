@@ -100,13 +100,15 @@ func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
 		}
 		return nil, &configError{err} // host key mismatch, authentication refused: retrying cannot help
 	}
-	_ = raw.SetDeadline(noDeadline)
 	client := ssh.NewClient(c, chans, reqs)
+	// Opening the channel to the socket is bounded by the same deadline: a server that accepts the login and
+	// never answers the channel request fails the dial instead of hanging it.
 	conn, err := client.Dial("unix", t.socket)
 	if err != nil {
 		_ = client.Close() // the socket's error is the one worth reporting
 		return nil, fmt.Errorf("opening libvirt's socket %s on %s: %w", t.socket, t.host, err)
 	}
+	_ = raw.SetDeadline(noDeadline)
 	return &sshConn{Conn: conn, client: client}, nil
 }
 
