@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 const providerAddress = "registry.terraform.io/egress-proxies/egress"
@@ -91,7 +91,7 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 		t.Fatalf("tofu init: %v\n%s", err, out)
 	}
 
-	var out bytes.Buffer
+	var out testutil.LockedBuffer
 	apply := run("apply", "-auto-approve", "-no-color")
 	apply.Stdout, apply.Stderr = &out, &out
 	if err := apply.Start(); err != nil {

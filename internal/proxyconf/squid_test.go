@@ -2,7 +2,6 @@ package proxyconf
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -19,10 +18,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // squidPath finds the squid binary: $SQUID, then /usr/sbin/squid, then $PATH. Squid is part of the test
@@ -137,29 +137,11 @@ func testOptions(t *testing.T, dir string, hosts []string) RenderOptions {
 	}
 }
 
-// lockedBuffer collects a child's output while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runningSquid is one Squid process started by a test.
 type runningSquid struct {
 	proxy, health string // host:port
 	dir           string
-	output        *lockedBuffer // stdout and stderr
+	output        *testutil.LockedBuffer // stdout and stderr
 }
 
 var serviceCount atomic.Int64
@@ -183,7 +165,7 @@ func serviceName(t *testing.T) string {
 // startSquidCmd starts cmd, kills it when the test ends, and waits until both ports accept connections.
 func startSquidCmd(t *testing.T, cmd *exec.Cmd, proxy, health, dir string) *runningSquid {
 	t.Helper()
-	out := &lockedBuffer{}
+	out := &testutil.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package kvm
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -15,10 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
@@ -43,7 +43,7 @@ type sshServer struct {
 	hostKey string
 	// clientKey is the private key authorized_keys lets in as root.
 	clientKey string
-	log       *lockedBuffer
+	log       *testutil.LockedBuffer
 }
 
 func TestLiveSSH(t *testing.T) {
@@ -239,7 +239,7 @@ func startSSHD(t *testing.T) *sshServer {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := &sshServer{dir: dir, clientKey: filepath.Join(dir, "client_ed25519"), log: &lockedBuffer{}}
+	s := &sshServer{dir: dir, clientKey: filepath.Join(dir, "client_ed25519"), log: &testutil.LockedBuffer{}}
 	s.hostKey = sshKeygen(t, "ed25519", filepath.Join(dir, "host_ed25519"))
 	// A second host key of the type x/crypto prefers, as every stock sshd has (RSA, ECDSA and ed25519):
 	// known_hosts lists only the ed25519 one, as `ssh-keyscan -t ed25519` or a hand-written entry would.
@@ -386,22 +386,4 @@ func writeFileIn(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// lockedBuffer collects sshd's log, written by the process's output copier while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
