@@ -51,6 +51,18 @@ type Backend interface {
 	ListByTag(ctx context.Context, sel Selector) ([]Instance, error)
 }
 
+// Reconfigurer is implemented by backends that can change a running proxy's rules in place: client ranges,
+// destinations, destination ports and credentials. Everything else (placement, name, listening port) replaces
+// the instance.
+type Reconfigurer interface {
+	// Reconfigure makes the running proxy id enforce settings, whose Port is the instance's own. It validates
+	// the rendered configuration before sending it, is idempotent (the same settings twice is one change),
+	// honours ctx, and returns only once the proxy enforces the new settings, or with a classified error. On
+	// error the proxy keeps running its last good configuration. It returns NotFound when the instance is
+	// gone, and a Permanent error when this instance cannot be reconfigured (Instance.Reconfigurable false).
+	Reconfigure(ctx context.Context, id ProviderID, settings proxyconf.Settings) (Instance, error)
+}
+
 // Checker is implemented by backends that can report their health per configured target.
 // Check never fails as a whole: an unreachable target is a Health with Healthy false.
 type Checker interface {
@@ -166,6 +178,10 @@ type Instance struct {
 	// Proxy is the proxy's settings as the backend stores them, without the password; nil when the backend
 	// cannot read them back.
 	Proxy *proxyconf.Settings
+	// Reconfigurable says whether Reconfigure can change this instance's proxy settings in place, as far as
+	// the backend could tell when it read the instance (on KVM: the guest agent answered). The provider keeps
+	// it in state and plans a replacement instead of an update when it is false.
+	Reconfigurable bool
 	// Notes are what the user should know about an operation that succeeded, such as a readiness check the
 	// backend could not make from where the provider runs. The provider shows each as a warning.
 	Notes []string
