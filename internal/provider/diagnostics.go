@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
@@ -31,23 +32,49 @@ var classAdvice = map[backend.Class]struct{ summary, advice string }{
 }
 
 // backendErrorDiagnostic explains a failed backend operation on object: what happened, on which object,
-// the error class and what to do.
+// the error class and what to do, each said once.
 func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic {
 	class := backend.ClassOf(err)
 	a := classAdvice[class]
-	detail := fmt.Sprintf("Could not %s %s.\n\nError class: %s\nBackend error: %v\n\n%s", operation, object, class, err, a.advice)
+	object, message := objectAndMessage(object, err)
+	detail := fmt.Sprintf("Could not %s %s.\n\nError class: %s\nBackend error: %s\n\n%s", operation, object, class, message, a.advice)
 	var notConfigured *backend.NotConfiguredError
 	if errors.As(err, &notConfigured) {
-		return diag.NewErrorDiagnostic("Backend not configured", detail)
+		return diag.NewErrorDiagnostic("Backend not configured", fmt.Sprintf("Could not %s %s: %s.", operation, object, message))
+	}
+	var notBuilt *backend.NotBuiltError
+	if errors.As(err, &notBuilt) {
+		return diag.NewErrorDiagnostic("Backend not in this version", fmt.Sprintf(
+			"Could not %s %s: %s. Place the proxy on a backend this version provides, or use a provider version whose CHANGELOG lists the %s backend.",
+			operation, object, message, notBuilt.Kind))
 	}
 	if errors.Is(err, context.Canceled) {
 		return diag.NewErrorDiagnostic("Egress proxy operation interrupted", fmt.Sprintf(
 			"Could not %s %s: the operation was cancelled (Ctrl-C, or the CLI stopping the provider) before it finished.\n\n"+
-				"Error class: %s\nBackend error: %v\n\n"+
+				"Error class: %s\nBackend error: %s\n\n"+
 				"Run terraform apply again to finish. A proxy that was already created is in the state, or is adopted by the next create because creates are idempotent by name.",
-			operation, object, class, err))
+			operation, object, class, message))
 	}
 	return diag.NewErrorDiagnostic(a.summary, detail)
+}
+
+// objectAndMessage names the failed object by the provider's name for it and, beside it, as the backend knows
+// it (a libvirt domain, a Deployment), and strips the class and object the classified error's text begins
+// with, since the diagnostic states both on lines of their own.
+func objectAndMessage(object string, err error) (string, string) {
+	message := err.Error()
+	var e *backend.Error
+	if !errors.As(err, &e) {
+		return object, message
+	}
+	prefix := strings.ToLower(e.Class.String()) + ": "
+	if e.Object != "" {
+		prefix += e.Object + ": "
+		if e.Object != object {
+			object = fmt.Sprintf("%s (%s)", object, e.Object)
+		}
+	}
+	return object, strings.Replace(message, prefix, "", 1)
 }
 
 // taintedDetail is added when Create made an object that did not become ready: it is saved so Terraform

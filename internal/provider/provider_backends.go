@@ -127,8 +127,7 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 
 func unavailable(kind backend.Kind) backend.Factory {
 	return func(context.Context) (backend.Backend, error) {
-		return nil, backend.Permanent(string(kind)+" backend",
-			"this version of the provider does not include the %s backend yet; use a provider version that lists it in its CHANGELOG", kind)
+		return nil, backend.NewError(backend.ClassPermanent, string(kind)+" backend", &backend.NotBuiltError{Kind: kind})
 	}
 }
 

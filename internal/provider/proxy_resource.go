@@ -170,6 +170,9 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if backend.IsNotFound(err) {
 		tflog.Warn(ctx, "egress proxy is gone from the backend; removing it from state so the next plan recreates it",
 			map[string]any{"id": id.String(), "error": err.Error()})
+		// A state written by a CLI without resource identity (Terraform before 1.12) has none; the framework
+		// refuses a Read that returns none, even for a removed resource, so the drift would break the plan.
+		r.setIdentity(ctx, resp.Identity, id)
 		resp.State.RemoveResource(ctx)
 		return
 	}

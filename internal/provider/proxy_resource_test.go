@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -95,6 +96,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				ResourceName:    "egress_proxy.test",
 				ImportState:     true,
 				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				SkipFunc:        skipStepBelow(t, tfversion.Version1_12_0),
 			},
 			{
 				// What Create waits for changes in place; what it makes does not.
