@@ -48,6 +48,9 @@ type providerData struct {
 	registry      *backend.Registry
 	owner         string
 	defaultLabels map[string]string
+	// targets lists, per configured backend, the targets (hosts, clusters, projects) its block names, so a
+	// resource naming another is refused at plan time. A backend missing here accepts any target.
+	targets map[backend.Kind][]string
 }
 
 // providerDataFrom unpacks what Configure handed to resources and data sources; nil before configuration.
@@ -145,7 +148,7 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		resp.Diagnostics.AddError("Invalid backend configuration", err.Error())
 		return
 	}
-	data := &providerData{registry: backend.NewRegistry(factories), owner: owner, defaultLabels: defaults}
+	data := &providerData{registry: backend.NewRegistry(factories), owner: owner, defaultLabels: defaults, targets: configuredTargets(cfg)}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 }

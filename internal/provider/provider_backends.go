@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
 // The provider-level settings of each backend: where its targets are and how to reach them.
@@ -89,8 +91,11 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				Optional: true,
 				MarkdownDescription: "Hosts by the name resources use in `kvm.host`. When empty, one host named `" + defaultKVMHost +
 					"` is reached at `" + libvirtURIEnvVar + "`, or `qemu:///system`.",
+				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.KVMHost())},
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"uri":          schema.StringAttribute{Required: true, MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tcp://host/system`, `qemu+tls://host/system` or `test:///default`."},
+					"uri": schema.StringAttribute{Required: true,
+						MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tcp://host/system`, `qemu+tls://host/system` or `test:///default`.",
+						Validators:          []validator.String{attribute_validator.LibvirtURI()}},
 					"ssh_key_file": schema.StringAttribute{Optional: true, MarkdownDescription: "Private key for `qemu+ssh://` URIs."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
@@ -107,6 +112,18 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 		},
 	}
 }
+
+// configuredTargets lists the targets each configured backend block names.
+func configuredTargets(cfg providerModel) map[backend.Kind][]string {
+	targets := map[backend.Kind][]string{}
+	if cfg.KVM != nil {
+		targets[backend.KindKVM] = kvmBackendConfig(cfg.KVM).HostNames()
+	}
+	return targets
+}
+
+// targetAttribute is the attribute of each backend's placement that names a provider-configured target.
+var targetAttribute = map[backend.Kind]string{backend.KindKubernetes: "cluster", backend.KindGCP: "project", backend.KindKVM: "host"}
 
 // defaultFactories builds the real backends. A backend that has no implementation in this build yet is
 // reported when a resource first uses it, with the class Permanent and what to do.

@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/identityschema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 
@@ -68,11 +71,13 @@ func (r *proxyResource) Configure(_ context.Context, req resource.ConfigureReque
 	r.data = data
 }
 
-// ModifyPlan shows at plan time the labels the objects will carry, provider defaults included.
+// ModifyPlan checks the placement against the provider's configuration and shows at plan time the labels
+// the objects will carry, provider defaults included.
 func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.data == nil {
 		return
 	}
+	resp.Diagnostics.Append(r.checkPlacement(ctx, req.Plan)...)
 	var labels types.Map
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("labels"), &labels)...)
 	if resp.Diagnostics.HasError() || labels.IsUnknown() {
@@ -83,6 +88,35 @@ func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	all, d := types.MapValueFrom(ctx, types.StringType, mergeLabels(r.data.defaultLabels, own))
 	resp.Diagnostics.Append(d...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("all_labels"), all)...)
+}
+
+// checkPlacement refuses at plan time what the provider configuration already tells cannot work: a backend
+// its block does not configure, or a target (host, cluster, project) that block does not name.
+func (r *proxyResource) checkPlacement(ctx context.Context, plan tfsdk.Plan) diag.Diagnostics {
+	var diags diag.Diagnostics
+	for _, kind := range backend.Kinds {
+		var placement types.Object
+		diags.Append(plan.GetAttribute(ctx, path.Root(string(kind)), &placement)...)
+		if diags.HasError() || placement.IsNull() || placement.IsUnknown() {
+			continue
+		}
+		if !slices.Contains(r.data.registry.Configured(), kind) {
+			diags.AddAttributeError(path.Root(string(kind)), "Backend not configured",
+				(&backend.NotConfiguredError{Kind: kind}).Error()+".")
+			continue
+		}
+		names, enumerated := r.data.targets[kind]
+		attribute := path.Root(string(kind)).AtName(targetAttribute[kind])
+		var target types.String
+		diags.Append(plan.GetAttribute(ctx, attribute, &target)...)
+		if !enumerated || target.IsNull() || target.IsUnknown() || slices.Contains(names, target.ValueString()) {
+			continue
+		}
+		diags.AddAttributeError(attribute, "Unknown "+string(kind)+"."+targetAttribute[kind], fmt.Sprintf(
+			"Attribute %s: %q is not configured on the provider; the provider's %s block names %s.",
+			attribute, target.ValueString(), kind, strings.Join(names, ", ")))
+	}
+	return diags
 }
 
 func (r *proxyResource) backendFor(ctx context.Context, kind backend.Kind) (backend.Backend, diag.Diagnostics) {
@@ -113,6 +147,9 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 
 	spec, diags := r.spec(ctx, plan, uuid.NewString(), passwordWO)
 	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	b, diags := r.backendFor(ctx, spec.Placement.Backend)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -266,10 +303,14 @@ func (r *proxyResource) spec(ctx context.Context, m proxyResourceModel, uid stri
 	diags.Append(m.Labels.ElementsAs(ctx, &own, false)...)
 	settings, d := m.settings(ctx, passwordWO)
 	diags.Append(d...)
+	placement := m.placement()
+	if placement.Backend == "" {
+		diags.AddError("No placement", "Set exactly one of "+strings.Join(backendNames(), ", ")+" on the egress_proxy resource to choose where it runs.")
+	}
 	return backend.Spec{
 		Name: name, UID: uid, Owner: r.data.owner,
 		Labels:    mergeLabels(r.data.defaultLabels, own),
-		Placement: m.placement(),
+		Placement: placement,
 		Proxy:     settings,
 	}, diags
 }

@@ -85,11 +85,10 @@ func (m proxyResourceModel) placement() backend.Placement {
 		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString()}
 	case m.GCP != nil:
 		return backend.Placement{Backend: backend.KindGCP, Target: m.GCP.Project.ValueString(), Scope: m.GCP.Zone.ValueString()}
-	default:
-		p := backend.Placement{Backend: backend.KindKVM, KVM: &backend.KVMPlacement{}}
-		if m.KVM != nil {
-			p.Target = m.KVM.Host.ValueString()
-			p.KVM = &backend.KVMPlacement{
+	case m.KVM != nil:
+		return backend.Placement{
+			Backend: backend.KindKVM, Target: m.KVM.Host.ValueString(),
+			KVM: &backend.KVMPlacement{
 				VCPUs:          int(m.KVM.VCPUs.ValueInt64()),
 				MemoryMiB:      int(m.KVM.MemoryMiB.ValueInt64()),
 				DiskGiB:        int(m.KVM.DiskGiB.ValueInt64()),
@@ -105,11 +104,12 @@ func (m proxyResourceModel) placement() backend.Placement {
 				ForwardAddress: m.KVM.ForwardAddress.ValueString(),
 				ForwardPort:    int(m.KVM.ForwardPort.ValueInt64()),
 				WaitForAddress: m.KVM.WaitForAddress.ValueBool(),
-				// Waiting for the proxy needs its address: no address wait, no proxy wait.
-				WaitForProxy: m.KVM.WaitForProxy.ValueBool() && m.KVM.WaitForAddress.ValueBool(),
-			}
+				WaitForProxy:   m.KVM.WaitForProxy.ValueBool(),
+			},
 		}
-		return p
+	default:
+		// ExactlyOneOf rejects such a configuration at plan time; nothing is guessed here.
+		return backend.Placement{}
 	}
 }
 
@@ -134,8 +134,7 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 			ImageFile: types.StringNull(), UserNet: optionalBool(k.UserNet), ForwardAddress: optionalString(k.ForwardAddress),
 			ForwardPort:    optionalInt(k.ForwardPort),
 			WaitForAddress: types.BoolValue(k.WaitForAddress || p.KVM == nil),
-			// A proxy made without an address wait could not wait for the proxy either: the default is the guess.
-			WaitForProxy: types.BoolValue(k.WaitForProxy || !k.WaitForAddress || p.KVM == nil),
+			WaitForProxy:   types.BoolValue(k.WaitForProxy || p.KVM == nil),
 		}
 	}
 }

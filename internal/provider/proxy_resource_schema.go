@@ -58,6 +58,14 @@ func providerIDFormsMarkdown() string {
 	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
+func backendNames() []string {
+	names := make([]string, len(backend.Kinds))
+	for i, k := range backend.Kinds {
+		names[i] = "`" + string(k) + "`"
+	}
+	return names
+}
+
 func backendPaths() []path.Expression {
 	exprs := make([]path.Expression, len(backend.Kinds))
 	for i, k := range backend.Kinds {
@@ -79,8 +87,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider.",
 				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
 				Attributes: map[string]schema.Attribute{
-					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.Name()}},
-					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.Name()}},
+					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
+					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.NameOf("kubernetes namespace")}},
 				},
 			},
 			"gcp": schema.SingleNestedAttribute{
@@ -88,8 +96,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "Run the proxy as a Compute Engine VM.",
 				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
 				Attributes: map[string]schema.Attribute{
-					"project": schema.StringAttribute{Required: true, MarkdownDescription: "Project ID.", Validators: []validator.String{attribute_validator.Name()}},
-					"zone":    schema.StringAttribute{Required: true, MarkdownDescription: "Zone, such as `europe-west1-b`.", Validators: []validator.String{attribute_validator.Name()}},
+					"project": schema.StringAttribute{Required: true, MarkdownDescription: "Project ID.", Validators: []validator.String{attribute_validator.NameOf("gcp project")}},
+					"zone":    schema.StringAttribute{Required: true, MarkdownDescription: "Zone, such as `europe-west1-b`.", Validators: []validator.String{attribute_validator.NameOf("gcp zone")}},
 				},
 			},
 			"kvm": schema.SingleNestedAttribute{
@@ -97,7 +105,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",
 				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy")},
 				Attributes: map[string]schema.Attribute{
-					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.Name()}},
+					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.KVMHost()}},
 					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMVCPUs),
 						MarkdownDescription: "Virtual CPUs.", Validators: []validator.Int64{int64validator.Between(1, 64)}},
 					"memory_mib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMMemoryMiB),

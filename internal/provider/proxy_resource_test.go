@@ -23,7 +23,14 @@ provider "egress" {
   default_labels = { env = "test" }
   kubernetes     = {}
   gcp            = {}
-  kvm            = {}
+  kvm = {
+    hosts = {
+      local = { uri = "test:///default" }
+      hv1   = { uri = "test:///default" }
+      # a host name the backend accepts though the proxy-name rules would not
+      "rack1.hv2" = { uri = "test:///default" }
+    }
+  }
 }
 `
 

@@ -1,10 +1,14 @@
 package provider
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
 // Every invalid configuration is rejected at plan time, and OpenTofu points at the attribute at fault: the
@@ -40,7 +44,8 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"write-only without version": {base + "  kvm = {}\n  auth = { username = \"u\", password_wo = \"longenough\" }", `Invalid Attribute Combination.*auth.password_wo_version`},
 		"kvm vcpus zero":             {base + "  kvm = { vcpus = 0 }", `Invalid Attribute Value.*Attribute kvm.vcpus value must be between 1 and 64, got: 0`},
 		"kvm memory too small":       {base + "  kvm = { memory_mib = 16 }", `Invalid Attribute Value.*Attribute kvm.memory_mib value must be between`},
-		"kvm host with slash":        {base + "  kvm = { host = \"a/b\" }", `Invalid proxy name.*Attribute kvm.host: "a/b"`},
+		"kvm host with slash":        {base + "  kvm = { host = \"a/b\" }", `Invalid kvm host name.*Attribute kvm.host: kvm host name "a/b" must be non-empty and contain no slash`},
+		"kvm host not configured":    {base + "  kvm = { host = \"hv9\" }", `Unknown kvm.host.*Attribute kvm.host: "hv9" is not configured on the provider; the provider's kvm block names hv1, local, rack1.hv2`},
 		"kvm mac multicast":          {base + "  kvm = { mac = \"01:00:5e:00:00:01\" }", `Invalid MAC address.*Attribute kvm.mac: "01:00:5e:00:00:01" is a multicast address`},
 		"kvm ip not ipv4":            {base + "  kvm = { ip = \"fe80::1\" }", `Invalid IPv4 address.*Attribute kvm.ip`},
 		"kvm network and bridge":     {base + "  kvm = { network = \"default\", bridge = \"br0\" }", `Invalid Attribute Combination.*kvm.bridge`},
@@ -49,7 +54,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm user net and network":   {base + "  kvm = { user_net = true, forward_port = 13128, network = \"default\" }", `Invalid Attribute Combination.*kvm.network`},
 		"kvm image and base volume":  {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
 		"gcp zone missing":           {base + "  gcp = { project = \"p\" }", `Incorrect attribute value type.*attribute "zone" is required`},
-		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid proxy name.*Attribute kubernetes.namespace: "Team_A"`},
+		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -84,6 +89,9 @@ func TestAccProvider_invalidConfig(t *testing.T) {
 		"owner missing":          {``, `(?s)Missing owner.*EGRESS_OWNER`},
 		"default label reserved": {`owner = "t"` + "\n" + `default_labels = { egress-owner = "x" }`, `(?s)Invalid label key.*Attribute default_labels\["egress-owner"\]: label key "egress-owner" is reserved`},
 		"backend not configured": {`owner = "t"`, `(?s)Backend not configured.*add a kvm = \{ ... \} attribute to the provider block`},
+		"kvm uri not libvirt":    {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "http://example.com/" } } }`, `(?s)Invalid libvirt URI.*Attribute kvm.hosts\["local"\].uri: libvirt URI "http://example.com/": driver "http" cannot run`},
+		"kvm uri empty":          {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "" } } }`, `(?s)Invalid libvirt URI.*libvirt URI is empty`},
+		"kvm host key bad":       {`owner = "t"` + "\n" + `kvm = { hosts = { "a b" = { uri = "qemu:///system" } } }`, `(?s)Invalid kvm host name.*kvm host name "a b"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -106,4 +114,20 @@ resource "egress_proxy" "test" {
 			})
 		})
 	}
+}
+
+// kvm.host accepts every name kvm.hosts accepts, including ones the proxy-name rules would refuse.
+func TestAccProxy_kvmHostNamedAsInHosts(t *testing.T) {
+	mem := newMemoryBackends()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: mem.protoV6(),
+		Steps: []resource.TestStep{{
+			Config: proxyConfig(`  kvm = { host = "rack1.hv2" }
+  allowed_client_cidrs = ["10.0.0.0/8"]`),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^kvm/rack1\.hv2/egress-`))),
+			},
+		}},
+	})
 }

@@ -88,8 +88,8 @@ func (c Config) hosts() (map[string]HostConfig, error) {
 	}
 	out := make(map[string]HostConfig, len(in))
 	for name, h := range in {
-		if name == "" || strings.ContainsAny(name, "/ \t\n") {
-			return nil, fmt.Errorf("kvm host name %q must be non-empty and contain no slash or space: it is part of every id", name)
+		if err := ValidateHostName(name); err != nil {
+			return nil, err
 		}
 		h.Pool = firstOf(h.Pool, c.Pool, DefaultPool)
 		h.BaseVolume = firstOf(h.BaseVolume, c.BaseVolume)

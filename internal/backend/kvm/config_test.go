@@ -67,3 +67,35 @@ func TestConfigDefaultsAndErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateURI(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		uri  string
+		want string // part of the error; empty for a valid URI
+	}{
+		"system":           {uri: "qemu:///system"},
+		"session":          {uri: "qemu:///session"},
+		"ssh":              {uri: "qemu+ssh://root@hv1.example.com/system"},
+		"tls by default":   {uri: "qemu://hv1.example.com/system"},
+		"test driver":      {uri: "test:///default"},
+		"empty":            {uri: "", want: "empty"},
+		"web address":      {uri: "http://example.com/", want: `driver "http" cannot run`},
+		"xen":              {uri: "xen:///system", want: `driver "xen" cannot run`},
+		"no scheme":        {uri: "/var/run/libvirt/libvirt-sock", want: "must look like"},
+		"bad transport":    {uri: "qemu+bogus://h/system", want: `transport "bogus"`},
+		"tcp without host": {uri: "qemu+tcp:///system", want: "needs a host"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateURI(tc.uri)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("ValidateURI(%q) = %v, want nil", tc.uri, err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("ValidateURI(%q) = %v, want an error containing %q", tc.uri, err, tc.want)
+			}
+		})
+	}
+}

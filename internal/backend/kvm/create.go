@@ -77,7 +77,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return inst, classify(object, fmt.Errorf("waiting for the proxy's address: %w", err))
 		}
 	}
-	if m.Placement.WaitForProxy {
+	// The proxy is probed at its address: without waiting for one there is nothing to probe.
+	if m.Placement.WaitForProxy && m.Placement.WaitForAddress {
 		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
 		b.recordNote(inst.ID, note)
 		if note != "" {

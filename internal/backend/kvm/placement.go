@@ -65,9 +65,6 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 			return placement{}, backend.Permanent(object, "no base volume: set base_volume or image_file on the proxy, or base_volume on kvm host %q", p.Host)
 		}
 	}
-	if p.WaitForProxy {
-		p.WaitForAddress = true // the proxy is checked at its address
-	}
 	kinds := 0
 	for _, set := range []bool{p.Network != "", p.Bridge != "", p.UserNet} {
 		if set {
