@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // secretFieldKeys are log fields whose values never reach the log, whatever level is enabled.
@@ -38,7 +40,8 @@ func LogWire(ctx context.Context, kind Kind, direction, summary string, fields m
 }
 
 // WithLogging wraps b so every call logs its operation, ProviderID, duration and error class at DEBUG in the
-// backend's own subsystem. Optional interfaces (Checker) pass through.
+// backend's own subsystem. Checker passes through when b implements it; Reconfigure is always there, and
+// refuses with a Permanent error when b cannot reconfigure (its instances never report Reconfigurable).
 func WithLogging(kind Kind, b Backend) Backend {
 	l := &logged{kind: kind, next: b}
 	if c, ok := b.(Checker); ok {
@@ -109,6 +112,21 @@ func (l *logged) ListByTag(ctx context.Context, sel Selector) ([]Instance, error
 	list, err := l.next.ListByTag(ctx, sel)
 	l.done(ctx, "list_by_tag", "", start, err)
 	return list, err
+}
+
+func (l *logged) Reconfigure(ctx context.Context, id ProviderID, settings proxyconf.Settings) (Instance, error) {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	var (
+		inst Instance
+		err  error
+	)
+	if r, ok := l.next.(Reconfigurer); ok {
+		inst, err = r.Reconfigure(ctx, id, settings)
+	} else {
+		err = Permanent(id.String(), "the %s backend cannot change a proxy's rules in place", l.kind)
+	}
+	l.done(ctx, "reconfigure", id.String(), start, err)
+	return inst, err
 }
 
 func (c *loggedChecker) Check(ctx context.Context) []Health {

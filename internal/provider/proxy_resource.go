@@ -170,6 +170,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 			// Saving the half-made proxy makes Terraform taint it and replace it later, instead of leaking it.
 			resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
 			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+			resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
 			r.setIdentity(ctx, resp.Identity, created.ID)
 			resp.Diagnostics.AddError("Egress proxy saved as tainted", taintedDetail)
 		}
@@ -180,6 +181,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 	}
 	resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
 	r.setIdentity(ctx, resp.Identity, created.ID)
 }
 
@@ -219,10 +221,13 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	resp.Diagnostics.Append(state.setInstance(inst, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
 
-// Update changes labels, the only attribute that does not force replacement.
+// Update changes what changes in place: labels and what Create waits for through the backend's Update, the
+// proxy's rules through Reconfigure. The plan only gets here with changed rules when the backend said, when
+// it last read the proxy, that it can reconfigure it.
 func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state proxyResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -249,12 +254,21 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		inst, err = b.Update(ctx, id, spec)
 		return err
 	})
+	if err == nil && plan.rulesDiffer(state) {
+		// Every backend from the registry has Reconfigure (WithLogging), refusing where the backend has none.
+		reconfigurer, _ := b.(backend.Reconfigurer)
+		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+			inst, err = reconfigurer.Reconfigure(ctx, id, spec.Proxy)
+			return err
+		})
+	}
 	if err != nil {
 		resp.Diagnostics.Append(backendErrorDiagnostic("update", id.String(), err))
 		return
 	}
 	resp.Diagnostics.Append(plan.setInstance(inst, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
 

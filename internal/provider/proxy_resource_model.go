@@ -139,6 +139,20 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	}
 }
 
+// rulesDiffer tells whether the proxy's rules differ between m and prior: what Reconfigure changes in place.
+// A new password_wo_version counts: the write-only password itself is never in a plan or state.
+func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
+	if !m.AllowedClientCIDRs.Equal(prior.AllowedClientCIDRs) || !m.AllowedDestinations.Equal(prior.AllowedDestinations) ||
+		!m.AllowedPorts.Equal(prior.AllowedPorts) {
+		return true
+	}
+	if (m.Auth == nil) != (prior.Auth == nil) {
+		return true
+	}
+	return m.Auth != nil && (!m.Auth.Username.Equal(prior.Auth.Username) || !m.Auth.Password.Equal(prior.Auth.Password) ||
+		!m.Auth.PasswordWOVersion.Equal(prior.Auth.PasswordWOVersion))
+}
+
 // settings builds the proxy settings; passwordWO is the write-only password, read from the configuration
 // because plans never carry it.
 func (m proxyResourceModel) settings(ctx context.Context, passwordWO types.String) (proxyconf.Settings, diag.Diagnostics) {

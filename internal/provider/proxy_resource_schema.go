@@ -20,7 +20,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -79,7 +78,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
 			"reach only the allowed destinations, from a known address. Set exactly one of `kubernetes`, `gcp` or `kvm` " +
-			"to choose where it runs. Everything but `labels` is fixed at creation: changing it replaces the proxy.",
+			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `auth`) and `labels` " +
+			"change in place where the backend can reconfigure the running proxy; placement, `name` and `port` replace it.",
 		Attributes: map[string]schema.Attribute{
 			// Placement: exactly one.
 			"kubernetes": schema.SingleNestedAttribute{
@@ -157,27 +157,27 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			"allowed_client_cidrs": schema.SetAttribute{
 				Required: true, ElementType: types.StringType,
 				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused.",
-				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
 				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
 			},
 			"allowed_destinations": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,
 				Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
 				MarkdownDescription: "Host names the proxy lets clients reach: `api.example.com` for one host, `.example.com` for the domain and all its subdomains. Empty (the default) denies every destination.",
-				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
 				Validators:          []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedDestinations), setvalidator.ValueStringsAre(attribute_validator.Destination())},
 			},
 			"allowed_ports": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.Int64Type,
 				Default:             setdefault.StaticValue(types.SetValueMust(types.Int64Type, []attr.Value{types.Int64Value(443)})),
 				MarkdownDescription: "Destination ports `CONNECT` may reach. Defaults to 443 only.",
-				PlanModifiers:       []planmodifier.Set{setplanmodifier.RequiresReplace()},
+				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
 				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedPorts), setvalidator.ValueInt64sAre(attribute_validator.Port())},
 			},
 			"auth": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				PlanModifiers:       []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
 				Attributes: map[string]schema.Attribute{
 					"username": schema.StringAttribute{Required: true, MarkdownDescription: "User name.", Validators: []validator.String{attribute_validator.Username()}},
 					"password": schema.StringAttribute{Optional: true, Sensitive: true,
@@ -189,7 +189,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 						Validators: []validator.String{attribute_validator.Password(),
 							stringvalidator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo_version"))}},
 					"password_wo_version": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Any number; changing it replaces the proxy with the current `password_wo`.",
+						MarkdownDescription: "Any number; changing it applies the current `password_wo`: in place where the proxy can be reconfigured, by replacement otherwise.",
 						Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo"))}},
 				},
 			},

@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
 )
 
 const testProviderBlock = `
@@ -130,20 +132,87 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				}},
 			},
 			{
-				// A destination change cannot be applied in place: the proxy is replaced.
+				// The rules change in place where the backend can reconfigure the proxy: same id.
 				Config: proxyConfig(`
-  kvm                  = { host = "hv1" }
+  kvm                  = { host = "hv1", wait_for_proxy = false, memory_mib = 1024 }
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [".example.com"]
   labels               = { team = "platform", env = "prod" }
 `),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 				}},
-				Check: checkBackendHoldsOne(mem, backend.KindKVM),
+				Check: resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, ".example.com")),
 			},
 		},
 	})
+}
+
+// The proxy's rules, password included, change in place on a backend that can reconfigure the proxy, and
+// by replacement on one whose proxy said it cannot: decided at plan time, from the last read.
+func TestAccProxy_rulesChangeInPlaceOrReplace(t *testing.T) {
+	mem := newMemoryBackends()
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	rules := func(destinations, cidr, passwordVersion string) string {
+		return proxyConfig(fmt.Sprintf(`
+  kvm                  = { host = "hv1" }
+  allowed_client_cidrs = [%q]
+  allowed_destinations = [%q]
+  allowed_ports        = [443, 8443]
+  auth                 = { username = "ci", password_wo = "secret-%s", password_wo_version = %s }
+`, cidr, destinations, passwordVersion, passwordVersion))
+	}
+	inPlace := func() resource.ConfigPlanChecks {
+		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+			plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+		}}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: mem.protoV6(),
+		CheckDestroy:             checkDestroyed(mem),
+		Steps: []resource.TestStep{
+			{
+				Config:            rules("a.example.com", "10.0.0.0/8", "1"),
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
+			},
+			{
+				Config:            rules("b.example.com", "10.0.0.0/8", "1"),
+				ConfigPlanChecks:  inPlace(),
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
+				Check:             resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, "b.example.com")),
+			},
+			{
+				Config:            rules("b.example.com", "192.168.0.0/16", "2"),
+				ConfigPlanChecks:  inPlace(),
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
+				Check: func(*terraform.State) error {
+					if n := mem[backend.KindKVM].Calls("reconfigure"); n != 2 {
+						return fmt.Errorf("reconfigure was called %d times, want 2 (one per changed apply)", n)
+					}
+					return checkBackendHoldsOne(mem, backend.KindKVM)(nil)
+				},
+			},
+			{
+				// The proxy now says it cannot be reconfigured: the refresh records it, the plan replaces.
+				PreConfig:        func() { mem[backend.KindKVM].SetFaults(memory.Faults{NotReconfigurable: true}) },
+				Config:           rules("c.example.com", "192.168.0.0/16", "2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate)}},
+				Check:            resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, "c.example.com")),
+			},
+		},
+	})
+}
+
+func checkBackendDestinations(mem memoryBackends, kind backend.Kind, want ...string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		for _, inst := range mem[kind].Instances() {
+			if inst.Proxy == nil || !slices.Equal(inst.Proxy.AllowedDestinations, want) {
+				return fmt.Errorf("%s enforces destinations %+v, want %v", inst.ID, inst.Proxy, want)
+			}
+		}
+		return nil
+	}
 }
 
 func checkDestroyed(mem memoryBackends) resource.TestCheckFunc {

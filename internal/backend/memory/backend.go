@@ -26,7 +26,10 @@ type Backend struct {
 	now       func() time.Time
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Reconfigurer = (*Backend)(nil)
+)
 
 // New returns an empty backend that answers for kind, so ProviderIDs look like the real backend's.
 func New(kind backend.Kind) *Backend {
@@ -84,7 +87,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	inst.State = backend.StateRunning
 	b.instances[id.String()] = inst
-	return copyInstance(inst), nil
+	return b.readBack(inst), nil
 }
 
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
@@ -97,7 +100,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if !ok {
 		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
 	}
-	return copyInstance(inst), nil
+	return b.readBack(inst), nil
 }
 
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
@@ -112,7 +115,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	}
 	inst.Labels = copyLabels(spec.Labels)
 	b.instances[id.String()] = inst
-	return copyInstance(inst), nil
+	return b.readBack(inst), nil
 }
 
 // Delete waits out the configured delay like a real backend waiting for the object to be gone.

@@ -18,6 +18,9 @@ type Faults struct {
 	NeverReady bool
 	// ListFailures makes ListByTag fail for these targets while listing the others.
 	ListFailures map[string]error
+	// NotReconfigurable makes instances report that their rules cannot change in place, as a KVM guest
+	// without an answering agent does, and Reconfigure refuse.
+	NotReconfigurable bool
 }
 
 // SetFaults replaces the current faults.
