@@ -16,6 +16,18 @@ dns_entry="<host ip='$gateway'><hostname>allowed.test</hostname><hostname>denied
 
 say() { printf '\n==> %s\n' "$*" >&2; }
 
+# The web server is stopped by the pid recorded when it started, and only while that pid is still our server:
+# on a shared machine another process may have the same command line, or the pid may have been reused.
+upstream_pid=$work/upstream.pid
+stop_upstream() {
+	local pid
+	pid=$(cat "$upstream_pid" 2>/dev/null) || return 0
+	if [[ $pid =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--directory $work/upstream"; then
+		kill "$pid" 2>/dev/null || true
+	fi
+	rm -f "$upstream_pid"
+}
+
 tofu=$(scripts/build-opentofu.sh)
 mkdir -p "$work"
 cp examples/quickstart/main.tf "$work/main.tf"
@@ -34,7 +46,7 @@ image=$(scripts/build-image.sh)
 if [[ ${1:-} == destroy ]]; then
 	say "destroying the quickstart proxy"
 	"$tofu" -chdir="$work" destroy -auto-approve -var "image_file=$image"
-	pkill -f "$work/upstream" 2>/dev/null || true
+	stop_upstream
 	virsh -q -c "$uri" net-update egress-test delete dns-host "$dns_entry" --live 2>/dev/null || true
 	exit 0
 fi
@@ -46,10 +58,11 @@ scripts/libvirt-env.sh start >/dev/null
 say "starting allowed.test and denied.test inside the namespace"
 virsh -q -c "$uri" net-update egress-test delete dns-host "$dns_entry" --live 2>/dev/null || true
 virsh -q -c "$uri" net-update egress-test add dns-host "$dns_entry" --live
-pkill -f "$work/upstream" 2>/dev/null || true
+stop_upstream
 mkdir -p "$work/upstream"
 echo "hello from the allowed side" >"$work/upstream/index.html"
 ip netns exec "$netns" python3 -m http.server 80 --bind "$gateway" --directory "$work/upstream" >/dev/null 2>&1 &
+echo $! >"$upstream_pid"
 
 say "applying examples/quickstart with OpenTofu (the VM boots under QEMU: a few minutes)"
 "$tofu" -chdir="$work" apply -auto-approve -var "image_file=$image"
