@@ -10,7 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
 // imageVolumes lists the shared image volumes in the test pool.
@@ -81,6 +84,17 @@ resource "egress_proxy" %q {
 				}
 				return nil
 			},
+		}, {
+			// The import cannot know the local path; the configured file's content names the volume the proxy
+			// already runs on, so the import plans no replacement: only image_file is recorded, in place.
+			ResourceName:       "egress_proxy.a",
+			ImportState:        true,
+			ImportStateKind:    resource.ImportBlockWithID,
+			ExpectNonEmptyPlan: true,
+			ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+				plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate),
+				plancheck.ExpectKnownValue("egress_proxy.a", tfjsonpath.New("kvm").AtMapKey("image_file"), knownvalue.StringExact(image)),
+			}},
 		}},
 	})
 	if !slices.Contains(imageVolumes(t, uri), uploaded) {

@@ -103,7 +103,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			"kvm": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",
-				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy")},
+				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy").unlessSame("image_file", imageFileOfBaseVolume)},
 				Attributes: map[string]schema.Attribute{
 					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.KVMHost()}},
 					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMVCPUs),

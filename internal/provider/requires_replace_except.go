@@ -7,16 +7,35 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
 // requiresReplaceExcept replaces the resource when a nested object changes in anything but the named
 // attributes: those say how Create behaves (what it waits for), not what it makes, so changing them must
 // not rebuild a running proxy.
-func requiresReplaceExcept(inPlace ...string) planmodifier.Object {
+func requiresReplaceExcept(inPlace ...string) requiresReplaceExceptModifier {
 	return requiresReplaceExceptModifier{inPlace: inPlace}
 }
 
-type requiresReplaceExceptModifier struct{ inPlace []string }
+// sameAs is a rule by which an attribute whose value changed still names what the object already is.
+type sameAs func(ctx context.Context, prior, planned map[string]attr.Value) bool
+
+type requiresReplaceExceptModifier struct {
+	inPlace []string
+	sameAs  map[string]sameAs
+}
+
+// unlessSame adds a rule for attribute name: a change the rule finds the same does not replace.
+func (m requiresReplaceExceptModifier) unlessSame(name string, rule sameAs) requiresReplaceExceptModifier {
+	rules := map[string]sameAs{name: rule}
+	for n, r := range m.sameAs {
+		rules[n] = r
+	}
+	m.sameAs = rules
+	return m
+}
 
 func (m requiresReplaceExceptModifier) Description(context.Context) string {
 	return fmt.Sprintf("Changing this object replaces the resource, unless only %s change.", strings.Join(m.inPlace, " or "))
@@ -26,7 +45,7 @@ func (m requiresReplaceExceptModifier) MarkdownDescription(ctx context.Context) 
 	return m.Description(ctx)
 }
 
-func (m requiresReplaceExceptModifier) PlanModifyObject(_ context.Context, req planmodifier.ObjectRequest, resp *planmodifier.ObjectResponse) {
+func (m requiresReplaceExceptModifier) PlanModifyObject(ctx context.Context, req planmodifier.ObjectRequest, resp *planmodifier.ObjectResponse) {
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return // create or destroy: nothing to replace
 	}
@@ -59,6 +78,9 @@ func (m requiresReplaceExceptModifier) PlanModifyObject(_ context.Context, req p
 			}
 		}
 		if !equalKnown(prior, planned) {
+			if same, ok := m.sameAs[name]; ok && same(ctx, before, after) {
+				continue
+			}
 			resp.RequiresReplace = true
 			return
 		}
@@ -77,4 +99,19 @@ func (m requiresReplaceExceptModifier) ignored(name string) bool {
 // equalKnown treats a value still unknown in the plan as a change: the new value cannot be proved the same.
 func equalKnown(prior, planned attr.Value) bool {
 	return !planned.IsUnknown() && prior.Equal(planned)
+}
+
+// imageFileOfBaseVolume finds an image_file that the state lacks (an import cannot know a local path) the
+// same when the file's content is the image volume the proxy already runs on.
+func imageFileOfBaseVolume(ctx context.Context, prior, planned map[string]attr.Value) bool {
+	file, ok := planned["image_file"].(types.String)
+	if !ok || file.IsNull() || file.IsUnknown() || !prior["image_file"].IsNull() {
+		return false
+	}
+	base, ok := prior["base_volume"].(types.String)
+	if !ok || base.IsNull() {
+		return false
+	}
+	name, err := kvm.ImageVolumeName(ctx, file.ValueString())
+	return err == nil && name == base.ValueString()
 }

@@ -213,3 +213,13 @@ func (g *flights[T]) do(ctx context.Context, key string, fn func(context.Context
 func isCtxErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
+
+// ImageVolumeName is the name of the volume an image file becomes in a pool: what Create uploads it as and
+// what Get reports as the proxy's base volume. It hashes the file (cached per path, size and modification time).
+func ImageVolumeName(ctx context.Context, path string) (string, error) {
+	info, err := inspectImage(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	return info.volumeName(), nil
+}
