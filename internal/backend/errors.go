@@ -137,12 +137,3 @@ func Retryable(err error) bool {
 		return false
 	}
 }
-
-// ObjectOf returns the object named by the outermost classified error, or "".
-func ObjectOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Object
-	}
-	return ""
-}

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
 // session is one live connection to a libvirt daemon.
@@ -97,14 +100,55 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 		c.cur.close()
 		c.cur = nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
-	defer cancel()
-	s, err := c.dial(dctx, c.host, c.target)
+	s, err := c.dialRetrying(ctx)
 	if err != nil {
-		return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
+		return nil, err
 	}
 	c.cur = s
 	return s, nil
+}
+
+// Dial attempts within a host's DialTimeout start dialFirstDelay apart and double up to dialMaxDelay: a
+// daemon restarting (systemd brings its socket back within a second or two) is waited for, a host that is
+// not there is not waited for long.
+const (
+	dialFirstDelay = 250 * time.Millisecond
+	dialMaxDelay   = 4 * time.Second
+)
+
+// dialRetrying dials until a session opens, an attempt fails in a way no retry fixes (a refused login, a
+// bad key), or the host's DialTimeout passes. Then the host is unreachable: that error is Permanent, so
+// callers stop at once instead of retrying until their own timeout (20 minutes for a create), and it asks
+// whether libvirtd runs there. When the caller's ctx ends first, its error is returned: the caller gave up,
+// which says nothing about the host.
+func (c *conn) dialRetrying(ctx context.Context) (*session, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
+	defer cancel()
+	var delay time.Duration
+	for {
+		s, err := c.dial(dctx, c.host, c.target)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: errors.Join(ctx.Err(), err)}
+		}
+		if cls := classOf(err); cls != backend.ClassTransient && cls != backend.ClassUnclassified {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
+		}
+		delay = min(max(2*delay, dialFirstDelay), dialMaxDelay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+			continue
+		case <-dctx.Done():
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: errors.Join(ctx.Err(), err)}
+		}
+		return nil, &unreachableError{host: c.name, uri: c.host.URI, after: c.host.DialTimeout, last: err}
+	}
 }
 
 func (c *conn) drop(s *session) {
@@ -192,6 +236,23 @@ func (e *dialError) Error() string {
 	return fmt.Sprintf("connecting to kvm host %q (%s): %v", e.host, e.uri, e.err)
 }
 func (e *dialError) Unwrap() error { return e.err }
+
+// unreachableError is a host that no dial reached within its DialTimeout.
+type unreachableError struct {
+	host, uri string
+	after     time.Duration
+	last      error
+}
+
+func (e *unreachableError) Error() string {
+	last := e.last.Error()
+	if errors.Is(e.last, context.DeadlineExceeded) {
+		last = "no answer: the connection or libvirt's handshake did not complete"
+	}
+	return fmt.Sprintf("kvm host %q (%s) could not be reached within %v: is libvirtd running there, and does the URI point at it? Last error: %s",
+		e.host, e.uri, e.after, last)
+}
+func (e *unreachableError) Unwrap() error { return e.last }
 
 // connLostError is a call that failed because the connection broke under it.
 type connLostError struct {

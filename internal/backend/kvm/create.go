@@ -79,7 +79,6 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	if m.Placement.WaitForProxy {
 		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
-		b.recordNote(inst.ID, note)
 		if note != "" {
 			inst.Notes = append(inst.Notes, note)
 		}
