@@ -139,7 +139,7 @@ type KVMPlacement struct {
 	// WaitForProxy makes Create wait (within its ctx), after the address, until the proxy answers: a TCP
 	// connection to its port and a 200 from its health endpoint (user-mode networking: any HTTP answer on
 	// the forwarded port). When the address proves unreachable from where the provider runs, Create does
-	// not wait for the proxy and succeeds without having verified it. Implies WaitForAddress.
+	// not wait for the proxy and succeeds without having verified it. Ignored without WaitForAddress.
 	WaitForProxy bool
 }
 

@@ -318,8 +318,8 @@ func TestImagePlacementRules(t *testing.T) {
 	}
 	spec = fakeSpec("p-2", "o")
 	spec.Placement.KVM.WaitForProxy = true
-	if p, _ := resolvePlacement(spec, hosts); !p.WaitForAddress {
-		t.Errorf("WaitForProxy must imply WaitForAddress")
+	if p, _ := resolvePlacement(spec, hosts); p.WaitForAddress || p.WaitForProxy {
+		t.Errorf("WaitForProxy without WaitForAddress = %+v, want no wait: the proxy is checked at its address", p)
 	}
 	missing := imageSpec("p-3", filepath.Join(t.TempDir(), "nope.qcow2"))
 	b, _ := fakeBackend(newFakeHost())

@@ -20,11 +20,27 @@ type placement struct {
 	slirp bool
 }
 
-// Defaults of a proxy VM's size: Squid for a few clients fits comfortably.
+// Defaults of a proxy VM's size: Squid for a few clients fits comfortably. The provider's schema shows
+// and applies these same values.
 const (
-	defaultVCPUs     = 1
-	defaultMemoryMiB = 512
+	DefaultVCPUs     = 1
+	DefaultMemoryMiB = 512
+	// DefaultDiskGiB is the root disk's size the provider asks for when the configuration gives none. A
+	// placement with DiskGiB 0 gets the base volume's own size instead.
+	DefaultDiskGiB = 4
 )
+
+// Waits is the rule of the two wait flags: the proxy is checked at its address, so a wait for the proxy
+// needs the wait for the address, and without it the proxy is not waited for either.
+func Waits(forAddress, forProxy bool) (address, proxy bool) {
+	return forAddress, forAddress && forProxy
+}
+
+// QuotaAdvice is what a user can do about a Quota error of this backend: a libvirt host has no quota
+// system, only the memory and disk it has.
+const QuotaAdvice = "The libvirt host lacks the memory or the storage pool space this proxy asks for. " +
+	"Free some (stop or remove other domains, delete unused volumes, grow the pool), " +
+	"or ask for fewer vCPUs, less memory or a smaller disk, then apply again."
 
 // resolvePlacement fills spec's placement from the host configuration. It fails Permanent on what no retry
 // can fix: an unknown host, a missing base volume name, malformed MAC or IP, two interface kinds at once.
@@ -44,10 +60,10 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	}
 	p.Host = pl.Target
 	if p.VCPUs <= 0 {
-		p.VCPUs = defaultVCPUs
+		p.VCPUs = DefaultVCPUs
 	}
 	if p.MemoryMiB <= 0 {
-		p.MemoryMiB = defaultMemoryMiB
+		p.MemoryMiB = DefaultMemoryMiB
 	}
 	p.DomainType = firstOf(p.DomainType, h.DomainType)
 	if err := validDomainType(p.DomainType); err != nil {
@@ -65,9 +81,7 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 			return placement{}, backend.Permanent(object, "no base volume: set base_volume or image_file on the proxy, or base_volume on kvm host %q", p.Host)
 		}
 	}
-	if p.WaitForProxy {
-		p.WaitForAddress = true // the proxy is checked at its address
-	}
+	p.WaitForAddress, p.WaitForProxy = Waits(p.WaitForAddress, p.WaitForProxy)
 	kinds := 0
 	for _, set := range []bool{p.Network != "", p.Bridge != "", p.UserNet} {
 		if set {
