@@ -147,6 +147,11 @@ func (c *conn) dialRetrying(ctx context.Context) (*session, error) {
 		if ctx.Err() != nil {
 			return nil, &dialError{host: c.name, uri: c.host.URI, err: errors.Join(ctx.Err(), err)}
 		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The last attempt was cut off by the DialTimeout itself: say what that means, and keep the error
+			// from reading as the caller's deadline.
+			err = errNoAnswer
+		}
 		return nil, &unreachableError{host: c.name, uri: c.host.URI, after: c.host.DialTimeout, last: err}
 	}
 }
@@ -244,13 +249,11 @@ type unreachableError struct {
 	last      error
 }
 
+var errNoAnswer = errors.New("no answer: the connection or libvirt's handshake did not complete")
+
 func (e *unreachableError) Error() string {
-	last := e.last.Error()
-	if errors.Is(e.last, context.DeadlineExceeded) {
-		last = "no answer: the connection or libvirt's handshake did not complete"
-	}
-	return fmt.Sprintf("kvm host %q (%s) could not be reached within %v: is libvirtd running there, and does the URI point at it? Last error: %s",
-		e.host, e.uri, e.after, last)
+	return fmt.Sprintf("kvm host %q (%s) could not be reached within %v: is libvirtd running there, and does the URI point at it? Last error: %v",
+		e.host, e.uri, e.after, e.last)
 }
 func (e *unreachableError) Unwrap() error { return e.last }
 

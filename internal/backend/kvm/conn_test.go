@@ -151,6 +151,9 @@ func TestUnreachableHosts(t *testing.T) {
 			if backend.ClassOf(err) != backend.ClassPermanent || backend.Retryable(err) || !errors.As(err, &ue) {
 				t.Fatalf("Get = %v, want Permanent: unreachable", err)
 			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Get = %v: an unreachable host must not read as the caller's deadline", err)
+			}
 			for _, want := range []string{`"h"`, uri, "is libvirtd running there"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)
@@ -192,4 +195,3 @@ func TestDialEndedByCaller(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return strings.Contains(s, sub) }
