@@ -194,4 +194,3 @@ func TestDialEndedByCaller(t *testing.T) {
 		t.Errorf("dialled %d times, want 2: a missing socket is retried within the DialTimeout", dials.Load())
 	}
 }
-
