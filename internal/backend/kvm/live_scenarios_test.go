@@ -167,6 +167,20 @@ func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 	}
 }
 
+// A placement naming a libvirt network the host does not have fails when libvirt starts the domain. That is
+// a configuration to correct, Permanent and naming the network: never NotFound, which would tell the user
+// the proxy was deleted outside Terraform (and drop it from the state).
+func TestLiveMissingNetworkIsPermanent(t *testing.T) {
+	b := liveBackend(t)
+	spec := liveSpec(testOwner())
+	spec.Placement.KVM.Network = "no-such-network-" + spec.UID[:8]
+	cleanupProxy(t, b, spec.Name)
+	_, err := b.Create(ctxFor(t, time.Minute), spec)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), spec.Placement.KVM.Network) {
+		t.Fatalf("Create on a missing network = %v, want Permanent naming the network", err)
+	}
+}
+
 func TestLiveFixedIPIsADHCPReservation(t *testing.T) {
 	b := liveBackend(t)
 	spec := liveSpec(testOwner())
