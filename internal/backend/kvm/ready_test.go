@@ -249,3 +249,35 @@ func TestReadinessDoesNotProbeOffLinkAddresses(t *testing.T) {
 
 // noteOf is what Create told the caller about readiness, through the instance's Notes.
 func noteOf(inst backend.Instance) string { return strings.Join(inst.Notes, "\n") }
+
+// A connect cut short by the caller's own deadline says nothing about the address; the same error from the
+// attempt's timeout, with the caller still waiting, is silence: unreachable.
+func TestDialResultIgnoresTheCallersEnd(t *testing.T) {
+	t.Parallel()
+	ended, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	waiting := context.Background()
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	tests := map[string]struct {
+		caller  context.Context
+		err     error
+		userNet bool
+		want    probeResult
+	}{
+		"attempt timed out":           {waiting, timeout, false, probeUnreachable},
+		"caller's deadline passed":    {ended, timeout, false, probeNotReady},
+		"caller's deadline, user net": {ended, timeout, true, probeNotReady},
+		"refused":                     {waiting, os.NewSyscallError("connect", syscall.ECONNREFUSED), false, probeReachable},
+		"refused, user net":           {waiting, os.NewSyscallError("connect", syscall.ECONNREFUSED), true, probeUnreachable},
+		"no route":                    {waiting, os.NewSyscallError("connect", syscall.EHOSTUNREACH), false, probeUnreachable},
+		"no route, caller gave up":    {ended, os.NewSyscallError("connect", syscall.EHOSTUNREACH), false, probeNotReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := dialResult(tc.caller, tc.err, tc.userNet); got != tc.want {
+				t.Errorf("dialResult = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
