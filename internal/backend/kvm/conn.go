@@ -190,6 +190,10 @@ func dialLibvirt(ctx context.Context, h HostConfig, t target) (*session, error) 
 	case err := <-done:
 		if err != nil {
 			_ = w.Close() // the handshake's error is the one worth reporting
+			if re := w.readError(); tlsRefusal(re) {
+				// go-libvirt reports the broken stream as an interrupted call; the read says why it broke.
+				return nil, &configError{fmt.Errorf("TLS handshake with %s: %w", t.host, re)}
+			}
 			return nil, err
 		}
 	case <-ctx.Done():
@@ -206,14 +210,28 @@ type watchedConn struct {
 	net.Conn
 	once sync.Once
 	lost chan struct{}
+
+	mu      sync.Mutex
+	readErr error // the first read error, which says why the stream ended
 }
 
 func (w *watchedConn) Read(b []byte) (int, error) {
 	n, err := w.Conn.Read(b)
 	if err != nil {
+		w.mu.Lock()
+		if w.readErr == nil {
+			w.readErr = err
+		}
+		w.mu.Unlock()
 		w.markLost()
 	}
 	return n, err
+}
+
+func (w *watchedConn) readError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readErr
 }
 
 func (w *watchedConn) Write(b []byte) (int, error) {

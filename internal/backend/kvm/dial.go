@@ -36,11 +36,24 @@ func dialTransport(ctx context.Context, h HostConfig, t target) (net.Conn, error
 			return nil, &configError{err}
 		}
 		td := tls.Dialer{NetDialer: &d, Config: conf}
-		return td.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
+		c, err := td.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
+		if tlsRefusal(err) {
+			return nil, &configError{fmt.Errorf("TLS handshake with %s: %w", t.host, err)}
+		}
+		return c, err
 	case "ssh":
 		return dialSSH(ctx, h, t)
 	}
 	return nil, &configError{fmt.Errorf("transport %q is not supported", t.transport)}
+}
+
+// tlsRefusal reports a certificate this client does not trust, or a server refusing this client's
+// certificate (its alert arrives as a "remote error", with TLS 1.3 only at the first read): a login that
+// cannot work as configured, which no retry helps.
+func tlsRefusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var oe *net.OpError
+	return errors.As(err, &cv) || errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // configError marks dial failures that no retry can fix: missing keys, unreadable certificates.
