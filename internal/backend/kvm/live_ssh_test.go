@@ -94,12 +94,12 @@ func TestLiveSSH(t *testing.T) {
 			// known_hosts trusts only the CA that signed the server's host certificate: the login works only
 			// if the client asks for the certificate and checks it against that CA.
 			"host certificate signed by a known CA": func(t *testing.T, h *HostConfig) {
-				h.SSHKnownHostsFile = writeFile(t, "known_hosts", fmt.Sprintf("@cert-authority [127.0.0.1]:%d %s\n", srv.port, srv.caKey))
+				h.SSHKnownHostsFile = writeKnownHosts(t, fmt.Sprintf("@cert-authority [127.0.0.1]:%d %s\n", srv.port, srv.caKey))
 			},
 			// The host's entry hashed, as HashKnownHosts yes writes it.
 			"hashed known_hosts entry": func(t *testing.T, h *HostConfig) {
 				line := xknownhosts.HashHostname(fmt.Sprintf("[127.0.0.1]:%d", srv.port)) + " " + srv.hostKey
-				h.SSHKnownHostsFile = writeFile(t, "known_hosts", line+"\n")
+				h.SSHKnownHostsFile = writeKnownHosts(t, line+"\n")
 			},
 			// No key file at all (HOME has no ~/.ssh): the only key is in the ssh-agent.
 			"agent only": func(t *testing.T, h *HostConfig) {
@@ -190,7 +190,7 @@ func TestLiveSSH(t *testing.T) {
 			},
 			"host not in known_hosts": {
 				edit: func(t *testing.T, h *HostConfig) {
-					h.SSHKnownHostsFile = writeFile(t, "known_hosts", "[127.0.0.1]:1 "+srv.hostKey+"\n")
+					h.SSHKnownHostsFile = writeKnownHosts(t, "[127.0.0.1]:1 "+srv.hostKey+"\n")
 				},
 				want: "host key",
 			},
@@ -251,7 +251,7 @@ func TestKnownHostKeyAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := writeFile(t, "known_hosts", strings.Join([]string{
+	known := writeKnownHosts(t, strings.Join([]string{
 		xknownhosts.Line([]string{"[h.example]:2222"}, ed),
 		xknownhosts.Line([]string{"other.example"}, ec),
 		xknownhosts.HashHostname("hashed.example") + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ed))),
@@ -416,7 +416,7 @@ func (s *sshServer) uri(query string) string {
 // knownHosts writes a known_hosts file that lists key for this server, in OpenSSH's own format for a host
 // on a non-standard port.
 func (s *sshServer) knownHosts(t *testing.T, key string) string {
-	return writeFile(t, "known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s\n", s.port, key))
+	return writeKnownHosts(t, fmt.Sprintf("[127.0.0.1]:%d %s\n", s.port, key))
 }
 
 // logins counts the public key logins sshd accepted so far.
@@ -456,7 +456,7 @@ func startAgent(t *testing.T, keyFile string) string {
 		t.Fatal(err)
 	}
 	// A short directory: a unix socket's path must fit in 108 bytes, which t.TempDir's may not.
-	dir, err := os.MkdirTemp("", "agent")
+	dir, err := os.MkdirTemp("", "agent") //nolint:usetesting // t.TempDir's path can be too long for a socket
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,9 +525,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port //nolint:forcetypeassert // a tcp listener's address is a TCPAddr
 }
 
-// writeFile writes content to a new temporary directory of the test and returns the file's path.
-func writeFile(t *testing.T, name, content string) string {
-	return writeFileIn(t, t.TempDir(), name, content)
+// writeKnownHosts writes a known_hosts file with content in a new temporary directory of the test and returns its path.
+func writeKnownHosts(t *testing.T, content string) string {
+	return writeFileIn(t, t.TempDir(), "known_hosts", content)
 }
 
 func writeFileIn(t *testing.T, dir, name, content string) string {
