@@ -53,6 +53,9 @@ type Error struct {
 	Object string
 	// Err is the backend's own error, kept whole so its message reaches the diagnostic.
 	Err error
+	// Advice, when set, is what the user can do about it in this backend's terms (which settings ask for
+	// less, which objects to free); the provider shows it instead of its class's general advice.
+	Advice string
 }
 
 func (e *Error) Error() string {
@@ -102,6 +105,21 @@ func Permanent(object, format string, args ...any) error {
 	return NewError(ClassPermanent, object, fmt.Errorf(format, args...))
 }
 
+// AdviceOf returns the advice of the outermost classified error in err's chain that has one, or "".
+func AdviceOf(err error) string {
+	for err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			return ""
+		}
+		if e.Advice != "" {
+			return e.Advice
+		}
+		err = e.Err
+	}
+	return ""
+}
+
 // ClassOf returns the class of the outermost classified error in err's chain. Context cancellation and
 // deadlines are Transient: the operation may succeed when given time.
 func ClassOf(err error) Class {
@@ -136,13 +154,4 @@ func Retryable(err error) bool {
 	default:
 		return false
 	}
-}
-
-// ObjectOf returns the object named by the outermost classified error, or "".
-func ObjectOf(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Object
-	}
-	return ""
 }

@@ -30,15 +30,6 @@ func Subsystem(ctx context.Context, kind Kind) context.Context {
 	return ctx
 }
 
-// LogWire records one request or response of a backend's API at TRACE, with credentials masked.
-func LogWire(ctx context.Context, kind Kind, direction, summary string, fields map[string]any) {
-	all := map[string]any{"direction": direction}
-	for k, v := range fields {
-		all[k] = v
-	}
-	tflog.SubsystemTrace(ctx, string(kind), summary, all)
-}
-
 // WithLogging wraps b so every call logs its operation, ProviderID, duration and error class at DEBUG in the
 // backend's own subsystem. Checker passes through when b implements it; Reconfigure is always there, and
 // refuses with a Permanent error when b cannot reconfigure (its instances never report Reconfigurable).

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"github.com/hashicorp/terraform-plugin-log/tflogtest"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -47,7 +48,7 @@ func TestWireLogsMaskSecrets(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	ctx := backend.Subsystem(tflogtest.RootLogger(context.Background(), &out), backend.KindGCP)
-	backend.LogWire(ctx, backend.KindGCP, "request", "POST /compute/v1/projects/p/zones/z/instances", map[string]any{
+	tflog.SubsystemTrace(ctx, string(backend.KindGCP), "POST /compute/v1/projects/p/zones/z/instances", map[string]any{
 		"password": "hunter2-field",
 		"headers":  "Authorization: Bearer ya29.secret-token",
 		"body":     `{"name":"x","access_token":"tok-in-body"}`,

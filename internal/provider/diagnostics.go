@@ -18,7 +18,7 @@ var classAdvice = map[backend.Class]struct{ summary, advice string }{
 			"Run terraform apply to create it again, or remove it from the configuration."},
 	backend.ClassQuota: {"Egress proxy backend limit reached",
 		"The backend has no room for this request (quota, memory, disk or instance limit). It was not retried. " +
-			"Free capacity or raise the limit, or ask for less (vcpus, memory_mib, disk_gib), then apply again."},
+			"Free capacity or raise the limit, or ask for a smaller proxy, then apply again."},
 	backend.ClassTransient: {"Egress proxy backend temporarily unavailable",
 		"The request failed in a way that may pass later, and was retried until the timeout ended. " +
 			"Check that the backend is reachable and healthy (the egress_backends data source reports it), " +
@@ -36,6 +36,9 @@ var classAdvice = map[backend.Class]struct{ summary, advice string }{
 func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic {
 	class := backend.ClassOf(err)
 	a := classAdvice[class]
+	if advice := backend.AdviceOf(err); advice != "" {
+		a.advice = advice
+	}
 	object, message := objectAndMessage(object, err)
 	detail := fmt.Sprintf("Could not %s %s.\n\nError class: %s\nBackend error: %s\n\n%s", operation, object, class, message, a.advice)
 	var notConfigured *backend.NotConfiguredError

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -43,6 +44,7 @@ type kvmHostModel struct {
 	SSHKeyFile            types.String `tfsdk:"ssh_key_file"`
 	KnownHostsFile        types.String `tfsdk:"known_hosts_file"`
 	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
+	ConnectTimeout        types.String `tfsdk:"connect_timeout"`
 }
 
 // Environment fallbacks, as the Kubernetes, Google and libvirt tools read them.
@@ -101,6 +103,10 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
 					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Skip SSH host key verification. Only for throw-away lab hosts: it lets anyone on the path impersonate the host."},
+					"connect_timeout": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "How long connecting to the host is retried before the host counts as unreachable and the operation fails, " +
+							"as a Go duration. Defaults to `" + kvm.DefaultDialTimeout.String() + "`.",
+						Validators: []validator.String{attribute_validator.Duration()}},
 				}},
 			},
 			"pool":        schema.StringAttribute{Optional: true, MarkdownDescription: "Default storage pool for proxy volumes; `default` when unset."},
@@ -156,9 +162,12 @@ func kvmBackendConfig(m *kvmProviderModel) kvm.Config {
 		Network: m.Network.ValueString(), DomainType: m.DomainType.ValueString(),
 	}
 	for name, h := range m.Hosts {
+		// The validator has accepted the duration; an unset one leaves the backend's default.
+		connectTimeout, _ := time.ParseDuration(h.ConnectTimeout.ValueString())
 		cfg.Hosts[name] = kvm.HostConfig{
 			URI: h.URI.ValueString(), SSHKeyFile: h.SSHKeyFile.ValueString(),
 			SSHKnownHostsFile: h.KnownHostsFile.ValueString(), InsecureIgnoreHostKey: h.InsecureIgnoreHostKey.ValueBool(),
+			DialTimeout: connectTimeout,
 		}
 	}
 	return cfg

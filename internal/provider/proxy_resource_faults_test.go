@@ -141,7 +141,7 @@ func TestAccProxy_partialCreateIsTainted(t *testing.T) {
 		CheckDestroy:             checkDestroyed(mem),
 		Steps: []resource.TestStep{
 			{
-				Config:      faultConfig(),
+				Config: faultConfig(),
 				// A Check would never run on a failing step: the next step's PreConfig holds the backend to one.
 				ExpectError: wrapped(`(?s)Egress proxy saved as tainted.*next terraform apply deletes and replaces it`),
 			},

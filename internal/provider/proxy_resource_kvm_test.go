@@ -166,7 +166,7 @@ func TestAccProxyKVM_hostErrors(t *testing.T) {
 	}{
 		"memory beyond the host is Quota": {
 			kvmProviderBlock("acc-quota", uri), `kvm = { memory_mib = 1048576, wait_for_address = false }`,
-			`(?s)Egress proxy backend limit reached.*Error class: Quota`,
+			`(?s)Egress proxy backend limit reached.*Error class: Quota.*ask for fewer vCPUs, less memory`,
 		},
 		"unreachable host is a clear error": {
 			`provider "egress" {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -121,7 +122,7 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	case backend.KindGCP:
 		m.GCP = &gcpPlacementModel{Project: types.StringValue(p.Target), Zone: types.StringValue(p.Scope)}
 	case backend.KindKVM:
-		k := backend.KVMPlacement{VCPUs: defaultKVMVCPUs, MemoryMiB: defaultKVMMemoryMiB, DiskGiB: defaultKVMDiskGiB}
+		k := backend.KVMPlacement{VCPUs: kvm.DefaultVCPUs, MemoryMiB: kvm.DefaultMemoryMiB, DiskGiB: kvm.DefaultDiskGiB}
 		if p.KVM != nil {
 			k = *p.KVM
 		}

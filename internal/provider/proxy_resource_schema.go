@@ -34,13 +34,6 @@ import (
 const labelRulesDescription = "Keys: lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters; " +
 	"keys starting with `egress-` that the provider uses itself are reserved. Values: at most 63 lowercase letters, digits, `-` and `_`."
 
-// Defaults of the KVM placement: enough for Squid on a small Debian guest.
-const (
-	defaultKVMVCPUs     = 1
-	defaultKVMMemoryMiB = 512
-	defaultKVMDiskGiB   = 4
-)
-
 func statesDescription() string {
 	names := make([]string, len(backend.States))
 	for i, s := range backend.States {
@@ -105,13 +98,13 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",
 				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy").unlessSame("image_file", imageFileOfBaseVolume)},
 				Attributes: map[string]schema.Attribute{
-					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`.", Validators: []validator.String{attribute_validator.KVMHost()}},
-					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMVCPUs),
-						MarkdownDescription: "Virtual CPUs.", Validators: []validator.Int64{int64validator.Between(1, 64)}},
-					"memory_mib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMMemoryMiB),
-						MarkdownDescription: "Memory in MiB.", Validators: []validator.Int64{int64validator.Between(128, 1<<20)}},
-					"disk_gib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(defaultKVMDiskGiB),
-						MarkdownDescription: "Root disk size in GiB.", Validators: []validator.Int64{int64validator.Between(1, 4096)}},
+					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`. Defaults to `" + kvm.DefaultHostName + "`.", Validators: []validator.String{attribute_validator.KVMHost()}},
+					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultVCPUs),
+						MarkdownDescription: fmt.Sprintf("Virtual CPUs. Defaults to `%d`.", kvm.DefaultVCPUs), Validators: []validator.Int64{int64validator.Between(1, 64)}},
+					"memory_mib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultMemoryMiB),
+						MarkdownDescription: fmt.Sprintf("Memory in MiB. Defaults to `%d`.", kvm.DefaultMemoryMiB), Validators: []validator.Int64{int64validator.Between(128, 1<<20)}},
+					"disk_gib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultDiskGiB),
+						MarkdownDescription: fmt.Sprintf("Root disk size in GiB. Defaults to `%d`.", kvm.DefaultDiskGiB), Validators: []validator.Int64{int64validator.Between(1, 4096)}},
 					"domain_type": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "`kvm`, `qemu` or `auto`; the host's setting when unset. Reads back as the type the host resolved.",
 						Validators: []validator.String{stringvalidator.OneOf(kvm.DomainTypes...)}},
 					"pool":        schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "Storage pool for the proxy's volumes; the host's default when unset.", Validators: []validator.String{attribute_validator.NotEmpty()}},

@@ -7,7 +7,6 @@ package kvm
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -26,9 +25,6 @@ type Backend struct {
 	imageStall time.Duration
 	// readiness checks the proxy answers (see ready.go); tests point it elsewhere.
 	readiness readiness
-
-	notesMu sync.Mutex
-	notes   map[string]string
 }
 
 var (
@@ -48,7 +44,7 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	}
 	b := &Backend{
 		hosts: hosts, conns: map[string]*conn{}, now: time.Now, pollInterval: time.Second,
-		imageStall: defaultImageStall, readiness: defaultReadiness(), notes: map[string]string{},
+		imageStall: defaultImageStall, readiness: defaultReadiness(),
 	}
 	for name, h := range hosts {
 		t, _ := parseURI(h.URI) // validated by cfg.hosts
@@ -57,7 +53,8 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	return b, nil
 }
 
-// Close ends every open connection. The backend dials again if used afterwards.
+// Close ends every open connection. The backend dials again if used afterwards. The provider's tests close
+// the backends they build; the provider itself leaves its connections to end with the plugin process.
 func (b *Backend) Close() error {
 	for _, c := range b.conns {
 		c.close()

@@ -52,18 +52,20 @@ type HostConfig struct {
 	TLSClientKeyFile   string
 	InsecureSkipVerify bool
 
-	// DialTimeout bounds connecting when the caller's ctx has no earlier deadline. Zero means 30s.
+	// DialTimeout bounds connecting: attempts are retried within it (a daemon restarting is waited for),
+	// then the host is unreachable, a Permanent error. A caller's earlier deadline ends it sooner. Zero
+	// means DefaultDialTimeout.
 	DialTimeout time.Duration
 }
 
 // Built-in defaults, the names libvirt installs on a typical host.
 const (
-	DefaultHostName   = "local"
-	DefaultURI        = "qemu:///system"
-	DefaultPool       = "default"
-	DefaultNetwork    = "default"
-	DefaultDomainType = DomainTypeAuto
-	defaultDialTime   = 30 * time.Second
+	DefaultHostName    = "local"
+	DefaultURI         = "qemu:///system"
+	DefaultPool        = "default"
+	DefaultNetwork     = "default"
+	DefaultDomainType  = DomainTypeAuto
+	DefaultDialTimeout = 30 * time.Second
 )
 
 // Domain types a host or placement may ask for.
@@ -96,7 +98,7 @@ func (c Config) hosts() (map[string]HostConfig, error) {
 		h.Network = firstOf(h.Network, c.Network, DefaultNetwork)
 		h.DomainType = firstOf(h.DomainType, c.DomainType, DefaultDomainType)
 		if h.DialTimeout <= 0 {
-			h.DialTimeout = defaultDialTime
+			h.DialTimeout = DefaultDialTimeout
 		}
 		if err := validDomainType(h.DomainType); err != nil {
 			return nil, fmt.Errorf("kvm host %q: %w", name, err)

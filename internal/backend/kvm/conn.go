@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
 // session is one live connection to a libvirt daemon.
@@ -97,14 +100,60 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 		c.cur.close()
 		c.cur = nil
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
-	defer cancel()
-	s, err := c.dial(dctx, c.host, c.target)
+	s, err := c.dialRetrying(ctx)
 	if err != nil {
-		return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
+		return nil, err
 	}
 	c.cur = s
 	return s, nil
+}
+
+// Dial attempts within a host's DialTimeout start dialFirstDelay apart and double up to dialMaxDelay: a
+// daemon restarting (systemd brings its socket back within a second or two) is waited for, a host that is
+// not there is not waited for long.
+const (
+	dialFirstDelay = 250 * time.Millisecond
+	dialMaxDelay   = 4 * time.Second
+)
+
+// dialRetrying dials until a session opens, an attempt fails in a way no retry fixes (a refused login, a
+// bad key), or the host's DialTimeout passes. Then the host is unreachable: that error is Permanent, so
+// callers stop at once instead of retrying until their own timeout (20 minutes for a create), and it asks
+// whether libvirtd runs there. When the caller's ctx ends first, its error is returned: the caller gave up,
+// which says nothing about the host.
+func (c *conn) dialRetrying(ctx context.Context) (*session, error) {
+	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
+	defer cancel()
+	var delay time.Duration
+	for {
+		s, err := c.dial(dctx, c.host, c.target)
+		if err == nil {
+			return s, nil
+		}
+		if ctx.Err() != nil {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: errors.Join(ctx.Err(), err)}
+		}
+		if cls := classOf(err); cls != backend.ClassTransient && cls != backend.ClassUnclassified {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
+		}
+		delay = min(max(2*delay, dialFirstDelay), dialMaxDelay)
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+			continue
+		case <-dctx.Done():
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return nil, &dialError{host: c.name, uri: c.host.URI, err: errors.Join(ctx.Err(), err)}
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The last attempt was cut off by the DialTimeout itself: say what that means, and keep the error
+			// from reading as the caller's deadline.
+			err = errNoAnswer
+		}
+		return nil, &unreachableError{host: c.name, uri: c.host.URI, after: c.host.DialTimeout, last: err}
+	}
 }
 
 func (c *conn) drop(s *session) {
@@ -141,6 +190,10 @@ func dialLibvirt(ctx context.Context, h HostConfig, t target) (*session, error) 
 	case err := <-done:
 		if err != nil {
 			_ = w.Close() // the handshake's error is the one worth reporting
+			if re := w.readError(); tlsRefusal(re) {
+				// go-libvirt reports the broken stream as an interrupted call; the read says why it broke.
+				return nil, &configError{fmt.Errorf("TLS handshake with %s: %w", t.host, re)}
+			}
 			return nil, err
 		}
 	case <-ctx.Done():
@@ -157,14 +210,28 @@ type watchedConn struct {
 	net.Conn
 	once sync.Once
 	lost chan struct{}
+
+	mu      sync.Mutex
+	readErr error // the first read error, which says why the stream ended
 }
 
 func (w *watchedConn) Read(b []byte) (int, error) {
 	n, err := w.Conn.Read(b)
 	if err != nil {
+		w.mu.Lock()
+		if w.readErr == nil {
+			w.readErr = err
+		}
+		w.mu.Unlock()
 		w.markLost()
 	}
 	return n, err
+}
+
+func (w *watchedConn) readError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readErr
 }
 
 func (w *watchedConn) Write(b []byte) (int, error) {
@@ -192,6 +259,21 @@ func (e *dialError) Error() string {
 	return fmt.Sprintf("connecting to kvm host %q (%s): %v", e.host, e.uri, e.err)
 }
 func (e *dialError) Unwrap() error { return e.err }
+
+// unreachableError is a host that no dial reached within its DialTimeout.
+type unreachableError struct {
+	host, uri string
+	after     time.Duration
+	last      error
+}
+
+var errNoAnswer = errors.New("no answer: the connection or libvirt's handshake did not complete")
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("kvm host %q (%s) could not be reached within %v: is libvirtd running there, and does the URI point at it? Last error: %v",
+		e.host, e.uri, e.after, e.last)
+}
+func (e *unreachableError) Unwrap() error { return e.last }
 
 // connLostError is a call that failed because the connection broke under it.
 type connLostError struct {

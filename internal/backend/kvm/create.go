@@ -80,7 +80,6 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// The proxy is probed at its address: without waiting for one there is nothing to probe.
 	if m.Placement.WaitForProxy && m.Placement.WaitForAddress {
 		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
-		b.recordNote(inst.ID, note)
 		if note != "" {
 			inst.Notes = append(inst.Notes, note)
 		}

@@ -12,10 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
+	"golang.org/x/crypto/ssh/agent"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
 
 // dialTransport opens the byte stream to libvirtd that t describes. Every transport dials with ctx, so an
@@ -33,11 +36,24 @@ func dialTransport(ctx context.Context, h HostConfig, t target) (net.Conn, error
 			return nil, &configError{err}
 		}
 		td := tls.Dialer{NetDialer: &d, Config: conf}
-		return td.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
+		c, err := td.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
+		if tlsRefusal(err) {
+			return nil, &configError{fmt.Errorf("TLS handshake with %s: %w", t.host, err)}
+		}
+		return c, err
 	case "ssh":
 		return dialSSH(ctx, h, t)
 	}
 	return nil, &configError{fmt.Errorf("transport %q is not supported", t.transport)}
+}
+
+// tlsRefusal reports a certificate this client does not trust, or a server refusing this client's
+// certificate (its alert arrives as a "remote error", with TLS 1.3 only at the first read): a login that
+// cannot work as configured, which no retry helps.
+func tlsRefusal(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var oe *net.OpError
+	return errors.As(err, &cv) || errors.As(err, &oe) && oe.Op == "remote error"
 }
 
 // configError marks dial failures that no retry can fix: missing keys, unreadable certificates.
@@ -77,12 +93,13 @@ func tlsConfig(h HostConfig, t target) (*tls.Config, error) {
 // dialSSH reaches the remote daemon's unix socket through an SSH channel, like libvirt's ssh transport,
 // but in Go: no ssh binary, no netcat on the remote side.
 func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
-	conf, err := sshConfig(h, t)
+	addr := net.JoinHostPort(t.host, t.port)
+	conf, done, err := sshConfig(h, t, addr)
 	if err != nil {
 		return nil, &configError{err}
 	}
+	defer done() // the agent is needed for the login only
 	var d net.Dialer
-	addr := net.JoinHostPort(t.host, t.port)
 	raw, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -123,84 +140,100 @@ func (c *sshConn) Close() error {
 	return errors.Join(err, c.client.Close())
 }
 
-func sshConfig(h HostConfig, t target) (*ssh.ClientConfig, error) {
+// sshConfig logs in as OpenSSH would: with the keys of the ssh-agent at SSH_AUTH_SOCK, then with every key
+// file that can be read without a passphrase (the configured one, else ~/.ssh/id_ed25519, id_ecdsa,
+// id_rsa). A passphrase-protected file is skipped, not fatal: its key is often in the agent. done closes
+// the agent connection once the login is over.
+func sshConfig(h HostConfig, t target, addr string) (conf *ssh.ClientConfig, done func(), err error) {
 	home, _ := os.UserHomeDir()
 	user := t.user
 	if user == "" {
 		user = os.Getenv("USER")
 	}
+	signers, tried, done := agentSigners()
 	keyFiles := []string{firstOf(h.SSHKeyFile, t.query.Get("keyfile"))}
 	if keyFiles[0] == "" {
 		keyFiles = []string{filepath.Join(home, ".ssh/id_ed25519"), filepath.Join(home, ".ssh/id_ecdsa"), filepath.Join(home, ".ssh/id_rsa")}
 	}
-	var signers []ssh.Signer
 	for _, f := range keyFiles {
-		pem, err := os.ReadFile(f)
-		if err != nil {
-			continue
+		s, note := readSigner(f)
+		tried = append(tried, note)
+		if s != nil {
+			signers = append(signers, s)
 		}
-		s, err := ssh.ParsePrivateKey(pem)
-		if err != nil {
-			return nil, fmt.Errorf("ssh key %s: %w", f, err)
-		}
-		signers = append(signers, s)
 	}
 	if len(signers) == 0 {
-		return nil, fmt.Errorf("no usable ssh private key (tried %v): set the host's ssh key file", keyFiles)
+		done()
+		return nil, nil, fmt.Errorf("no usable ssh key (%s): set the host's ssh key file, or add the key to the ssh-agent", strings.Join(tried, "; "))
 	}
-	conf := &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)}}
+	conf = &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)}}
 	noVerify, _ := strconv.Atoi(t.query.Get("no_verify"))
 	if h.InsecureIgnoreHostKey || noVerify != 0 {
 		conf.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // an explicit, documented opt-out
-		return conf, nil
+		return conf, done, nil
 	}
 	known := firstOf(h.SSHKnownHostsFile, t.query.Get("known_hosts"), filepath.Join(home, ".ssh/known_hosts"))
-	cb, err := knownhosts.New(known)
+	db, err := knownhosts.NewDB(known)
 	if err != nil {
-		return nil, fmt.Errorf("known hosts file %s (host keys are verified unless insecure_ignore_host_key is set): %w", known, err)
+		done()
+		return nil, nil, fmt.Errorf("known hosts file %s (host keys are verified unless insecure_ignore_host_key is set): %w", known, err)
 	}
-	conf.HostKeyCallback = explainHostKey(cb, known)
-	conf.HostKeyAlgorithms = knownHostKeyAlgorithms(cb, net.JoinHostPort(t.host, t.port))
-	return conf, nil
+	conf.HostKeyCallback = explainHostKey(db.HostKeyCallback(), known)
+	conf.HostKeyAlgorithms = hostKeyAlgorithms(db, addr)
+	return conf, done, nil
 }
 
-// knownHostKeyAlgorithms asks the server for a key of a type known_hosts lists for addr, as OpenSSH does.
-// Without it x/crypto asks for ECDSA or RSA before ed25519, so a host with keys of several types (every
-// stock sshd) presents one known_hosts may not list, and a correct ed25519 entry fails as a mismatch. The
-// other algorithms follow, so certificate authorities and hosts without those key types still work. Nil
-// (x/crypto's order) when known_hosts lists no key for addr.
-func knownHostKeyAlgorithms(cb ssh.HostKeyCallback, addr string) []string {
-	// knownhosts tells which keys it has for a host only in the error for a key it does not have.
-	var ke *knownhosts.KeyError
-	if err := cb(addr, &net.TCPAddr{}, probeKey{}); !errors.As(err, &ke) || len(ke.Want) == 0 {
-		return nil
+// agentSigners returns the keys of the ssh-agent at SSH_AUTH_SOCK, if one answers, a note of what was
+// tried, and a func that closes the agent connection.
+func agentSigners() ([]ssh.Signer, []string, func()) {
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, nil, func() {}
 	}
-	var algos []string
-	add := func(a ...string) {
-		for _, x := range a {
-			if !slices.Contains(algos, x) {
-				algos = append(algos, x)
-			}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		return nil, []string{fmt.Sprintf("ssh-agent at %s: %v", sock, err)}, func() {}
+	}
+	done := func() { _ = c.Close() } // the login is over: nothing is left to say to the agent
+	signers, err := agent.NewClient(c).Signers()
+	if err != nil || len(signers) == 0 {
+		return nil, []string{fmt.Sprintf("ssh-agent at %s: no keys (%v)", sock, err)}, done
+	}
+	return signers, nil, done
+}
+
+// readSigner reads one private key file. A file that is missing or needs a passphrase gives no signer and a
+// note saying so; only a file that is there and unreadable as a key is worth a note of its error.
+func readSigner(path string) (ssh.Signer, string) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Sprintf("%s: %v", path, errors.Unwrap(err))
+	}
+	s, err := ssh.ParsePrivateKey(pem)
+	var pass *ssh.PassphraseMissingError
+	switch {
+	case errors.As(err, &pass):
+		return nil, path + ": protected by a passphrase (add it to the ssh-agent)"
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %v", path, err)
+	}
+	return s, path + ": used"
+}
+
+// hostKeyAlgorithms asks the server for a host key of a type known_hosts lists for addr (a certificate's
+// for an @cert-authority line), as OpenSSH does. Without it x/crypto asks for certificates, then ECDSA or
+// RSA before ed25519, so a host with keys of several types (every stock sshd) presents one known_hosts may
+// not list, and a correct ed25519 entry fails as a mismatch. The plain key algorithms follow, so a host
+// whose key changed type is reported as a mismatch with the key it presented; certificates are asked for
+// only where known_hosts trusts a CA for addr, since no other certificate could be checked.
+func hostKeyAlgorithms(db *knownhosts.HostKeyDB, addr string) []string {
+	algos := db.HostKeyAlgorithms(addr)
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		if !slices.Contains(algos, a) && !strings.Contains(a, "-cert-") {
+			algos = append(algos, a)
 		}
 	}
-	for _, k := range ke.Want {
-		if typ := k.Key.Type(); typ == ssh.KeyAlgoRSA {
-			add(ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA) // one RSA key, three signatures
-		} else {
-			add(typ)
-		}
-	}
-	add(ssh.SupportedAlgorithms().HostKeys...)
 	return algos
-}
-
-// probeKey is a public key no known_hosts line can hold.
-type probeKey struct{}
-
-func (probeKey) Type() string    { return "egress-probe" }
-func (probeKey) Marshal() []byte { return []byte("egress-probe") }
-func (probeKey) Verify([]byte, *ssh.Signature) error {
-	return errors.New("a probe key verifies nothing")
 }
 
 // explainHostKey says what knownhosts' terse "key mismatch" and "key is unknown" mean, with the key the
@@ -209,8 +242,8 @@ func explainHostKey(cb ssh.HostKeyCallback, known string) ssh.HostKeyCallback {
 	return func(host string, remote net.Addr, key ssh.PublicKey) error {
 		err := cb(host, remote, key)
 		presented := key.Type() + " " + ssh.FingerprintSHA256(key)
-		var ke *knownhosts.KeyError
-		var re *knownhosts.RevokedError
+		var ke *xknownhosts.KeyError
+		var re *xknownhosts.RevokedError
 		switch {
 		case errors.As(err, &ke) && len(ke.Want) == 0:
 			return fmt.Errorf("the host key of %s (%s) is not in known hosts file %s: add it, or set insecure_ignore_host_key: %w",

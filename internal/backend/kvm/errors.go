@@ -25,15 +25,27 @@ func classify(object string, err error) error {
 		// more context is returned as it is.
 		if be == err && be.Object == "" { //nolint:errorlint // deliberately an identity check, see above
 			// Classified deep inside an operation that did not know the object's name: name it now.
-			return &backend.Error{Class: be.Class, Object: object, Err: be.Err}
+			return &backend.Error{Class: be.Class, Object: object, Err: be.Err, Advice: be.Advice}
 		}
 		return err
 	}
-	return backend.NewError(classOf(err), object, err)
+	class := classOf(err)
+	classified := &backend.Error{Class: class, Object: object, Err: err}
+	if class == backend.ClassQuota {
+		classified.Advice = QuotaAdvice
+	}
+	return classified
 }
 
-// classOf decides the class of an unclassified error from libvirt or from the connection to it.
+// classOf decides the class of an unclassified error from libvirt or from the connection to it: libvirt's
+// error code first, the transport's error types next, never the text of an error that has neither.
 func classOf(err error) backend.Class {
+	// A host that stayed unreachable is Permanent whatever its last attempt's error was: the bounded dial
+	// retry has been spent, and retrying the whole operation for its timeout would only hide the cause.
+	var unreachable *unreachableError
+	if errors.As(err, &unreachable) {
+		return backend.ClassPermanent
+	}
 	var le libvirt.Error
 	if errors.As(err, &le) {
 		return classOfCode(libvirt.ErrorNumber(le.Code), le.Message)
@@ -47,23 +59,111 @@ func classOf(err error) backend.Class {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return backend.ClassTransient
 	}
-	// Everything else comes from the transport: a refused or reset connection, a missing socket while the
-	// daemon restarts, a timeout, a drop mid-call (go-libvirt's ErrInterrupted, EINVAL on a closed socket).
-	var ne net.Error
-	var errno syscall.Errno
-	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) ||
-		errors.Is(err, libvirt.ErrInterrupted) || errors.Is(err, io.ErrClosedPipe) {
+	if isTransportError(err) {
 		return backend.ClassTransient
 	}
-	var lost *connLostError
-	var dial *dialError
-	if errors.As(err, &lost) || errors.As(err, &dial) {
-		return backend.ClassTransient
-	}
-	return backend.ClassPermanent
+	return backend.ClassUnclassified
 }
 
-// quotaPhrases are how libvirt and QEMU say a host ran out of something, whatever error code carries it.
+// isTransportError reports errors of the connection itself: a refused or reset connection, a missing socket
+// while the daemon restarts, a timeout, a drop mid-call (go-libvirt's ErrInterrupted, EINVAL on a closed
+// socket). They are worth another try; conn's bounded dial retry decides when a host is unreachable.
+func isTransportError(err error) bool {
+	var ne net.Error
+	var errno syscall.Errno
+	var lost *connLostError
+	return errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) ||
+		errors.Is(err, libvirt.ErrInterrupted) || errors.Is(err, io.ErrClosedPipe) || errors.As(err, &lost)
+}
+
+// codeClasses is the class of each libvirt error code (virErrorNumber) the backend can meet, where the code
+// alone decides it. Codes missing here are Unclassified, or decided by codeByText.
+var codeClasses = map[libvirt.ErrorNumber]backend.Class{
+	// The objects the backend makes and looks up by name: gone means gone.
+	libvirt.ErrNoDomain:     backend.ClassNotFound,
+	libvirt.ErrNoStorageVol: backend.ClassNotFound,
+	// Networks and pools are the host's, never the provider's: one that is missing is a configuration to
+	// correct, not a proxy deleted outside Terraform.
+	libvirt.ErrNoNetwork:         backend.ClassPermanent,
+	libvirt.ErrNoStoragePool:     backend.ClassPermanent,
+	libvirt.ErrNoNetworkPort:     backend.ClassPermanent,
+	libvirt.ErrNoInterface:       backend.ClassPermanent,
+	libvirt.ErrNoNwfilter:        backend.ClassPermanent,
+	libvirt.ErrNoSecret:          backend.ClassPermanent,
+	libvirt.ErrNoNodeDevice:      backend.ClassPermanent,
+	libvirt.ErrNoDomainMetadata:  backend.ClassPermanent,
+	libvirt.ErrNoNetworkMetadata: backend.ClassPermanent,
+
+	libvirt.ErrNoMemory: backend.ClassQuota,
+
+	// Who may do what: no retry logs in as someone else.
+	libvirt.ErrAccessDenied:         backend.ClassPermanent,
+	libvirt.ErrAuthFailed:           backend.ClassPermanent,
+	libvirt.ErrAuthCancelled:        backend.ClassPermanent,
+	libvirt.ErrAuthUnavailable:      backend.ClassPermanent,
+	libvirt.ErrOperationDenied:      backend.ClassPermanent,
+	libvirt.ErrGnutlsError:          backend.ClassPermanent,
+	libvirt.ErrSSH:                  backend.ClassPermanent,
+	libvirt.ErrLibssh:               backend.ClassPermanent,
+	libvirt.ErrNoSecurityModel:      backend.ClassPermanent,
+	libvirt.ErrNoConnect:            backend.ClassPermanent, // no driver for the URI on that daemon
+	libvirt.ErrUnknownHost:          backend.ClassPermanent,
+	libvirt.ErrNoSupport:            backend.ClassPermanent,
+	libvirt.ErrConfigUnsupported:    backend.ClassPermanent,
+	libvirt.ErrOperationUnsupported: backend.ClassPermanent,
+	libvirt.ErrArgumentUnsupported:  backend.ClassPermanent,
+	libvirt.ErrCPUIncompatible:      backend.ClassPermanent,
+
+	// What was asked is wrong as asked.
+	libvirt.ErrXMLError:           backend.ClassPermanent,
+	libvirt.ErrXMLDetail:          backend.ClassPermanent,
+	libvirt.ErrXMLInvalidSchema:   backend.ClassPermanent,
+	libvirt.ErrInvalidArg:         backend.ClassPermanent,
+	libvirt.ErrInvalidMac:         backend.ClassPermanent,
+	libvirt.ErrOperationInvalid:   backend.ClassPermanent,
+	libvirt.ErrDomExist:           backend.ClassPermanent,
+	libvirt.ErrStorageVolExist:    backend.ClassPermanent,
+	libvirt.ErrNetworkExist:       backend.ClassPermanent,
+	libvirt.ErrMultipleDomains:    backend.ClassPermanent,
+	libvirt.ErrOsType:             backend.ClassPermanent,
+	libvirt.ErrNoSource:           backend.ClassPermanent,
+	libvirt.ErrNoTarget:           backend.ClassPermanent,
+	libvirt.ErrNoName:             backend.ClassPermanent,
+	libvirt.ErrNoOs:               backend.ClassPermanent,
+	libvirt.ErrNoDevice:           backend.ClassPermanent,
+	libvirt.ErrDeviceMissing:      backend.ClassPermanent,
+	libvirt.ErrInvalidDomain:      backend.ClassPermanent,
+	libvirt.ErrInvalidNetwork:     backend.ClassPermanent,
+	libvirt.ErrInvalidStoragePool: backend.ClassPermanent,
+	libvirt.ErrInvalidStorageVol:  backend.ClassPermanent,
+	libvirt.ErrOverflow:           backend.ClassPermanent,
+
+	// The daemon or the connection is busy or went away: another try may pass.
+	libvirt.ErrRPC:                 backend.ClassTransient,
+	libvirt.ErrInvalidConn:         backend.ClassTransient,
+	libvirt.ErrOperationTimeout:    backend.ClassTransient,
+	libvirt.ErrAgentUnresponsive:   backend.ClassTransient,
+	libvirt.ErrAgentUnsynced:       backend.ClassTransient,
+	libvirt.ErrAgentCommandTimeout: backend.ClassTransient,
+	libvirt.ErrResourceBusy:        backend.ClassTransient,
+	libvirt.ErrOperationAborted:    backend.ClassTransient,
+	libvirt.ErrNoServer:            backend.ClassTransient,
+	libvirt.ErrNoClient:            backend.ClassTransient,
+}
+
+// textCodes carry the message of a failure elsewhere (QEMU, the kernel, a helper): only there does the text
+// say what ran out or who was refused. In a message of any other code, words like "insufficient" or "too
+// many" describe that code's own failure and decide nothing.
+var textCodes = map[libvirt.ErrorNumber]bool{
+	libvirt.ErrInternalError:      true,
+	libvirt.ErrSystemError:        true,
+	libvirt.ErrOperationFailed:    true,
+	libvirt.ErrStorageProbeFailed: true,
+	libvirt.ErrHookScriptFailed:   true,
+	libvirt.ErrAgentCommandFailed: true,
+}
+
+// quotaPhrases are how QEMU and the kernel say a host ran out of memory or disk space.
 var quotaPhrases = []string{
 	"cannot allocate memory",
 	"cannot set up guest memory",
@@ -71,34 +171,41 @@ var quotaPhrases = []string{
 	"no space left on device",
 	"not enough space",
 	"disk quota exceeded",
-	"insufficient",
-	"too many",
-	"maximum number of",
 }
 
-// classOfCode maps one libvirt error code (virErrorNumber) and its message to a class.
+// deniedPhrases are the kernel's and QEMU's refusals: a file or device the daemon may not open.
+var deniedPhrases = []string{"permission denied", "operation not permitted", "access denied"}
+
+// transientPhrases are the system errors of a connection or a lock in flight.
+var transientPhrases = []string{"connection reset", "connection refused", "broken pipe", "timed out", "resource temporarily unavailable"}
+
+// classOfCode maps one libvirt error code and, for the codes that carry another component's failure, its
+// message to a class. Anything else is Unclassified: retried like Transient, and reported as such.
 func classOfCode(code libvirt.ErrorNumber, msg string) backend.Class {
+	if c, ok := codeClasses[code]; ok {
+		return c
+	}
+	if !textCodes[code] {
+		return backend.ClassUnclassified
+	}
 	lower := strings.ToLower(msg)
-	for _, p := range quotaPhrases {
-		if strings.Contains(lower, p) {
-			return backend.ClassQuota
+	has := func(phrases []string) bool {
+		for _, p := range phrases {
+			if strings.Contains(lower, p) {
+				return true
+			}
 		}
+		return false
 	}
-	switch code {
-	case libvirt.ErrNoDomain, libvirt.ErrNoStorageVol, libvirt.ErrNoNetwork, libvirt.ErrNoStoragePool:
-		return backend.ClassNotFound
-	case libvirt.ErrNoMemory:
+	switch {
+	case has(quotaPhrases):
 		return backend.ClassQuota
-	case libvirt.ErrRPC, libvirt.ErrOperationTimeout, libvirt.ErrAgentUnresponsive, libvirt.ErrResourceBusy,
-		libvirt.ErrOperationAborted, libvirt.ErrNoServer, libvirt.ErrNoClient:
+	case has(deniedPhrases):
+		return backend.ClassPermanent
+	case has(transientPhrases):
 		return backend.ClassTransient
-	case libvirt.ErrSystemError:
-		// System errors are I/O failures; only those of the connection itself are worth another try.
-		if strings.Contains(lower, "connection") || strings.Contains(lower, "timed out") {
-			return backend.ClassTransient
-		}
 	}
-	return backend.ClassPermanent
+	return backend.ClassUnclassified
 }
 
 // isCode reports whether err is the libvirt error code.

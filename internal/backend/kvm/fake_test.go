@@ -29,6 +29,9 @@ type fakeHost struct {
 	uploadDelay time.Duration
 	// noPasst refuses the passt backend as Debian 12's libvirt 9.0 does.
 	noPasst bool
+	// onCall, when set before use, is told of some calls as they happen (see notify): tests end a wait at a
+	// known step by cancelling their ctx there, instead of guessing how long the steps before it take.
+	onCall func(method string)
 }
 
 type fakeDomain struct {
@@ -76,6 +79,13 @@ func newFakeHost() *fakeHost {
 
 func lvErr(code libvirt.ErrorNumber, format string, args ...any) error {
 	return libvirt.Error{Code: uint32(code), Message: fmt.Sprintf(format, args...)}
+}
+
+// notify tells onCall that method runs. Called without f.mu held, so onCall may cancel and return at once.
+func (f *fakeHost) notify(method string) {
+	if f.onCall != nil {
+		f.onCall(method)
+	}
 }
 
 // hook returns the injected failure for method, if any.
@@ -341,6 +351,7 @@ func (f *fakeHost) StorageVolUpload(v libvirt.StorageVol, r io.Reader, _ uint64,
 		f.mu.Lock()
 		fv.data = append(fv.data, buf[:n]...)
 		f.mu.Unlock()
+		f.notify("StorageVolUpload")
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -406,6 +417,7 @@ func (f *fakeHost) NetworkGetXMLDesc(n libvirt.Network, _ uint32) (string, error
 }
 
 func (f *fakeHost) NetworkGetDhcpLeases(n libvirt.Network, mac libvirt.OptString, _ int32, _ uint32) ([]libvirt.NetworkDhcpLease, uint32, error) {
+	f.notify("NetworkGetDhcpLeases")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []libvirt.NetworkDhcpLease

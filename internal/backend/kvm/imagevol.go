@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -136,7 +137,12 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 	defer func() { _ = f.Close() }() // read only: closing loses nothing
 	var vol libvirt.StorageVol
 	exists := false
-	err = c.do(ctx, func(l api) error {
+	// The volume is created under a ctx of its own: a caller that gives up while the call is on its way
+	// must not leave a volume nobody deletes. Once it is known created, the caller's ctx ending makes the
+	// upload below fail, which deletes it.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callGrace)
+	defer cancel()
+	err = c.do(cctx, func(l api) error {
 		p, err := activePool(l, pool)
 		if err != nil {
 			return err
@@ -157,6 +163,9 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 	})
 	if err != nil || exists {
 		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, errors.Join(err, c.do(cctx, func(l api) error { return deleteVolume(l, pool, name) }))
 	}
 	r := &ctxReader{ctx: ctx, r: newVerifyingReader(f, img.size, img.sum)}
 	err = c.do(ctx, func(l api) error { return l.StorageVolUpload(vol, r, 0, uint64(img.size), 0) })

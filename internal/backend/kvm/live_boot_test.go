@@ -57,7 +57,7 @@ func TestLiveBootedGuest(t *testing.T) {
 		t.Fatalf("address %q, DHCP lease for %s %q: want the lease's", inst.InternalAddress, mac, leased)
 	}
 
-	if note := b.readinessNote(inst.ID); note != "" {
+	if note := noteOf(inst); note != "" {
 		t.Fatalf("readiness not verified: %s", note)
 	}
 	// Create said the proxy answers: from inside the namespace, Squid's health endpoint answers at once.

@@ -1,7 +1,6 @@
 package kvm
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +167,20 @@ func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 	}
 }
 
+// A placement naming a libvirt network the host does not have fails when libvirt starts the domain. That is
+// a configuration to correct, Permanent and naming the network: never NotFound, which would tell the user
+// the proxy was deleted outside Terraform (and drop it from the state).
+func TestLiveMissingNetworkIsPermanent(t *testing.T) {
+	b := liveBackend(t)
+	spec := liveSpec(testOwner())
+	spec.Placement.KVM.Network = "no-such-network-" + spec.UID[:8]
+	cleanupProxy(t, b, spec.Name)
+	_, err := b.Create(ctxFor(t, time.Minute), spec)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), spec.Placement.KVM.Network) {
+		t.Fatalf("Create on a missing network = %v, want Permanent naming the network", err)
+	}
+}
+
 func TestLiveFixedIPIsADHCPReservation(t *testing.T) {
 	b := liveBackend(t)
 	spec := liveSpec(testOwner())
@@ -219,22 +232,23 @@ func TestLiveErrorsOfUnusableHosts(t *testing.T) {
 		uri  string
 		want backend.Class
 	}{
-		"nothing listening": {"qemu+tcp://127.0.0.1:1/system", backend.ClassTransient},
+		// Unreachable after the host's dial retry (shortened here), not retried until the create timeout.
+		"nothing listening": {"qemu+tcp://127.0.0.1:1/system", backend.ClassPermanent},
 		"unknown driver":    {"bogus:///system", backend.ClassPermanent},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			hc := h
 			hc.URI = tc.uri
+			hc.DialTimeout = time.Second
 			b, err := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			closeAtEnd(t, b)
-			start := time.Now()
-			_, err = b.Create(ctxFor(t, time.Minute), liveSpec("o"))
-			if backend.ClassOf(err) != tc.want || time.Since(start) > 5*time.Second {
-				t.Fatalf("Create = %v after %v, want %v at once", err, time.Since(start), tc.want)
+			_, err = b.Create(ctxFor(t, 10*time.Minute), liveSpec("o"))
+			if backend.ClassOf(err) != tc.want || backend.Retryable(err) {
+				t.Fatalf("Create = %v, want %v, not retried", err, tc.want)
 			}
 		})
 	}
@@ -257,17 +271,36 @@ func TestLiveReconnectAfterDrop(t *testing.T) {
 func TestLiveCheck(t *testing.T) {
 	b := liveBackend(t)
 	h := b.Check(ctxFor(t, time.Minute))
-	if len(h) != 1 || !h[0].Healthy || h[0].Details["libvirt_version"] == "" || !strings.HasPrefix(h[0].Details["hypervisor"], "QEMU ") {
+	if len(h) != 1 || !h[0].Healthy || h[0].Reason != backend.HealthHealthy || h[0].Details["libvirt_version"] == "" ||
+		!strings.HasPrefix(h[0].Details["hypervisor"], "QEMU ") {
 		t.Fatalf("Check = %+v", h)
 	}
-	hc := liveHostConfig(t)
-	hc.Network = "no-such-network"
-	bad, err := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
-	if err != nil {
-		t.Fatal(err)
+	// Each broken host reports the machine-readable word as its reason, and what is wrong in its message.
+	tests := map[string]struct {
+		change func(*HostConfig)
+		reason string
+		says   string
+	}{
+		"missing network": {func(h *HostConfig) { h.Network = "no-such-network" }, backend.HealthNotFound, "no-such-network"},
+		"missing pool":    {func(h *HostConfig) { h.Pool = "no-such-pool" }, backend.HealthNotFound, "no-such-pool"},
+		"missing base":    {func(h *HostConfig) { h.BaseVolume = "no-such-base.qcow2" }, backend.HealthNotFound, "no-such-base.qcow2"},
+		"no socket": {func(h *HostConfig) {
+			h.URI, h.DialTimeout = "qemu:///system?socket=/nonexistent/libvirt-sock", time.Second
+		}, backend.HealthUnreachable, "is libvirtd running there"},
 	}
-	closeAtEnd(t, bad)
-	if h := bad.Check(context.Background()); h[0].Healthy || !strings.Contains(h[0].Reason, "no-such-network") {
-		t.Errorf("Check with a missing network = %+v", h)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			hc := liveHostConfig(t)
+			tc.change(&hc)
+			bad, err := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAtEnd(t, bad)
+			h := bad.Check(ctxFor(t, time.Minute))
+			if len(h) != 1 || h[0].Healthy || h[0].Reason != tc.reason || !strings.Contains(h[0].Details[backend.DetailMessage], tc.says) {
+				t.Errorf("Check = %+v, want reason %s and a message saying %q", h, tc.reason, tc.says)
+			}
+		})
 	}
 }

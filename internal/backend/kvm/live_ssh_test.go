@@ -21,8 +21,10 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 
 	libvirt "github.com/digitalocean/go-libvirt"
+	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
+	"golang.org/x/crypto/ssh/agent"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -43,7 +45,9 @@ type sshServer struct {
 	hostKey string
 	// clientKey is the private key authorized_keys lets in as root.
 	clientKey string
-	log       *testutil.LockedBuffer
+	// caKey is the public key line of the CA that signed the ed25519 host key's certificate.
+	caKey string
+	log   *testutil.LockedBuffer
 }
 
 func TestLiveSSH(t *testing.T) {
@@ -51,6 +55,7 @@ func TestLiveSSH(t *testing.T) {
 	// No ~/.ssh of whoever runs the test: every key and known_hosts file is the test's own, so a default
 	// file cannot make a case pass that should fail, or the reverse.
 	t.Setenv("HOME", t.TempDir())
+	t.Setenv("SSH_AUTH_SOCK", "") // nor the agent of whoever runs it: the agent cases start their own
 	srv := startSSHD(t)
 	local := liveBackend(t)
 
@@ -74,22 +79,56 @@ func TestLiveSSH(t *testing.T) {
 	otherPub := sshKeygen(t, "ed25519", otherKey)
 
 	t.Run("connects", func(t *testing.T) {
-		tests := map[string]func(h *HostConfig){
-			"key and known_hosts in the host config": func(*HostConfig) {},
+		tests := map[string]func(t *testing.T, h *HostConfig){
+			"key and known_hosts in the host config": func(*testing.T, *HostConfig) {},
 			// libvirt's own URI options, as a qemu+ssh URI copied from virsh would carry them.
-			"keyfile and known_hosts in the URI": func(h *HostConfig) {
+			"keyfile and known_hosts in the URI": func(_ *testing.T, h *HostConfig) {
 				h.URI = srv.uri("?keyfile=" + h.SSHKeyFile + "&known_hosts=" + h.SSHKnownHostsFile)
 				h.SSHKeyFile, h.SSHKnownHostsFile = "", ""
 			},
 			// The opt-out must not read any known_hosts: HOME has none, and none is configured.
-			"host key not verified, no known_hosts": func(h *HostConfig) {
+			"host key not verified, no known_hosts": func(_ *testing.T, h *HostConfig) {
 				h.SSHKnownHostsFile = ""
 				h.InsecureIgnoreHostKey = true
+			},
+			// known_hosts trusts only the CA that signed the server's host certificate: the login works only
+			// if the client asks for the certificate and checks it against that CA.
+			"host certificate signed by a known CA": func(t *testing.T, h *HostConfig) {
+				h.SSHKnownHostsFile = writeKnownHosts(t, fmt.Sprintf("@cert-authority [127.0.0.1]:%d %s\n", srv.port, srv.caKey))
+			},
+			// The host's entry hashed, as HashKnownHosts yes writes it.
+			"hashed known_hosts entry": func(t *testing.T, h *HostConfig) {
+				line := xknownhosts.HashHostname(fmt.Sprintf("[127.0.0.1]:%d", srv.port)) + " " + srv.hostKey
+				h.SSHKnownHostsFile = writeKnownHosts(t, line+"\n")
+			},
+			// No key file at all (HOME has no ~/.ssh): the only key is in the ssh-agent.
+			"agent only": func(t *testing.T, h *HostConfig) {
+				h.SSHKeyFile = ""
+				t.Setenv("SSH_AUTH_SOCK", startAgent(t, srv.clientKey))
+			},
+			// The default key files: the first needs a passphrase (skipped, not fatal), the next one logs in.
+			"protected first key, usable second": func(t *testing.T, h *HostConfig) {
+				h.SSHKeyFile = ""
+				home := t.TempDir()
+				t.Setenv("HOME", home)
+				sshKeygenProtected(t, "ed25519", filepath.Join(home, ".ssh", "id_ed25519"))
+				srv.authorize(t, sshKeygen(t, "ecdsa", filepath.Join(home, ".ssh", "id_ecdsa")))
+			},
+			// The usual laptop: a passphrase-protected key file whose key the agent holds.
+			"protected key file, its key in the agent": func(t *testing.T, h *HostConfig) {
+				h.SSHKeyFile = ""
+				home := t.TempDir()
+				t.Setenv("HOME", home)
+				plain := filepath.Join(t.TempDir(), "id_ed25519")
+				srv.authorize(t, sshKeygen(t, "ed25519", plain))
+				protected := filepath.Join(home, ".ssh", "id_ed25519")
+				sshKeygenProtected(t, "ed25519", protected)
+				t.Setenv("SSH_AUTH_SOCK", startAgent(t, plain))
 			},
 		}
 		for name, edit := range tests {
 			t.Run(name, func(t *testing.T) {
-				b := remote(t, edit)
+				b := remote(t, func(h *HostConfig) { edit(t, h) })
 				logins := srv.logins()
 				h := b.Check(ctxFor(t, time.Minute))
 				if len(h) != 1 || !h[0].Healthy || h[0].Target != sshHost || h[0].Details["libvirt_version"] == "" ||
@@ -151,7 +190,7 @@ func TestLiveSSH(t *testing.T) {
 			},
 			"host not in known_hosts": {
 				edit: func(t *testing.T, h *HostConfig) {
-					h.SSHKnownHostsFile = writeFile(t, "known_hosts", "[127.0.0.1]:1 "+srv.hostKey+"\n")
+					h.SSHKnownHostsFile = writeKnownHosts(t, "[127.0.0.1]:1 "+srv.hostKey+"\n")
 				},
 				want: "host key",
 			},
@@ -192,8 +231,10 @@ func TestLiveSSH(t *testing.T) {
 }
 
 // TestKnownHostKeyAlgorithms needs no libvirtd: it keeps what TestLiveSSH found (a correct ed25519 entry
-// failing as a mismatch against a host that also has an ECDSA key) fixed where the live tests do not run.
+// failing as a mismatch against a host that also has an ECDSA key) fixed where the live tests do not run,
+// for plain, hashed and @cert-authority entries.
 func TestKnownHostKeyAlgorithms(t *testing.T) {
+	t.Parallel()
 	edPub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -210,19 +251,42 @@ func TestKnownHostKeyAlgorithms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	known := writeFile(t, "known_hosts", knownhosts.Line([]string{"[h.example]:2222"}, ed)+"\n"+
-		knownhosts.Line([]string{"other.example"}, ec)+"\n")
-	cb, err := knownhosts.New(known)
+	known := writeKnownHosts(t, strings.Join([]string{
+		xknownhosts.Line([]string{"[h.example]:2222"}, ed),
+		xknownhosts.Line([]string{"other.example"}, ec),
+		xknownhosts.HashHostname("hashed.example") + " " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ed))),
+		"@cert-authority *.ca.example " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(ec))),
+	}, "\n")+"\n")
+	db, err := knownhosts.NewDB(known)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := knownHostKeyAlgorithms(cb, "h.example:2222")
-	if len(got) < 2 || got[0] != ssh.KeyAlgoED25519 || !slices.Contains(got, ssh.KeyAlgoECDSA256) {
-		t.Errorf("algorithms for a host known by its ed25519 key = %v, want ssh-ed25519 first, the others after", got)
+	// x/crypto's first plain (not certificate) host key algorithm.
+	i := slices.IndexFunc(ssh.SupportedAlgorithms().HostKeys, func(a string) bool { return !strings.Contains(a, "-cert-") })
+	firstPlain := ssh.SupportedAlgorithms().HostKeys[i]
+	tests := map[string]struct {
+		addr  string
+		first string
+		cert  bool // whether certificates may be asked for
+	}{
+		"plain entry, odd port": {"h.example:2222", ssh.KeyAlgoED25519, false},
+		"hashed entry":          {"hashed.example:22", ssh.KeyAlgoED25519, false},
+		"certificate authority": {"db.ca.example:22", ssh.CertAlgoECDSA256v01, true},
+		// Port 22 is written without brackets. A host known_hosts does not list gets x/crypto's plain key
+		// order, without certificates: the error then shows the key it presented.
+		"unknown host": {"h.example:22", firstPlain, false},
 	}
-	// Port 22 is written without brackets; a host known_hosts does not list keeps x/crypto's own order.
-	if got := knownHostKeyAlgorithms(cb, "h.example:22"); got != nil {
-		t.Errorf("algorithms for an unknown host = %v, want nil", got)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := hostKeyAlgorithms(db, tc.addr)
+			if len(got) < 2 || got[0] != tc.first || !slices.Contains(got, ssh.KeyAlgoECDSA256) || !slices.Contains(got, ssh.KeyAlgoED25519) {
+				t.Errorf("algorithms = %v, want %s first, the others after", got, tc.first)
+			}
+			if hasCert := slices.ContainsFunc(got, func(a string) bool { return strings.Contains(a, "-cert-") }); hasCert != tc.cert {
+				t.Errorf("algorithms = %v: certificates asked for = %v, want %v", got, hasCert, tc.cert)
+			}
+		})
 	}
 }
 
@@ -245,6 +309,14 @@ func startSSHD(t *testing.T) *sshServer {
 	// known_hosts lists only the ed25519 one, as `ssh-keyscan -t ed25519` or a hand-written entry would.
 	sshKeygen(t, "ecdsa", filepath.Join(dir, "host_ecdsa"))
 	writeFileIn(t, dir, "authorized_keys", sshKeygen(t, "ed25519", s.clientKey)+"\n")
+	// A host certificate for the ed25519 key, signed by a CA of the test's: sshd presents it to clients that
+	// ask for a certificate, the plain key to the others.
+	ca := filepath.Join(dir, "host_ca")
+	s.caKey = sshKeygen(t, "ed25519", ca)
+	if out, err := exec.Command("ssh-keygen", "-q", "-s", ca, "-I", "egress-test-host", "-h", "-n", "127.0.0.1",
+		filepath.Join(dir, "host_ed25519.pub")).CombinedOutput(); err != nil {
+		t.Fatalf("signing the host key: %v\n%s", err, out)
+	}
 
 	// The port is free when asked and sshd takes it a moment later; another process may take it in between,
 	// hence a few attempts.
@@ -255,6 +327,7 @@ func startSSHD(t *testing.T) *sshServer {
 			"ListenAddress 127.0.0.1",
 			"HostKey " + filepath.Join(dir, "host_ed25519"),
 			"HostKey " + filepath.Join(dir, "host_ecdsa"),
+			"HostCertificate " + filepath.Join(dir, "host_ed25519-cert.pub"),
 			"UsePAM no",
 			"PermitRootLogin prohibit-password",
 			"PasswordAuthentication no",
@@ -343,7 +416,7 @@ func (s *sshServer) uri(query string) string {
 // knownHosts writes a known_hosts file that lists key for this server, in OpenSSH's own format for a host
 // on a non-standard port.
 func (s *sshServer) knownHosts(t *testing.T, key string) string {
-	return writeFile(t, "known_hosts", fmt.Sprintf("[127.0.0.1]:%d %s\n", s.port, key))
+	return writeKnownHosts(t, fmt.Sprintf("[127.0.0.1]:%d %s\n", s.port, key))
 }
 
 // logins counts the public key logins sshd accepted so far.
@@ -351,9 +424,87 @@ func (s *sshServer) logins() int {
 	return strings.Count(s.log.String(), "Accepted publickey for root from 127.0.0.1")
 }
 
+// authorize lets pub log in as root from now on: sshd reads authorized_keys at each login.
+func (s *sshServer) authorize(t *testing.T, pub string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(s.dir, "authorized_keys"), os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(pub + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startAgent serves an ssh-agent holding the private key in keyFile on a unix socket of the test, and
+// returns the socket's path for SSH_AUTH_SOCK. x/crypto's agent speaks the same protocol as OpenSSH's.
+func startAgent(t *testing.T, keyFile string) string {
+	t.Helper()
+	pem, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ssh.ParseRawPrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	// A short directory: a unix socket's path must fit in 108 bytes, which t.TempDir's may not.
+	dir, err := os.MkdirTemp("", "agent") //nolint:usetesting // t.TempDir's path can be too long for a socket
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_ = agent.ServeAgent(keyring, c) // ends when the client closes: nothing to report
+				_ = c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close() // ends the accept loop
+		<-done
+		_ = os.RemoveAll(dir) // the socket only
+	})
+	return sock
+}
+
+// sshKeygenProtected makes a key pair at path, in a directory it creates, protected by a passphrase no
+// one is told.
+func sshKeygenProtected(t *testing.T, typ, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", typ, "-N", "not-given-to-the-provider", "-C", "egress-test", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen -t %s: %v\n%s", typ, err, out)
+	}
+}
+
 // sshKeygen makes a key pair without a passphrase at path and returns the public key line.
 func sshKeygen(t *testing.T, typ, path string) string {
 	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", typ, "-N", "", "-C", "egress-test", "-f", path).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen -t %s: %v\n%s", typ, err, out)
 	}
@@ -374,9 +525,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port //nolint:forcetypeassert // a tcp listener's address is a TCPAddr
 }
 
-// writeFile writes content to a new temporary directory of the test and returns the file's path.
-func writeFile(t *testing.T, name, content string) string {
-	return writeFileIn(t, t.TempDir(), name, content)
+// writeKnownHosts writes a known_hosts file with content in a new temporary directory of the test and returns its path.
+func writeKnownHosts(t *testing.T, content string) string {
+	return writeFileIn(t, t.TempDir(), "known_hosts", content)
 }
 
 func writeFileIn(t *testing.T, dir, name, content string) string {

@@ -20,11 +20,21 @@ type placement struct {
 	slirp bool
 }
 
-// Defaults of a proxy VM's size: Squid for a few clients fits comfortably.
+// Defaults of a proxy VM's size: Squid for a few clients fits comfortably. The provider's schema shows
+// and applies these same values.
 const (
-	defaultVCPUs     = 1
-	defaultMemoryMiB = 512
+	DefaultVCPUs     = 1
+	DefaultMemoryMiB = 512
+	// DefaultDiskGiB is the root disk's size the provider asks for when the configuration gives none. A
+	// placement with DiskGiB 0 gets the base volume's own size instead.
+	DefaultDiskGiB = 4
 )
+
+// QuotaAdvice is what a user can do about a Quota error of this backend: a libvirt host has no quota
+// system, only the memory and disk it has.
+const QuotaAdvice = "The libvirt host lacks the memory or the storage pool space this proxy asks for. " +
+	"Free some (stop or remove other domains, delete unused volumes, grow the pool), " +
+	"or ask for fewer vCPUs, less memory or a smaller disk, then apply again."
 
 // resolvePlacement fills spec's placement from the host configuration. It fails Permanent on what no retry
 // can fix: an unknown host, a missing base volume name, malformed MAC or IP, two interface kinds at once.
@@ -44,10 +54,10 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	}
 	p.Host = pl.Target
 	if p.VCPUs <= 0 {
-		p.VCPUs = defaultVCPUs
+		p.VCPUs = DefaultVCPUs
 	}
 	if p.MemoryMiB <= 0 {
-		p.MemoryMiB = defaultMemoryMiB
+		p.MemoryMiB = DefaultMemoryMiB
 	}
 	p.DomainType = firstOf(p.DomainType, h.DomainType)
 	if err := validDomainType(p.DomainType); err != nil {

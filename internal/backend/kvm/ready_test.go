@@ -23,7 +23,7 @@ import (
 // readySpec is a proxy whose guest has leased addr on the fake network.
 func readySpec(f *fakeHost, uid, addr string) backend.Spec {
 	spec := fakeSpec(uid, "o")
-	spec.Placement.KVM.WaitForProxy = true
+	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
 	f.networks["net"].leases = append(f.networks["net"].leases, libvirt.NetworkDhcpLease{
 		Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID(uid)}, Ipaddr: addr, Expirytime: 1,
 	})
@@ -44,6 +44,18 @@ func routeTo(routes map[int]string, fail error) func(ctx context.Context, networ
 		}
 		var d net.Dialer
 		return d.DialContext(ctx, network, to)
+	}
+}
+
+// cancelAfter wraps dial so that ctx's cancel runs at the n-th dial: a wait is ended after a known number
+// of probes, whatever the machine's load, instead of by a deadline that a slow step before it could eat.
+func cancelAfter(n int32, cancel context.CancelFunc, dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var dials atomic.Int32
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if dials.Add(1) == n {
+			cancel()
+		}
+		return dial(ctx, network, addr)
 	}
 }
 
@@ -98,7 +110,7 @@ func TestFakeWaitForProxyUntilHealthy(t *testing.T) {
 	if asked.Load() != 3 || inst.InternalAddress != "198.18.0.50" {
 		t.Errorf("health asked %d times, address %q; want Create to wait for the third answer (200)", asked.Load(), inst.InternalAddress)
 	}
-	if note := b.readinessNote(inst.ID); note != "" {
+	if note := noteOf(inst); note != "" {
 		t.Errorf("note = %q, want none: readiness was verified", note)
 	}
 }
@@ -122,7 +134,7 @@ func TestFakeWaitForProxyUnreachableIsNoted(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Create = %v, want success with readiness not verified", err)
 			}
-			note := b.readinessNote(inst.ID)
+			note := noteOf(inst)
 			if !strings.Contains(note, "not verified") || !strings.Contains(note, "198.18.0.51") || !strings.Contains(note, "address") {
 				t.Errorf("note = %q", note)
 			}
@@ -134,12 +146,12 @@ func TestFakeWaitForProxyReachableButSilentTimesOut(t *testing.T) {
 	t.Parallel()
 	f := newFakeHost()
 	b, _ := fakeBackend(f)
-	// Both ports refuse: the guest's kernel is there, Squid is not (yet).
-	b.readiness.dial = routeTo(map[int]string{}, nil)
+	// Both ports refuse: the guest's kernel is there, Squid is not (yet). The caller gives up at the third probe.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.readiness.dial = cancelAfter(3, cancel, routeTo(map[int]string{}, nil))
 	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
 	inst, err := b.Create(ctx, readySpec(f, "silent-1", "198.18.0.52"))
 	if backend.ClassOf(err) != backend.ClassTransient || !strings.Contains(err.Error(), "198.18.0.52") || !strings.Contains(err.Error(), "refused") {
 		t.Errorf("Create = %v, want Transient naming the address and the last refusal", err)
@@ -157,18 +169,24 @@ func TestFakeWaitForProxyFixedIPWaitsForTheLease(t *testing.T) {
 	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec := fakeSpec("fixed-1", "o")
-	spec.Placement.KVM.WaitForProxy = true
+	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
 	spec.Placement.KVM.IP = "198.18.0.60"
-	// No lease yet: a fixed address is known before boot, so silence there says nothing.
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	// No lease yet: a fixed address is known before boot, so silence there says nothing. The caller gives
+	// up when the backend asks for the lease: Create must still be waiting for the guest then.
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if _, err := b.Create(ctx, spec); !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "take its address") {
-		t.Errorf("Create without a lease = %v, want a timeout waiting for the guest", err)
+	f.onCall = func(method string) {
+		if method == "NetworkGetDhcpLeases" {
+			cancel()
+		}
+	}
+	if _, err := b.Create(ctx, spec); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "take its address") {
+		t.Errorf("Create without a lease = %v, want the wait for the guest ended by the caller", err)
 	}
 	f.networks["net"].leases = []libvirt.NetworkDhcpLease{{Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID("fixed-1")}, Ipaddr: "198.18.0.60", Expirytime: 1}}
 	inst, err := b.Create(context.Background(), spec)
-	if err != nil || !strings.Contains(b.readinessNote(inst.ID), "fixed address") {
-		t.Errorf("Create with the lease = %v, note %q", err, b.readinessNote(inst.ID))
+	if err != nil || !strings.Contains(noteOf(inst), "fixed address") {
+		t.Errorf("Create with the lease = %v, note %q", err, noteOf(inst))
 	}
 }
 
@@ -185,10 +203,10 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	b.readiness.attached = nil // the test dial decides what is reachable
 	spec := fakeSpec("user-1", "o")
 	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
-	spec.Placement.KVM.WaitForProxy = true
+	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
 	inst, err := b.Create(context.Background(), spec)
-	if err != nil || b.readinessNote(inst.ID) != "" {
-		t.Fatalf("Create = %v, note %q; want verified", err, b.readinessNote(inst.ID))
+	if err != nil || noteOf(inst) != "" {
+		t.Fatalf("Create = %v, note %q; want verified", err, noteOf(inst))
 	}
 
 	// passt accepts whenever it runs: a refusal means the forward is not where the provider runs.
@@ -196,22 +214,26 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec = fakeSpec("user-2", "o")
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18081, true
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 18081
+	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
 	inst, err = b.Create(context.Background(), spec)
-	if note := b.readinessNote(inst.ID); err != nil || !strings.Contains(note, "127.0.0.1") || !strings.Contains(note, "port forward") {
+	if note := noteOf(inst); err != nil || !strings.Contains(note, "127.0.0.1") || !strings.Contains(note, "port forward") {
 		t.Errorf("Create = %v, note %q; want unverified", err, note)
 	}
 
 	// A forward that accepts and closes (passt while the guest does not listen) is waited for.
+	// The caller gives up at the third probe; with unreachableAfter 0 a probe that took the caller's end
+	// for silence would make this a success with a note.
 	closer := listen(t)
-	b.readiness.dial = routeTo(map[int]string{18082: closer.Addr().String()}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.readiness.dial = cancelAfter(3, cancel, routeTo(map[int]string{18082: closer.Addr().String()}, nil))
 	b.readiness.attached = nil // the test dial decides what is reachable
 	spec = fakeSpec("user-3", "o")
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort, spec.Placement.KVM.WaitForProxy = true, 18082, true
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassTransient {
-		t.Errorf("Create with a silent guest = %v, want Transient after the timeout", err)
+	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 18082
+	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
+	if inst, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassTransient || len(inst.Notes) != 0 {
+		t.Errorf("Create with a silent guest = %v, notes %q; want Transient when the caller gave up", err, inst.Notes)
 	}
 }
 
@@ -222,5 +244,40 @@ func TestReadinessDoesNotProbeOffLinkAddresses(t *testing.T) {
 		if got := attachedHere(net.ParseIP(addr)); got != want {
 			t.Errorf("attachedHere(%s) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// noteOf is what Create told the caller about readiness, through the instance's Notes.
+func noteOf(inst backend.Instance) string { return strings.Join(inst.Notes, "\n") }
+
+// A connect cut short by the caller's own deadline says nothing about the address; the same error from the
+// attempt's timeout, with the caller still waiting, is silence: unreachable.
+func TestDialResultIgnoresTheCallersEnd(t *testing.T) {
+	t.Parallel()
+	ended, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	waiting := context.Background()
+	timeout := &net.OpError{Op: "dial", Net: "tcp", Err: context.DeadlineExceeded}
+	tests := map[string]struct {
+		caller  context.Context
+		err     error
+		userNet bool
+		want    probeResult
+	}{
+		"attempt timed out":           {waiting, timeout, false, probeUnreachable},
+		"caller's deadline passed":    {ended, timeout, false, probeNotReady},
+		"caller's deadline, user net": {ended, timeout, true, probeNotReady},
+		"refused":                     {waiting, os.NewSyscallError("connect", syscall.ECONNREFUSED), false, probeReachable},
+		"refused, user net":           {waiting, os.NewSyscallError("connect", syscall.ECONNREFUSED), true, probeUnreachable},
+		"no route":                    {waiting, os.NewSyscallError("connect", syscall.EHOSTUNREACH), false, probeUnreachable},
+		"no route, caller gave up":    {ended, os.NewSyscallError("connect", syscall.EHOSTUNREACH), false, probeNotReady},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := dialResult(tc.caller, tc.err, tc.userNet); got != tc.want {
+				t.Errorf("dialResult = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -15,7 +15,7 @@ import (
 func lookupNetwork(l api, name string) (libvirt.Network, error) {
 	n, err := l.NetworkLookupByName(name)
 	if isCode(err, libvirt.ErrNoNetwork) {
-		return n, backend.Permanent("", "libvirt network %q does not exist on the host: %v", name, err)
+		return n, backend.Permanent("", "libvirt network %q does not exist on the host: %w", name, err)
 	}
 	return n, err
 }

@@ -23,7 +23,7 @@ type poolInfo struct {
 func activePool(l api, name string) (poolInfo, error) {
 	pool, err := l.StoragePoolLookupByName(name)
 	if isCode(err, libvirt.ErrNoStoragePool) {
-		return poolInfo{}, backend.Permanent("", "storage pool %q does not exist on the host: %v", name, err)
+		return poolInfo{}, backend.Permanent("", "storage pool %q does not exist on the host: %w", name, err)
 	}
 	if err != nil {
 		return poolInfo{}, err
@@ -48,7 +48,7 @@ type baseVolume struct {
 func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error) {
 	vol, err := l.StorageVolLookupByName(pool, name)
 	if isCode(err, libvirt.ErrNoStorageVol) {
-		return baseVolume{}, backend.Permanent("", "base volume %q does not exist in pool %q", name, pool.Name)
+		return baseVolume{}, backend.Permanent("", "base volume %q does not exist in pool %q: %w", name, pool.Name, err)
 	}
 	if err != nil {
 		return baseVolume{}, err

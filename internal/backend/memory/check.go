@@ -19,7 +19,7 @@ func (b *Backend) Check(context.Context) []backend.Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.health == nil {
-		return []backend.Health{{Target: "memory", Healthy: true, Reason: "Healthy"}}
+		return []backend.Health{{Target: "memory", Healthy: true, Reason: backend.HealthHealthy, Details: map[string]string{}}}
 	}
 	return append([]backend.Health(nil), b.health...)
 }
