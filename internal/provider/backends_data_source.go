@@ -32,12 +32,6 @@ type backendHealthModel struct {
 	Details types.Map    `tfsdk:"details"`
 }
 
-// Reasons reported for targets whose backend could not be asked.
-const (
-	reasonNotConfigurable = "BackendUnavailable"
-	reasonNoHealthCheck   = "NoHealthCheck"
-)
-
 func (d *backendsDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_backends"
 }
@@ -57,8 +51,8 @@ func backendsSchema() schema.Schema {
 					"backend": schema.StringAttribute{Computed: true, MarkdownDescription: "Backend kind."},
 					"target":  schema.StringAttribute{Computed: true, MarkdownDescription: "Target name as configured on the provider, or `*` for the whole backend."},
 					"healthy": schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether the target can take proxies now."},
-					"reason":  schema.StringAttribute{Computed: true, MarkdownDescription: "Short machine-readable reason, such as `Healthy` or `ConnectionFailed`."},
-					"details": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Facts the check gathered (versions, free space, the error)."},
+					"reason":  schema.StringAttribute{Computed: true, MarkdownDescription: "Machine-readable reason, one of " + codeList(backend.HealthReasons) + "."},
+					"details": schema.MapAttribute{Computed: true, ElementType: types.StringType, MarkdownDescription: "Facts the check gathered (versions, free space); `" + backend.DetailMessage + "` says in words what is wrong."},
 				}}},
 		},
 	}
@@ -91,11 +85,11 @@ func (d *backendsDataSource) Read(ctx context.Context, _ datasource.ReadRequest,
 func (d *backendsDataSource) check(ctx context.Context, kind backend.Kind) []backend.Health {
 	b, err := d.data.registry.Backend(ctx, kind)
 	if err != nil {
-		return []backend.Health{{Target: "*", Reason: reasonNotConfigurable, Details: map[string]string{"error": err.Error()}}}
+		return []backend.Health{{Target: "*", Reason: backend.HealthBackendUnavailable, Details: map[string]string{backend.DetailMessage: err.Error()}}}
 	}
 	c, ok := b.(backend.Checker)
 	if !ok {
-		return []backend.Health{{Target: "*", Healthy: true, Reason: reasonNoHealthCheck, Details: map[string]string{}}}
+		return []backend.Health{{Target: "*", Healthy: true, Reason: backend.HealthNoHealthCheck, Details: map[string]string{}}}
 	}
 	health := c.Check(ctx)
 	for i := range health {

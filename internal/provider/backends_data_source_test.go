@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -19,7 +21,7 @@ func TestAccBackends_unhealthyTargetIsData(t *testing.T) {
 	mem := newMemoryBackends()
 	mem[backend.KindKVM].SetHealth([]backend.Health{
 		{Target: "hv1", Healthy: true, Reason: "Healthy", Details: map[string]string{"libvirt_version": "9.0.0"}},
-		{Target: "hv2", Healthy: false, Reason: "ConnectionFailed", Details: map[string]string{"error": "dial unix: no such file"}},
+		{Target: "hv2", Healthy: false, Reason: backend.HealthUnreachable, Details: map[string]string{backend.DetailMessage: "dial unix: no such file"}},
 	})
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -51,7 +53,7 @@ data "egress_backends" "all" {}
 						"reason": knownvalue.StringExact("Healthy"), "details": knownvalue.MapExact(map[string]knownvalue.Check{"libvirt_version": knownvalue.StringExact("9.0.0")}),
 					}),
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{
-						"target": knownvalue.StringExact("hv2"), "healthy": knownvalue.Bool(false), "reason": knownvalue.StringExact("ConnectionFailed"),
+						"target": knownvalue.StringExact("hv2"), "healthy": knownvalue.Bool(false), "reason": knownvalue.StringExact(backend.HealthUnreachable),
 					}),
 				})),
 			},
@@ -80,6 +82,47 @@ data "egress_backends" "all" {}
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{
 						"backend": knownvalue.StringExact("gcp"), "target": knownvalue.StringExact("*"),
 						"healthy": knownvalue.Bool(false), "reason": knownvalue.StringExact("BackendUnavailable"),
+					}),
+				})),
+			},
+		}},
+	})
+}
+
+// The reasons are the documented words on a real libvirtd too: a host that answers is Healthy, one whose
+// socket does not exist is Unreachable within its connect_timeout, with the cause in details.message.
+func TestAccBackendsKVM_reasonsFromRealLibvirt(t *testing.T) {
+	uri := kvmAccPreCheck(t)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { kvmAccPreCheck(t) },
+		ProtoV6ProviderFactories: realProviders(),
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "egress" {
+  owner = "acc-health"
+  kvm = {
+    hosts = {
+      local = { uri = %q }
+      gone  = { uri = "qemu:///system?socket=/nonexistent/libvirt-sock", connect_timeout = "3s" }
+    }
+    pool        = "egress-test"
+    network     = "egress-test"
+    base_volume = "egress-base.qcow2"
+  }
+}
+data "egress_backends" "all" {}
+`, uri),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(false)),
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"target": knownvalue.StringExact("gone"), "healthy": knownvalue.Bool(false), "reason": knownvalue.StringExact(backend.HealthUnreachable),
+						"details": knownvalue.MapPartial(map[string]knownvalue.Check{
+							backend.DetailMessage: knownvalue.StringRegexp(regexp.MustCompile(`nonexistent/libvirt-sock`)),
+						}),
+					}),
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{
+						"target": knownvalue.StringExact("local"), "healthy": knownvalue.Bool(true), "reason": knownvalue.StringExact(backend.HealthHealthy),
 					}),
 				})),
 			},

@@ -50,6 +50,15 @@ func providerIDFormsMarkdown() string {
 	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
 }
 
+// codeList formats values as a list of code spans, for descriptions.
+func codeList(values []string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = "`" + v + "`"
+	}
+	return strings.Join(quoted, ", ")
+}
+
 func backendNames() []string {
 	names := make([]string, len(backend.Kinds))
 	for i, k := range backend.Kinds {
