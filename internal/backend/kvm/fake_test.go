@@ -29,6 +29,8 @@ type fakeHost struct {
 	uploadDelay time.Duration
 	// noPasst refuses the passt backend as Debian 12's libvirt 9.0 does.
 	noPasst bool
+	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
+	agents map[string]*fakeAgent
 }
 
 type fakeDomain struct {
@@ -63,7 +65,7 @@ func newFakeHost() *fakeHost {
 	f := &fakeHost{
 		memKiB: 8 << 20, domType: "qemu",
 		domains: map[string]*fakeDomain{}, pools: map[string]*fakePool{}, networks: map[string]*fakeNetwork{},
-		failOn: map[string]error{},
+		failOn: map[string]error{}, agents: map[string]*fakeAgent{},
 	}
 	f.pools["pool"] = &fakePool{pool: libvirt.StoragePool{Name: "pool"}, active: true, avail: 100 * gib, vols: map[string]*fakeVol{}}
 	f.pools["pool"].vols["base.qcow2"] = &fakeVol{
