@@ -146,13 +146,17 @@ func guestWriteFile(l api, dom libvirt.Domain, path string, data []byte) error {
 	return nil
 }
 
-// guestReadFile reads path in the guest, at most limit bytes.
-func guestReadFile(l api, dom libvirt.Domain, path string, limit int) ([]byte, error) {
-	return guestReadFileFrom(l, dom, path, 0, limit)
+// guestReadLimit bounds what is read back of a file in the guest: the largest rendered config is far smaller
+// (proxyconf caps the lists), and so is what Squid logs while it reloads.
+const guestReadLimit = 1 << 20
+
+// guestReadFile reads path in the guest, at most guestReadLimit bytes.
+func guestReadFile(l api, dom libvirt.Domain, path string) ([]byte, error) {
+	return guestReadFileFrom(l, dom, path, 0)
 }
 
-// guestReadFileFrom reads path in the guest from offset on, at most limit bytes.
-func guestReadFileFrom(l api, dom libvirt.Domain, path string, offset int64, limit int) ([]byte, error) {
+// guestReadFileFrom reads path in the guest from offset on, at most guestReadLimit bytes.
+func guestReadFileFrom(l api, dom libvirt.Domain, path string, offset int64) ([]byte, error) {
 	var h int64
 	if err := agentCall(l, dom, agentCallSeconds, "guest-file-open", map[string]any{"path": path, "mode": "r"}, &h); err != nil {
 		return nil, fmt.Errorf("opening %s in the guest: %w", path, err)
@@ -165,7 +169,7 @@ func guestReadFileFrom(l api, dom libvirt.Domain, path string, offset int64, lim
 				return err
 			}
 		}
-		for len(out) <= limit {
+		for len(out) <= guestReadLimit {
 			var ret struct {
 				Count int    `json:"count"`
 				Buf   string `json:"buf-b64"`
@@ -183,7 +187,7 @@ func guestReadFileFrom(l api, dom libvirt.Domain, path string, offset int64, lim
 				return nil
 			}
 		}
-		return fmt.Errorf("longer than %d bytes", limit)
+		return fmt.Errorf("longer than %d bytes", guestReadLimit)
 	}()
 	cerr := agentCall(l, dom, agentCallSeconds, "guest-file-close", map[string]any{"handle": h}, nil)
 	if rerr != nil {
@@ -201,7 +205,7 @@ func guestFileSize(l api, dom libvirt.Domain, path string) (int64, error) {
 	var h int64
 	if err := agentCall(l, dom, agentCallSeconds, "guest-file-open", map[string]any{"path": path, "mode": "r"}, &h); err != nil {
 		if backend.ClassOf(err) == backend.ClassPermanent {
-			return 0, nil // no such file: everything written from now on is new
+			return 0, nil //nolint:nilerr // no such file: everything written from now on is new
 		}
 		return 0, fmt.Errorf("opening %s in the guest: %w", path, err)
 	}
@@ -225,7 +229,7 @@ func guestFileExists(l api, dom libvirt.Domain, path string) (bool, error) {
 	err := agentCall(l, dom, agentCallSeconds, "guest-file-open", map[string]any{"path": path, "mode": "r"}, &h)
 	switch {
 	case err != nil && backend.ClassOf(err) == backend.ClassPermanent:
-		return false, nil // the agent could not open it: no such file
+		return false, nil //nolint:nilerr // the agent could not open it: no such file
 	case err != nil:
 		return false, err
 	}

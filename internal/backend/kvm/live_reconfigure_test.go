@@ -250,5 +250,9 @@ func serveUpstreamInNetns(t *testing.T) int {
 	})}
 	go func() { _ = srv.Serve(r.l) }() // ends with Close below
 	t.Cleanup(func() { _ = srv.Close() })
-	return r.l.Addr().(*net.TCPAddr).Port
+	addr, ok := r.l.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("listener address %v is not TCP", r.l.Addr())
+	}
+	return addr.Port
 }

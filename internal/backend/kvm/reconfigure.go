@@ -31,9 +31,6 @@ const (
 	confOld     = proxyconf.ConfPath + ".egress-old"
 	htpasswdOld = proxyconf.HtpasswdPath + ".egress-old"
 	squidBin    = "/usr/sbin/squid"
-	// guestReadLimit bounds what is read back of a file in the guest: the largest rendered config is far
-	// smaller (proxyconf caps the lists).
-	guestReadLimit = 1 << 20
 )
 
 // reloadedMarker is what Squid writes to its cache.log once a reconfiguration has reopened its listening
@@ -144,7 +141,7 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 
 // guestCurrent reports whether the guest's files already hold the new settings.
 func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) {
-	conf, err := guestReadFile(l, dom, proxyconf.ConfPath, guestReadLimit)
+	conf, err := guestReadFile(l, dom, proxyconf.ConfPath)
 	if err != nil {
 		return false, retryableOnly(err)
 	}
@@ -154,7 +151,7 @@ func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) 
 	if r.settings.Auth == nil {
 		return true, nil
 	}
-	pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath, guestReadLimit)
+	pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
 	if err != nil {
 		return false, retryableOnly(err)
 	}
@@ -167,7 +164,7 @@ func retryableOnly(err error) error {
 	if backend.ClassOf(classify("", err)) == backend.ClassTransient {
 		return err
 	}
-	return nil
+	return nil //nolint:nilerr // see above: the file is (re)written
 }
 
 // htpasswdMatches reports whether an htpasswd file has exactly the one line for a's user and password.
@@ -295,7 +292,7 @@ func (r *reconfiguration) waitReloaded(ctx context.Context, dom libvirt.Domain, 
 		var tail []byte
 		err := r.c.do(ctx, func(l api) error {
 			var err error
-			tail, err = guestReadFileFrom(l, dom, proxyconf.CacheLogPath, mark, guestReadLimit)
+			tail, err = guestReadFileFrom(l, dom, proxyconf.CacheLogPath, mark)
 			return err
 		})
 		if err != nil {
@@ -411,7 +408,7 @@ func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.Bas
 	}
 	ud, err := readISOFile(buf.Bytes(), "user-data")
 	if err != nil {
-		return false, nil // unreadable: it is rewritten
+		return false, nil //nolint:nilerr // unreadable: it is rewritten
 	}
 	files := userDataFiles(ud)
 	if !bytes.Equal(files[proxyconf.ConfPath], conf) {
