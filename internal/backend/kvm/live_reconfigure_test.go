@@ -124,33 +124,7 @@ func TestLiveReconfigure(t *testing.T) {
 
 	// The agent channel goes, the guest reboots: the rules stay (they are on the guest's disk), and the
 	// proxy reports it cannot be reconfigured in place.
-	inspect(t, b, func(l api) error {
-		dom, err := l.DomainLookupByName(spec.Name)
-		if err != nil {
-			return err
-		}
-		s, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
-		if err != nil {
-			return err
-		}
-		var dx libvirtxml.Domain
-		if err := dx.Unmarshal(s); err != nil {
-			return err
-		}
-		dx.Devices.Channels = slices.DeleteFunc(dx.Devices.Channels, func(c libvirtxml.DomainChannel) bool {
-			return c.Target != nil && c.Target.VirtIO != nil && c.Target.VirtIO.Name == guestAgentChannel
-		})
-		if s, err = dx.Marshal(); err != nil {
-			return err
-		}
-		if _, err := l.DomainDefineXMLFlags(s, 0); err != nil {
-			return err
-		}
-		if err := l.DomainDestroyFlags(dom, 0); err != nil {
-			return err
-		}
-		return l.DomainCreate(dom)
-	})
+	removeAgentChannel(t, b, spec.Name)
 	rebooted := time.Now()
 	waitFor(t, 10*time.Minute, "the rebooted proxy to answer", func() bool { return viaProxy(t, proxy, alice2, denied) == "200" })
 	t.Logf("the proxy answered %s after the reboot", time.Since(rebooted).Round(time.Second))
@@ -255,4 +229,69 @@ func serveUpstreamInNetns(t *testing.T) int {
 		t.Fatalf("listener address %v is not TCP", r.l.Addr())
 	}
 	return addr.Port
+}
+
+// removeAgentChannel redefines the domain without its guest agent channel and restarts it, as a domain
+// made by hand or by another tool might be.
+func removeAgentChannel(t *testing.T, b *Backend, name string) {
+	t.Helper()
+	inspect(t, b, func(l api) error {
+		dom, err := l.DomainLookupByName(name)
+		if err != nil {
+			return err
+		}
+		s, err := l.DomainGetXMLDesc(dom, libvirt.DomainXMLInactive)
+		if err != nil {
+			return err
+		}
+		var dx libvirtxml.Domain
+		if err := dx.Unmarshal(s); err != nil {
+			return err
+		}
+		dx.Devices.Channels = slices.DeleteFunc(dx.Devices.Channels, func(c libvirtxml.DomainChannel) bool {
+			return c.Target != nil && c.Target.VirtIO != nil && c.Target.VirtIO.Name == guestAgentChannel
+		})
+		if s, err = dx.Marshal(); err != nil {
+			return err
+		}
+		if _, err := l.DomainDefineXMLFlags(s, 0); err != nil {
+			return err
+		}
+		if err := l.DomainDestroyFlags(dom, 0); err != nil {
+			return err
+		}
+		return l.DomainCreate(dom)
+	})
+}
+
+// TestLiveAgentErrorsClassified: libvirt's own answers for a guest whose agent is not (yet) connected and
+// for a domain without an agent channel, classified as Reconfigure and Get need them. The blank base volume
+// boots nothing, so no agent ever connects: the channel is there, the agent is not.
+func TestLiveAgentErrorsClassified(t *testing.T) {
+	b := liveBackend(t)
+	spec := liveSpec(testOwner())
+	cleanupProxy(t, b, spec.Name)
+	id := idOf(spec)
+	if _, err := b.Create(ctxFor(t, 2*time.Minute), spec); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Get(ctxFor(t, time.Minute), id); err != nil || got.Reconfigurable {
+		t.Errorf("Get with no agent connected = reconfigurable %v, %v; want false", got.Reconfigurable, err)
+	}
+	_, err := b.Reconfigure(ctxFor(t, 5*time.Second), id, spec.Proxy)
+	if backend.ClassOf(err) != backend.ClassTransient || !strings.Contains(err.Error(), "not answering") || !strings.Contains(err.Error(), spec.Name) {
+		t.Errorf("Reconfigure with no agent connected = %v (class %v), want Transient: not answering", err, backend.ClassOf(err))
+	}
+
+	removeAgentChannel(t, b, spec.Name)
+	start := time.Now()
+	got, err := b.Get(ctxFor(t, time.Minute), id)
+	if err != nil || got.Reconfigurable {
+		t.Errorf("Get without an agent channel = reconfigurable %v, %v; want false", got.Reconfigurable, err)
+	}
+	t.Logf("Get without an agent channel took %s", time.Since(start).Round(time.Millisecond))
+	_, err = b.Reconfigure(ctxFor(t, time.Minute), id, spec.Proxy)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), "cannot be reconfigured in place") {
+		t.Errorf("Reconfigure without an agent channel = %v (class %v), want Permanent: cannot be reconfigured in place", err, backend.ClassOf(err))
+	}
 }
