@@ -100,6 +100,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		inst = m.instance(id.Target, stateOf(st, reason))
 		if inst.State == backend.StateRunning {
 			addressFromHost(l, dom, m, &inst)
+			inst.Reconfigurable = reconfigurable(l, dom)
 		}
 		return nil
 	})

@@ -135,6 +135,11 @@ func (a *countingAPI) ConnectGetAllDomainStats(doms []libvirt.Domain, stats uint
 	return a.next.ConnectGetAllDomainStats(doms, stats, flags)
 }
 
+func (a *countingAPI) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, timeout int32, flags uint32) (libvirt.OptString, error) {
+	a.c.add("QEMUDomainAgentCommand")
+	return a.next.QEMUDomainAgentCommand(dom, cmd, timeout, flags)
+}
+
 func (a *countingAPI) StoragePoolLookupByName(name string) (libvirt.StoragePool, error) {
 	a.c.add("StoragePoolLookupByName")
 	return a.next.StoragePoolLookupByName(name)

@@ -87,6 +87,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return inst, classify(object, err)
 		}
 	}
+	// As Get reports it (agent.go): the state Create returns is what the next plan decides from.
+	_ = c.do(ctx, func(l api) error { inst.Reconfigurable = reconfigurable(l, dom); return nil }) // best effort: false until the next read
 	return inst, nil
 }
 

@@ -32,6 +32,8 @@ type fakeHost struct {
 	// onCall, when set before use, is told of some calls as they happen (see notify): tests end a wait at a
 	// known step by cancelling their ctx there, instead of guessing how long the steps before it take.
 	onCall func(method string)
+	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
+	agents map[string]*fakeAgent
 }
 
 type fakeDomain struct {
@@ -66,7 +68,7 @@ func newFakeHost() *fakeHost {
 	f := &fakeHost{
 		memKiB: 8 << 20, domType: "qemu",
 		domains: map[string]*fakeDomain{}, pools: map[string]*fakePool{}, networks: map[string]*fakeNetwork{},
-		failOn: map[string]error{},
+		failOn: map[string]error{}, agents: map[string]*fakeAgent{},
 	}
 	f.pools["pool"] = &fakePool{pool: libvirt.StoragePool{Name: "pool"}, active: true, avail: 100 * gib, vols: map[string]*fakeVol{}}
 	f.pools["pool"].vols["base.qcow2"] = &fakeVol{

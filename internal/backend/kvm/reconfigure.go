@@ -1,0 +1,453 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"golang.org/x/crypto/bcrypt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+var _ backend.Reconfigurer = (*Backend)(nil)
+
+// Paths in the guest. The new files are written beside the ones they replace, so the rename that installs
+// them stays on one file system and is atomic: Squid, and the auth helper that rereads the password file
+// when it changes, see the old file or the new one, never half of one.
+const (
+	confNew     = proxyconf.ConfPath + ".egress-new"
+	htpasswdNew = proxyconf.HtpasswdPath + ".egress-new"
+	confOld     = proxyconf.ConfPath + ".egress-old"
+	htpasswdOld = proxyconf.HtpasswdPath + ".egress-old"
+	squidBin    = "/usr/sbin/squid"
+)
+
+// reloadedMarker is what Squid writes to its cache.log once a reconfiguration has reopened its listening
+// ports; before that the old configuration may still be in force.
+const reloadedMarker = "Accepting HTTP Socket connections"
+
+// reloadWait bounds how long Squid may take to reload after `squid -k reconfigure` before Reconfigure reports
+// it (within ctx): seconds under emulation, for a config that `squid -k parse` just accepted.
+var reloadWait = 60 * time.Second
+
+// Reconfigure changes the running proxy's rules through the QEMU guest agent. In order:
+//
+//  1. Render the new squid.conf (and htpasswd) here: Settings.Validate runs, so nothing unchecked is sent.
+//  2. Read the guest's current files back: when they already say the same (the config byte for byte, the
+//     password by its bcrypt hash), the guest is not touched, which is what makes a retry or a repeated
+//     apply one change and not several.
+//  3. Otherwise write both to temporary files in the guest, run `squid -k parse` on the new config, check
+//     Squid runs, copy the files in force aside, rename the new ones into place and run `squid -k
+//     reconfigure`, checking every exit status, then wait for Squid's log to say it reopened its ports, and
+//     for its health endpoint to answer. A failure before the rename removes the temporary files, one of
+//     the reload puts the copies back: the old configuration stays in force, and on the guest's disk.
+//  4. Rewrite the seed ISO's user-data, so that the seed describes what the guest runs (cloud-init writes
+//     the files only on an instance's first boot; the guest's own disk keeps them over a reboot), and last
+//     the domain's metadata, from which Get reports the settings.
+//
+// Agent errors are classified: an agent that does not answer is Transient, and the whole sequence is tried
+// again until ctx ends; a domain without an agent channel is Permanent, as is a config Squid refuses.
+func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
+	c, err := b.connFor(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	object := domainObject(id.Target, id.Name)
+	conf, err := proxyconf.RenderSquidConf(settings, proxyconf.RenderOptions{})
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
+	}
+	var htpasswd []byte
+	if settings.Auth != nil {
+		if htpasswd, err = proxyconf.RenderHtpasswd(*settings.Auth); err != nil {
+			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+		}
+	}
+	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd}
+	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	inst, err := b.Get(ctx, id)
+	inst.Notes = append(inst.Notes, r.notes...)
+	return inst, err
+}
+
+// agentBackoff spaces attempts while the agent does not answer: it may be restarting, or the guest busy.
+var agentBackoff = backend.Backoff{Initial: 500 * time.Millisecond, Max: 5 * time.Second, Factor: 2}
+
+// reconfiguration is one Reconfigure call: what it sends, and what it learnt on the way.
+type reconfiguration struct {
+	b        *Backend
+	c        *conn
+	id       backend.ProviderID
+	settings proxyconf.Settings
+	conf     []byte
+	htpasswd []byte
+	// guestChanged is set once the guest runs the new files, so a later attempt still rewrites the seed.
+	guestChanged bool
+	notes        []string
+}
+
+// attempt runs the sequence once. It starts from what the guest holds, so running it again after any
+// failure continues where the last one stopped.
+func (r *reconfiguration) attempt(ctx context.Context) error {
+	var dom libvirt.Domain
+	var m metadata
+	current := false
+	err := r.c.do(ctx, func(l api) error {
+		var err error
+		if dom, m, err = lookupManaged(l, r.id.Name); err != nil {
+			return err
+		}
+		if r.settings.Port != m.Proxy.Port {
+			return backend.Permanent("", "the proxy listens on port %d; a new port (%d) replaces the proxy, it is not reconfigured", m.Proxy.Port, r.settings.Port)
+		}
+		if err := agentPing(l, dom); err != nil {
+			return err
+		}
+		current, err = r.guestCurrent(l, dom)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if !current {
+		if err := r.installInGuest(ctx, dom); err != nil {
+			return err
+		}
+		r.guestChanged = true
+	}
+	if err := r.confirmHealth(ctx, dom, m); err != nil {
+		return err
+	}
+	return r.c.do(ctx, func(l api) error { return r.record(l, dom, m) })
+}
+
+// guestCurrent reports whether the guest's files already hold the new settings.
+func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) {
+	conf, err := guestReadFile(l, dom, proxyconf.ConfPath)
+	if err != nil {
+		return false, retryableOnly(err)
+	}
+	if !bytes.Equal(conf, r.conf) {
+		return false, nil
+	}
+	if r.settings.Auth == nil {
+		return true, nil
+	}
+	pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
+	if err != nil {
+		return false, retryableOnly(err)
+	}
+	return htpasswdMatches(pw, *r.settings.Auth), nil
+}
+
+// retryableOnly keeps the errors worth another attempt (the agent not answering, the connection); any
+// other failure to read a file (it does not exist, the agent refuses) only means it must be written.
+func retryableOnly(err error) error {
+	if backend.ClassOf(classify("", err)) == backend.ClassTransient {
+		return err
+	}
+	return nil //nolint:nilerr // see above: the file is (re)written
+}
+
+// htpasswdMatches reports whether an htpasswd file has exactly the one line for a's user and password.
+func htpasswdMatches(file []byte, a proxyconf.BasicAuth) bool {
+	line, rest, _ := bytes.Cut(file, []byte("\n"))
+	user, hash, ok := bytes.Cut(line, []byte(":"))
+	return ok && len(bytes.TrimSpace(rest)) == 0 && string(user) == a.Username &&
+		bcrypt.CompareHashAndPassword(hash, []byte(a.Password)) == nil
+}
+
+// installInGuest writes the new files, checks them with Squid and swaps them in.
+func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain) error {
+	temps := []string{confNew}
+	if r.htpasswd != nil {
+		temps = append(temps, htpasswdNew)
+	}
+	err := r.c.do(ctx, func(l api) error {
+		if err := guestWriteFile(l, dom, confNew, r.conf); err != nil {
+			return err
+		}
+		if r.htpasswd != nil {
+			return guestWriteFile(l, dom, htpasswdNew, r.htpasswd)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Until the rename, a failure leaves the old files in force; the temporary ones are removed (best
+	// effort: a leftover is overwritten by the next attempt and never read by Squid).
+	abandon := func(err error) error {
+		_, _ = r.run(ctx, dom, append([]string{"/bin/rm", "-f"}, temps...)...)
+		return err
+	}
+	// The files belong to root and are readable by the proxy group, as cloud-init writes them: the auth
+	// helper runs as the proxy user.
+	for _, argv := range [][]string{
+		append([]string{"/bin/chown", "root:proxy"}, temps...),
+		append([]string{"/bin/chmod", "0640"}, temps...),
+	} {
+		if err := r.mustRun(ctx, dom, argv...); err != nil {
+			return abandon(err)
+		}
+	}
+	if err := r.mustRun(ctx, dom, squidBin, "-k", "parse", "-f", confNew); err != nil {
+		return abandon(backend.NewError(backend.ClassPermanent, "", fmt.Errorf("squid in the guest refused the new config: %w", err)))
+	}
+	if err := r.mustRun(ctx, dom, squidBin, "-k", "check"); err != nil {
+		return abandon(backend.NewError(backend.ClassPermanent, "", fmt.Errorf("squid is not running in the guest, so there is nothing to reconfigure: %w", err)))
+	}
+	var mark int64
+	var hadHtpasswd bool
+	err = r.c.do(ctx, func(l api) error {
+		var err error
+		if mark, err = guestFileSize(l, dom, proxyconf.CacheLogPath); err != nil {
+			return err
+		}
+		hadHtpasswd, err = guestFileExists(l, dom, proxyconf.HtpasswdPath)
+		return err
+	})
+	if err != nil {
+		return abandon(err)
+	}
+	// Copies of the files in force, to put back should Squid not take the new ones: then the guest's disk
+	// says what Squid runs, and the next attempt sees a change still to make.
+	backups := [][2]string{{proxyconf.ConfPath, confOld}}
+	if r.htpasswd != nil && hadHtpasswd {
+		backups = append(backups, [2]string{proxyconf.HtpasswdPath, htpasswdOld})
+	}
+	for _, bk := range backups {
+		if err := r.mustRun(ctx, dom, "/bin/cp", "-p", bk[0], bk[1]); err != nil {
+			return abandon(err)
+		}
+	}
+	restore := func(err error) error {
+		for _, bk := range backups {
+			_, _ = r.run(ctx, dom, "/bin/mv", "-f", bk[1], bk[0]) // best effort: the error reported is err
+		}
+		return err
+	}
+	// The password file first: the config that names it comes after, and an old config that already used
+	// authentication checks the new password from here on.
+	if r.htpasswd != nil {
+		if err := r.mustRun(ctx, dom, "/bin/mv", "-f", htpasswdNew, proxyconf.HtpasswdPath); err != nil {
+			return restore(abandon(err))
+		}
+	}
+	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath); err != nil {
+		return restore(abandon(err))
+	}
+	if err := r.mustRun(ctx, dom, squidBin, "-k", "reconfigure"); err != nil {
+		return restore(err)
+	}
+	olds := []string{"/bin/rm", "-f"}
+	for _, bk := range backups {
+		olds = append(olds, bk[1])
+	}
+	_, _ = r.run(ctx, dom, olds...) // best effort: a leftover copy is overwritten next time and never read
+	return r.waitReloaded(ctx, dom, mark)
+}
+
+// run runs argv in the guest and returns how it ended.
+func (r *reconfiguration) run(ctx context.Context, dom libvirt.Domain, argv ...string) (execResult, error) {
+	return guestExec(ctx, r.c, dom, argv[0], argv[1:]...)
+}
+
+// mustRun runs argv in the guest and makes a non-zero exit an error carrying the program's output.
+func (r *reconfiguration) mustRun(ctx context.Context, dom libvirt.Domain, argv ...string) error {
+	res, err := r.run(ctx, dom, argv...)
+	if err != nil {
+		return err
+	}
+	if res.exitCode != 0 {
+		out := strings.TrimSpace(res.stderr + "\n" + res.stdout)
+		return backend.NewError(backend.ClassPermanent, "", fmt.Errorf("%s exited with status %d: %s", strings.Join(argv, " "), res.exitCode, out))
+	}
+	return nil
+}
+
+// waitReloaded waits until Squid's cache.log, past mark, says the listening ports are open again.
+func (r *reconfiguration) waitReloaded(ctx context.Context, dom libvirt.Domain, mark int64) error {
+	wctx, cancel := context.WithTimeout(ctx, reloadWait)
+	defer cancel()
+	err := backend.Poll(wctx, execStatusInterval, func(ctx context.Context) (bool, error) {
+		var tail []byte
+		err := r.c.do(ctx, func(l api) error {
+			var err error
+			tail, err = guestReadFileFrom(l, dom, proxyconf.CacheLogPath, mark)
+			return err
+		})
+		if err != nil {
+			return false, classify("", err)
+		}
+		return bytes.Contains(tail, []byte(reloadedMarker)), nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return backend.Transient("", "squid did not report reloading its config within %s (no %q in %s): %v", reloadWait, reloadedMarker, proxyconf.CacheLogPath, err)
+	}
+	return err
+}
+
+// confirmHealth asks the proxy's health endpoint, as Create's readiness check does, from where the provider
+// runs. An address that proves unreachable from here leaves the confirmation to Squid's own log (waited for
+// above) and says so in a note.
+func (r *reconfiguration) confirmHealth(ctx context.Context, dom libvirt.Domain, m metadata) error {
+	inst := m.instance(r.id.Target, backend.StateRunning)
+	if err := r.c.do(ctx, func(l api) error { addressFromHost(l, dom, m, &inst); return nil }); err != nil {
+		return err
+	}
+	rd := r.b.readiness
+	host := inst.InternalAddress
+	if ip := net.ParseIP(host); host == "" || (!m.Placement.UserNet && rd.attached != nil && ip != nil && !rd.attached(ip)) {
+		r.note("the proxy's health endpoint was not asked: its address %q is on no network this machine is attached to; Squid's log in the guest confirmed the reload", host)
+		return nil
+	}
+	start := time.Now()
+	var last error
+	err := backend.Poll(ctx, execStatusInterval, func(ctx context.Context) (bool, error) {
+		var res probeResult
+		if m.Placement.UserNet {
+			res, last = rd.probeForward(ctx, host, m.Placement.ForwardPort)
+		} else {
+			res, last = rd.probeProxy(ctx, host, inst.Port)
+		}
+		switch {
+		case res == probeReady:
+			return true, nil
+		case res == probeUnreachable && time.Since(start) >= rd.unreachableAfter:
+			return true, errUnreachable
+		}
+		return false, backend.NewError(backend.ClassTransient, "", last)
+	})
+	if errors.Is(err, errUnreachable) {
+		r.note("the proxy's health endpoint at %s is not reachable from where the provider runs (%v); Squid's log in the guest confirmed the reload", host, last)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("waiting for the proxy's health endpoint at %s after reconfiguring: %w", net.JoinHostPort(host, strconv.Itoa(rd.healthPort)), err)
+	}
+	return nil
+}
+
+// errUnreachable ends the health poll early; it never leaves confirmHealth.
+var errUnreachable = backend.Permanent("", "unreachable from here")
+
+func (r *reconfiguration) note(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	if !slices.Contains(r.notes, n) {
+		r.notes = append(r.notes, n)
+	}
+}
+
+// record rewrites the seed and the metadata, unless both already describe the settings (a repeated call).
+// The seed comes first: the metadata is what Get reports, so it changes only once everything else has.
+func (r *reconfiguration) record(l api, dom libvirt.Domain, m metadata) error {
+	want := metaProxyOf(r.settings)
+	seed := volRef(m.Placement.Pool, m.Volumes.Seed)
+	if !r.guestChanged && sameMetaProxy(m.Proxy, want) {
+		current, err := seedCurrent(l, seed, r.conf, r.settings.Auth)
+		if err != nil || current {
+			return err
+		}
+	}
+	m.Proxy = want
+	spec := backend.Spec{Name: m.Name, UID: m.UID, Proxy: r.settings}
+	img, err := seedImage(spec, m, r.b.now())
+	if err != nil {
+		return backend.NewError(backend.ClassPermanent, "", err)
+	}
+	if err := rewriteSeed(l, seed, img); err != nil {
+		return fmt.Errorf("rewriting the seed volume %s: %w", m.Volumes.Seed, err)
+	}
+	return writeMetadata(l, dom, m)
+}
+
+// rewriteSeed replaces the seed volume's content in place: the domain keeps the same volume attached, and a
+// crash at any point leaves a volume there. An upload past the volume's end grows it (a dir pool's file
+// grows and libvirt reports the new capacity); a shorter image is padded with zeros to the old size, so no
+// stale tail of the old user-data (its password hash, for one) stays on the volume.
+func rewriteSeed(l api, vol libvirt.StorageVol, img []byte) error {
+	s, err := l.StorageVolGetXMLDesc(vol, 0)
+	if err != nil {
+		return err
+	}
+	var v libvirtxml.StorageVolume
+	if err := v.Unmarshal(s); err != nil {
+		return fmt.Errorf("reading seed volume %s: %w", vol.Name, err)
+	}
+	if v.Capacity != nil && v.Capacity.Value > uint64(len(img)) && v.Capacity.Value <= seedReadLimit {
+		img = append(img, make([]byte, int(v.Capacity.Value)-len(img))...)
+	}
+	return l.StorageVolUpload(vol, bytes.NewReader(img), 0, uint64(len(img)), 0)
+}
+
+// seedCurrent reports whether the seed's user-data already carries conf and, when auth is set, a password
+// file that accepts it.
+func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.BasicAuth) (bool, error) {
+	var buf bytes.Buffer
+	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
+		return false, err
+	}
+	ud, err := readISOFile(buf.Bytes(), "user-data")
+	if err != nil {
+		return false, nil //nolint:nilerr // unreadable: it is rewritten
+	}
+	files := userDataFiles(ud)
+	if !bytes.Equal(files[proxyconf.ConfPath], conf) {
+		return false, nil
+	}
+	pw, ok := files[proxyconf.HtpasswdPath]
+	if auth == nil {
+		return !ok, nil
+	}
+	return ok && htpasswdMatches(pw, *auth), nil
+}
+
+// userDataFiles reads back the write_files of user-data rendered by proxyconf.RenderUserData: each entry's
+// "- path: '...'" line, then its base64 "content: " line.
+func userDataFiles(ud []byte) map[string][]byte {
+	out := map[string][]byte{}
+	path := ""
+	for _, line := range strings.Split(string(ud), "\n") {
+		t := strings.TrimSpace(line)
+		if p, ok := strings.CutPrefix(t, "- path: "); ok {
+			path = strings.Trim(p, "'")
+			continue
+		}
+		if c, ok := strings.CutPrefix(t, "content: "); ok && path != "" {
+			if b, err := base64.StdEncoding.DecodeString(c); err == nil {
+				out[path] = b
+			}
+			path = ""
+		}
+	}
+	return out
+}
+
+// metaProxyOf is the metadata form of settings, without the password.
+func metaProxyOf(s proxyconf.Settings) metaProxy {
+	p := metaProxy{Port: s.Port, Clients: s.AllowedClientCIDRs, Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
+	if s.Auth != nil {
+		p.AuthUser = s.Auth.Username
+	}
+	return p
+}
+
+func sameMetaProxy(a, b metaProxy) bool {
+	return a.Port == b.Port && a.AuthUser == b.AuthUser && slices.Equal(a.Clients, b.Clients) &&
+		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
+}

@@ -1,0 +1,420 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// reconfFixture is a running proxy on the fake host, made by Create, whose health endpoint answers 200 and
+// counts the requests.
+type reconfFixture struct {
+	f      *fakeHost
+	b      *Backend
+	cnt    *counter
+	spec   backend.Spec
+	id     backend.ProviderID
+	health *atomic.Int32
+}
+
+func newReconfFixture(t *testing.T, uid string) *reconfFixture {
+	t.Helper()
+	f := newFakeHost()
+	b, cnt := fakeBackend(f)
+	var asked atomic.Int32
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if r.URL.Path != proxyconf.HealthPath {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(health.Close)
+	proxy := listen(t)
+	b.readiness.dial = routeTo(map[int]string{3128: proxy.Addr().String(), proxyconf.DefaultHealthPort: health.Listener.Addr().String()}, nil)
+	b.readiness.attached = nil // the test dial decides what is reachable
+	spec := readySpec(f, uid, "198.18.0.60")
+	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
+	if _, err := b.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	cnt.take()
+	return &reconfFixture{f: f, b: b, cnt: cnt, spec: spec, id: idOf(spec), health: &asked}
+}
+
+// agent is the proxy's guest agent, booted (its files read from the seed) if it was not yet.
+func (x *reconfFixture) agent() *fakeAgent {
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	a := x.f.agent(x.spec.Name)
+	if !a.booted {
+		x.f.bootFromSeed(x.f.domains[x.spec.Name], a)
+	}
+	return a
+}
+
+// booted is the agent for setups that run with f.mu held (x.agent must have run before).
+func (x *reconfFixture) booted() *fakeAgent { return x.f.agents[x.spec.Name] }
+
+// guest returns a copy of a file in the guest and of what Squid enforces (the config it last loaded).
+func (x *reconfFixture) guest(path string) (onDisk, enforced []byte, exists bool) {
+	a := x.agent()
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	d, ok := a.files[path]
+	return bytes.Clone(d), bytes.Clone(a.enforced[path]), ok
+}
+
+// seedFiles reads the write_files of the seed volume's user-data.
+func (x *reconfFixture) seedFiles(t *testing.T) (map[string][]byte, metadata) {
+	t.Helper()
+	x.f.mu.Lock()
+	img := bytes.Clone(x.f.pools["pool"].vols[seedVolumeName(x.spec.Name)].data)
+	x.f.mu.Unlock()
+	ud, err := readISOFile(img, "user-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := seedIdentity(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return userDataFiles(ud), m
+}
+
+func render(t *testing.T, s proxyconf.Settings) []byte {
+	t.Helper()
+	conf, err := proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conf
+}
+
+func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-1")
+	x.agent().slowExec = true // every program reports "running" once: Reconfigure must poll for its end
+	before, err := x.b.Get(context.Background(), x.id)
+	if err != nil || !before.Reconfigurable {
+		t.Fatalf("Get before = %+v, %v: want a reconfigurable proxy", before, err)
+	}
+	healthBefore := x.health.Load()
+
+	auth := &proxyconf.BasicAuth{Username: "alice", Password: "first-password"}
+	next := x.spec.Proxy
+	next.AllowedDestinations = []string{"denied.test"}
+	next.AllowedPorts = []int{443, 8443}
+	next.Auth = auth
+	inst, err := x.b.Reconfigure(context.Background(), x.id, next)
+	if err != nil {
+		t.Fatalf("Reconfigure: %v", err)
+	}
+
+	// Squid runs the new files, installed where the old were; no temporary file is left.
+	conf, enforced, _ := x.guest(proxyconf.ConfPath)
+	if want := render(t, next); !bytes.Equal(conf, want) || !bytes.Equal(enforced, want) {
+		t.Errorf("guest squid.conf (on disk %d bytes, enforced %d bytes) is not the rendered new config", len(conf), len(enforced))
+	}
+	_, pw, _ := x.guest(proxyconf.HtpasswdPath)
+	if !htpasswdMatches(pw, *auth) {
+		t.Errorf("enforced htpasswd %q does not accept the new password", pw)
+	}
+	for _, p := range []string{confNew, htpasswdNew, confOld, htpasswdOld} {
+		if _, _, ok := x.guest(p); ok {
+			t.Errorf("%s left in the guest", p)
+		}
+	}
+	// The programs ran in the order that keeps the old config in force until the new one passed.
+	var ran []string
+	for _, argv := range x.agent().ran {
+		ran = append(ran, strings.Join(argv, " "))
+	}
+	want := []string{
+		"/bin/chown root:proxy " + confNew + " " + htpasswdNew,
+		"/bin/chmod 0640 " + confNew + " " + htpasswdNew,
+		squidBin + " -k parse -f " + confNew,
+		squidBin + " -k check",
+		"/bin/cp -p " + proxyconf.ConfPath + " " + confOld,
+		"/bin/mv -f " + htpasswdNew + " " + proxyconf.HtpasswdPath,
+		"/bin/mv -f " + confNew + " " + proxyconf.ConfPath,
+		squidBin + " -k reconfigure",
+		"/bin/rm -f " + confOld,
+	}
+	if !slices.Equal(ran, want) {
+		t.Errorf("programs run:\n%s\nwant:\n%s", strings.Join(ran, "\n"), strings.Join(want, "\n"))
+	}
+	if x.health.Load() == healthBefore {
+		t.Errorf("the health endpoint was not asked after the reconfiguration")
+	}
+
+	// Same instance, same address; Get reports the new settings, without the password.
+	if inst.ID != x.id || inst.UID != x.spec.UID || inst.InternalAddress != "198.18.0.60" || !inst.Reconfigurable {
+		t.Errorf("instance after Reconfigure = %+v", inst)
+	}
+	if p := inst.Proxy; p == nil || !slices.Equal(p.AllowedDestinations, next.AllowedDestinations) ||
+		!slices.Equal(p.AllowedPorts, next.AllowedPorts) || p.Auth == nil || p.Auth.Username != "alice" || p.Auth.Password != "" {
+		t.Errorf("Proxy after Reconfigure = %+v", inst.Proxy)
+	}
+	// The seed holds the same: its user-data for a rebuild, its identity for ListByTag.
+	files, m := x.seedFiles(t)
+	if !bytes.Equal(files[proxyconf.ConfPath], render(t, next)) || !htpasswdMatches(files[proxyconf.HtpasswdPath], *auth) {
+		t.Errorf("seed user-data does not carry the new config and password")
+	}
+	if !slices.Equal(m.Proxy.Destinations, next.AllowedDestinations) || m.UID != x.spec.UID {
+		t.Errorf("seed identity = %+v", m.Proxy)
+	}
+}
+
+func TestFakeReconfigureIsIdempotent(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-idem")
+	next := x.spec.Proxy
+	next.AllowedDestinations = []string{"denied.test"}
+	next.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "first-password"}
+	if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+		t.Fatal(err)
+	}
+	x.cnt.take()
+	ranBefore := len(x.agent().ran)
+
+	// The same settings again: the guest, the seed and the metadata are read, never written.
+	if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+		t.Fatal(err)
+	}
+	_, per := x.cnt.take()
+	if n := len(x.agent().ran) - ranBefore; n != 0 || per["StorageVolUpload"] != 0 || per["DomainSetMetadata"] != 0 {
+		t.Errorf("repeated Reconfigure ran %d programs, %d uploads, %d metadata writes; want none", n, per["StorageVolUpload"], per["DomainSetMetadata"])
+	}
+
+	// A new password alone is a change: the guest and the seed take it, the old one stops working.
+	newer := next
+	newer.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "second-password"}
+	if _, err := x.b.Reconfigure(context.Background(), x.id, newer); err != nil {
+		t.Fatal(err)
+	}
+	_, pw, _ := x.guest(proxyconf.HtpasswdPath)
+	files, _ := x.seedFiles(t)
+	if !htpasswdMatches(pw, *newer.Auth) || htpasswdMatches(pw, *next.Auth) || !htpasswdMatches(files[proxyconf.HtpasswdPath], *newer.Auth) {
+		t.Errorf("after a password change the guest and seed must accept only the new password")
+	}
+
+	// Dropping authentication: the config says so; no new password file is sent.
+	open := newer
+	open.Auth = nil
+	if _, err := x.b.Reconfigure(context.Background(), x.id, open); err != nil {
+		t.Fatal(err)
+	}
+	_, enforced, _ := x.guest(proxyconf.ConfPath)
+	files, _ = x.seedFiles(t)
+	if bytes.Contains(enforced, []byte("auth_param")) || files[proxyconf.HtpasswdPath] != nil {
+		t.Errorf("authentication still configured after it was removed")
+	}
+}
+
+func TestFakeReconfigureFailureKeepsOldConfig(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		setup func(x *reconfFixture)
+		edit  func(s *proxyconf.Settings)
+		ctx   time.Duration
+		class backend.Class
+		says  string
+		// noAgent: the agent is never asked (the settings are refused first).
+		noAgent bool
+	}{
+		"domain without agent channel": {
+			setup: func(x *reconfFixture) {
+				d := x.f.domains[x.spec.Name]
+				d.xml = strings.ReplaceAll(d.xml, guestAgentChannel, "org.example.other.0")
+			},
+			class: backend.ClassPermanent, says: "cannot be reconfigured in place",
+		},
+		"domain shut off": {
+			setup: func(x *reconfFixture) { x.f.domains[x.spec.Name].state = int32(libvirt.DomainShutoff) },
+			class: backend.ClassPermanent, says: "not running",
+		},
+		"squid refuses the config": {
+			setup: func(x *reconfFixture) { x.booted().parseFails = true },
+			class: backend.ClassPermanent, says: "refused the new config",
+		},
+		"squid not running": {
+			setup: func(x *reconfFixture) { x.booted().squidStopped = true },
+			class: backend.ClassPermanent, says: "squid is not running",
+		},
+		"agent never answers": {
+			setup: func(x *reconfFixture) { x.booted().hung = true },
+			ctx:   3 * time.Second, class: backend.ClassTransient, says: "not answering",
+		},
+		"a new listening port": {
+			edit:  func(s *proxyconf.Settings) { s.Port = 3130 },
+			class: backend.ClassPermanent, says: "replaces the proxy", noAgent: true,
+		},
+		"invalid settings": {
+			edit:  func(s *proxyconf.Settings) { s.AllowedDestinations = []string{"Not A Host"} },
+			class: backend.ClassPermanent, says: "must be lowercase", noAgent: true,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newReconfFixture(t, "reconf-fail")
+			oldConf := render(t, x.spec.Proxy)
+			if tc.setup != nil {
+				x.agent()
+				x.f.mu.Lock()
+				tc.setup(x)
+				x.f.mu.Unlock()
+			}
+			next := x.spec.Proxy
+			next.AllowedDestinations = []string{"denied.test"}
+			if tc.edit != nil {
+				tc.edit(&next)
+			}
+			ctx := context.Background()
+			if tc.ctx > 0 {
+				ctx = ctxFor(t, tc.ctx)
+			}
+			x.cnt.take()
+			_, err := x.b.Reconfigure(ctx, x.id, next)
+			if err == nil || backend.ClassOf(err) != tc.class || !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), x.spec.Name) {
+				t.Fatalf("Reconfigure = %v (class %v); want %v saying %q and naming the domain", err, backend.ClassOf(err), tc.class, tc.says)
+			}
+			_, per := x.cnt.take()
+			if tc.noAgent && per["QEMUDomainAgentCommand"] != 0 {
+				t.Errorf("%d agent commands for settings refused up front", per["QEMUDomainAgentCommand"])
+			}
+			// Nothing changed: Squid's files and what it enforces, no temporary file, the seed, the metadata.
+			x.f.mu.Lock()
+			x.f.domains[x.spec.Name].state = int32(libvirt.DomainRunning)
+			x.f.mu.Unlock()
+			conf, enforced, _ := x.guest(proxyconf.ConfPath)
+			if !bytes.Equal(conf, oldConf) || !bytes.Equal(enforced, oldConf) {
+				t.Errorf("the guest's squid.conf changed although Reconfigure failed")
+			}
+			if _, _, ok := x.guest(confNew); ok {
+				t.Errorf("%s left in the guest", confNew)
+			}
+			files, m := x.seedFiles(t)
+			if !bytes.Equal(files[proxyconf.ConfPath], oldConf) || !slices.Equal(m.Proxy.Destinations, x.spec.Proxy.AllowedDestinations) {
+				t.Errorf("the seed changed although Reconfigure failed")
+			}
+			if per["DomainSetMetadata"] != 0 {
+				t.Errorf("the metadata was written although Reconfigure failed")
+			}
+		})
+	}
+}
+
+func TestFakeReconfigureFailedReloadKeepsRunningConfig(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-reload")
+	oldConf := render(t, x.spec.Proxy)
+	x.agent().reconfigureFails = true
+	next := x.spec.Proxy
+	next.AllowedDestinations = []string{"denied.test"}
+	_, err := x.b.Reconfigure(context.Background(), x.id, next)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), "squid -k reconfigure exited with status 1") {
+		t.Fatalf("Reconfigure = %v, want the failed reload reported", err)
+	}
+	if conf, enforced, _ := x.guest(proxyconf.ConfPath); !bytes.Equal(enforced, oldConf) || !bytes.Equal(conf, oldConf) {
+		t.Errorf("Squid enforces, or its disk holds, another config than the old one")
+	}
+	if inst, err := x.b.Get(context.Background(), x.id); err != nil || !slices.Equal(inst.Proxy.AllowedDestinations, x.spec.Proxy.AllowedDestinations) {
+		t.Errorf("Get after a failed reload = %+v, %v: want the old settings reported", inst.Proxy, err)
+	}
+	// Once Squid reloads again, a retry completes the change.
+	x.agent().reconfigureFails = false
+	if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, enforced, _ := x.guest(proxyconf.ConfPath); !bytes.Equal(enforced, render(t, next)) {
+		t.Errorf("the retry did not reload the new config")
+	}
+}
+
+func TestFakeReconfigureWaitsForTheAgent(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-wait")
+	x.agent().notConnected = 2 // the agent connects on the third attempt, as while the guest boots
+	next := x.spec.Proxy
+	next.AllowedDestinations = []string{"denied.test"}
+	if _, err := x.b.Reconfigure(ctxFor(t, time.Minute), x.id, next); err != nil {
+		t.Fatalf("Reconfigure = %v, want it to retry until the agent answers", err)
+	}
+	if _, enforced, _ := x.guest(proxyconf.ConfPath); !bytes.Equal(enforced, render(t, next)) {
+		t.Errorf("the new config is not in force")
+	}
+}
+
+func TestFakeReconfigureGoneAndCancelled(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-gone")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := x.b.Reconfigure(ctx, x.id, x.spec.Proxy); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reconfigure with a cancelled ctx = %v, want context.Canceled", err)
+	}
+	if err := x.b.Delete(context.Background(), x.id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.b.Reconfigure(context.Background(), x.id, x.spec.Proxy); !backend.IsNotFound(err) {
+		t.Errorf("Reconfigure of a deleted proxy = %v, want NotFound", err)
+	}
+}
+
+// Get asks the agent once per read of a running domain, and never for a stopped one: it runs on every
+// refresh, so its cost is counted.
+func TestFakeGetReportsReconfigurable(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		setup      func(x *reconfFixture)
+		want       bool
+		agentCalls int
+	}{
+		"agent answers": {want: true, agentCalls: 1},
+		"agent channel removed": {
+			setup: func(x *reconfFixture) {
+				d := x.f.domains[x.spec.Name]
+				d.xml = strings.ReplaceAll(d.xml, guestAgentChannel, "org.example.other.0")
+			},
+			want: false, agentCalls: 1,
+		},
+		"agent not connected": {setup: func(x *reconfFixture) { x.booted().notConnected = 1 }, want: false, agentCalls: 1},
+		"agent hung":          {setup: func(x *reconfFixture) { x.booted().hung = true }, want: false, agentCalls: 1},
+		"domain shut off": {
+			setup: func(x *reconfFixture) { x.f.domains[x.spec.Name].state = int32(libvirt.DomainShutoff) },
+			want:  false, agentCalls: 0,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newReconfFixture(t, "reconf-get")
+			if tc.setup != nil {
+				x.agent()
+				x.f.mu.Lock()
+				tc.setup(x)
+				x.f.mu.Unlock()
+			}
+			x.cnt.take()
+			inst, err := x.b.Get(context.Background(), x.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, per := x.cnt.take()
+			if inst.Reconfigurable != tc.want || per["QEMUDomainAgentCommand"] != tc.agentCalls {
+				t.Errorf("Reconfigurable = %v after %d agent commands, want %v after %d", inst.Reconfigurable, per["QEMUDomainAgentCommand"], tc.want, tc.agentCalls)
+			}
+		})
+	}
+}
