@@ -25,7 +25,7 @@ output "https_proxy" {
 
 # A proxy that requires basic authentication. The password is write-only: it is
 # sent to the provider but never stored in the state. Change password_wo_version
-# to roll out a new password (this replaces the proxy).
+# to roll out a new password to the running proxy.
 variable "proxy_password" {
   type      = string
   sensitive = true
