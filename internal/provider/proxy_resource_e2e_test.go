@@ -1,17 +1,23 @@
 package provider
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
 
 // The end-to-end test boots the proxy image under QEMU on the namespaced libvirt network and sends traffic
@@ -133,6 +139,9 @@ func checkProxyServes(t *testing.T, expectations []proxyExpectation) resource.Te
 	}
 }
 
+// One booted proxy, changed in place twice: its allow-list swapped (same id, same address, the new rules
+// enforced when the apply returns) and its write-only password rotated (the old one 407, the new one 200).
+// The password is in no state, plan or trace log.
 func TestAccProxyKVM_bootedProxyServesOnlyAllowedDestinations(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	image := os.Getenv("EGRESS_TEST_IMAGE")
@@ -141,9 +150,15 @@ func TestAccProxyKVM_bootedProxyServesOnlyAllowedDestinations(t *testing.T) {
 	}
 	startUpstreams(t)
 	addDNSHosts(t, uri, "allowed.test", "denied.test")
+	// Every CLI and provider log line of the test, at TRACE, goes to this file, which is searched for the
+	// password at the end.
+	logFile := filepath.Join(t.TempDir(), "trace.log")
+	t.Setenv("TF_ACC_LOG_PATH", logFile)
+	t.Setenv("TF_LOG", "TRACE")
 	owner := "e2e-" + uuid.NewString()[:8]
 	b := kvmBackend(t, uri)
-	config := func(destinations string) string {
+	password := func(version int) string { return fmt.Sprintf("%s-v%d", e2ePass, version) }
+	config := func(destinations string, passwordVersion int) string {
 		return kvmProviderBlock(owner, uri) + fmt.Sprintf(`
 resource "egress_proxy" "e2e" {
   kvm = {
@@ -153,43 +168,122 @@ resource "egress_proxy" "e2e" {
   allowed_client_cidrs = ["198.18.0.0/24"]
   allowed_destinations = %s
   auth = {
-    username = %q
-    password = %q
+    username            = %q
+    password_wo         = %q
+    password_wo_version = %d
   }
   timeouts {
     create = "20m"
   }
 }
-`, image, destinations, e2eUser, e2ePass)
+`, image, destinations, e2eUser, password(passwordVersion), passwordVersion)
 	}
-	good := e2eUser + ":" + e2ePass
+	credentials := func(version int) string { return e2eUser + ":" + password(version) }
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	sameAddress := statecheck.CompareValue(compare.ValuesSame())
+	unchanged := func() []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			sameID.AddStateValue("egress_proxy.e2e", tfjsonpath.New("id")),
+			sameAddress.AddStateValue("egress_proxy.e2e", tfjsonpath.New("internal_address")),
+		}
+	}
+	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+		plancheck.ExpectResourceAction("egress_proxy.e2e", plancheck.ResourceActionUpdate),
+		noSecretInPlan{secrets: []string{password(1), password(2)}},
+	}}
+	var applyStarted time.Time
+	startClock := func() { applyStarted = time.Now() }
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
 		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
 		Steps: []resource.TestStep{
 			{
-				Config: config(`["allowed.test"]`),
-				Check: checkProxyServes(t, []proxyExpectation{
-					{"http://allowed.test/", good, "000", "200"},
-					{"https://allowed.test/", good, "200", "200"},
-					{"http://denied.test/", good, "000", "403"},
-					{"https://denied.test/", good, "403", "000"},
+				Config:            config(`["allowed.test"]`, 1),
+				ConfigStateChecks: unchanged(),
+				Check: resource.ComposeTestCheckFunc(checkNoSecretInState(password(1)), checkProxyServes(t, []proxyExpectation{
+					{"http://allowed.test/", credentials(1), "000", "200"},
+					{"https://allowed.test/", credentials(1), "200", "200"},
+					{"http://denied.test/", credentials(1), "000", "403"},
+					{"https://denied.test/", credentials(1), "403", "000"},
 					{"http://allowed.test/", "", "000", "407"},
 					{"http://allowed.test/", e2eUser + ":wrong-password", "000", "407"},
-				}),
+				})),
 			},
 			{
-				// A new allow-list replaces the proxy, and the new proxy enforces the new list.
-				Config: config(`["denied.test"]`),
-				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-					plancheck.ExpectResourceAction("egress_proxy.e2e", plancheck.ResourceActionDestroyBeforeCreate),
-				}},
-				Check: checkProxyServes(t, []proxyExpectation{
-					{"http://denied.test/", good, "000", "200"},
-					{"http://allowed.test/", good, "000", "403"},
-				}),
+				// A new allow-list is applied to the running proxy: same id, same address, no boot.
+				PreConfig:         startClock,
+				Config:            config(`["denied.test"]`, 1),
+				ConfigPlanChecks:  inPlace,
+				ConfigStateChecks: unchanged(),
+				Check: resource.ComposeTestCheckFunc(logElapsed(t, "allow-list swap", &applyStarted), checkProxyServes(t, []proxyExpectation{
+					{"http://denied.test/", credentials(1), "000", "200"},
+					{"http://allowed.test/", credentials(1), "000", "403"},
+					{"https://allowed.test/", credentials(1), "403", "000"},
+				})),
+			},
+			{
+				// A new password_wo_version rotates the password in place.
+				PreConfig:         startClock,
+				Config:            config(`["denied.test"]`, 2),
+				ConfigPlanChecks:  inPlace,
+				ConfigStateChecks: unchanged(),
+				Check: resource.ComposeTestCheckFunc(logElapsed(t, "password rotation", &applyStarted), checkNoSecretInState(password(2)),
+					checkProxyServes(t, []proxyExpectation{
+						{"http://denied.test/", credentials(2), "000", "200"},
+						{"http://denied.test/", credentials(1), "000", "407"},
+					})),
 			},
 		},
 	})
+	trace, err := os.ReadFile(logFile)
+	if err != nil {
+		t.Fatalf("reading the trace log: %v", err)
+	}
+	if len(trace) == 0 {
+		t.Fatal("the trace log is empty: the search for the password would prove nothing")
+	}
+	for _, secret := range []string{password(1), password(2)} {
+		if strings.Contains(string(trace), secret) {
+			t.Errorf("the password %q appears in the TRACE log %s", secret, logFile)
+		}
+	}
+}
+
+// logElapsed reports how long the apply of a step took, from its PreConfig to its first check.
+func logElapsed(t *testing.T, what string, started *time.Time) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		t.Logf("%s: apply returned %v after it started, rules enforced", what, time.Since(*started).Round(100*time.Millisecond))
+		return nil
+	}
+}
+
+func checkNoSecretInState(secret string) resource.TestCheckFunc {
+	return func(s *terraform.State) error {
+		for name, rs := range s.RootModule().Resources {
+			for key, value := range rs.Primary.Attributes {
+				if strings.Contains(value, secret) {
+					return fmt.Errorf("state of %s holds the password in %s", name, key)
+				}
+			}
+		}
+		return nil
+	}
+}
+
+// noSecretInPlan fails when any of the secrets appears anywhere in the plan's JSON.
+type noSecretInPlan struct{ secrets []string }
+
+func (c noSecretInPlan) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	plan, err := json.Marshal(req.Plan)
+	if err != nil {
+		resp.Error = err
+		return
+	}
+	for _, secret := range c.secrets {
+		if strings.Contains(string(plan), secret) {
+			resp.Error = fmt.Errorf("the plan holds the password %q", secret)
+			return
+		}
+	}
 }
