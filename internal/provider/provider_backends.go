@@ -23,11 +23,6 @@ type kubernetesClusterModel struct {
 	ConfigContext types.String `tfsdk:"config_context"`
 }
 
-type gcpProviderModel struct {
-	Project  types.String `tfsdk:"project"`
-	Endpoint types.String `tfsdk:"endpoint"`
-}
-
 type kvmProviderModel struct {
 	Hosts      map[string]kvmHostModel `tfsdk:"hosts"`
 	Pool       types.String            `tfsdk:"pool"`
@@ -43,10 +38,9 @@ type kvmHostModel struct {
 	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
 }
 
-// Environment fallbacks, as the Kubernetes, Google and libvirt tools read them.
+// Environment fallbacks, as the Kubernetes and libvirt tools read them (Google's: provider_gcp.go).
 const (
 	kubeconfigEnvVar = "KUBECONFIG"
-	gcpProjectEnvVar = "GOOGLE_PROJECT"
 	libvirtURIEnvVar = "LIBVIRT_DEFAULT_URI"
 	defaultKVMHost   = kvm.DefaultHostName
 )
@@ -65,17 +59,6 @@ func kubernetesProviderSchema() schema.SingleNestedAttribute {
 					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
 				}},
 			},
-		},
-	}
-}
-
-func gcpProviderSchema() schema.SingleNestedAttribute {
-	return schema.SingleNestedAttribute{
-		Optional:            true,
-		MarkdownDescription: "GCP Compute Engine backend.",
-		Attributes: map[string]schema.Attribute{
-			"project":  schema.StringAttribute{Optional: true, MarkdownDescription: "Default project. Defaults to `" + gcpProjectEnvVar + "`."},
-			"endpoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Compute API endpoint, for private endpoints and tests."},
 		},
 	}
 }
@@ -116,7 +99,7 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 		factories[backend.KindKubernetes] = unavailable(backend.KindKubernetes)
 	}
 	if cfg.GCP != nil {
-		factories[backend.KindGCP] = unavailable(backend.KindGCP)
+		factories[backend.KindGCP] = gcpFactory(cfg.GCP)
 	}
 	if cfg.KVM != nil {
 		kvmConfig := kvmBackendConfig(cfg.KVM)

@@ -155,6 +155,13 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		return backend.Instance{}, err
 	}
 	in, err := b.getInstance(ctx, p, id.Scope, id.Name)
+	if backend.IsNotFound(err) {
+		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one
+		// under a new name, so the address reserved for this one would be left to nobody: release it now
+		// (best effort; only an unused address carrying this instance's labels).
+		_ = b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name)
+		return backend.Instance{}, err
+	}
 	if err != nil {
 		return backend.Instance{}, err
 	}

@@ -59,7 +59,7 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 		}
 		return err
 	}
-	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue || a.GetLabels()[backend.LabelName] != instance {
+	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue || a.GetLabels()[backend.LabelName] != instance || a.GetStatus() == "IN_USE" {
 		return nil
 	}
 	return b.releaseAddress(ctx, p, region, name)
