@@ -15,7 +15,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // The gcp acceptance tests run the real provider, its real Compute client and the CLI against the Compute
@@ -191,6 +194,73 @@ func TestAccProxyGCP_faultsConverge(t *testing.T) {
 				}
 				if fake.Fired() == 0 {
 					return fmt.Errorf("no fault fired: the test proves nothing")
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// Proxies of the owner that no state holds (made here straight through the backend, as a crashed apply
+// would leave them) are listed by egress_proxy_orphans with one aggregated call per read, and a zone that
+// cannot be listed is reported, not hidden. egress_backends reports the project healthy with its quotas.
+func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
+	fake := gcpFake(t)
+	b, err := gcp.New(gcp.Config{DefaultProject: gcpTestProject, ProjectConfig: gcp.ProjectConfig{ComputeEndpoint: fake.URL, AccessToken: "acc-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var ids []string
+	for i, zone := range []string{"us-central1-a", "us-central1-b"} {
+		uid := fmt.Sprintf("orphan-%d", i)
+		inst, err := b.Create(t.Context(), backend.Spec{
+			Name: backend.NameFromUID(uid), UID: uid, Owner: "team-a",
+			Placement: backend.Placement{Backend: backend.KindGCP, Target: gcpTestProject, Scope: zone},
+			Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID.String())
+	}
+	fake.BreakZone("europe-west1-b", "UNREACHABLE")
+	fake.ResetLog()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "egress" {
+  owner = "team-a"
+  gcp = {
+    project          = %q
+    compute_endpoint = %q
+    access_token     = "acc-token"
+  }
+}
+data "egress_proxy_orphans" "all" {
+  backends = ["gcp"]
+  min_age  = "0s"
+}
+data "egress_backends" "all" {}
+`, gcpTestProject, fake.URL),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("orphans"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[0])}),
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[1])}),
+				})),
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("incomplete"), knownvalue.Bool(true)),
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("errors"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.StringRegexp(regexp.MustCompile(`europe-west1-b.*UNREACHABLE`)),
+				})),
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(true)),
+			},
+			Check: func(*terraform.State) error {
+				lists, all := fake.Count(http.MethodGet, `/aggregated/instances$`), fake.Requests()
+				instanceGets := fake.Count(http.MethodGet, `/instances/`)
+				if lists == 0 || instanceGets != 0 {
+					return fmt.Errorf("%d aggregated lists and %d instance GETs (of %d requests); want lists only", lists, instanceGets, len(all))
 				}
 				return nil
 			},
