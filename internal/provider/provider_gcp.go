@@ -40,30 +40,39 @@ var (
 	gcpAccessTokenEnvVars = []string{"GOOGLE_OAUTH_ACCESS_TOKEN"}
 )
 
-func gcpProjectAttributes() map[string]schema.Attribute {
+// gcpProjectAttributes are the settings of one project; perProject says they sit in gcp.projects, where an
+// unset one takes the top-level value rather than an environment variable.
+func gcpProjectAttributes(perProject bool) map[string]schema.Attribute {
+	fallback := func(top string) string {
+		if perProject {
+			return " The top-level `gcp` value when unset."
+		}
+		return top
+	}
 	return map[string]schema.Attribute{
 		"credentials": schema.StringAttribute{Optional: true, Sensitive: true,
-			MarkdownDescription: "Service account key or other credentials JSON, or the path of a file holding it. Defaults to `GOOGLE_CREDENTIALS`, then `GOOGLE_APPLICATION_CREDENTIALS`; Application Default Credentials when neither this nor `access_token` is set."},
+			MarkdownDescription: "Service account key or other credentials JSON, or the path of a file holding it." + fallback(
+				" Defaults to `GOOGLE_CREDENTIALS`, then `GOOGLE_APPLICATION_CREDENTIALS`; Application Default Credentials when neither this nor `access_token` is set.")},
 		"access_token": schema.StringAttribute{Optional: true, Sensitive: true,
-			MarkdownDescription: "OAuth2 access token used as is. Defaults to `GOOGLE_OAUTH_ACCESS_TOKEN`."},
+			MarkdownDescription: "OAuth2 access token used as is." + fallback(" Defaults to `GOOGLE_OAUTH_ACCESS_TOKEN`.")},
 		"impersonate_service_account": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Service account whose short-lived tokens the provider uses, obtained with the credentials above."},
+			MarkdownDescription: "Service account whose short-lived tokens the provider uses, obtained with the credentials above." + fallback("")},
 		"default_zone": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Zone of proxies that name none. Defaults to `" + gcp.DefaultZone + "`."},
+			MarkdownDescription: "Zone of proxies that name none." + fallback(" Defaults to `"+gcp.DefaultZone+"`.")},
 		"region": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Region whose quotas `egress_backends` reports; the region of `default_zone` when unset."},
 		"compute_endpoint": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Compute Engine API endpoint, for private endpoints and tests, such as `https://compute.p.example.internal`."},
+			MarkdownDescription: "Compute Engine API endpoint, for private endpoints and tests, such as `https://compute.p.example.internal`." + fallback("")},
 	}
 }
 
 func gcpProviderSchema() schema.SingleNestedAttribute {
-	attrs := gcpProjectAttributes()
+	attrs := gcpProjectAttributes(false)
 	attrs["project"] = schema.StringAttribute{Optional: true,
 		MarkdownDescription: "Default project ID. Defaults to `GOOGLE_PROJECT`, `GOOGLE_CLOUD_PROJECT` or `CLOUDSDK_CORE_PROJECT`."}
 	attrs["projects"] = schema.MapNestedAttribute{Optional: true,
 		MarkdownDescription: "More projects by project ID, each with settings of its own; unset ones take the values above.",
-		NestedObject:        schema.NestedAttributeObject{Attributes: gcpProjectAttributes()}}
+		NestedObject:        schema.NestedAttributeObject{Attributes: gcpProjectAttributes(true)}}
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "GCP Compute Engine backend. Clients are built, and credentials read, when a resource first uses it: " +

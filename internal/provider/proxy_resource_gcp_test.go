@@ -267,3 +267,37 @@ data "egress_backends" "all" {}
 		}},
 	})
 }
+
+// An address the user reserved and names is the egress address, kept when the proxy is replaced (a new
+// machine type) and never released by the provider.
+func TestAccProxyGCP_namedAddressSurvivesReplacement(t *testing.T) {
+	fake := gcpFake(t)
+	ip := fake.ReserveAddress(gcpTestProject, "us-central1", "team-egress")
+	proxy := func(machineType string) string {
+		return fmt.Sprintf(`  gcp                  = { egress_address_name = "team-egress", machine_type = %q }
+  allowed_client_cidrs = ["10.0.0.0/8"]`, machineType)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if a := fake.Address(gcpTestProject, "us-central1", "team-egress"); a == nil || a.GetStatus() != "RESERVED" {
+				return fmt.Errorf("the user's address was released or left in use: %v", a)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config:            gcpConfig(fake, "acc-token", proxy("e2-small")),
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_address"), knownvalue.StringExact(ip))},
+			},
+			{
+				Config: gcpConfig(fake, "acc-token", proxy("e2-medium")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_address"), knownvalue.StringExact(ip))},
+			},
+		},
+	})
+}

@@ -158,3 +158,18 @@ func (s *Server) getRegion(w http.ResponseWriter, project, region string) {
 	_ = strings.TrimSpace
 	writeProto(w, http.StatusOK, out)
 }
+
+// ReserveAddress reserves a regional external address at once, as a user would beforehand, and returns its IP.
+func (s *Server) ReserveAddress(project, region, name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	ip := fmt.Sprintf("192.0.2.%d", s.seq%250+1)
+	s.addresses[key(project, region, name)] = &computepb.Address{
+		Name: proto.String(name), Id: proto.Uint64(2_000_000 + s.seq), Kind: proto.String("compute#address"),
+		Address: proto.String(ip), AddressType: proto.String("EXTERNAL"), Status: proto.String("RESERVED"),
+		Region: proto.String(s.link(project, "regions/"+region)), SelfLink: proto.String(s.link(project, "regions/"+region+"/addresses/"+name)),
+		CreationTimestamp: proto.String(s.now().Format("2006-01-02T15:04:05.000-07:00")),
+	}
+	return ip
+}
