@@ -100,6 +100,30 @@ type Placement struct {
 	Scope string
 
 	KVM *KVMPlacement
+	GCP *GCPPlacement
+}
+
+// GCPPlacement holds the settings of a proxy VM on Compute Engine. Empty strings take the gcp backend's
+// defaults (see the gcp package).
+type GCPPlacement struct {
+	MachineType string
+	// Image is an image or image family URL (projects/P/global/images/family/F).
+	Image      string
+	Network    string
+	Subnetwork string
+	// NetworkTags go on the VM for the user's firewall rules.
+	NetworkTags    []string
+	ServiceAccount string
+	Scopes         []string
+	Preemptible    bool
+	Spot           bool
+	// StaticEgressIP reserves a regional static external address named after the instance, released on
+	// delete. EgressAddressName instead attaches an address the user reserved, which is never released, so
+	// the egress address survives any replacement of the proxy.
+	StaticEgressIP    bool
+	EgressAddressName string
+	// WaitForProxy makes Create wait (within its ctx) until the guest reports the proxy configured.
+	WaitForProxy bool
 }
 
 // KVMPlacement holds the settings of a proxy on a libvirt host.

@@ -26,11 +26,6 @@ type kubernetesClusterModel struct {
 	ConfigContext types.String `tfsdk:"config_context"`
 }
 
-type gcpProviderModel struct {
-	Project  types.String `tfsdk:"project"`
-	Endpoint types.String `tfsdk:"endpoint"`
-}
-
 type kvmProviderModel struct {
 	Hosts      map[string]kvmHostModel `tfsdk:"hosts"`
 	Pool       types.String            `tfsdk:"pool"`
@@ -47,10 +42,9 @@ type kvmHostModel struct {
 	ConnectTimeout        types.String `tfsdk:"connect_timeout"`
 }
 
-// Environment fallbacks, as the Kubernetes, Google and libvirt tools read them.
+// Environment fallbacks, as the Kubernetes and libvirt tools read them (Google's: provider_gcp.go).
 const (
 	kubeconfigEnvVar = "KUBECONFIG"
-	gcpProjectEnvVar = "GOOGLE_PROJECT"
 	libvirtURIEnvVar = "LIBVIRT_DEFAULT_URI"
 	defaultKVMHost   = kvm.DefaultHostName
 )
@@ -69,17 +63,6 @@ func kubernetesProviderSchema() schema.SingleNestedAttribute {
 					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
 				}},
 			},
-		},
-	}
-}
-
-func gcpProviderSchema() schema.SingleNestedAttribute {
-	return schema.SingleNestedAttribute{
-		Optional:            true,
-		MarkdownDescription: "GCP Compute Engine backend.",
-		Attributes: map[string]schema.Attribute{
-			"project":  schema.StringAttribute{Optional: true, MarkdownDescription: "Default project. Defaults to `" + gcpProjectEnvVar + "`."},
-			"endpoint": schema.StringAttribute{Optional: true, MarkdownDescription: "Compute API endpoint, for private endpoints and tests."},
 		},
 	}
 }
@@ -139,7 +122,7 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 		factories[backend.KindKubernetes] = unavailable(backend.KindKubernetes)
 	}
 	if cfg.GCP != nil {
-		factories[backend.KindGCP] = unavailable(backend.KindGCP)
+		factories[backend.KindGCP] = gcpFactory(cfg.GCP)
 	}
 	if cfg.KVM != nil {
 		kvmConfig := kvmBackendConfig(cfg.KVM)

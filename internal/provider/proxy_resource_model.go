@@ -47,11 +47,6 @@ type kubernetesPlacementModel struct {
 	Namespace types.String `tfsdk:"namespace"`
 }
 
-type gcpPlacementModel struct {
-	Project types.String `tfsdk:"project"`
-	Zone    types.String `tfsdk:"zone"`
-}
-
 type kvmPlacementModel struct {
 	Host           types.String `tfsdk:"host"`
 	VCPUs          types.Int64  `tfsdk:"vcpus"`
@@ -85,7 +80,7 @@ func (m proxyResourceModel) placement() backend.Placement {
 	case m.Kubernetes != nil:
 		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString()}
 	case m.GCP != nil:
-		return backend.Placement{Backend: backend.KindGCP, Target: m.GCP.Project.ValueString(), Scope: m.GCP.Zone.ValueString()}
+		return m.GCP.placement()
 	case m.KVM != nil:
 		return backend.Placement{
 			Backend: backend.KindKVM, Target: m.KVM.Host.ValueString(),
@@ -120,7 +115,7 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	case backend.KindKubernetes:
 		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope)}
 	case backend.KindGCP:
-		m.GCP = &gcpPlacementModel{Project: types.StringValue(p.Target), Zone: types.StringValue(p.Scope)}
+		m.GCP = gcpPlacementFrom(p)
 	case backend.KindKVM:
 		k := backend.KVMPlacement{VCPUs: kvm.DefaultVCPUs, MemoryMiB: kvm.DefaultMemoryMiB, DiskGiB: kvm.DefaultDiskGiB}
 		if p.KVM != nil {
@@ -271,6 +266,8 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 		m.setPlacement(placement)
 	} else if m.KVM != nil && inst.Placement.KVM != nil {
 		m.KVM.setResolved(*inst.Placement.KVM)
+	} else if m.GCP != nil {
+		m.GCP.setResolved(inst.ID)
 	}
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)

@@ -93,15 +93,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.NameOf("kubernetes namespace")}},
 				},
 			},
-			"gcp": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Run the proxy as a Compute Engine VM.",
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
-				Attributes: map[string]schema.Attribute{
-					"project": schema.StringAttribute{Required: true, MarkdownDescription: "Project ID.", Validators: []validator.String{attribute_validator.NameOf("gcp project")}},
-					"zone":    schema.StringAttribute{Required: true, MarkdownDescription: "Zone, such as `europe-west1-b`.", Validators: []validator.String{attribute_validator.NameOf("gcp zone")}},
-				},
-			},
+			"gcp": gcpPlacementSchema(),
 			"kvm": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",

@@ -53,7 +53,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm user net without port":  {base + "  kvm = { user_net = true }", `Invalid Attribute Combination.*kvm.forward_port`},
 		"kvm user net and network":   {base + "  kvm = { user_net = true, forward_port = 13128, network = \"default\" }", `Invalid Attribute Combination.*kvm.network`},
 		"kvm image and base volume":  {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
-		"gcp zone missing":           {base + "  gcp = { project = \"p\" }", `Incorrect attribute value type.*attribute "zone" is required`},
+		"gcp spot and preemptible":   {base + "  gcp = { spot = true, preemptible = true }", `Invalid Attribute Combination.*gcp.preemptible`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
 	}
 	for name, tc := range tests {

@@ -1,0 +1,234 @@
+// Package gcp runs egress proxies as Compute Engine VMs, through the REST client of
+// cloud.google.com/go/compute/apiv1. A VM carries the provider's labels and, in its metadata, the rendered
+// Squid config and a startup script that applies it at boot and whenever the metadata changes, so rule
+// changes never replace the VM. Clients are built per project on first use.
+package gcp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Backend is the gcp implementation of backend.Backend, backend.Checker and backend.Reconfigurer.
+type Backend struct {
+	cfg      Config
+	projects map[string]*project
+	// pollInitial and pollMax space operation, state and guest polls: short first, growing to pollMax.
+	pollInitial, pollMax time.Duration
+	// retry spaces the retries of calls that failed transiently.
+	retry backend.Backoff
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Checker      = (*Backend)(nil)
+	_ backend.Reconfigurer = (*Backend)(nil)
+)
+
+// project holds one project's settings and its clients, built once on first use.
+type project struct {
+	id       string
+	settings ProjectConfig
+
+	once      sync.Once
+	err       error
+	instances *compute.InstancesClient
+	addresses *compute.AddressesClient
+	zones     *compute.ZonesClient
+	regions   *compute.RegionsClient
+}
+
+// New validates cfg and returns a backend. It reads no credentials and calls nothing.
+func New(cfg Config) (*Backend, error) {
+	projects, err := cfg.projects()
+	if err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, "gcp backend configuration", err)
+	}
+	b := &Backend{
+		cfg: cfg, projects: map[string]*project{},
+		pollInitial: 250 * time.Millisecond, pollMax: 5 * time.Second, retry: backend.DefaultBackoff,
+	}
+	for id, p := range projects {
+		b.projects[id] = &project{id: id, settings: p}
+	}
+	return b, nil
+}
+
+// Projects lists the configured project IDs.
+func (b *Backend) Projects() []string { return sortedKeys(b.projects) }
+
+// DefaultProject is the project a proxy that names none goes to.
+func (b *Backend) DefaultProject() string {
+	if b.cfg.DefaultProject != "" {
+		return b.cfg.DefaultProject
+	}
+	if ids := b.Projects(); len(ids) == 1 {
+		return ids[0]
+	}
+	return ""
+}
+
+// Close releases every client built.
+func (b *Backend) Close() error {
+	for _, p := range b.projects {
+		if p.instances != nil {
+			_ = p.instances.Close()
+			_ = p.addresses.Close()
+			_ = p.zones.Close()
+			_ = p.regions.Close()
+		}
+	}
+	return nil
+}
+
+// clients returns the project's clients, building them on first use. A failure to build them (credentials
+// missing or unreadable) is Permanent and named after the project, so the user sees it at the first use.
+func (b *Backend) clients(ctx context.Context, id string) (*project, error) {
+	p, ok := b.projects[id]
+	if !ok {
+		return nil, backend.Permanent("gcp project "+id, "project %q is not configured on this provider (configured: %v)", id, b.Projects())
+	}
+	p.once.Do(func() {
+		// Clients outlive the call that built them: not bound to ctx's cancellation.
+		bctx := context.WithoutCancel(ctx)
+		opts, err := b.cfg.clientOptions(bctx, p.settings)
+		if err == nil {
+			p.instances, err = compute.NewInstancesRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.addresses, err = compute.NewAddressesRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.zones, err = compute.NewZonesRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.regions, err = compute.NewRegionsRESTClient(bctx, opts...)
+		}
+		if err != nil {
+			p.err = backend.Permanent("gcp project "+id, "building the Compute Engine client (credentials): %v", err)
+		}
+	})
+	return p, p.err
+}
+
+func instanceObject(project, zone, name string) string {
+	return fmt.Sprintf("gcp instance %s in project %s, zone %s", name, project, zone)
+}
+
+func addressObject(project, region, name string) string {
+	return fmt.Sprintf("gcp address %s in project %s, region %s", name, project, region)
+}
+
+func checkID(id backend.ProviderID) error {
+	if id.Backend != backend.KindGCP {
+		return backend.Permanent(id.String(), "not a gcp id (%s)", backend.ProviderIDFormat)
+	}
+	return nil
+}
+
+// getInstance reads one instance, retrying transient failures within ctx.
+func (b *Backend) getInstance(ctx context.Context, p *project, zone, name string) (*computepb.Instance, error) {
+	var in *computepb.Instance
+	obj := instanceObject(p.id, zone, name)
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		var err error
+		in, err = p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})
+		return classify(obj, err)
+	})
+	return in, err
+}
+
+// Get reads the proxy back from its instance: state, addresses, labels and the settings in its metadata.
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	p, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	in, err := b.getInstance(ctx, p, id.Scope, id.Name)
+	if backend.IsNotFound(err) {
+		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one
+		// under a new name, so the address reserved for this one would be left to nobody: release it now
+		// (best effort; only an unused address carrying this instance's labels).
+		_ = b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name)
+		return backend.Instance{}, err
+	}
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	return toInstance(p.id, in)
+}
+
+// Update changes the labels in place, with the label fingerprint so a concurrent change is not overwritten.
+func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	p, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	obj := instanceObject(id.Target, id.Scope, id.Name)
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		in, err := b.getInstance(ctx, p, id.Scope, id.Name)
+		if err != nil {
+			return err
+		}
+		cur := in.GetLabels()
+		if spec.UID != "" && cur[backend.LabelUID] != spec.UID {
+			return backend.Permanent(obj, "belongs to proxy %q, not %q", cur[backend.LabelUID], spec.UID)
+		}
+		want := backend.ManagedLabels(withIdentity(spec, cur))
+		if equalMaps(cur, want) {
+			return nil
+		}
+		op, err := p.instances.SetLabels(ctx, &computepb.SetLabelsInstanceRequest{
+			Project: p.id, Zone: id.Scope, Instance: id.Name,
+			InstancesSetLabelsRequestResource: &computepb.InstancesSetLabelsRequest{Labels: want, LabelFingerprint: in.LabelFingerprint},
+		})
+		if err != nil {
+			// 412 conditionNotMet (someone changed the labels meanwhile) is Transient: read again and retry.
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}
+
+// withIdentity fills the bookkeeping fields Update's spec may leave empty from the labels the instance carries.
+func withIdentity(spec backend.Spec, cur map[string]string) backend.Spec {
+	if spec.UID == "" {
+		spec.UID = cur[backend.LabelUID]
+	}
+	if spec.Owner == "" {
+		spec.Owner = cur[backend.LabelOwner]
+	}
+	if spec.Name == "" {
+		spec.Name = cur[backend.LabelName]
+	}
+	return spec
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

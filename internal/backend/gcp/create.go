@@ -1,0 +1,225 @@
+package gcp
+
+import (
+	"context"
+	"fmt"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// startupScript is the same for every proxy: the settings are in other metadata keys.
+var startupScript = func() []byte {
+	b, err := proxyconf.RenderStartupScript(proxyconf.StartupScriptOptions{})
+	if err != nil {
+		panic(err) // constant input: a failure is a bug caught by every test
+	}
+	return b
+}()
+
+// resolve fills the placement's empty fields with the backend's defaults.
+func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
+	if pl.Target == "" {
+		pl.Target = b.DefaultProject()
+	}
+	p, ok := b.projects[pl.Target]
+	if !ok {
+		return pl, backend.Permanent("gcp project "+pl.Target, "project %q is not configured on this provider (configured: %v)", pl.Target, b.Projects())
+	}
+	if pl.Scope == "" {
+		pl.Scope = p.settings.DefaultZone
+	}
+	g := backend.GCPPlacement{}
+	if pl.GCP != nil {
+		g = *pl.GCP
+	}
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&g.MachineType, DefaultMachineType)
+	def(&g.Image, DefaultImage)
+	if g.Network == "" && g.Subnetwork == "" {
+		g.Network = DefaultNetwork
+	}
+	if g.ServiceAccount != "" && len(g.Scopes) == 0 {
+		g.Scopes = DefaultScopes
+	}
+	if g.StaticEgressIP && g.EgressAddressName != "" {
+		return pl, backend.Permanent("", "static_egress_ip reserves an address; it cannot be combined with a named address")
+	}
+	pl.GCP = &g
+	return pl, nil
+}
+
+func reservedAddressName(instance string) string { return instance + "-ip" }
+
+// Create inserts the VM (after reserving its static address, when asked) and waits until it runs. A 409 on
+// the insert is adopted when the instance carries spec.UID, so a retry after a lost answer never duplicates.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
+	pl, err := b.resolve(spec.Placement)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	g := pl.GCP
+	project, zone, region := pl.Target, pl.Scope, regionOf(pl.Scope)
+	obj := instanceObject(project, zone, spec.Name)
+	r, err := renderProxy(spec.Proxy, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName})
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	p, err := b.clients(ctx, project)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	natIP := ""
+	switch {
+	case g.StaticEgressIP:
+		if natIP, err = b.reserveAddress(ctx, p, region, reservedAddressName(spec.Name), spec); err != nil {
+			return backend.Instance{}, err
+		}
+	case g.EgressAddressName != "":
+		if natIP, err = b.namedAddress(ctx, p, region, g.EgressAddressName, spec.Name); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	in := instanceResource(spec, pl, r, natIP)
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		op, err := p.instances.Insert(ctx, &computepb.InsertInstanceRequest{Project: project, Zone: zone, InstanceResource: in})
+		if isConflict(err) {
+			return b.adopt(ctx, p, zone, spec)
+		}
+		if err != nil {
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil {
+		if backend.ClassOf(err) == backend.ClassQuota || backend.ClassOf(err) == backend.ClassPermanent {
+			// The VM was refused: give back the address reserved for it, so nothing is left behind.
+			if g.StaticEgressIP {
+				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
+			}
+			return backend.Instance{}, err
+		}
+		return b.partial(ctx, p, zone, spec.Name, err)
+	}
+	id := backend.ProviderID{Backend: backend.KindGCP, Target: project, Scope: zone, Name: spec.Name}
+	inst, err := b.waitRunning(ctx, p, zone, spec.Name, spec.Proxy, g.WaitForProxy, r.configID)
+	if err != nil {
+		inst.ID = id
+		return inst, err
+	}
+	return inst, nil
+}
+
+// partial returns, with err, the instance when it exists after all, so the caller can record it.
+func (b *Backend) partial(ctx context.Context, p *project, zone, name string, err error) (backend.Instance, error) {
+	in, gerr := p.instances.Get(context.WithoutCancel(ctx), &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})
+	if gerr != nil {
+		return backend.Instance{}, err
+	}
+	inst, terr := toInstance(p.id, in)
+	if terr != nil {
+		return backend.Instance{}, err
+	}
+	return inst, err
+}
+
+// adopt takes an existing instance of the same name when it is this proxy's, and refuses it otherwise.
+func (b *Backend) adopt(ctx context.Context, p *project, zone string, spec backend.Spec) error {
+	in, err := b.getInstance(ctx, p, zone, spec.Name)
+	if err != nil {
+		return err
+	}
+	if uid := in.GetLabels()[backend.LabelUID]; uid != spec.UID {
+		return backend.Permanent(instanceObject(p.id, zone, spec.Name), "already exists and belongs to %s, not to this proxy (%s): choose another name",
+			ownerOf(uid), spec.UID)
+	}
+	return nil
+}
+
+func ownerOf(uid string) string {
+	if uid == "" {
+		return "something not made by this provider"
+	}
+	return "proxy " + uid
+}
+
+// waitRunning polls the instance until RUNNING with its addresses and, with waitProxy, until the guest
+// reports the config applied.
+func (b *Backend) waitRunning(ctx context.Context, p *project, zone, name string, s proxyconf.Settings, waitProxy bool, configID string) (backend.Instance, error) {
+	var inst backend.Instance
+	err := b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
+		in, err := p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})
+		if err != nil {
+			return false, classify(instanceObject(p.id, zone, name), err)
+		}
+		if inst, err = toInstance(p.id, in); err != nil {
+			return false, err
+		}
+		switch inst.State {
+		case backend.StateRunning:
+			return inst.InternalAddress != "", nil
+		case backend.StatePending:
+			return false, nil
+		}
+		return false, backend.Permanent(instanceObject(p.id, zone, name), "is %s instead of starting", in.GetStatus())
+	})
+	if err != nil || !waitProxy {
+		return inst, err
+	}
+	return inst, b.waitApplied(ctx, p, zone, name, configID)
+}
+
+// instanceResource is the insert body: labels, metadata with the startup script and the rendered config,
+// one NIC with an external access config (the egress address), a boot disk from the image.
+func instanceResource(spec backend.Spec, pl backend.Placement, r rendered, natIP string) *computepb.Instance {
+	g := pl.GCP
+	ac := &computepb.AccessConfig{Name: proto.String("External NAT"), Type: proto.String("ONE_TO_ONE_NAT")}
+	if natIP != "" {
+		ac.NatIP = proto.String(natIP)
+	}
+	nic := &computepb.NetworkInterface{AccessConfigs: []*computepb.AccessConfig{ac}}
+	if g.Network != "" {
+		nic.Network = proto.String(g.Network)
+	}
+	if g.Subnetwork != "" {
+		nic.Subnetwork = proto.String(g.Subnetwork)
+	}
+	in := &computepb.Instance{
+		Name:        proto.String(spec.Name),
+		Description: proto.String(fmt.Sprintf("egress proxy %s, managed by %s", spec.UID, backend.ManagedByValue)),
+		MachineType: proto.String(machineTypeLink(pl.Scope, g.MachineType)),
+		Labels:      backend.ManagedLabels(spec),
+		Metadata:    &computepb.Metadata{Items: r.items(nil, startupScript)},
+		Disks: []*computepb.AttachedDisk{{
+			Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
+			InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(g.Image), Labels: backend.ManagedLabels(spec)},
+		}},
+		NetworkInterfaces: []*computepb.NetworkInterface{nic},
+		Scheduling:        &computepb.Scheduling{},
+	}
+	if len(g.NetworkTags) > 0 {
+		in.Tags = &computepb.Tags{Items: g.NetworkTags}
+	}
+	if g.ServiceAccount != "" {
+		in.ServiceAccounts = []*computepb.ServiceAccount{{Email: proto.String(g.ServiceAccount), Scopes: g.Scopes}}
+	}
+	switch {
+	case g.Spot:
+		in.Scheduling.ProvisioningModel = proto.String("SPOT")
+		in.Scheduling.InstanceTerminationAction = proto.String("STOP")
+		in.Scheduling.AutomaticRestart = proto.Bool(false)
+		in.Scheduling.OnHostMaintenance = proto.String("TERMINATE")
+	case g.Preemptible:
+		in.Scheduling.Preemptible = proto.Bool(true)
+		in.Scheduling.AutomaticRestart = proto.Bool(false)
+		in.Scheduling.OnHostMaintenance = proto.String("TERMINATE")
+	}
+	return in
+}

@@ -1,0 +1,66 @@
+package gcp
+
+import (
+	"context"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Delete deletes the VM, waits for it to be gone, then releases the address the backend reserved for it
+// (never one the user named). Both steps treat NotFound as done, so a retried Delete finishes the work.
+func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	p, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return err
+	}
+	obj := instanceObject(id.Target, id.Scope, id.Name)
+	reserved := false
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		in, err := p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: id.Scope, Instance: id.Name})
+		if err != nil {
+			return classify(obj, err)
+		}
+		if in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
+			return backend.Permanent(obj, "was not made by this provider: not deleting it")
+		}
+		if st, ok := readStoredSpec(in); ok {
+			reserved = st.StaticEgressIP
+		}
+		op, err := p.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: p.id, Zone: id.Scope, Instance: id.Name})
+		if err != nil {
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil && !backend.IsNotFound(err) {
+		return err
+	}
+	if backend.IsNotFound(err) {
+		// Gone already, perhaps by an earlier attempt that did not release the address: look for it anyway.
+		reserved = true
+	}
+	if !reserved {
+		return nil
+	}
+	return b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name)
+}
+
+// releaseOwnAddress releases the reserved address when it carries the provider's labels for this instance.
+func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, name, instance string) error {
+	a, err := p.addresses.Get(ctx, &computepb.GetAddressRequest{Project: p.id, Region: region, Address: name})
+	if err != nil {
+		if err = classify(addressObject(p.id, region, name), err); backend.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue || a.GetLabels()[backend.LabelName] != instance || a.GetStatus() == "IN_USE" {
+		return nil
+	}
+	return b.releaseAddress(ctx, p, region, name)
+}

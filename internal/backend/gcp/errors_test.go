@@ -1,0 +1,105 @@
+package gcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"syscall"
+	"testing"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/googleapis/gax-go/v2/apierror"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// wrapped makes a googleapi error the way the REST client returns it: inside an apierror.APIError.
+func wrapped(code int, reason string) error {
+	ge := &googleapi.Error{Code: code, Message: "msg"}
+	if reason != "" {
+		ge.Errors = []googleapi.ErrorItem{{Reason: reason, Message: "msg"}}
+	}
+	if ae, ok := apierror.FromError(ge); ok {
+		return ae
+	}
+	return ge
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		err  error
+		want backend.Class
+	}{
+		"404":                         {wrapped(404, "notFound"), backend.ClassNotFound},
+		"403 quotaExceeded":           {wrapped(403, "quotaExceeded"), backend.ClassQuota},
+		"QUOTA_EXCEEDED reason":       {wrapped(403, "QUOTA_EXCEEDED"), backend.ClassQuota},
+		"zone exhausted":              {wrapped(503, "ZONE_RESOURCE_POOL_EXHAUSTED"), backend.ClassQuota},
+		"429 rateLimitExceeded":       {wrapped(429, "rateLimitExceeded"), backend.ClassTransient},
+		"403 rateLimitExceeded":       {wrapped(403, "rateLimitExceeded"), backend.ClassTransient},
+		"429 without reason":          {wrapped(429, ""), backend.ClassTransient},
+		"500":                         {wrapped(500, "backendError"), backend.ClassTransient},
+		"503 without reason":          {wrapped(503, ""), backend.ClassTransient},
+		"resourceNotReady":            {wrapped(400, "resourceNotReady"), backend.ClassTransient},
+		"address in use":              {wrapped(400, "resourceInUseByAnotherResource"), backend.ClassTransient},
+		"412 fingerprint":             {wrapped(412, "conditionNotMet"), backend.ClassTransient},
+		"400 invalid":                 {wrapped(400, "invalid"), backend.ClassPermanent},
+		"401":                         {wrapped(401, "authError"), backend.ClassPermanent},
+		"403 forbidden":               {wrapped(403, "forbidden"), backend.ClassPermanent},
+		"409":                         {wrapped(409, "alreadyExists"), backend.ClassPermanent},
+		"connection reset":            {fmt.Errorf("post: %w", syscall.ECONNRESET), backend.ClassTransient},
+		"unexpected EOF":              {fmt.Errorf("read: %w", io.ErrUnexpectedEOF), backend.ClassTransient},
+		"deadline":                    {context.DeadlineExceeded, backend.ClassTransient},
+		"unknown":                     {errors.New("something else"), backend.ClassUnclassified},
+		"already classified survives": {backend.Quota("", "x"), backend.ClassQuota},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := classify("gcp instance x", tc.err)
+			if got := backend.ClassOf(err); got != tc.want {
+				t.Fatalf("class = %s, want %s (%v)", got, tc.want, err)
+			}
+			var classified *backend.Error
+			if !errors.As(err, &classified) || classified.Object != "gcp instance x" {
+				t.Fatalf("error %v does not name the instance", err)
+			}
+		})
+	}
+}
+
+func TestOperationError(t *testing.T) {
+	t.Parallel()
+	item := func(code string, details ...*computepb.ErrorDetails) *computepb.Error {
+		return &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String(code), Message: proto.String("m"), ErrorDetails: details}}}
+	}
+	for name, tc := range map[string]struct {
+		err      *computepb.Error
+		want     backend.Class
+		contains string
+	}{
+		"quota with its metric": {item("QUOTA_EXCEEDED", &computepb.ErrorDetails{QuotaInfo: &computepb.QuotaExceededInfo{
+			MetricName: proto.String("compute.googleapis.com/cpus"), LimitName: proto.String("CPUS-per-project-region")}}), backend.ClassQuota, "compute.googleapis.com/cpus"},
+		"zone exhausted":  {item("ZONE_RESOURCE_POOL_EXHAUSTED"), backend.ClassQuota, "ZONE_RESOURCE_POOL_EXHAUSTED"},
+		"not ready":       {item("RESOURCE_NOT_READY"), backend.ClassTransient, "RESOURCE_NOT_READY"},
+		"bad image":       {item("INVALID_FIELD_VALUE"), backend.ClassPermanent, "INVALID_FIELD_VALUE"},
+		"none":            {nil, backend.ClassUnclassified, ""},
+		"empty error set": {&computepb.Error{}, backend.ClassUnclassified, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := operationError("obj", tc.err)
+			if got := backend.ClassOf(err); got != tc.want {
+				t.Fatalf("class = %s, want %s", got, tc.want)
+			}
+			if err != nil && !contains(err.Error(), tc.contains) {
+				t.Fatalf("%v does not name %s", err, tc.contains)
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

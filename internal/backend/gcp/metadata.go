@@ -1,0 +1,210 @@
+package gcp
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// metadataSpec is the metadata key holding what the instance itself cannot tell when read back: the proxy's
+// settings without the password, the image it was made from, and the address it was given.
+const metadataSpec = "egress-spec"
+
+type storedSpec struct {
+	Settings          proxyconf.Settings `json:"settings"`
+	Image             string             `json:"image"`
+	StaticEgressIP    bool               `json:"static_egress_ip,omitempty"`
+	EgressAddressName string             `json:"egress_address_name,omitempty"`
+}
+
+// rendered is everything the guest reads from metadata for one set of settings.
+type rendered struct {
+	squidConf, htpasswd []byte
+	configID            string
+	userData            []byte
+	spec                []byte
+}
+
+// renderProxy renders the files for settings; the stored spec keeps no password.
+func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
+	var r rendered
+	var err error
+	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{}); err != nil {
+		return r, err
+	}
+	if s.Auth != nil {
+		if r.htpasswd, err = proxyconf.RenderHtpasswd(*s.Auth); err != nil {
+			return r, err
+		}
+	}
+	if r.userData, err = proxyconf.RenderUserData(s, proxyconf.RenderOptions{}); err != nil {
+		return r, err
+	}
+	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd)
+	stored.Settings = withoutPassword(s)
+	if r.spec, err = json.Marshal(stored); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func withoutPassword(s proxyconf.Settings) proxyconf.Settings {
+	if s.Auth != nil {
+		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
+	}
+	return s
+}
+
+// items replaces the proxy's keys in existing metadata items, keeping any other key as it is.
+func (r rendered) items(existing []*computepb.Items, script []byte) []*computepb.Items {
+	ours := map[string]string{
+		proxyconf.MetadataSquidConf: string(r.squidConf),
+		proxyconf.MetadataConfigID:  r.configID,
+		proxyconf.MetadataUserData:  string(r.userData),
+		metadataSpec:                string(r.spec),
+	}
+	if r.htpasswd != nil {
+		ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
+	}
+	if script != nil {
+		ours[proxyconf.MetadataStartupScript] = string(script)
+	}
+	var out []*computepb.Items
+	for _, it := range existing {
+		if _, mine := ours[it.GetKey()]; mine || it.GetKey() == proxyconf.MetadataHtpasswd {
+			continue
+		}
+		out = append(out, it)
+	}
+	for _, k := range sortedKeys(ours) {
+		out = append(out, &computepb.Items{Key: proto.String(k), Value: proto.String(ours[k])})
+	}
+	return out
+}
+
+func metadataValue(in *computepb.Instance, key string) (string, bool) {
+	for _, it := range in.GetMetadata().GetItems() {
+		if it.GetKey() == key {
+			return it.GetValue(), true
+		}
+	}
+	return "", false
+}
+
+func readStoredSpec(in *computepb.Instance) (storedSpec, bool) {
+	v, ok := metadataValue(in, metadataSpec)
+	if !ok {
+		return storedSpec{}, false
+	}
+	var s storedSpec
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return storedSpec{}, false
+	}
+	return s, true
+}
+
+// stateOf maps Compute Engine's instance status onto the contract's states.
+func stateOf(status string) backend.State {
+	switch status {
+	case "PROVISIONING", "STAGING", "REPAIRING":
+		return backend.StatePending
+	case "RUNNING":
+		return backend.StateRunning
+	case "STOPPING", "SUSPENDING", "SUSPENDED", "TERMINATED", "STOPPED":
+		return backend.StateStopped
+	}
+	return backend.StateUnknown
+}
+
+func lastSegment(url string) string { return url[strings.LastIndexByte(url, '/')+1:] }
+
+// toInstance maps an instance onto the contract. An instance without the provider's labels is someone else's:
+// Permanent, never NotFound, so Terraform does not create over it.
+func toInstance(projectID string, in *computepb.Instance) (backend.Instance, error) {
+	zone := lastSegment(in.GetZone())
+	labels := in.GetLabels()
+	if labels[backend.LabelManagedBy] != backend.ManagedByValue {
+		return backend.Instance{}, backend.Permanent(instanceObject(projectID, zone, in.GetName()), "exists but was not made by this provider (no %s label)", backend.LabelManagedBy)
+	}
+	out := backend.Instance{
+		ID:     backend.ProviderID{Backend: backend.KindGCP, Target: projectID, Scope: zone, Name: in.GetName()},
+		Name:   in.GetName(),
+		UID:    labels[backend.LabelUID],
+		Owner:  labels[backend.LabelOwner],
+		Labels: backend.UserLabels(labels),
+		State:  stateOf(in.GetStatus()),
+		Port:   proxyconf.DefaultPort,
+	}
+	if t, err := time.Parse(time.RFC3339, in.GetCreationTimestamp()); err == nil {
+		out.CreatedAt = t
+	}
+	pl := &backend.GCPPlacement{MachineType: lastSegment(in.GetMachineType())}
+	if nics := in.GetNetworkInterfaces(); len(nics) > 0 {
+		out.InternalAddress = nics[0].GetNetworkIP()
+		pl.Network = trimLink(nics[0].GetNetwork())
+		pl.Subnetwork = trimLink(nics[0].GetSubnetwork())
+		if acs := nics[0].GetAccessConfigs(); len(acs) > 0 {
+			out.EgressAddress = acs[0].GetNatIP()
+		}
+	}
+	pl.NetworkTags = in.GetTags().GetItems()
+	if sas := in.GetServiceAccounts(); len(sas) > 0 {
+		pl.ServiceAccount = sas[0].GetEmail()
+		pl.Scopes = sas[0].GetScopes()
+	}
+	pl.Preemptible = in.GetScheduling().GetPreemptible()
+	pl.Spot = in.GetScheduling().GetProvisioningModel() == "SPOT"
+	if st, ok := readStoredSpec(in); ok {
+		s := st.Settings
+		out.Proxy = &s
+		out.Port = s.Port
+		pl.Image = st.Image
+		pl.StaticEgressIP = st.StaticEgressIP
+		pl.EgressAddressName = st.EgressAddressName
+		// The settings live in metadata that the guest's watcher re-reads: every instance made by this
+		// backend can change its rules in place.
+		out.Reconfigurable = true
+	}
+	out.Placement = backend.Placement{Backend: backend.KindGCP, Target: projectID, Scope: zone, GCP: pl}
+	return out, nil
+}
+
+// trimLink shortens a resource URL to its "global/networks/x" or "regions/r/subnetworks/x" form.
+func trimLink(url string) string {
+	for _, marker := range []string{"/global/", "/regions/"} {
+		if i := strings.Index(url, marker); i >= 0 {
+			return url[i+1:]
+		}
+	}
+	return url
+}
+
+// zoneLink and friends build the partial URLs the API accepts in request bodies.
+func machineTypeLink(zone, machineType string) string {
+	if strings.Contains(machineType, "/") {
+		return machineType
+	}
+	return fmt.Sprintf("zones/%s/machineTypes/%s", zone, machineType)
+}
+
+// jsonOf renders settings canonically: an empty list and a missing one are the same rule.
+func jsonOf(s proxyconf.Settings) (string, error) {
+	if len(s.AllowedClientCIDRs) == 0 {
+		s.AllowedClientCIDRs = nil
+	}
+	if len(s.AllowedDestinations) == 0 {
+		s.AllowedDestinations = nil
+	}
+	if len(s.AllowedPorts) == 0 {
+		s.AllowedPorts = nil
+	}
+	b, err := json.Marshal(s)
+	return string(b), err
+}

@@ -1,0 +1,123 @@
+package gcp
+
+import (
+	"context"
+	"strings"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Reconfigure writes the new config into the instance metadata (setMetadata with the fingerprint, so a
+// concurrent change is never overwritten) and waits until the guest's watcher reports, in the guest attribute
+// egress/applied, that Squid runs it. Settings equal to the stored ones (the password checked against the
+// stored hash) change nothing. A config the guest's Squid refuses is reported from egress/error, and the
+// proxy keeps its last good config.
+func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	obj := instanceObject(id.Target, id.Scope, id.Name)
+	if err := settings.Validate(); err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	p, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	var configID string
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		in, err := b.getInstance(ctx, p, id.Scope, id.Name)
+		if err != nil {
+			return err
+		}
+		stored, ok := readStoredSpec(in)
+		if !ok || in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
+			return backend.Permanent(obj, "cannot be reconfigured: it carries no %s metadata", metadataSpec)
+		}
+		if same(stored.Settings, settings, in) {
+			configID, _ = metadataValue(in, proxyconf.MetadataConfigID)
+			return nil
+		}
+		r, err := renderProxy(settings, stored)
+		if err != nil {
+			return backend.NewError(backend.ClassPermanent, obj, err)
+		}
+		configID = r.configID
+		md := &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: r.items(in.GetMetadata().GetItems(), nil)}
+		op, err := p.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
+			Project: p.id, Zone: id.Scope, Instance: id.Name, MetadataResource: md,
+		})
+		if err != nil {
+			return classify(obj, err) // 412: the metadata changed meanwhile; read again and retry
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if err := b.waitApplied(ctx, p, id.Scope, id.Name, configID); err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}
+
+// same reports whether want is what the instance already holds: equal settings without the password, and
+// the password matching the stored hash.
+func same(stored, want proxyconf.Settings, in *computepb.Instance) bool {
+	if !equalSettings(stored, withoutPassword(want)) {
+		return false
+	}
+	if want.Auth == nil {
+		_, has := metadataValue(in, proxyconf.MetadataHtpasswd)
+		return !has
+	}
+	line, ok := metadataValue(in, proxyconf.MetadataHtpasswd)
+	if !ok {
+		return false
+	}
+	_, hash, _ := strings.Cut(strings.TrimSpace(line), ":")
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(want.Auth.Password)) == nil
+}
+
+func equalSettings(a, b proxyconf.Settings) bool {
+	ja, _ := jsonOf(a)
+	jb, _ := jsonOf(b)
+	return ja == jb
+}
+
+// waitApplied polls the guest attribute egress/applied until it names configID. egress/error naming it means
+// the guest refused the config: Permanent, with the guest's words.
+func (b *Backend) waitApplied(ctx context.Context, p *project, zone, name, configID string) error {
+	obj := instanceObject(p.id, zone, name)
+	return b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
+		ga, err := p.instances.GetGuestAttributes(ctx, &computepb.GetGuestAttributesInstanceRequest{
+			Project: p.id, Zone: zone, Instance: name, QueryPath: proto.String(proxyconf.GuestAttributeNamespace + "/"),
+		})
+		if err != nil {
+			err = classify(obj, err)
+			if backend.IsNotFound(err) {
+				// No guest attribute yet: the guest has not reported. The instance itself is checked by Get.
+				return false, backend.Transient(obj, "the guest has not reported config %s applied yet", configID)
+			}
+			return false, err
+		}
+		for _, e := range ga.GetQueryValue().GetItems() {
+			switch e.GetKey() {
+			case proxyconf.GuestAttributeApplied:
+				if strings.TrimSpace(e.GetValue()) == configID {
+					return true, nil
+				}
+			case proxyconf.GuestAttributeError:
+				if strings.Contains(e.GetValue(), configID) {
+					return false, backend.Permanent(obj, "the guest refused the new config: %s", e.GetValue())
+				}
+			}
+		}
+		return false, backend.Transient(obj, "the guest has not reported config %s applied yet", configID)
+	})
+}

@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+)
+
+// gcpPlacementModel is the resource's gcp = { ... } attribute.
+type gcpPlacementModel struct {
+	Project           types.String `tfsdk:"project"`
+	Zone              types.String `tfsdk:"zone"`
+	MachineType       types.String `tfsdk:"machine_type"`
+	Image             types.String `tfsdk:"image"`
+	Network           types.String `tfsdk:"network"`
+	Subnetwork        types.String `tfsdk:"subnetwork"`
+	NetworkTags       types.Set    `tfsdk:"network_tags"`
+	ServiceAccount    types.String `tfsdk:"service_account"`
+	Scopes            types.Set    `tfsdk:"scopes"`
+	Preemptible       types.Bool   `tfsdk:"preemptible"`
+	Spot              types.Bool   `tfsdk:"spot"`
+	StaticEgressIP    types.Bool   `tfsdk:"static_egress_ip"`
+	EgressAddressName types.String `tfsdk:"egress_address_name"`
+	WaitForProxy      types.Bool   `tfsdk:"wait_for_proxy"`
+}
+
+func gcpPlacementSchema() schema.SingleNestedAttribute {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	gcpPath := path.MatchRoot("gcp")
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Run the proxy as a Compute Engine VM, configured by a startup script from its metadata. " +
+			"Changing anything here but `wait_for_proxy` replaces the proxy.",
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+		Attributes: map[string]schema.Attribute{
+			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
+				MarkdownDescription: "Project ID; the provider's `gcp.project` when unset.", Validators: []validator.String{attribute_validator.Name()}},
+			"zone": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
+				MarkdownDescription: "Zone, such as `europe-west1-b`; the project's `default_zone` when unset.", Validators: []validator.String{attribute_validator.Name()}},
+			"machine_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultMachineType),
+				MarkdownDescription: "Machine type. Defaults to `" + gcp.DefaultMachineType + "`.", Validators: []validator.String{attribute_validator.Name()}},
+			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultImage),
+				MarkdownDescription: "Boot image or image family; defaults to `" + gcp.DefaultImage + "`. Stock Debian and Ubuntu images run the startup script; cloud-init images read `user-data` as well.",
+				Validators:          []validator.String{attribute_validator.NotEmpty()}},
+			"network": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "VPC network, as `global/networks/NAME` or a full URL; `" + gcp.DefaultNetwork + "` when neither this nor `subnetwork` is set.",
+				Validators:          []validator.String{attribute_validator.NotEmpty()}},
+			"subnetwork": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Subnetwork, as `regions/REGION/subnetworks/NAME` or a full URL.", Validators: []validator.String{attribute_validator.NotEmpty()}},
+			"network_tags": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "Network tags on the VM, for your firewall rules (allow `allowed_client_cidrs` to the proxy port).",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.Name())}},
+			"service_account": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Service account email of the VM. None when unset: the proxy needs no Google API.", Validators: []validator.String{attribute_validator.NotEmpty()}},
+			"scopes": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				MarkdownDescription: "OAuth scopes of the service account; logging and monitoring writes when unset.",
+				Validators:          []validator.Set{setvalidator.AlsoRequires(gcpPath.AtName("service_account"))}},
+			"preemptible": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Preemptible VM."},
+			"spot": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Spot VM (stopped when reclaimed).",
+				Validators:          []validator.Bool{boolvalidator.ConflictsWith(gcpPath.AtName("preemptible"))}},
+			"static_egress_ip": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Reserve a regional static external address `<name>-ip` for the proxy's egress; it is released when the proxy is destroyed. " +
+					"To keep one egress address across replacements, reserve it yourself and set `egress_address_name`."},
+			"egress_address_name": schema.StringAttribute{Optional: true,
+				MarkdownDescription: "Name of a regional static external address you reserved, to use as the egress address. The provider never releases it.",
+				Validators:          []validator.String{attribute_validator.Name(), stringvalidator.ConflictsWith(gcpPath.AtName("static_egress_ip"))}},
+			"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Wait, within the create timeout, until the VM reports (guest attribute `egress/applied`) that Squid runs its config."},
+		},
+	}
+}
+
+// placement maps the attribute onto the contract; empty values take the backend's defaults.
+func (g *gcpPlacementModel) placement() backend.Placement {
+	p := &backend.GCPPlacement{
+		MachineType: g.MachineType.ValueString(), Image: g.Image.ValueString(), Network: g.Network.ValueString(),
+		Subnetwork: g.Subnetwork.ValueString(), ServiceAccount: g.ServiceAccount.ValueString(),
+		Preemptible: g.Preemptible.ValueBool(), Spot: g.Spot.ValueBool(), StaticEgressIP: g.StaticEgressIP.ValueBool(),
+		EgressAddressName: g.EgressAddressName.ValueString(), WaitForProxy: g.WaitForProxy.ValueBool(),
+	}
+	_ = g.NetworkTags.ElementsAs(context.Background(), &p.NetworkTags, false)
+	_ = g.Scopes.ElementsAs(context.Background(), &p.Scopes, false)
+	target, scope := g.Project.ValueString(), g.Zone.ValueString()
+	return backend.Placement{Backend: backend.KindGCP, Target: target, Scope: scope, GCP: p}
+}
+
+// gcpPlacementFrom builds the attribute of an imported proxy from what the backend read back. Settings that
+// equal the defaults stay null, as a configuration that omits them reads.
+func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
+	g := backend.GCPPlacement{}
+	if p.GCP != nil {
+		g = *p.GCP
+	}
+	def := func(v, d string) types.String {
+		if v == "" {
+			return types.StringValue(d)
+		}
+		return types.StringValue(v)
+	}
+	network := types.StringNull()
+	if g.Network != "" && g.Network != gcp.DefaultNetwork {
+		network = types.StringValue(g.Network)
+	}
+	set := func(v []string) types.Set {
+		if len(v) == 0 {
+			return types.SetNull(types.StringType)
+		}
+		s, _ := types.SetValueFrom(context.Background(), types.StringType, v)
+		return s
+	}
+	scopes := set(g.Scopes)
+	if g.ServiceAccount == "" || sameStrings(g.Scopes, gcp.DefaultScopes) {
+		scopes = types.SetNull(types.StringType)
+	}
+	return &gcpPlacementModel{
+		Project: types.StringValue(p.Target), Zone: types.StringValue(p.Scope),
+		MachineType: def(g.MachineType, gcp.DefaultMachineType), Image: def(g.Image, gcp.DefaultImage),
+		Network: network, Subnetwork: optionalString(g.Subnetwork), NetworkTags: set(g.NetworkTags),
+		ServiceAccount: optionalString(g.ServiceAccount), Scopes: scopes,
+		Preemptible: types.BoolValue(g.Preemptible), Spot: types.BoolValue(g.Spot), StaticEgressIP: types.BoolValue(g.StaticEgressIP),
+		EgressAddressName: optionalString(g.EgressAddressName), WaitForProxy: types.BoolValue(g.WaitForProxy),
+	}
+}
+
+// setResolved records the project and zone the backend chose where the configuration left them unset.
+func (g *gcpPlacementModel) setResolved(id backend.ProviderID) {
+	if g.Project.IsUnknown() || g.Project.IsNull() {
+		g.Project = types.StringValue(id.Target)
+	}
+	if g.Zone.IsUnknown() || g.Zone.IsNull() {
+		g.Zone = types.StringValue(id.Scope)
+	}
+}
+
+func sameStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, s := range a {
+		seen[s] = true
+	}
+	for _, s := range b {
+		if !seen[s] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,303 @@
+package provider
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// The gcp acceptance tests run the real provider, its real Compute client and the CLI against the Compute
+// fake started here, on loopback, with a bearer token the fake checks.
+
+const gcpTestProject = "egress-acc"
+
+func gcpFake(t *testing.T) *computefake.Server {
+	t.Helper()
+	fake := computefake.New(computefake.Options{Token: "acc-token"})
+	t.Cleanup(fake.Close)
+	return fake
+}
+
+func gcpProviderFactories() map[string]func() (tfprotov6.ProviderServer, error) {
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"egress": providerserver.NewProtocol6WithError(&egressProvider{version: "test", factories: defaultFactories}),
+	}
+}
+
+func gcpConfig(fake *computefake.Server, token, resourceBody string) string {
+	return fmt.Sprintf(`
+provider "egress" {
+  owner = "team-a"
+  gcp = {
+    project          = %q
+    compute_endpoint = %q
+    access_token     = %q
+    default_zone     = "us-central1-a"
+  }
+}
+resource "egress_proxy" "test" {
+%s
+}
+`, gcpTestProject, fake.URL, token, resourceBody)
+}
+
+func gcpProxy(labels, extra string) string {
+	return fmt.Sprintf(`  gcp                  = { static_egress_ip = true%s }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+  labels               = { %s }`, extra, labels)
+}
+
+func TestAccProxyGCP_lifecycle(t *testing.T) {
+	fake := gcpFake(t)
+	var name string
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if n := len(fake.Instances()); n != 0 {
+				return fmt.Errorf("%d instances left after destroy", n)
+			}
+			if a := fake.Address(gcpTestProject, "us-central1", name+"-ip"); a != nil {
+				return fmt.Errorf("reserved address %s left after destroy", a.GetName())
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "net"`, "")),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^gcp/egress-acc/us-central1-a/egress-[0-9a-f]{16}$`))),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("machine_type"), knownvalue.StringExact("e2-small")),
+				},
+				Check: func(s *terraform.State) error {
+					rs := s.RootModule().Resources["egress_proxy.test"].Primary
+					name = rs.Attributes["name"]
+					a := fake.Address(gcpTestProject, "us-central1", name+"-ip")
+					if a == nil || rs.Attributes["egress_address"] != a.GetAddress() {
+						return fmt.Errorf("egress_address %q is not the reserved address %v", rs.Attributes["egress_address"], a)
+					}
+					if got := fake.Instance(gcpTestProject, "us-central1-a", name).GetLabels()["team"]; got != "net" {
+						return fmt.Errorf("instance label team = %q", got)
+					}
+					return nil
+				},
+			},
+			{
+				Config:   gcpConfig(fake, "acc-token", gcpProxy(`team = "net"`, "")),
+				PlanOnly: true,
+			},
+			{
+				ResourceName:            "egress_proxy.test",
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// Labels change in place: same instance, new label, one setLabels.
+				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "sec"`, "")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: func(*terraform.State) error {
+					if got := fake.Instance(gcpTestProject, "us-central1-a", name).GetLabels()["team"]; got != "sec" {
+						return fmt.Errorf("instance label team = %q after the update", got)
+					}
+					return nil
+				},
+			},
+			{
+				// The VM deleted behind Terraform's back is recreated.
+				PreConfig: func() {
+					if !fake.DeleteInstance(gcpTestProject, "us-central1-a", name) {
+						t.Fatal("no instance to delete")
+					}
+				},
+				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "sec"`, "")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionCreate),
+				}},
+				Check: func(s *terraform.State) error {
+					old := name
+					name = s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["name"]
+					if fake.Instance(gcpTestProject, "us-central1-a", name) == nil || len(fake.Instances()) != 1 {
+						return fmt.Errorf("the deleted VM was not recreated as the one instance")
+					}
+					if fake.Address(gcpTestProject, "us-central1", old+"-ip") != nil {
+						return fmt.Errorf("the deleted VM's reserved address was left behind")
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+func TestAccProxyGCP_errors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		setup func(*computefake.Server)
+		token string
+		want  string
+	}{
+		"quota exhausted":  {func(f *computefake.Server) { f.SetQuota("us-central1", "CPUS", 1) }, "acc-token", `(?s)limit reached.*Quota\s+'CPUS'\s+exceeded.*compute.googleapis.com/cpus`},
+		"zone exhausted":   {func(f *computefake.Server) { f.ExhaustZone("us-central1-a", true) }, "acc-token", `(?s)limit reached.*ZONE_RESOURCE_POOL_EXHAUSTED`},
+		"wrong credential": {func(*computefake.Server) {}, "wrong-token", `(?s)refused by the backend.*Error\s+401.*invalid\s+authentication\s+credentials`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fake := gcpFake(t)
+			tc.setup(fake)
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: gcpProviderFactories(),
+				Steps: []resource.TestStep{{
+					Config:      gcpConfig(fake, tc.token, gcpProxy(`team = "net"`, "")),
+					ExpectError: regexp.MustCompile(tc.want),
+				}},
+			})
+			if n := len(fake.Instances()); n != 0 {
+				t.Fatalf("%d instances left by a refused create", n)
+			}
+		})
+	}
+}
+
+// Three in ten requests fail with 503, 429 or a lost answer; the apply still converges to one VM.
+func TestAccProxyGCP_faultsConverge(t *testing.T) {
+	fake := gcpFake(t)
+	fake.AddFault(computefake.Fault{Rate: 0.1, Seed: 7, Status: http.StatusServiceUnavailable})
+	fake.AddFault(computefake.Fault{Rate: 0.1, Seed: 8, Status: http.StatusTooManyRequests, Reason: "rateLimitExceeded"})
+	fake.AddFault(computefake.Fault{Rate: 0.1, Seed: 9, After: true})
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "net"`, "")),
+			Check: func(*terraform.State) error {
+				if n := len(fake.Instances()); n != 1 {
+					return fmt.Errorf("%d instances, want exactly 1", n)
+				}
+				if fake.Fired() == 0 {
+					return fmt.Errorf("no fault fired: the test proves nothing")
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// Proxies of the owner that no state holds (made here straight through the backend, as a crashed apply
+// would leave them) are listed by egress_proxy_orphans with one aggregated call per read, and a zone that
+// cannot be listed is reported, not hidden. egress_backends reports the project healthy with its quotas.
+func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
+	fake := gcpFake(t)
+	b, err := gcp.New(gcp.Config{DefaultProject: gcpTestProject, ProjectConfig: gcp.ProjectConfig{ComputeEndpoint: fake.URL, AccessToken: "acc-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var ids []string
+	for i, zone := range []string{"us-central1-a", "us-central1-b"} {
+		uid := fmt.Sprintf("orphan-%d", i)
+		inst, err := b.Create(t.Context(), backend.Spec{
+			Name: backend.NameFromUID(uid), UID: uid, Owner: "team-a",
+			Placement: backend.Placement{Backend: backend.KindGCP, Target: gcpTestProject, Scope: zone},
+			Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID.String())
+	}
+	fake.BreakZone("europe-west1-b", "UNREACHABLE")
+	fake.ResetLog()
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "egress" {
+  owner = "team-a"
+  gcp = {
+    project          = %q
+    compute_endpoint = %q
+    access_token     = "acc-token"
+  }
+}
+data "egress_proxy_orphans" "all" {
+  backends = ["gcp"]
+  min_age  = "0s"
+}
+data "egress_backends" "all" {}
+`, gcpTestProject, fake.URL),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("orphans"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[0])}),
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[1])}),
+				})),
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("incomplete"), knownvalue.Bool(true)),
+				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("errors"), knownvalue.ListExact([]knownvalue.Check{
+					knownvalue.StringRegexp(regexp.MustCompile(`europe-west1-b.*UNREACHABLE`)),
+				})),
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(true)),
+			},
+			Check: func(*terraform.State) error {
+				lists, all := fake.Count(http.MethodGet, `/aggregated/instances$`), fake.Requests()
+				instanceGets := fake.Count(http.MethodGet, `/instances/`)
+				if lists == 0 || instanceGets != 0 {
+					return fmt.Errorf("%d aggregated lists and %d instance GETs (of %d requests); want lists only", lists, instanceGets, len(all))
+				}
+				return nil
+			},
+		}},
+	})
+}
+
+// An address the user reserved and names is the egress address, kept when the proxy is replaced (a new
+// machine type) and never released by the provider.
+func TestAccProxyGCP_namedAddressSurvivesReplacement(t *testing.T) {
+	fake := gcpFake(t)
+	ip := fake.ReserveAddress(gcpTestProject, "us-central1", "team-egress")
+	proxy := func(machineType string) string {
+		return fmt.Sprintf(`  gcp                  = { egress_address_name = "team-egress", machine_type = %q }
+  allowed_client_cidrs = ["10.0.0.0/8"]`, machineType)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if a := fake.Address(gcpTestProject, "us-central1", "team-egress"); a == nil || a.GetStatus() != "RESERVED" {
+				return fmt.Errorf("the user's address was released or left in use: %v", a)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config:            gcpConfig(fake, "acc-token", proxy("e2-small")),
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_address"), knownvalue.StringExact(ip))},
+			},
+			{
+				Config: gcpConfig(fake, "acc-token", proxy("e2-medium")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_address"), knownvalue.StringExact(ip))},
+			},
+		},
+	})
+}
