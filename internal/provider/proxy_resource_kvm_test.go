@@ -168,12 +168,14 @@ func TestAccProxyKVM_hostErrors(t *testing.T) {
 			kvmProviderBlock("acc-quota", uri), `kvm = { memory_mib = 1048576, wait_for_address = false }`,
 			`(?s)Egress proxy backend limit reached.*Error class: Quota.*ask for fewer vCPUs, less memory`,
 		},
-		"unreachable host is a clear error": {
+		// Within its connect_timeout, well inside the create timeout below: the error comes from the dial
+		// bound, not from the operation running out of time.
+		"unreachable host fails fast and says so": {
 			`provider "egress" {
   owner = "acc-unreachable"
-  kvm   = { hosts = { local = { uri = "qemu+tcp://127.0.0.1:9/system" } }, base_volume = "egress-base.qcow2" }
+  kvm   = { hosts = { local = { uri = "qemu+tcp://127.0.0.1:9/system", connect_timeout = "2s" } }, base_volume = "egress-base.qcow2" }
 }`, `kvm = { wait_for_address = false }`,
-			`(?s)Error: Egress proxy backend temporarily unavailable.*Error class: Transient.*127.0.0.1:9`,
+			`(?s)Error: Egress proxy request refused by the backend.*Error class: Permanent.*127.0.0.1:9.*could not be reached within 2s.*is libvirtd running there`,
 		},
 	}
 	for name, tc := range tests {
@@ -187,7 +189,7 @@ resource "egress_proxy" "test" {
   ` + tc.placement + `
   allowed_client_cidrs = ["198.18.0.0/24"]
   timeouts {
-    create = "15s"
+    create = "2m"
   }
 }
 `,

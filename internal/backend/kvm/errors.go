@@ -25,16 +25,19 @@ func classify(object string, err error) error {
 		// more context is returned as it is.
 		if be == err && be.Object == "" { //nolint:errorlint // deliberately an identity check, see above
 			// Classified deep inside an operation that did not know the object's name: name it now.
-			return &backend.Error{Class: be.Class, Object: object, Err: be.Err, Advice: be.Advice}
+			return withAdvice(&backend.Error{Class: be.Class, Object: object, Err: be.Err, Advice: be.Advice})
 		}
 		return err
 	}
-	class := classOf(err)
-	classified := &backend.Error{Class: class, Object: object, Err: err}
-	if class == backend.ClassQuota {
-		classified.Advice = QuotaAdvice
+	return withAdvice(&backend.Error{Class: classOf(err), Object: object, Err: err})
+}
+
+// withAdvice gives a Quota error this backend's advice: a libvirt host has no quota system to raise.
+func withAdvice(e *backend.Error) *backend.Error {
+	if e.Class == backend.ClassQuota && e.Advice == "" {
+		e.Advice = QuotaAdvice
 	}
-	return classified
+	return e
 }
 
 // classOf decides the class of an unclassified error from libvirt or from the connection to it: libvirt's
