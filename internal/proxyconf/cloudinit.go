@@ -39,6 +39,10 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 		}
 		writeFile(&b, opts.HtpasswdPath, htpasswd)
 	}
+	if s.TLS != nil {
+		writeFile(&b, opts.TLSCertPath, []byte(s.TLS.CertificatePEM))
+		writeFile(&b, opts.TLSKeyPath, []byte(s.TLS.PrivateKeyPEM))
+	}
 	b.WriteString("runcmd:\n")
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", installSquidIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
@@ -50,7 +54,10 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 }
 
 // installSquidIfMissing is a fixed shell line (no user value in it), single-quoted in YAML: it has no quote.
-const installSquidIfMissing = "command -v squid >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid; }"
+// It installs squid-openssl, as the proxy image does: Debian's default squid package is built with GnuTLS,
+// whose Squid 5 TLS listener sends only the first certificate of certificate_pem and leaves out the
+// intermediates a client needs to verify it.
+const installSquidIfMissing = "command -v squid >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid-openssl; }"
 
 // writeFile adds one write_files entry. Base64 keeps every byte of the content out of YAML's reach, and the
 // path is one of ours, validated to hold no space or quote, so quoting it is enough.

@@ -121,6 +121,21 @@ func TestUserDataFitsGCEMetadata(t *testing.T) {
 		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, fmt.Sprintf("2001:db8:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+i))
 	}
 	s.AllowedPorts = manyPorts(MaxAllowedPorts)
+	for i := range MaxAllowedPrivateCIDRs {
+		// Each its own range, so none is merged away: the longest list the renderer can get.
+		s.AllowedPrivateCIDRs = append(s.AllowedPrivateCIDRs, fmt.Sprintf("fd00:ffff:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+2*i))
+	}
+	// The largest certificate chain and key validation lets through.
+	ca := newTestCA(t)
+	chain, key := ca.leaf(t)
+	for len(chain)+len(ca.interPEM) <= maxPEMBytes {
+		chain += ca.interPEM
+	}
+	key = strings.Repeat("#", maxPEMBytes-len(key)-1) + "\n" + key // text before a PEM block is allowed
+	s.TLS = &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("test settings must be valid: %v", err)
+	}
 	if err := ValidateDestination(s.AllowedDestinations[0]); err != nil || len(s.AllowedDestinations[0]) != 254 {
 		t.Fatalf("test destination must be the longest valid one: %v (%d)", err, len(s.AllowedDestinations[0]))
 	}
@@ -133,7 +148,17 @@ func TestUserDataFitsGCEMetadata(t *testing.T) {
 		t.Errorf("user-data is %d bytes, over GCE's %d limit", len(ud), MaxMetadataValueBytes)
 	}
 	_, files := parseUserData(t, ud)
-	if out, err := parseSquidConf(t, files[ConfPath]); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
+	if string(files[TLSKeyPath]) != key {
+		t.Errorf("user-data carries another key")
+	}
+	// squid -k parse reads the certificate files, which are not where the VM has them: the conf without TLS
+	// differs in the listening line alone.
+	s.TLS = nil
+	conf, err := RenderSquidConf(s, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := parseSquidConf(t, conf); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
 		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
 	}
 }
