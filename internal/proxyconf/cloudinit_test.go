@@ -3,7 +3,10 @@ package proxyconf
 import (
 	"encoding/base64"
 	"fmt"
+	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +65,7 @@ func TestRenderUserData(t *testing.T) {
 	}{
 		"without auth": {s: Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{ConfPath}},
 		"with auth":    {s: Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{HtpasswdPath, ConfPath}},
+		"with tls":     {s: Settings{Port: 3128, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()}}, wantFiles: []string{TLSCertPath, TLSKeyPath, ConfPath}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -75,7 +79,7 @@ func TestRenderUserData(t *testing.T) {
 			if cc.PackageUpdate || cc.PackageUpgrade || len(cc.Packages) != 0 {
 				t.Errorf("packages: update %v upgrade %v %q, want no package module at all", cc.PackageUpdate, cc.PackageUpgrade, cc.Packages)
 			}
-			want := [][]string{{"sh", "-c", installSquidIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			want := [][]string{{"sh", "-c", listOwnAddresses(OwnAddressesPath)}, {"sh", "-c", installSquidIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -87,11 +91,16 @@ func TestRenderUserData(t *testing.T) {
 			if !slices.Equal(paths, tc.wantFiles) {
 				t.Errorf("files %q, want %q", paths, tc.wantFiles)
 			}
-			conf, _ := RenderSquidConf(tc.s, RenderOptions{})
+			conf, _ := RenderSquidConf(tc.s, RenderOptions{OwnAddressesFile: OwnAddressesPath})
+			if len(tc.s.AllowedDestinations) > 0 && !strings.Contains(string(conf), `acl own_addresses dst "`+OwnAddressesPath+`"`) {
+				t.Errorf("squid.conf does not read the VM's own addresses")
+			}
 			if string(files[ConfPath]) != string(conf) {
 				t.Errorf("squid.conf in user-data differs from RenderSquidConf")
 			}
-			if out, err := parseSquidConf(t, files[ConfPath]); err != nil {
+			// Squid loads the certificate while parsing, and it is not at its VM path here; TestTLSListener runs
+			// Squid on a TLS config.
+			if out, err := parseSquidConf(t, files[ConfPath]); tc.s.TLS == nil && err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
 			}
 			if tc.s.Auth != nil {
@@ -188,6 +197,28 @@ func TestRenderMetaData(t *testing.T) {
 	} {
 		if md, err := RenderMetaData(in[0], in[1]); err == nil {
 			t.Errorf("%s: rendered %q, want an error", name, md)
+		}
+	}
+}
+
+// The address list runs here as on a VM: it must list this machine's loopback addresses, one a line.
+func TestListOwnAddresses(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "own")
+	if out, err := exec.Command("sh", "-c", listOwnAddresses(file)).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	if !slices.Contains(lines, "127.0.0.1") {
+		t.Errorf("own addresses %q lack 127.0.0.1", lines)
+	}
+	for _, l := range lines {
+		if _, err := netip.ParseAddr(l); err != nil {
+			t.Errorf("own addresses: %q is no address", l)
 		}
 	}
 }

@@ -153,7 +153,8 @@ func FuzzRenderSquidConf(f *testing.F) {
 		if user != "" {
 			s.Auth = &BasicAuth{Username: user, Password: pass}
 		}
-		opts := RenderOptions{}
+		// The VM form, as RenderUserData renders it.
+		opts := RenderOptions{OwnAddressesFile: OwnAddressesPath}
 		conf, err := RenderSquidConf(s, opts)
 		if s.Validate() != nil {
 			if err == nil {
@@ -205,6 +206,9 @@ var (
 	fuzzTLSOnce          sync.Once
 	fuzzCert, fuzzKeyPEM string
 )
+
+func fuzzCertPEM() string     { c, _ := fuzzTLSPair(); return c }
+func fuzzKeyPEMValue() string { _, k := fuzzTLSPair(); return k }
 
 // fuzzTLSPair is one valid self-signed certificate and key, made once: the fuzz target needs a pair that
 // passes validation, and making one per input would be most of the fuzzing time.

@@ -31,6 +31,7 @@ const (
 	publicAddr  = "198.51.100.10" // TEST-NET-2: a public address nobody uses
 	privateAddr = "10.1.2.3"
 	ownAddr     = "198.51.100.20"
+	ownFileAddr = "198.51.100.21" // listed in the own-addresses file, as a VM lists its interfaces
 )
 
 func TestDestinationGuards(t *testing.T) {
@@ -40,7 +41,7 @@ func TestDestinationGuards(t *testing.T) {
 		return
 	}
 	mustBeOwnNetns(t)
-	for _, a := range []string{publicAddr, privateAddr, ownAddr} {
+	for _, a := range []string{publicAddr, privateAddr, ownAddr, ownFileAddr} {
 		run(t, "ip", "addr", "add", a+"/32", "dev", "lo")
 	}
 	run(t, "ip", "link", "set", "lo", "up")
@@ -57,6 +58,7 @@ func TestDestinationGuards(t *testing.T) {
 		"other-private.allowed.test": {"192.168.7.7"},
 		"cgnat.allowed.test":         {"100.64.1.1"},
 		"own.allowed.test":           {ownAddr},
+		"own-file.allowed.test":      {ownFileAddr},
 		"mixed-private.allowed.test": {publicAddr, privateAddr},
 		// Many addresses, one of them refused whatever the settings, in the middle.
 		"many.allowed.test": {publicAddr, "198.51.100.11", "198.51.100.12", "169.254.169.254", "198.51.100.13", privateAddr},
@@ -91,6 +93,7 @@ func TestDestinationGuards(t *testing.T) {
 				"public.allowed.test": passes, "loopback.allowed.test": refused, "loopback2.allowed.test": refused,
 				"metadata.allowed.test": refused, "unspecified.allowed.test": refused, "private.allowed.test": refused,
 				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "own.allowed.test": refused,
+				"own-file.allowed.test":      refused,
 				"mixed-private.allowed.test": refused, "many.allowed.test": refused,
 				"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
 				"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
@@ -103,7 +106,7 @@ func TestDestinationGuards(t *testing.T) {
 				"public.allowed.test": passes, "private.allowed.test": passes, "mixed-private.allowed.test": passes,
 				// Listing 10.1.2.0/24 lifts nothing else.
 				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "loopback.allowed.test": refused,
-				"metadata.allowed.test": refused, "own.allowed.test": refused, "many.allowed.test": refused,
+				"metadata.allowed.test": refused, "own.allowed.test": refused, "own-file.allowed.test": refused, "many.allowed.test": refused,
 				"v6-metadata.allowed.test": refused, "mapped-loopback.allowed.test": refused,
 			},
 		},
@@ -117,17 +120,22 @@ func TestDestinationGuards(t *testing.T) {
 			if err := os.WriteFile(hosts, nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			ownFile := filepath.Join(dir, "own-addresses")
+			if err := os.WriteFile(ownFile, []byte("127.0.0.1\n"+ownFileAddr+"\n::1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			opts := RenderOptions{
-				ListenAddress:  netip.MustParseAddr("127.0.0.1"),
-				HealthPort:     freePort(t),
-				HtpasswdPath:   filepath.Join(dir, "passwd"),
-				PidFile:        filepath.Join(dir, "squid.pid"),
-				AccessLog:      "stdio:" + filepath.Join(dir, "access.log"),
-				CacheLog:       filepath.Join(dir, "cache.log"),
-				CoredumpDir:    dir,
-				HostsFile:      hosts,
-				DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
-				OwnAddresses:   []netip.Addr{netip.MustParseAddr(ownAddr)},
+				ListenAddress:    netip.MustParseAddr("127.0.0.1"),
+				HealthPort:       freePort(t),
+				HtpasswdPath:     filepath.Join(dir, "passwd"),
+				PidFile:          filepath.Join(dir, "squid.pid"),
+				AccessLog:        "stdio:" + filepath.Join(dir, "access.log"),
+				CacheLog:         filepath.Join(dir, "cache.log"),
+				CoredumpDir:      dir,
+				HostsFile:        hosts,
+				DNSNameservers:   []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+				OwnAddresses:     []netip.Addr{netip.MustParseAddr(ownAddr)},
+				OwnAddressesFile: ownFile,
 			}
 			sq := startSquidWith(t, tc.settings, opts, dir)
 			c := proxyClient{proxy: sq.proxy, from: "127.0.0.1", tlsRoots: b.roots(), tlsHostname: "example.com"}

@@ -19,9 +19,11 @@ const (
 	PidFile        = "/run/squid.pid"
 	TLSCertPath    = "/etc/squid/egress-tls.crt"
 	TLSKeyPath     = "/etc/squid/egress-tls.key"
-	AccessLogPath  = "/var/log/squid/access.log"
-	CacheLogPath   = "/var/log/squid/cache.log"
-	CoredumpDir    = "/var/spool/squid"
+	// OwnAddressesPath lists the VM's own addresses, one a line, written at boot (see RenderUserData).
+	OwnAddressesPath = "/etc/squid/egress-own-addresses"
+	AccessLogPath    = "/var/log/squid/access.log"
+	CacheLogPath     = "/var/log/squid/cache.log"
+	CoredumpDir      = "/var/spool/squid"
 )
 
 // Health check. A second listening port, DefaultHealthPort, answers exactly one request, HTTP GET HealthPath,
@@ -67,6 +69,9 @@ type RenderOptions struct {
 	// OwnAddresses are the proxy machine's addresses where the backend knows them (a reserved external
 	// address, a fixed internal one); the proxy refuses to connect to them. ListenAddress is always included.
 	OwnAddresses []netip.Addr
+	// OwnAddressesFile, when set, is a file of more own addresses, one a line, that the machine writes itself
+	// before Squid starts: the addresses of its interfaces, which no backend knows before boot.
+	OwnAddressesFile string
 
 	// allowLoopbackDestinations lifts the loopback guard. Only tests set it: their backends can only listen on
 	// loopback outside a network namespace. The guards themselves are tested without it.
@@ -106,7 +111,7 @@ func (o RenderOptions) validate(s Settings) error {
 		"htpasswd path": o.HtpasswdPath, "auth helper path": o.AuthHelperPath, "pid file": o.PidFile,
 		"access log": o.AccessLog, "cache log": o.CacheLog, "coredump dir": o.CoredumpDir,
 		"hosts file": o.HostsFile, "effective user": o.EffectiveUser,
-		"TLS certificate path": o.TLSCertPath, "TLS key path": o.TLSKeyPath,
+		"TLS certificate path": o.TLSCertPath, "TLS key path": o.TLSKeyPath, "own addresses file": o.OwnAddressesFile,
 	} {
 		for _, r := range v {
 			if r <= ' ' || r == 0x7f || r == '#' || r == '"' || r == '\'' || r == '\\' {
@@ -225,6 +230,10 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 		w.acl("refused_destinations", "dst", refusedDestinations(s.AllowedPrivateCIDRs, own, opts.allowLoopbackDestinations))
 		w.line("acl", "reason_destination_address", "annotate_transaction", "reason="+ReasonDestinationAddress)
 		w.line("http_access", "deny", "destinations", "refused_destinations", "reason_destination_address")
+		if opts.OwnAddressesFile != "" {
+			w.line("acl", "own_addresses", "dst", `"`+opts.OwnAddressesFile+`"`)
+			w.line("http_access", "deny", "destinations", "own_addresses", "reason_destination_address")
+		}
 		w.line("http_access", "allow", "destinations")
 	} else {
 		w.comment("No allowed destinations: every request is refused.")
