@@ -160,9 +160,14 @@ func TestDestinationGuards(t *testing.T) {
 						continue
 					}
 					// What a refusal logs: the guard's reason and no server address, since none was connected to.
-					line := fmt.Sprintf(`method=%s host=%s port=%d status=%d .* server=%s reason=%s$`, method, regexp.QuoteMeta(host), port, want,
-						map[int]string{refused: "-", passes: `[0-9a-f.:]+`}[want],
-						map[int]string{refused: ReasonDestinationAddress, passes: "-"}[want])
+					server, reason := "-", "-"
+					switch want {
+					case passes:
+						server = `[0-9a-f.:]+`
+					case refused:
+						reason = ReasonDestinationAddress
+					}
+					line := fmt.Sprintf(`method=%s host=%s port=%d status=%d .* server=%s reason=%s$`, method, regexp.QuoteMeta(host), port, want, server, reason)
 					waitForLogMatch(t, sq, line)
 					if want == passes {
 						// The backend names the address it was reached at: one the name resolves to, never another.
@@ -172,6 +177,17 @@ func TestDestinationGuards(t *testing.T) {
 						}
 					}
 				}
+			}
+			// A name that does not resolve gets Squid's usual error (502 for GET, 500 for CONNECT), not a
+			// guard's refusal.
+			for method, got := range map[string]result{
+				"GET":     c.get(t, fmt.Sprintf("http://nxdomain.allowed.test:%d/", hp), "nxdomain.allowed.test"),
+				"CONNECT": c.connect(t, fmt.Sprintf("nxdomain.allowed.test:%d", tp)),
+			} {
+				if got.status < 500 {
+					t.Errorf("%s nxdomain.allowed.test: got %d, want Squid's 5xx for a failed lookup", method, got.status)
+				}
+				waitForLogMatch(t, sq, `method=`+method+` host=nxdomain\.allowed\.test .* status=5[0-9][0-9] .* reason=-$`)
 			}
 			// IP literals never match the allow-list, in any spelling: refused before any lookup.
 			for _, lit := range []string{"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::1]", "127.0.0.1", "2130706433", "169.254.169.254", "[fe80::1]"} {
