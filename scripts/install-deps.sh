@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests run for real (squid-openssl, the flavour the proxy image runs, for the
-# data-plane tests; xorriso/genisoimage to
-# read back seed ISOs, openssh-server for the kvm backend's ssh transport test); libvirt's own packages are
+# Installs the Debian packages the tests run for real (squid-openssl, the Squid build the proxy image runs, for
+# the data-plane tests; xorriso/genisoimage to read back seed ISOs, openssh-server for the kvm backend's ssh
+# transport test); libvirt's own packages are
 # installed by scripts/libvirt-env.sh, which must keep their daemons out of the root network namespace. Quick
 # when everything is present.
 set -euo pipefail
