@@ -47,10 +47,13 @@ disk_mib=${EGRESS_IMAGE_DISK_MIB:-2048} # virtual size; cloud-init grows the roo
 # linux-image-cloud-amd64: it lacks AHCI (CONFIG_SATA_AHCI), and the kvm backend's q35 domains attach the seed
 # ISO as a SATA cdrom.
 kernel=${EGRESS_IMAGE_KERNEL:-linux-image-amd64}
+# squid-openssl, not Debian's default squid: that one is built with GnuTLS, and its Squid 5.7 TLS listener (the
+# proxy's optional tls) sends only the first certificate of the chain, so clients cannot verify a certificate
+# issued by an intermediate CA. The OpenSSL build sends the whole chain (internal/proxyconf's TLS test).
 packages=(
 	systemd-sysv udev kmod dbus initramfs-tools
 	cloud-init cloud-guest-utils fdisk python3-cffi-backend
-	squid
+	squid-openssl
 	ifupdown isc-dhcp-client iproute2 netbase
 	qemu-guest-agent
 )
@@ -186,14 +189,16 @@ done
 log "configuring the guest"
 "$imagedir/configure-rootfs.sh" "$root" "$imagedir/rootfs"
 
-# The guest fetches nothing at boot. The proxy user-data (internal/proxyconf) installs squid only when
-# "command -v squid" fails, after an apt-get update; here squid is installed, and even a "packages: [squid]"
-# from other user-data would be satisfied without package lists or a network. Check both.
+# The guest fetches nothing at boot. The proxy user-data (internal/proxyconf) installs squid-openssl only when
+# "command -v squid" fails, after an apt-get update; here squid-openssl is installed, and even a
+# "packages: [squid-openssl]" from other user-data would be satisfied without package lists or a network. Check
+# both, and that the squid there is the OpenSSL build.
 rm -f "$root/usr/sbin/policy-rc.d"
 if ! in_root sh -c 'command -v squid' >/dev/null ||
-	! in_root apt-get -s -o Debug::NoLocking=1 install squid 2>&1 | grep -q 'squid is already the newest version'; then
-	in_root apt-get -s install squid >&2 || true
-	echo "build-image: squid is not installed as the user-data expects" >&2
+	! in_root apt-get -s -o Debug::NoLocking=1 install squid-openssl 2>&1 | grep -q 'squid-openssl is already the newest version' ||
+	! in_root squid -v | grep -q -- "--with-openssl"; then
+	in_root apt-get -s install squid-openssl >&2 || true
+	echo "build-image: squid-openssl is not installed as the user-data expects" >&2
 	exit 1
 fi
 

@@ -31,6 +31,10 @@ type proxyResourceModel struct {
 	Auth                *authModel   `tfsdk:"auth"`
 	Labels              types.Map    `tfsdk:"labels"`
 
+	AllowedPrivateCIDRs     types.Set   `tfsdk:"allowed_private_cidrs"`
+	MaxConnectionsPerClient types.Int64 `tfsdk:"max_connections_per_client"`
+	TLS                     *tlsModel   `tfsdk:"tls"`
+
 	ID              types.String   `tfsdk:"id"`
 	UID             types.String   `tfsdk:"uid"`
 	AllLabels       types.Map      `tfsdk:"all_labels"`
@@ -65,6 +69,11 @@ type kvmPlacementModel struct {
 	ForwardPort    types.Int64  `tfsdk:"forward_port"`
 	WaitForAddress types.Bool   `tfsdk:"wait_for_address"`
 	WaitForProxy   types.Bool   `tfsdk:"wait_for_proxy"`
+}
+
+type tlsModel struct {
+	CertificatePEM types.String `tfsdk:"certificate_pem"`
+	PrivateKeyPEM  types.String `tfsdk:"private_key_pem"`
 }
 
 type authModel struct {
@@ -139,7 +148,8 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 // A new password_wo_version counts: the write-only password itself is never in a plan or state.
 func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 	if !m.AllowedClientCIDRs.Equal(prior.AllowedClientCIDRs) || !m.AllowedDestinations.Equal(prior.AllowedDestinations) ||
-		!m.AllowedPorts.Equal(prior.AllowedPorts) {
+		!m.AllowedPorts.Equal(prior.AllowedPorts) || !m.AllowedPrivateCIDRs.Equal(prior.AllowedPrivateCIDRs) ||
+		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) {
 		return true
 	}
 	if (m.Auth == nil) != (prior.Auth == nil) {
@@ -171,6 +181,7 @@ func (m proxyResourceModel) settings(ctx context.Context, passwordWO types.Strin
 		}
 		s.Auth = &proxyconf.BasicAuth{Username: m.Auth.Username.ValueString(), Password: password}
 	}
+	diags.Append(m.guardSettings(ctx, &s)...)
 	return s, diags
 }
 
@@ -255,7 +266,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	m.State = types.StringValue(string(inst.State))
 	m.InternalAddress = types.StringValue(inst.InternalAddress)
 	m.EgressAddress = types.StringValue(inst.EgressAddress)
-	m.ProxyURL = types.StringValue(proxyURL(inst))
+	m.ProxyURL = types.StringValue(proxyURL(inst, m.TLS != nil || (inst.Proxy != nil && inst.Proxy.TLS != nil)))
 	m.CreatedAt = types.StringValue("")
 	if !inst.CreatedAt.IsZero() {
 		m.CreatedAt = types.StringValue(inst.CreatedAt.UTC().Format(time.RFC3339))
@@ -271,6 +282,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	}
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)
+		diags.Append(m.setGuardSettings(*inst.Proxy)...)
 	}
 	all, d := types.MapValueFrom(context.Background(), types.StringType, inst.Labels)
 	diags.Append(d...)
@@ -297,11 +309,15 @@ func importedLabels(all, defaults map[string]string, diags *diag.Diagnostics) ty
 	return m
 }
 
-func proxyURL(inst backend.Instance) string {
+func proxyURL(inst backend.Instance, tls bool) string {
 	if inst.InternalAddress == "" || inst.Port == 0 {
 		return ""
 	}
-	return fmt.Sprintf("http://%s", net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port)))
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port)))
 }
 
 // mergeLabels lays labels over defaults; the resource's own labels win.

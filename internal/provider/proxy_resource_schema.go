@@ -168,6 +168,33 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
 				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedPorts), setvalidator.ValueInt64sAre(attribute_validator.Port())},
 			},
+			// Destination address guards, TLS and limits (internal/proxyconf's security model).
+			"allowed_private_cidrs": schema.SetAttribute{
+				Optional: true, Computed: true, ElementType: types.StringType,
+				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
+				MarkdownDescription: "Private ranges the proxy may connect to after all, such as an internal package mirror, in canonical CIDR form inside " +
+					"`" + strings.Join(proxyconf.PrivateRanges, "`, `") + "`. Loopback, link-local (the metadata server), unspecified and the proxy's own addresses stay refused.",
+				PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+				Validators:    []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedPrivateCIDRs), setvalidator.ValueStringsAre(attribute_validator.AllowedPrivateCIDR())},
+			},
+			"max_connections_per_client": schema.Int64Attribute{
+				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultMaxConnectionsPerClient),
+				MarkdownDescription: fmt.Sprintf("Connections one client address may hold open; requests on more are refused with 403. Defaults to %d.", proxyconf.DefaultMaxConnectionsPerClient),
+				PlanModifiers:       []planmodifier.Int64{int64RequiresReplaceUnlessReconfigurable()},
+				Validators:          []validator.Int64{int64validator.Between(1, proxyconf.MaxMaxConnectionsPerClient)},
+			},
+			"tls": schema.SingleNestedAttribute{
+				Optional:            true,
+				MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`.",
+				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Validators:          []validator.Object{attribute_validator.TLSKeyPair()},
+				Attributes: map[string]schema.Attribute{
+					"certificate_pem": schema.StringAttribute{Required: true,
+						MarkdownDescription: "The proxy's certificate in PEM, followed by any intermediate CA certificates."},
+					"private_key_pem": schema.StringAttribute{Required: true, Sensitive: true,
+						MarkdownDescription: "The certificate's private key in PEM, unencrypted. Stored in state (marked sensitive)."},
+				},
+			},
 			"auth": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
@@ -208,7 +235,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
 			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: "Address the proxy's outbound traffic leaves from.", PlanModifiers: keep},
-			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>`, for `HTTPS_PROXY` and `HTTP_PROXY`; empty while the address is unknown.", PlanModifiers: keep},
+			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; empty while the address is unknown.", PlanModifiers: keep},
 			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
 		},
 		Blocks: map[string]schema.Block{

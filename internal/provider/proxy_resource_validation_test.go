@@ -55,6 +55,12 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm image and base volume":  {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
 		"gcp spot and preemptible":   {base + "  gcp = { spot = true, preemptible = true }", `Invalid Attribute Combination.*gcp.preemptible`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
+		// Destination guards, TLS and limits.
+		"private cidr public":   {base + "  kvm = {}\n  allowed_private_cidrs = [\"8.8.8.0/24\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("8.8.8.0/24"\)\]:.*not inside a private range`},
+		"private cidr loopback": {base + "  kvm = {}\n  allowed_private_cidrs = [\"127.0.0.0/8\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("127.0.0.0/8"\)\]`},
+		"max connections zero":  {base + "  kvm = {}\n  max_connections_per_client = 0", `Invalid Attribute Value.*Attribute max_connections_per_client value must be between 1 and 16384, got: 0`},
+		"tls not pem":           {base + "  kvm = {}\n  tls = { certificate_pem = \"x\", private_key_pem = \"y\" }", `Invalid TLS certificate or key.*Attribute tls: certificate_pem holds something other than PEM blocks`},
+		"tls key missing":       {base + "  kvm = {}\n  tls = { certificate_pem = \"x\" }", `Incorrect attribute value type.*attribute "private_key_pem" is required`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

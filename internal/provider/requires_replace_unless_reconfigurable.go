@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
@@ -49,6 +50,12 @@ func reconfigurable(ctx context.Context, private privateReader, diags *diag.Diag
 
 func setRequiresReplaceUnlessReconfigurable() planmodifier.Set {
 	return setplanmodifier.RequiresReplaceIf(func(ctx context.Context, req planmodifier.SetRequest, resp *setplanmodifier.RequiresReplaceIfFuncResponse) {
+		resp.RequiresReplace = !reconfigurable(ctx, req.Private, &resp.Diagnostics)
+	}, reconfigurableDescription, reconfigurableDescription)
+}
+
+func int64RequiresReplaceUnlessReconfigurable() planmodifier.Int64 {
+	return int64planmodifier.RequiresReplaceIf(func(ctx context.Context, req planmodifier.Int64Request, resp *int64planmodifier.RequiresReplaceIfFuncResponse) {
 		resp.RequiresReplace = !reconfigurable(ctx, req.Private, &resp.Diagnostics)
 	}, reconfigurableDescription, reconfigurableDescription)
 }

@@ -20,7 +20,13 @@ const MaxMetadataValueBytes = 256 * 1024
 // network. The package index is only refreshed when Squid is missing, so an image that ships Squid boots
 // without reaching any mirror (proxies often run where only the proxy itself may go out). The restart at the
 // end applies the config on an image where Squid was already installed and running.
+//
+// Before Squid (re)starts, the VM lists its interfaces' addresses in OwnAddressesPath, which the destination
+// guards read: no backend knows a DHCP address before boot.
 func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
+	if opts.OwnAddressesFile == "" {
+		opts.OwnAddressesFile = OwnAddressesPath
+	}
 	conf, err := RenderSquidConf(s, opts)
 	if err != nil {
 		return nil, err
@@ -39,7 +45,12 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 		}
 		writeFile(&b, opts.HtpasswdPath, htpasswd)
 	}
+	if s.TLS != nil {
+		writeFile(&b, opts.TLSCertPath, []byte(s.TLS.CertificatePEM))
+		writeFile(&b, opts.TLSKeyPath, []byte(s.TLS.PrivateKeyPEM))
+	}
 	b.WriteString("runcmd:\n")
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", listOwnAddresses(opts.OwnAddressesFile))
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", installSquidIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
@@ -49,8 +60,17 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// listOwnAddresses writes the addresses of every interface (field 4 of "ip -o addr", less the prefix length)
+// to file, replacing it whole. file is validated to hold no space or quote.
+func listOwnAddresses(file string) string {
+	return `ip -o addr show | while read -r _ _ _ a _; do echo "${a%/*}"; done >` + file + `.new && chmod 644 ` + file + `.new && mv ` + file + `.new ` + file
+}
+
 // installSquidIfMissing is a fixed shell line (no user value in it), single-quoted in YAML: it has no quote.
-const installSquidIfMissing = "command -v squid >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid; }"
+// It installs squid-openssl, as the proxy image does: Debian's default squid package is built with GnuTLS,
+// whose Squid 5 TLS listener sends only the first certificate of certificate_pem and leaves out the
+// intermediates a client needs to verify it.
+const installSquidIfMissing = "command -v squid >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid-openssl; }"
 
 // writeFile adds one write_files entry. Base64 keeps every byte of the content out of YAML's reach, and the
 // path is one of ours, validated to hold no space or quote, so quoting it is enough.

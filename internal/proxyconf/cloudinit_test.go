@@ -3,7 +3,10 @@ package proxyconf
 import (
 	"encoding/base64"
 	"fmt"
+	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +65,7 @@ func TestRenderUserData(t *testing.T) {
 	}{
 		"without auth": {s: Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{ConfPath}},
 		"with auth":    {s: Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{HtpasswdPath, ConfPath}},
+		"with tls":     {s: Settings{Port: 3128, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()}}, wantFiles: []string{TLSCertPath, TLSKeyPath, ConfPath}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -75,7 +79,7 @@ func TestRenderUserData(t *testing.T) {
 			if cc.PackageUpdate || cc.PackageUpgrade || len(cc.Packages) != 0 {
 				t.Errorf("packages: update %v upgrade %v %q, want no package module at all", cc.PackageUpdate, cc.PackageUpgrade, cc.Packages)
 			}
-			want := [][]string{{"sh", "-c", installSquidIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			want := [][]string{{"sh", "-c", listOwnAddresses(OwnAddressesPath)}, {"sh", "-c", installSquidIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -87,11 +91,16 @@ func TestRenderUserData(t *testing.T) {
 			if !slices.Equal(paths, tc.wantFiles) {
 				t.Errorf("files %q, want %q", paths, tc.wantFiles)
 			}
-			conf, _ := RenderSquidConf(tc.s, RenderOptions{})
+			conf, _ := RenderSquidConf(tc.s, RenderOptions{OwnAddressesFile: OwnAddressesPath})
+			if len(tc.s.AllowedDestinations) > 0 && !strings.Contains(string(conf), `acl own_addresses dst "`+OwnAddressesPath+`"`) {
+				t.Errorf("squid.conf does not read the VM's own addresses")
+			}
 			if string(files[ConfPath]) != string(conf) {
 				t.Errorf("squid.conf in user-data differs from RenderSquidConf")
 			}
-			if out, err := parseSquidConf(t, files[ConfPath]); err != nil {
+			// Squid loads the certificate while parsing, and it is not at its VM path here; TestTLSListener runs
+			// Squid on a TLS config.
+			if out, err := parseSquidConf(t, files[ConfPath]); tc.s.TLS == nil && err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
 			}
 			if tc.s.Auth != nil {
@@ -121,6 +130,21 @@ func TestUserDataFitsGCEMetadata(t *testing.T) {
 		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, fmt.Sprintf("2001:db8:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+i))
 	}
 	s.AllowedPorts = manyPorts(MaxAllowedPorts)
+	for i := range MaxAllowedPrivateCIDRs {
+		// Each its own range, so none is merged away: the longest list the renderer can get.
+		s.AllowedPrivateCIDRs = append(s.AllowedPrivateCIDRs, fmt.Sprintf("fd00:ffff:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+2*i))
+	}
+	// The largest certificate chain and key validation lets through.
+	ca := newTestCA(t)
+	chain, key := ca.leaf(t)
+	for len(chain)+len(ca.interPEM) <= maxPEMBytes {
+		chain += ca.interPEM
+	}
+	key = strings.Repeat("#", maxPEMBytes-len(key)-1) + "\n" + key // text before a PEM block is allowed
+	s.TLS = &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("test settings must be valid: %v", err)
+	}
 	if err := ValidateDestination(s.AllowedDestinations[0]); err != nil || len(s.AllowedDestinations[0]) != 254 {
 		t.Fatalf("test destination must be the longest valid one: %v (%d)", err, len(s.AllowedDestinations[0]))
 	}
@@ -133,7 +157,17 @@ func TestUserDataFitsGCEMetadata(t *testing.T) {
 		t.Errorf("user-data is %d bytes, over GCE's %d limit", len(ud), MaxMetadataValueBytes)
 	}
 	_, files := parseUserData(t, ud)
-	if out, err := parseSquidConf(t, files[ConfPath]); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
+	if string(files[TLSKeyPath]) != key {
+		t.Errorf("user-data carries another key")
+	}
+	// squid -k parse reads the certificate files, which are not where the VM has them: the conf without TLS
+	// differs in the listening line alone.
+	s.TLS = nil
+	conf, err := RenderSquidConf(s, RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := parseSquidConf(t, conf); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
 		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
 	}
 }
@@ -163,6 +197,28 @@ func TestRenderMetaData(t *testing.T) {
 	} {
 		if md, err := RenderMetaData(in[0], in[1]); err == nil {
 			t.Errorf("%s: rendered %q, want an error", name, md)
+		}
+	}
+}
+
+// The address list runs here as on a VM: it must list this machine's loopback addresses, one a line.
+func TestListOwnAddresses(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "own")
+	if out, err := exec.Command("sh", "-c", listOwnAddresses(file)).CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	if !slices.Contains(lines, "127.0.0.1") {
+		t.Errorf("own addresses %q lack 127.0.0.1", lines)
+	}
+	for _, l := range lines {
+		if _, err := netip.ParseAddr(l); err != nil {
+			t.Errorf("own addresses: %q is no address", l)
 		}
 	}
 }

@@ -7,6 +7,8 @@ const (
 	KubernetesSecretDir  = "/etc/squid-egress-auth"
 	KubernetesConfigKey  = "squid.conf"
 	KubernetesSecretKey  = "passwd"
+	KubernetesTLSCertKey = "tls.crt"
+	KubernetesTLSKeyKey  = "tls.key"
 	KubernetesSquidPath  = "/usr/sbin/squid"
 	kubernetesConfigPath = KubernetesConfigDir + "/" + KubernetesConfigKey
 )
@@ -23,8 +25,8 @@ const kubernetesStartScript = `chown proxy /proc/self/fd/1 /proc/self/fd/2 2>/de
 type Kubernetes struct {
 	// ConfigMapData is the ConfigMap's data, mounted at KubernetesConfigDir.
 	ConfigMapData map[string]string
-	// SecretData is the Secret's data, mounted at KubernetesSecretDir; nil when no authentication is set,
-	// and then no Secret is needed.
+	// SecretData is the Secret's data, mounted at KubernetesSecretDir: the htpasswd file and the TLS
+	// certificate and key; nil when neither authentication nor TLS is set, and then no Secret is needed.
 	SecretData map[string][]byte
 	// Command and Args are the container's command and arguments; Args is the path of squid.conf.
 	Command []string
@@ -57,6 +59,12 @@ func RenderKubernetes(s Settings, opts RenderOptions) (Kubernetes, error) {
 	if opts.HtpasswdPath == "" {
 		opts.HtpasswdPath = KubernetesSecretDir + "/" + KubernetesSecretKey
 	}
+	if opts.TLSCertPath == "" {
+		opts.TLSCertPath = KubernetesSecretDir + "/" + KubernetesTLSCertKey
+	}
+	if opts.TLSKeyPath == "" {
+		opts.TLSKeyPath = KubernetesSecretDir + "/" + KubernetesTLSKeyKey
+	}
 	opts = opts.withDefaults()
 	conf, err := RenderSquidConf(s, opts)
 	if err != nil {
@@ -75,6 +83,13 @@ func RenderKubernetes(s Settings, opts RenderOptions) (Kubernetes, error) {
 			return Kubernetes{}, err
 		}
 		k.SecretData = map[string][]byte{KubernetesSecretKey: htpasswd}
+	}
+	if s.TLS != nil {
+		if k.SecretData == nil {
+			k.SecretData = map[string][]byte{}
+		}
+		k.SecretData[KubernetesTLSCertKey] = []byte(s.TLS.CertificatePEM)
+		k.SecretData[KubernetesTLSKeyKey] = []byte(s.TLS.PrivateKeyPEM)
 	}
 	return k, nil
 }

@@ -2,9 +2,11 @@
 // forms that deliver it. It is the one place that decides what the proxy allows.
 package proxyconf
 
+import "time"
+
 // Settings are the proxy's behaviour, the same on every backend.
 type Settings struct {
-	// Port is where Squid listens for clients.
+	// Port is where Squid listens for clients; it speaks TLS when TLS is set.
 	Port int
 	// AllowedClientCIDRs may use the proxy; every other client is refused.
 	AllowedClientCIDRs []string
@@ -12,8 +14,18 @@ type Settings struct {
 	AllowedDestinations []string
 	// AllowedPorts are the destination ports CONNECT may reach; empty means 443 only.
 	AllowedPorts []int
+	// AllowedPrivateCIDRs are private ranges (inside PrivateRanges) the proxy may connect to after all, such as
+	// an internal package mirror. Loopback, link-local, unspecified and the proxy's own addresses stay refused.
+	AllowedPrivateCIDRs []string
 	// Auth, when set, requires proxy basic authentication.
 	Auth *BasicAuth
+	// TLS, when set, makes Port a TLS listener, so that credentials never cross the network in clear.
+	TLS *TLSSettings
+	// MaxConnectionsPerClient bounds the connections one client address may hold open; 0 means
+	// DefaultMaxConnectionsPerClient.
+	MaxConnectionsPerClient int
+	// Timeouts bound how long one client may hold the proxy's resources; zero fields take the defaults.
+	Timeouts Timeouts
 }
 
 // BasicAuth is one proxy user. The password never reaches disk in clear: only its hash is written.
@@ -22,8 +34,62 @@ type BasicAuth struct {
 	Password string
 }
 
+// TLSSettings are the proxy's own certificate (PEM, the leaf first, then any intermediates) and its private
+// key (PEM, unencrypted).
+type TLSSettings struct {
+	CertificatePEM string
+	PrivateKeyPEM  string
+}
+
+// Timeouts of the proxy. They stop one client from tying up connections and file descriptors by sending
+// slowly or nothing at all.
+type Timeouts struct {
+	// RequestHeaders is how long a client has to send a complete request once connected (Squid's
+	// request_timeout), and how long an idle persistent client connection is kept.
+	RequestHeaders time.Duration
+	// Connect is how long the proxy tries to reach a destination (Squid's connect_timeout).
+	Connect time.Duration
+	// Idle is how long a forwarded request or tunnel may pass no data before it is closed (read_timeout).
+	Idle time.Duration
+}
+
+// Default timeouts: long enough for slow clients and long polls, short enough that idle connections do not
+// pile up. Squid's own defaults are 5 minutes for request headers and 15 for an idle exchange.
+const (
+	DefaultRequestHeadersTimeout = 30 * time.Second
+	DefaultConnectTimeout        = 30 * time.Second
+	DefaultIdleTimeout           = 5 * time.Minute
+)
+
 // DefaultPort is Squid's customary port.
 const DefaultPort = 3128
 
+// DefaultMaxConnectionsPerClient allows a busy build host many parallel downloads while keeping one client
+// far from the file descriptors Squid has (65536 in Debian's build).
+const DefaultMaxConnectionsPerClient = 256
+
+// MaxMaxConnectionsPerClient is the largest per-client limit accepted: beyond it one client could take all
+// of Squid's file descriptors.
+const MaxMaxConnectionsPerClient = 16384
+
 // DefaultConnectPorts is where CONNECT may go unless the user widens it.
 var DefaultConnectPorts = []int{443}
+
+func (s Settings) maxConnectionsPerClient() int {
+	if s.MaxConnectionsPerClient == 0 {
+		return DefaultMaxConnectionsPerClient
+	}
+	return s.MaxConnectionsPerClient
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&t.RequestHeaders, DefaultRequestHeadersTimeout)
+	def(&t.Connect, DefaultConnectTimeout)
+	def(&t.Idle, DefaultIdleTimeout)
+	return t
+}

@@ -117,7 +117,8 @@ func freePort(t *testing.T) int {
 }
 
 // testOptions points every file into dir and resolves names only through dir/hosts, which maps hosts to
-// 127.0.0.1; the DNS server 127.0.0.1 does not exist, so no lookup leaves the machine.
+// 127.0.0.1; the DNS server 127.0.0.1 does not exist, so no lookup leaves the machine. It lifts the loopback
+// destination guard, and only that one.
 func testOptions(t *testing.T, dir string, hosts []string) RenderOptions {
 	t.Helper()
 	hostsFile := filepath.Join(dir, "hosts")
@@ -132,8 +133,13 @@ func testOptions(t *testing.T, dir string, hosts []string) RenderOptions {
 		AccessLog:      "stdio:" + filepath.Join(dir, "access.log"),
 		CacheLog:       filepath.Join(dir, "cache.log"),
 		CoredumpDir:    dir,
+		TLSCertPath:    filepath.Join(dir, "tls.crt"),
+		TLSKeyPath:     filepath.Join(dir, "tls.key"),
 		HostsFile:      hostsFile,
 		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+		// The backends can only listen on loopback here; the guards are tested in a network namespace
+		// (guards_test.go) without this exception.
+		allowLoopbackDestinations: true,
 	}
 }
 
@@ -202,9 +208,14 @@ func startSquidCmd(t *testing.T, cmd *exec.Cmd, proxy, health, dir string) *runn
 // startSquid renders s into a fresh directory and runs Squid on it in the foreground, as root would on a VM.
 func startSquid(t *testing.T, s Settings, hosts []string) *runningSquid {
 	t.Helper()
-	bin := squidPath(t)
 	dir := squidDir(t)
-	opts := testOptions(t, dir, hosts)
+	return startSquidWith(t, s, testOptions(t, dir, hosts), dir)
+}
+
+// startSquidWith runs Squid on s rendered with opts, whose files are in dir, on a free port of 127.0.0.1.
+func startSquidWith(t *testing.T, s Settings, opts RenderOptions, dir string) *runningSquid {
+	t.Helper()
+	bin := squidPath(t)
 	s.Port = freePort(t)
 	conf, err := RenderSquidConf(s, opts)
 	if err != nil {
@@ -218,6 +229,10 @@ func startSquid(t *testing.T, s Settings, hosts []string) *runningSquid {
 			t.Fatal(err)
 		}
 		writeSecretFile(t, opts.HtpasswdPath, htpasswd)
+	}
+	if s.TLS != nil {
+		writeSecretFile(t, opts.TLSCertPath, []byte(s.TLS.CertificatePEM))
+		writeSecretFile(t, opts.TLSKeyPath, []byte(s.TLS.PrivateKeyPEM))
 	}
 	cmd := exec.Command(bin, "-N", "-n", serviceName(t), "-f", confPath)
 	return startSquidCmd(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)

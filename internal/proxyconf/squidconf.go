@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Where Squid's files live on a Debian or Ubuntu VM. The pid file must match the PIDFile of the distribution's
@@ -16,9 +17,13 @@ const (
 	HtpasswdPath   = "/etc/squid/passwd"
 	AuthHelperPath = "/usr/lib/squid/basic_ncsa_auth"
 	PidFile        = "/run/squid.pid"
-	AccessLogPath  = "/var/log/squid/access.log"
-	CacheLogPath   = "/var/log/squid/cache.log"
-	CoredumpDir    = "/var/spool/squid"
+	TLSCertPath    = "/etc/squid/egress-tls.crt"
+	TLSKeyPath     = "/etc/squid/egress-tls.key"
+	// OwnAddressesPath lists the VM's own addresses, one a line, written at boot (see RenderUserData).
+	OwnAddressesPath = "/etc/squid/egress-own-addresses"
+	AccessLogPath    = "/var/log/squid/access.log"
+	CacheLogPath     = "/var/log/squid/cache.log"
+	CoredumpDir      = "/var/spool/squid"
 )
 
 // Health check. A second listening port, DefaultHealthPort, answers exactly one request, HTTP GET HealthPath,
@@ -59,6 +64,18 @@ type RenderOptions struct {
 	// EffectiveUser is the account Squid drops to when started as root; empty keeps the build's default
 	// ("proxy" on Debian and Ubuntu).
 	EffectiveUser string
+	// TLSCertPath and TLSKeyPath are where the TLS listener's certificate chain and key are written.
+	TLSCertPath, TLSKeyPath string
+	// OwnAddresses are the proxy machine's addresses where the backend knows them (a reserved external
+	// address, a fixed internal one); the proxy refuses to connect to them. ListenAddress is always included.
+	OwnAddresses []netip.Addr
+	// OwnAddressesFile, when set, is a file of more own addresses, one a line, that the machine writes itself
+	// before Squid starts: the addresses of its interfaces, which no backend knows before boot.
+	OwnAddressesFile string
+
+	// allowLoopbackDestinations lifts the loopback guard. Only tests set it: their backends can only listen on
+	// loopback outside a network namespace. The guards themselves are tested without it.
+	allowLoopbackDestinations bool
 }
 
 func (o RenderOptions) withDefaults() RenderOptions {
@@ -76,6 +93,8 @@ func (o RenderOptions) withDefaults() RenderOptions {
 	def(&o.AccessLog, "stdio:"+AccessLogPath)
 	def(&o.CacheLog, CacheLogPath)
 	def(&o.CoredumpDir, CoredumpDir)
+	def(&o.TLSCertPath, TLSCertPath)
+	def(&o.TLSKeyPath, TLSKeyPath)
 	return o
 }
 
@@ -92,6 +111,7 @@ func (o RenderOptions) validate(s Settings) error {
 		"htpasswd path": o.HtpasswdPath, "auth helper path": o.AuthHelperPath, "pid file": o.PidFile,
 		"access log": o.AccessLog, "cache log": o.CacheLog, "coredump dir": o.CoredumpDir,
 		"hosts file": o.HostsFile, "effective user": o.EffectiveUser,
+		"TLS certificate path": o.TLSCertPath, "TLS key path": o.TLSKeyPath, "own addresses file": o.OwnAddressesFile,
 	} {
 		for _, r := range v {
 			if r <= ' ' || r == 0x7f || r == '#' || r == '"' || r == '\'' || r == '\\' {
@@ -104,12 +124,24 @@ func (o RenderOptions) validate(s Settings) error {
 			return fmt.Errorf("invalid DNS nameserver address")
 		}
 	}
+	for _, a := range o.OwnAddresses {
+		if !a.IsValid() {
+			return fmt.Errorf("invalid own address")
+		}
+	}
 	return nil
 }
 
 // accessLogFormat shows who went where and what happened, and deliberately not the URL path or query,
-// which can carry credentials.
-const accessLogFormat = `%ts.%03tu client=%>a user=%un method=%rm host=%>rd port=%>rP status=%>Hs squid=%Ss bytes=%<st`
+// which can carry credentials. server= is the address Squid connected to; reason= says which guard refused a
+// request ("-" for none, or for a refusal by the allow-list, client ranges, ports or authentication).
+const accessLogFormat = `%ts.%03tu client=%>a user=%un method=%rm host=%>rd port=%>rP status=%>Hs squid=%Ss bytes=%<st server=%<a reason=%{reason}note`
+
+// The reasons the access log gives for a refusal by a guard.
+const (
+	ReasonDestinationAddress = "destination_address_refused"
+	ReasonClientConnections  = "too_many_client_connections"
+)
 
 // RenderSquidConf renders the complete squid.conf for s. It validates s first, so a value that could escape
 // its directive never reaches the file.
@@ -124,8 +156,13 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	var w confWriter
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
 
-	w.comment("Listening. The health port serves only the health check, to anyone.")
-	w.line("http_port", listenSpec(opts.ListenAddress, s.Port))
+	if s.TLS != nil {
+		w.comment("Listening. The proxy port speaks TLS only, so credentials never cross the network in clear; the health port serves only the health check, to anyone.")
+		w.line("https_port", listenSpec(opts.ListenAddress, s.Port), "tls-cert="+opts.TLSCertPath, "tls-key="+opts.TLSKeyPath, "tls-min-version=1.2")
+	} else {
+		w.comment("Listening. The health port serves only the health check, to anyone.")
+		w.line("http_port", listenSpec(opts.ListenAddress, s.Port))
+	}
 	w.line("http_port", listenSpec(opts.ListenAddress, opts.HealthPort))
 	w.line("acl", "health_port", "localport", strconv.Itoa(opts.HealthPort))
 	w.line("acl", "health_host", "dstdomain", "-n", VisibleHostname)
@@ -141,6 +178,16 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	} else {
 		w.line("http_access", "deny", "all")
 	}
+
+	// maxconn matches when the client already holds more connections than the limit: the request on the
+	// connection beyond it is refused with a 403 and a reason in the log. client_ip_max_connections is the
+	// hard stop at twice the limit, for a client that opens connections and sends nothing on them; Squid closes
+	// those without an answer.
+	w.comment("At most max_connections_per_client connections from one client address.")
+	w.line("acl", "client_over_limit", "maxconn", strconv.Itoa(s.maxConnectionsPerClient()))
+	w.line("acl", "reason_client_connections", "annotate_transaction", "reason="+ReasonClientConnections)
+	w.line("http_access", "deny", "client_over_limit", "reason_client_connections")
+	w.line("client_ip_max_connections", strconv.Itoa(2*s.maxConnectionsPerClient()))
 
 	if s.Auth != nil {
 		// Authentication comes before the destination check so that unauthenticated clients learn nothing
@@ -175,6 +222,18 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	if dests := collapseDestinations(s.AllowedDestinations); len(dests) > 0 {
 		w.comment("Destinations: exact host names, and .domain for the domain and all its subdomains.")
 		w.acl("destinations", "dstdomain -n", dests)
+		// The dst ACL looks the name up in Squid's DNS cache, the same entry Squid then connects from, and
+		// matches when any one of its addresses is in the list, so a name with one refused address among
+		// others is refused. It is checked after the allow-list, so names nobody allowed are never looked up.
+		w.comment("Destination address guards: whatever the allow-list says, never loopback, link-local, unspecified, the proxy's own addresses, or private ranges outside allowed_private_cidrs.")
+		own := append([]netip.Addr{opts.ListenAddress}, opts.OwnAddresses...)
+		w.acl("refused_destinations", "dst", refusedDestinations(s.AllowedPrivateCIDRs, own, opts.allowLoopbackDestinations))
+		w.line("acl", "reason_destination_address", "annotate_transaction", "reason="+ReasonDestinationAddress)
+		w.line("http_access", "deny", "destinations", "refused_destinations", "reason_destination_address")
+		if opts.OwnAddressesFile != "" {
+			w.line("acl", "own_addresses", "dst", `"`+opts.OwnAddressesFile+`"`)
+			w.line("http_access", "deny", "destinations", "own_addresses", "reason_destination_address")
+		}
 		w.line("http_access", "allow", "destinations")
 	} else {
 		w.comment("No allowed destinations: every request is refused.")
@@ -197,6 +256,16 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	w.line("reply_header_access", "X-Cache", "deny", "all")
 	w.line("reply_header_access", "X-Cache-Lookup", "deny", "all")
 	w.line("reply_header_access", "X-Squid-Error", "deny", "all")
+
+	t := s.Timeouts.withDefaults()
+	w.comment("Timeouts: a client cannot hold a connection without sending, nor a destination without answering.")
+	w.line("request_timeout", seconds(t.RequestHeaders))
+	w.line("client_idle_pconn_timeout", seconds(t.RequestHeaders))
+	w.line("connect_timeout", seconds(t.Connect))
+	w.line("read_timeout", seconds(t.Idle))
+	// A cached DNS answer is kept at least this long (Squid's lower bound on positive answers too), so the
+	// address the guards checked is the one the connection uses, even for a name published with TTL 0.
+	w.line("negative_dns_ttl", "60", "seconds")
 
 	w.comment("Files and logs.")
 	w.line("logformat", "egress", accessLogFormat)
@@ -259,6 +328,10 @@ func (w *confWriter) acl(name, typ string, values []string) {
 		line += " " + v
 	}
 	w.buf.WriteString(line + "\n")
+}
+
+func seconds(d time.Duration) string {
+	return strconv.Itoa(int(d/time.Second)) + " seconds"
 }
 
 func listenSpec(addr netip.Addr, port int) string {

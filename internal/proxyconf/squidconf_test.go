@@ -277,11 +277,20 @@ func parseCases() map[string]Settings {
 		"port 80 in allowed ports":   {Port: 3128, AllowedPorts: []int{80, 8443}},
 		"auth only":                  {Port: 3128, Auth: auth},
 		"auth with everything":       {Port: 3128, Auth: &BasicAuth{Username: "A.b_c-9", Password: strings.Repeat("x", 72)}, AllowedDestinations: []string{".example.com"}, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedPorts: []int{443, 8443}},
+		"private ranges allowed": {
+			Port: 3128, AllowedDestinations: []string{".example.com"},
+			AllowedPrivateCIDRs: []string{"10.1.0.0/16", "10.0.0.0/8", "192.168.3.0/24", "172.16.0.0/12", "100.64.0.0/10", "fd00::/8", "fc00::/7", "fd12::1/128"},
+		},
+		"one private address allowed":   {Port: 3128, AllowedDestinations: []string{"a.io"}, AllowedPrivateCIDRs: []string{"10.255.255.255/32"}},
+		"one connection per client":     {Port: 3128, AllowedDestinations: []string{"a.io"}, MaxConnectionsPerClient: 1},
+		"most connections per client":   {Port: 3128, AllowedDestinations: []string{"a.io"}, MaxConnectionsPerClient: MaxMaxConnectionsPerClient},
+		"shortest and longest timeouts": {Port: 3128, AllowedDestinations: []string{"a.io"}, Timeouts: Timeouts{RequestHeaders: time.Second, Connect: 24 * time.Hour, Idle: time.Minute}},
 		"maximum lists": {
 			Port: 3128, Auth: auth,
 			AllowedDestinations: many(MaxAllowedDestinations, func(i int) string { return fmt.Sprintf(".d%d.%s.example", i, long) }),
 			AllowedClientCIDRs:  many(MaxAllowedClientCIDRs, func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i/256, i%256) }),
 			AllowedPorts:        manyPorts(MaxAllowedPorts),
+			AllowedPrivateCIDRs: many(MaxAllowedPrivateCIDRs, func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i, i) }),
 		},
 	}
 }

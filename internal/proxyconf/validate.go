@@ -1,10 +1,15 @@
 package proxyconf
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 )
 
 // The validators accept only values that cannot escape their line in squid.conf or htpasswd: no whitespace,
@@ -106,6 +111,24 @@ func (s Settings) Validate() error {
 		return fmt.Errorf("at most %d allowed client CIDRs, got %d", MaxAllowedClientCIDRs, len(s.AllowedClientCIDRs))
 	case len(s.AllowedPorts) > MaxAllowedPorts:
 		return fmt.Errorf("at most %d allowed ports, got %d", MaxAllowedPorts, len(s.AllowedPorts))
+	case len(s.AllowedPrivateCIDRs) > MaxAllowedPrivateCIDRs:
+		return fmt.Errorf("at most %d allowed private CIDRs, got %d", MaxAllowedPrivateCIDRs, len(s.AllowedPrivateCIDRs))
+	}
+	for _, c := range s.AllowedPrivateCIDRs {
+		if err := ValidateAllowedPrivateCIDR(c); err != nil {
+			return err
+		}
+	}
+	if err := ValidateMaxConnectionsPerClient(s.MaxConnectionsPerClient); err != nil {
+		return err
+	}
+	if err := s.Timeouts.validate(); err != nil {
+		return err
+	}
+	if s.TLS != nil {
+		if err := ValidateTLS(s.TLS.CertificatePEM, s.TLS.PrivateKeyPEM); err != nil {
+			return err
+		}
 	}
 	for _, c := range s.AllowedClientCIDRs {
 		if err := ValidateClientCIDR(c); err != nil {
@@ -128,6 +151,91 @@ func (s Settings) Validate() error {
 		}
 		if err := ValidatePassword(s.Auth.Password); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// MaxAllowedPrivateCIDRs bounds allowed_private_cidrs like the other lists.
+const MaxAllowedPrivateCIDRs = 100
+
+// ValidateAllowedPrivateCIDR reports why c cannot lift the private-range guard, or nil. It must be a
+// canonical range inside one of PrivateRanges: loopback, link-local and the like can never be allowed, and a
+// public range needs no exception.
+func ValidateAllowedPrivateCIDR(c string) error {
+	if err := ValidateClientCIDR(c); err != nil {
+		return err
+	}
+	if !inPrivateRanges(netip.MustParsePrefix(c)) {
+		return fmt.Errorf("%q is not inside a private range (%s): only private ranges can be allowed", c, strings.Join(PrivateRanges, ", "))
+	}
+	return nil
+}
+
+// ValidateMaxConnectionsPerClient reports why n cannot be the per-client connection limit, or nil; 0 takes
+// the default.
+func ValidateMaxConnectionsPerClient(n int) error {
+	if n < 0 || n > MaxMaxConnectionsPerClient {
+		return fmt.Errorf("max connections per client %d must be between 1 and %d", n, MaxMaxConnectionsPerClient)
+	}
+	return nil
+}
+
+// maxPEMBytes keeps a certificate chain or key far below what user-data may carry.
+const maxPEMBytes = 16 * 1024
+
+// ValidateTLS reports why the certificate and key cannot serve the proxy's TLS listener, or nil: both must be
+// PEM, the key unencrypted and matching the first certificate, which must be a server certificate.
+func ValidateTLS(certPEM, keyPEM string) error {
+	if len(certPEM) > maxPEMBytes || len(keyPEM) > maxPEMBytes {
+		return fmt.Errorf("certificate and private key must each be at most %d bytes of PEM", maxPEMBytes)
+	}
+	var certs int
+	for rest := []byte(certPEM); ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			if strings.TrimSpace(string(rest)) != "" {
+				return fmt.Errorf("certificate_pem holds something other than PEM blocks")
+			}
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return fmt.Errorf("certificate_pem holds a %q block: only CERTIFICATE blocks belong there (the key goes in private_key_pem)", b.Type)
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return fmt.Errorf("certificate_pem, certificate %d: %w", certs+1, err)
+		}
+		certs++
+	}
+	if certs == 0 {
+		return fmt.Errorf("certificate_pem holds no PEM certificate")
+	}
+	kb, rest := pem.Decode([]byte(keyPEM))
+	if kb == nil || strings.TrimSpace(string(rest)) != "" {
+		return fmt.Errorf("private_key_pem must be exactly one PEM private key")
+	}
+	if strings.Contains(kb.Type, "ENCRYPTED") || kb.Headers["Proc-Type"] != "" {
+		return fmt.Errorf("private_key_pem is encrypted: the proxy starts unattended and needs it unencrypted")
+	}
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		return fmt.Errorf("certificate_pem and private_key_pem do not form a key pair: %w", err)
+	}
+	if len(pair.Leaf.ExtKeyUsage) > 0 && !slices.Contains(pair.Leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) && !slices.Contains(pair.Leaf.ExtKeyUsage, x509.ExtKeyUsageAny) {
+		return fmt.Errorf("the first certificate in certificate_pem is not for TLS servers (its extended key usage lacks serverAuth)")
+	}
+	return nil
+}
+
+// validate accepts timeouts of whole seconds from 1 second to a day, which is what Squid's directives take.
+func (t Timeouts) validate() error {
+	for name, d := range map[string]time.Duration{"request headers": t.RequestHeaders, "connect": t.Connect, "idle": t.Idle} {
+		if d == 0 {
+			continue
+		}
+		if d < time.Second || d > 24*time.Hour || d%time.Second != 0 {
+			return fmt.Errorf("%s timeout %s must be whole seconds between 1s and 24h", name, d)
 		}
 	}
 	return nil

@@ -1,10 +1,14 @@
 package proxyconf
 
 import (
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidators(t *testing.T) {
@@ -33,6 +37,14 @@ func TestValidators(t *testing.T) {
 			validate: ValidateUsername,
 			valid:    []string{"a", "Egress.User_1-x", strings.Repeat("u", 64)},
 			invalid:  []string{"", "-a", ".a", "a:b", "a b", "a\nb", "a#b", "a%41", strings.Repeat("u", 65), "é"},
+		},
+		"allowed private CIDR": {
+			validate: ValidateAllowedPrivateCIDR,
+			valid:    []string{"10.0.0.0/8", "10.1.2.3/32", "172.16.0.0/12", "172.31.0.0/16", "192.168.0.0/16", "100.64.0.0/10", "100.127.0.0/16", "fc00::/7", "fd00::/8", "fd12:3456::/32"},
+			invalid: []string{
+				"", "10.0.0.1/8", "0.0.0.0/0", "10.0.0.0/7", "172.32.0.0/16", "127.0.0.0/8", "169.254.169.254/32", "100.128.0.0/16",
+				"8.8.8.8/32", "::/0", "::1/128", "fe80::/10", "2001:db8::/32", "fc00::/6", "::ffff:10.0.0.0/104",
+			},
 		},
 		"password": {
 			validate: ValidatePassword,
@@ -73,6 +85,15 @@ func TestSettingsValidate(t *testing.T) {
 		"too many client CIDRs":    {Port: 3128, AllowedClientCIDRs: many(MaxAllowedClientCIDRs+1, "10.0.0.0/8")},
 		"too many ports":           {Port: 3128, AllowedPorts: manyPorts(MaxAllowedPorts + 1)},
 		"second destination wrong": {Port: 3128, AllowedDestinations: []string{"a.io", "b.io\nx"}},
+		"public range allowed":     {Port: 3128, AllowedPrivateCIDRs: []string{"8.8.8.0/24"}},
+		"loopback allowed":         {Port: 3128, AllowedPrivateCIDRs: []string{"127.0.0.0/8"}},
+		"too many private CIDRs":   {Port: 3128, AllowedPrivateCIDRs: many(MaxAllowedPrivateCIDRs+1, "10.0.0.0/8")},
+		"negative max connections": {Port: 3128, MaxConnectionsPerClient: -1},
+		"max connections too high": {Port: 3128, MaxConnectionsPerClient: MaxMaxConnectionsPerClient + 1},
+		"timeout below a second":   {Port: 3128, Timeouts: Timeouts{Connect: time.Millisecond}},
+		"timeout not whole":        {Port: 3128, Timeouts: Timeouts{Idle: 1500 * time.Millisecond}},
+		"timeout over a day":       {Port: 3128, Timeouts: Timeouts{RequestHeaders: 25 * time.Hour}},
+		"empty TLS":                {Port: 3128, TLS: &TLSSettings{}},
 	}
 	for name, s := range invalid {
 		if s.Validate() == nil {
@@ -137,3 +158,123 @@ func TestSquidClientPrefixes(t *testing.T) {
 func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 func mustAddr(s string) netip.Addr     { return netip.MustParseAddr(s) }
 func sortStrings(s []string)           { slices.Sort(s) }
+
+func TestValidateTLS(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	chain, key := ca.leaf(t)
+	otherChain, otherKey := ca.leaf(t)
+	leafOnly := chain[:strings.Index(chain, "-----END CERTIFICATE-----")+len("-----END CERTIFICATE-----\n")]
+	clientKey, _, clientCert := makeCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.inter, ca.interKey)
+	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encrypted := string(pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED PRIVATE KEY", Bytes: []byte("x")}))
+	tests := map[string]struct {
+		cert, key string
+		valid     bool
+	}{
+		"chain and key":                  {chain, key, true},
+		"leaf alone":                     {leafOnly, key, true},
+		"key of another certificate":     {chain, otherKey, false},
+		"chain in the wrong order":       {ca.interPEM + leafOnly, key, false},
+		"key in the certificate field":   {chain + key, key, false},
+		"no certificate":                 {"", key, false},
+		"no key":                         {chain, "", false},
+		"two keys":                       {chain, key + otherKey, false},
+		"encrypted key":                  {chain, encrypted, false},
+		"text before the PEM":            {"Certificate:\n    Data: ...\n" + chain, key, true},
+		"text after the PEM":             {chain + "trailing", key, false},
+		"a client certificate":           {clientCert, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: clientKeyDER})), false},
+		"too long":                       {chain + strings.Repeat(otherChain, 40), key, false},
+		"garbage in a certificate block": {string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("x")})), key, false},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateTLS(tc.cert, tc.key)
+			if (err == nil) != tc.valid {
+				t.Errorf("ValidateTLS: %v, want valid=%v", err, tc.valid)
+			}
+		})
+	}
+}
+
+func TestRefusedDestinations(t *testing.T) {
+	t.Parallel()
+	always := []string{"0.0.0.0/8", "127.0.0.0/8", "169.254.0.0/16", "::/128", "::1/128", "fe80::/10"}
+	tests := map[string]struct {
+		allowed []string
+		own     []netip.Addr
+		want    []string // besides always
+		lifted  []string // addresses the list must not refuse
+		kept    []string // addresses it must refuse
+	}{
+		"nothing allowed": {
+			want: []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"},
+			kept: []string{"10.1.2.3", "192.168.1.1", "fd00::1", "fd00:ec2::254"},
+		},
+		"a whole private range": {
+			allowed: []string{"192.168.0.0/16", "fc00::/7"},
+			want:    []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "fd00:ec2::254/128", "fd20:ce::254/128"},
+			lifted:  []string{"192.168.1.1", "fd00::1"},
+			kept:    []string{"fd00:ec2::254", "fd20:ce::254"},
+		},
+		"a part of one": {
+			allowed: []string{"10.1.2.0/24"},
+			lifted:  []string{"10.1.2.0", "10.1.2.255"},
+			kept:    []string{"10.1.1.255", "10.1.3.0", "10.0.0.1", "10.255.255.255"},
+		},
+		"own addresses, one inside an allowed range": {
+			allowed: []string{"10.0.0.0/8"},
+			own:     []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("::ffff:203.0.113.7"), netip.MustParseAddr("2001:db8::7"), {}, netip.IPv4Unspecified()},
+			lifted:  []string{"10.0.0.4", "10.0.0.6"},
+			kept:    []string{"10.0.0.5", "203.0.113.7", "2001:db8::7"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := refusedDestinations(tc.allowed, tc.own, false)
+			var ps []netip.Prefix
+			for _, g := range got {
+				p := netip.MustParsePrefix(g)
+				for _, q := range ps {
+					if p.Overlaps(q) {
+						t.Errorf("%s overlaps %s: Squid would drop one", p, q)
+					}
+				}
+				ps = append(ps, p)
+			}
+			refused := func(a string) bool {
+				for _, p := range ps {
+					if p.Contains(netip.MustParseAddr(a).Unmap()) {
+						return true
+					}
+				}
+				return false
+			}
+			for _, a := range always {
+				if !slices.Contains(got, a) {
+					t.Errorf("%s missing from %q", a, got)
+				}
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("%s missing from %q", w, got)
+				}
+			}
+			for _, a := range append(tc.kept, "127.0.0.1", "169.254.169.254", "::1", "fe80::1") {
+				if !refused(a) {
+					t.Errorf("%s is not refused by %q", a, got)
+				}
+			}
+			for _, a := range append(tc.lifted, "8.8.8.8", "2001:4860::8888", "198.51.100.1") {
+				if refused(a) {
+					t.Errorf("%s is refused by %q", a, got)
+				}
+			}
+		})
+	}
+}

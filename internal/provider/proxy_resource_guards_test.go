@@ -1,0 +1,115 @@
+package provider
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// selfSignedPEM is a server certificate and its key for the schema tests; the proxyconf tests prove Squid
+// serves such a pair.
+func selfSignedPEM(t *testing.T) (certPEM, keyPEM string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "proxy.test"}, DNSNames: []string{"proxy.test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+}
+
+// The guard, TLS and limit attributes reach the backend's settings, default where unset, and proxy_url says
+// https:// with tls.
+func TestAccProxy_guardSettings(t *testing.T) {
+	mem := newMemoryBackends()
+	cert, key := selfSignedPEM(t)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: mem.protoV6(),
+		CheckDestroy:             checkDestroyed(mem),
+		Steps: []resource.TestStep{
+			{
+				Config: proxyConfig(`
+  kvm                  = { host = "hv1" }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+`),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("proxy_url"), knownvalue.StringExact("http://10.0.0.10:3128")),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("max_connections_per_client"), knownvalue.Int64Exact(proxyconf.DefaultMaxConnectionsPerClient)),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("allowed_private_cidrs"), knownvalue.SetExact([]knownvalue.Check{})),
+				},
+				Check: checkBackendSettings(mem, func(s proxyconf.Settings) error {
+					if s.TLS != nil || len(s.AllowedPrivateCIDRs) != 0 || s.MaxConnectionsPerClient != proxyconf.DefaultMaxConnectionsPerClient {
+						return fmt.Errorf("defaults: got TLS %v, private %q, max %d", s.TLS != nil, s.AllowedPrivateCIDRs, s.MaxConnectionsPerClient)
+					}
+					return nil
+				}),
+			},
+			{
+				Config: proxyConfig(fmt.Sprintf(`
+  kvm                        = { host = "hv1" }
+  allowed_client_cidrs       = ["10.0.0.0/8"]
+  allowed_destinations       = [".example.com"]
+  allowed_private_cidrs      = ["10.20.0.0/16", "fd00::/8"]
+  max_connections_per_client = 50
+  tls = {
+    certificate_pem = %q
+    private_key_pem = %q
+  }
+`, cert, key)),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("proxy_url"), knownvalue.StringExact("https://10.0.0.10:3128")),
+				},
+				Check: checkBackendSettings(mem, func(s proxyconf.Settings) error {
+					if s.TLS == nil || s.TLS.CertificatePEM != cert || s.TLS.PrivateKeyPEM != key {
+						return fmt.Errorf("the backend got another TLS certificate or key")
+					}
+					if !slices.Equal(s.AllowedPrivateCIDRs, []string{"10.20.0.0/16", "fd00::/8"}) || s.MaxConnectionsPerClient != 50 {
+						return fmt.Errorf("got private %q, max %d", s.AllowedPrivateCIDRs, s.MaxConnectionsPerClient)
+					}
+					return nil
+				}),
+			},
+		},
+	})
+}
+
+func checkBackendSettings(mem memoryBackends, check func(proxyconf.Settings) error) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		insts := mem[backend.KindKVM].Instances()
+		if len(insts) != 1 || insts[0].Proxy == nil {
+			return fmt.Errorf("want one instance with settings, got %d", len(insts))
+		}
+		return check(*insts[0].Proxy)
+	}
+}

@@ -1,0 +1,384 @@
+package proxyconf
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+)
+
+// The destination guards can only be proved where the proxy could otherwise reach what they refuse, and
+// where an address the user allows is reachable. Outside a network namespace only loopback is, and private
+// addresses must never be a test's target. So TestDestinationGuards runs itself again inside a network
+// namespace of its own (unshare --net), whose loopback interface carries a stand-in public address, a private
+// one and "the proxy's own" one; nothing sent there can leave it.
+const (
+	netnsEnv    = "PROXYCONF_TEST_IN_NETNS"
+	publicAddr  = "198.51.100.10" // TEST-NET-2: a public address nobody uses
+	privateAddr = "10.1.2.3"
+	ownAddr     = "198.51.100.20"
+	ownFileAddr = "198.51.100.21" // listed in the own-addresses file, as a VM lists its interfaces
+)
+
+func TestDestinationGuards(t *testing.T) {
+	t.Parallel()
+	if os.Getenv(netnsEnv) == "" {
+		runInOwnNetns(t, "TestDestinationGuards")
+		return
+	}
+	mustBeOwnNetns(t)
+	for _, a := range []string{publicAddr, privateAddr, ownAddr, ownFileAddr} {
+		run(t, "ip", "addr", "add", a+"/32", "dev", "lo")
+	}
+	run(t, "ip", "link", "set", "lo", "up")
+
+	b := newNamespaceBackends(t)
+	hp, tp := b.port(t, b.http), b.port(t, b.tls)
+	resolver := startResolver(t, "127.0.0.1:53", map[string][]string{
+		"public.allowed.test":        {publicAddr},
+		"loopback.allowed.test":      {"127.0.0.1"},
+		"loopback2.allowed.test":     {"127.8.9.10"},
+		"metadata.allowed.test":      {"169.254.169.254"},
+		"unspecified.allowed.test":   {"0.0.0.0"},
+		"private.allowed.test":       {privateAddr},
+		"other-private.allowed.test": {"192.168.7.7"},
+		"cgnat.allowed.test":         {"100.64.1.1"},
+		"own.allowed.test":           {ownAddr},
+		"own-file.allowed.test":      {ownFileAddr},
+		"mixed-private.allowed.test": {publicAddr, privateAddr},
+		// Many addresses, one of them refused whatever the settings, in the middle.
+		"many.allowed.test": {publicAddr, "198.51.100.11", "198.51.100.12", "169.254.169.254", "198.51.100.13", privateAddr},
+		// IPv6 forms of refused IPv4 addresses, and IPv6's own loopback and metadata addresses.
+		"mapped-loopback.allowed.test":        {"::ffff:127.0.0.1"},
+		"mapped-metadata.allowed.test":        {"::ffff:169.254.169.254"},
+		"v6-loopback.allowed.test":            {"::1"},
+		"v6-linklocal.allowed.test":           {"fe80::1"},
+		"v6-metadata.allowed.test":            {"fd00:ec2::254"},
+		"public-and-v6-loopback.allowed.test": {publicAddr, "::1"},
+		"public.other.test":                   {publicAddr},
+	})
+
+	base := Settings{
+		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
+		AllowedDestinations: []string{".allowed.test"},
+		AllowedPorts:        []int{tp, hp},
+	}
+	listed := base
+	// Two private ranges listed; fd00::/8 is listed too, yet its metadata address stays refused.
+	listed.AllowedPrivateCIDRs = []string{"10.1.2.0/24", "fd00::/8"}
+
+	refused, passes := 403, 200
+	tests := map[string]struct {
+		settings Settings
+		// want is the status for each name, over HTTP and CONNECT alike.
+		want map[string]int
+	}{
+		"no private range listed": {
+			settings: base,
+			want: map[string]int{
+				"public.allowed.test": passes, "loopback.allowed.test": refused, "loopback2.allowed.test": refused,
+				"metadata.allowed.test": refused, "unspecified.allowed.test": refused, "private.allowed.test": refused,
+				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "own.allowed.test": refused,
+				"own-file.allowed.test":      refused,
+				"mixed-private.allowed.test": refused, "many.allowed.test": refused,
+				"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
+				"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
+				"public-and-v6-loopback.allowed.test": refused,
+			},
+		},
+		"private range listed": {
+			settings: listed,
+			want: map[string]int{
+				"public.allowed.test": passes, "private.allowed.test": passes, "mixed-private.allowed.test": passes,
+				// Listing 10.1.2.0/24 lifts nothing else.
+				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "loopback.allowed.test": refused,
+				"metadata.allowed.test": refused, "own.allowed.test": refused, "own-file.allowed.test": refused, "many.allowed.test": refused,
+				"v6-metadata.allowed.test": refused, "mapped-loopback.allowed.test": refused,
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := squidDir(t)
+			hosts := filepath.Join(dir, "hosts")
+			// An empty hosts file: every name comes from the test's resolver.
+			if err := os.WriteFile(hosts, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ownFile := filepath.Join(dir, "own-addresses")
+			if err := os.WriteFile(ownFile, []byte("127.0.0.1\n"+ownFileAddr+"\n::1\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			opts := RenderOptions{
+				ListenAddress:    netip.MustParseAddr("127.0.0.1"),
+				HealthPort:       freePort(t),
+				HtpasswdPath:     filepath.Join(dir, "passwd"),
+				PidFile:          filepath.Join(dir, "squid.pid"),
+				AccessLog:        "stdio:" + filepath.Join(dir, "access.log"),
+				CacheLog:         filepath.Join(dir, "cache.log"),
+				CoredumpDir:      dir,
+				HostsFile:        hosts,
+				DNSNameservers:   []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+				OwnAddresses:     []netip.Addr{netip.MustParseAddr(ownAddr)},
+				OwnAddressesFile: ownFile,
+			}
+			sq := startSquidWith(t, tc.settings, opts, dir)
+			c := proxyClient{proxy: sq.proxy, from: "127.0.0.1", tlsRoots: b.roots(), tlsHostname: "example.com"}
+			names := make([]string, 0, len(tc.want))
+			for n := range tc.want {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			for _, host := range names {
+				want := tc.want[host]
+				for _, method := range []string{"GET", "CONNECT"} {
+					var got result
+					port := hp
+					if method == "CONNECT" {
+						port = tp
+						got = c.connect(t, fmt.Sprintf("%s:%d", host, port))
+					} else {
+						got = c.get(t, fmt.Sprintf("http://%s:%d/", host, port), fmt.Sprintf("%s:%d", host, port))
+					}
+					if got.status != want {
+						t.Errorf("%s %s: got %d, want %d\n%s", method, host, got.status, want, got.body)
+						continue
+					}
+					// What a refusal logs: the guard's reason and no server address, since none was connected to.
+					server, reason := "-", "-"
+					switch want {
+					case passes:
+						server = `[0-9a-f.:]+`
+					case refused:
+						reason = ReasonDestinationAddress
+					}
+					line := fmt.Sprintf(`method=%s host=%s port=%d status=%d .* server=%s reason=%s$`, method, regexp.QuoteMeta(host), port, want, server, reason)
+					waitForLogMatch(t, sq, line)
+					if want == passes {
+						// The backend names the address it was reached at: one the name resolves to, never another.
+						addr := strings.TrimPrefix(got.body, "backend ")
+						if !slices.Contains(resolver.records[host+"."], addr) {
+							t.Errorf("%s %s reached %q, not one of %q", method, host, got.body, resolver.records[host+"."])
+						}
+					}
+				}
+			}
+			// A name that does not resolve gets Squid's usual error (502 for GET, 500 for CONNECT), not a
+			// guard's refusal.
+			for method, got := range map[string]result{
+				"GET":     c.get(t, fmt.Sprintf("http://nxdomain.allowed.test:%d/", hp), "nxdomain.allowed.test"),
+				"CONNECT": c.connect(t, fmt.Sprintf("nxdomain.allowed.test:%d", tp)),
+			} {
+				if got.status < 500 {
+					t.Errorf("%s nxdomain.allowed.test: got %d, want Squid's 5xx for a failed lookup", method, got.status)
+				}
+				waitForLogMatch(t, sq, `method=`+method+` host=nxdomain\.allowed\.test .* status=5[0-9][0-9] .* reason=-$`)
+			}
+			// IP literals never match the allow-list, in any spelling: refused before any lookup.
+			for _, lit := range []string{"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::1]", "127.0.0.1", "2130706433", "169.254.169.254", "[fe80::1]"} {
+				if got := c.get(t, fmt.Sprintf("http://%s:%d/", lit, hp), fmt.Sprintf("%s:%d", lit, hp)); got.status != refused {
+					t.Errorf("GET literal %s: got %d, want 403", lit, got.status)
+				}
+				if got := c.connect(t, fmt.Sprintf("%s:%d", lit, tp)); got.status != refused {
+					t.Errorf("CONNECT literal %s: got %d, want 403", lit, got.status)
+				}
+			}
+			// A name outside the allow-list is refused without being looked up.
+			if got := c.get(t, fmt.Sprintf("http://public.other.test:%d/", hp), "public.other.test"); got.status != refused {
+				t.Errorf("GET public.other.test: got %d, want 403", got.status)
+			}
+			if resolver.wasAsked("public.other.test.") {
+				t.Errorf("Squid looked up public.other.test, a name the allow-list refuses")
+			}
+		})
+	}
+}
+
+// runInOwnNetns runs the test named test again, in a new network namespace, and fails with its output when it
+// fails there.
+func runInOwnNetns(t *testing.T, test string) {
+	t.Helper()
+	squidPath(t) // fails or skips as every Squid test does
+	if os.Geteuid() != 0 {
+		t.Fatal("this test runs Squid in a network namespace of its own, which needs root (or run with -short)")
+	}
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--net", "--", os.Args[0], "-test.run=^"+test+"$", "-test.count=1", "-test.v") //nolint:gosec // the test binary itself
+	cmd.Env = append(os.Environ(), netnsEnv+"="+self)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in its network namespace: %v\n%s", test, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("%s did not pass in its network namespace:\n%s", test, out)
+	}
+	t.Logf("in its network namespace:\n%s", out)
+}
+
+// mustBeOwnNetns refuses to go on in the network namespace the test was started in: the test adds addresses
+// to the loopback interface, which it may do only in a namespace it made. The parent passes its namespace in
+// the environment variable.
+func mustBeOwnNetns(t *testing.T) {
+	t.Helper()
+	self, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent := os.Getenv(netnsEnv); self == parent || !strings.HasPrefix(parent, "net:") {
+		t.Fatalf("%s=%q: this process is in %s, not a namespace of its own", netnsEnv, parent, self)
+	}
+}
+
+func run(t *testing.T, name string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// namespaceBackends listen on every address of the namespace and answer with the address they were reached at.
+type namespaceBackends struct{ http, tls *httptest.Server }
+
+func newNamespaceBackends(t *testing.T) namespaceBackends {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		host, _, _ := net.SplitHostPort(local.String())
+		_, _ = fmt.Fprintf(w, "backend %s", host) // a failed write shows as a wrong body
+	})
+	listen := func() net.Listener {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	b := namespaceBackends{http: httptest.NewUnstartedServer(h), tls: httptest.NewUnstartedServer(h)}
+	b.http.Listener, b.tls.Listener = listen(), listen()
+	b.http.Start()
+	b.tls.StartTLS()
+	t.Cleanup(func() { b.http.Close(); b.tls.Close() })
+	return b
+}
+
+func (b namespaceBackends) port(t *testing.T, s *httptest.Server) int {
+	t.Helper()
+	return backends{}.port(t, s)
+}
+
+func (b namespaceBackends) roots() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(b.tls.Certificate())
+	return p
+}
+
+// testResolver is a DNS server for the test's names: A and AAAA answers with TTL 0, NXDOMAIN for other
+// names. It records what it was asked.
+type testResolver struct {
+	conn    net.PacketConn
+	records map[string][]string // fully qualified name -> addresses
+	mu      sync.Mutex
+	asked   map[string]bool
+}
+
+func startResolver(t *testing.T, addr string, records map[string][]string) *testResolver {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &testResolver{conn: pc, records: map[string][]string{}, asked: map[string]bool{}}
+	for name, addrs := range records {
+		r.records[name+"."] = addrs
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); r.serve() }()
+	t.Cleanup(func() { _ = pc.Close(); <-done }) // closing is what stops serve
+	return r
+}
+
+func (r *testResolver) wasAsked(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.asked[name]
+}
+
+func (r *testResolver) serve() {
+	buf := make([]byte, 4096)
+	for {
+		n, from, err := r.conn.ReadFrom(buf)
+		if err != nil {
+			return // closed
+		}
+		if resp, err := r.answer(buf[:n]); err == nil {
+			_, _ = r.conn.WriteTo(resp, from) // a lost answer shows as Squid's lookup failure
+		}
+	}
+}
+
+func (r *testResolver) answer(query []byte) ([]byte, error) {
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil {
+		return nil, err
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil, err
+	}
+	name := strings.ToLower(q.Name.String())
+	r.mu.Lock()
+	r.asked[name] = true
+	addrs, known := r.records[name]
+	r.mu.Unlock()
+	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired}
+	if !known {
+		rh.RCode = dnsmessage.RCodeNameError
+	}
+	bld := dnsmessage.NewBuilder(nil, rh)
+	errs := []error{bld.StartQuestions(), bld.Question(q), bld.StartAnswers()}
+	for _, s := range addrs {
+		a := netip.MustParseAddr(s)
+		hdr := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET}
+		switch {
+		case q.Type == dnsmessage.TypeA && a.Is4():
+			errs = append(errs, bld.AResource(hdr, dnsmessage.AResource{A: a.As4()}))
+		case q.Type == dnsmessage.TypeAAAA && a.Is6():
+			errs = append(errs, bld.AAAAResource(hdr, dnsmessage.AAAAResource{AAAA: a.As16()}))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return bld.Finish()
+}
+
+// waitForLogMatch waits for an access log line matching the regular expression re.
+func waitForLogMatch(t *testing.T, sq *runningSquid, re string) {
+	t.Helper()
+	rx := regexp.MustCompile("(?m)" + re)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if rx.MatchString(sq.file("access.log")) {
+			return
+		}
+	}
+	t.Errorf("access log lacks a line matching %q:\n%s", re, sq.file("access.log"))
+}
