@@ -8,6 +8,8 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
+	"github.com/google/uuid"
+
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -309,5 +311,39 @@ func TestFakeUnknownHostAndBadID(t *testing.T) {
 	spec.Placement.Target = "nope"
 	if _, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassPermanent {
 		t.Errorf("Create on an unknown host = %v, want Permanent", err)
+	}
+}
+
+// A start whose answer is lost may or may not have happened: the retry reads the domain's state and starts
+// it only if it is still shut off, so Create ends with the one domain running, either way.
+func TestFakeCreateSurvivesALostStartAnswer(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		lose        func(*fakeHost)
+		wantCreates int
+	}{
+		// The start never happened: it is issued again.
+		"lost before the host saw it": {func(f *fakeHost) { f.startsLostBefore = 1 }, 2},
+		// The start happened: the state read says so, and it is not issued again.
+		"lost after it took effect": {func(f *fakeHost) { f.startsLostAfter = 1 }, 1},
+		"lost twice, once each way": {func(f *fakeHost) { f.startsLostBefore, f.startsLostAfter = 1, 1 }, 2},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			tc.lose(f)
+			b, cnt := fakeBackend(f)
+			inst, err := b.Create(context.Background(), fakeSpec(uuid.NewString(), "o"))
+			if err != nil {
+				t.Fatalf("Create after a lost start answer: %v", err)
+			}
+			if inst.State != backend.StateRunning || len(f.domains) != 1 {
+				t.Errorf("Create = state %s with %d domains, want one running domain", inst.State, len(f.domains))
+			}
+			if _, calls := cnt.take(); calls["DomainCreate"] != tc.wantCreates {
+				t.Errorf("DomainCreate called %d times, want %d", calls["DomainCreate"], tc.wantCreates)
+			}
+		})
 	}
 }

@@ -32,6 +32,9 @@ type fakeHost struct {
 	// onCall, when set before use, is told of some calls as they happen (see notify): tests end a wait at a
 	// known step by cancelling their ctx there, instead of guessing how long the steps before it take.
 	onCall func(method string)
+	// startsLostBefore and startsLostAfter make the next DomainCreate calls fail as a dropped connection
+	// does: before the call reached the host, or after it took effect with its answer lost.
+	startsLostBefore, startsLostAfter int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
 }
@@ -146,12 +149,23 @@ func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.startsLostBefore > 0 {
+		f.startsLostBefore--
+		return io.EOF // the connection dropped before libvirtd saw the call
+	}
 	d, err := f.domain(dom)
 	if err != nil {
 		return err
 	}
+	if d.state == int32(libvirt.DomainRunning) {
+		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: domain is already running")
+	}
 	f.nextID++
 	d.state, d.reason, d.dom.ID = int32(libvirt.DomainRunning), int32(libvirt.DomainRunningBooted), f.nextID
+	if f.startsLostAfter > 0 {
+		f.startsLostAfter--
+		return io.EOF // the domain started, and the connection dropped before its answer came back
+	}
 	return nil
 }
 

@@ -11,27 +11,34 @@ import (
 // start boots the domain unless it already runs (an adopted domain may), then waits until libvirt reports it
 // running. DomainCreate returns once QEMU has started, so the wait is normally one state read. A fresh
 // domain, defined just now, is known to be shut off and is booted without asking first.
+//
+// A start counts as issued only once libvirt answered it. When the answer is lost (the connection dropped
+// during the call), the start may or may not have happened: the retry reads the state first and starts
+// the domain again only if it is still shut off.
 func (b *Backend) start(ctx context.Context, c *conn, dom libvirt.Domain, fresh bool, inst *backend.Instance) error {
-	booted := false
+	started, askFirst := false, !fresh
 	return backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
 		var done bool
 		err := c.do(ctx, func(l api) error {
-			if !booted && !fresh {
-				st, reason, err := l.DomainGetState(dom, 0)
-				if err != nil {
+			if !started {
+				if askFirst {
+					st, reason, err := l.DomainGetState(dom, 0)
+					if err != nil {
+						return err
+					}
+					inst.State = stateOf(st, reason)
+					if s := libvirt.DomainState(st); s != libvirt.DomainShutoff && s != libvirt.DomainCrashed {
+						started = true
+						done = inst.State == backend.StateRunning
+						return nil
+					}
+				}
+				askFirst = true
+				// "Already running" is what a repeated start whose first answer was lost gets: it ran.
+				if err := l.DomainCreate(dom); err != nil && !isCode(err, libvirt.ErrOperationInvalid) {
 					return err
 				}
-				inst.State = stateOf(st, reason)
-				if s := libvirt.DomainState(st); s != libvirt.DomainShutoff && s != libvirt.DomainCrashed {
-					done = inst.State == backend.StateRunning
-					return nil
-				}
-			}
-			if !booted {
-				booted = true
-				if err := l.DomainCreate(dom); err != nil {
-					return err
-				}
+				started = true
 			}
 			st, reason, err := l.DomainGetState(dom, 0)
 			if err != nil {
