@@ -10,6 +10,11 @@ import (
 // MaxMetadataValueBytes is GCE's limit on one metadata value, such as user-data.
 const MaxMetadataValueBytes = 256 * 1024
 
+// VMRenderOptions are the options of the squid.conf a cloud-init proxy VM runs, the one RenderUserData
+// writes: the VM's own addresses are listed at boot in OwnAddressesPath. A reconfiguration renders with them
+// too, so the running config and the seed's stay the same.
+func VMRenderOptions() RenderOptions { return RenderOptions{OwnAddressesFile: OwnAddressesPath} }
+
 // RenderUserData renders the cloud-init user-data of a proxy VM: install Squid, write its config, start it.
 // Nothing else, so the VM's behaviour is the proxy's and no more.
 //

@@ -54,7 +54,7 @@ func TestSeedISOReadByIsoinfo(t *testing.T) {
 			t.Errorf("isoinfo -R -l does not show %s:\n%s", name, listing)
 		}
 	}
-	userData, _ := proxyconf.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
+	userData, _ := proxyconf.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
 	if got := run("-R", "-x", "/user-data"); got != string(userData) {
 		t.Errorf("user-data read back:\n%q\nwant\n%q", got, userData)
 	}

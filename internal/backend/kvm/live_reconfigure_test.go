@@ -111,7 +111,7 @@ func TestLiveReconfigure(t *testing.T) {
 
 	// The seed says the same, for whoever reads it or runs cloud-init from it again.
 	inspect(t, b, func(l api) error {
-		conf, err := proxyconf.RenderSquidConf(second, proxyconf.RenderOptions{})
+		conf, err := proxyconf.RenderSquidConf(second, proxyconf.VMRenderOptions())
 		if err != nil {
 			return err
 		}

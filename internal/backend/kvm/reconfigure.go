@@ -64,7 +64,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	object := domainObject(id.Target, id.Name)
-	conf, err := proxyconf.RenderSquidConf(settings, proxyconf.RenderOptions{})
+	conf, err := proxyconf.RenderSquidConf(settings, proxyconf.VMRenderOptions())
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}

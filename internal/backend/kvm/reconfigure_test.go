@@ -95,7 +95,7 @@ func (x *reconfFixture) seedFiles(t *testing.T) (map[string][]byte, metadata) {
 
 func render(t *testing.T, s proxyconf.Settings) []byte {
 	t.Helper()
-	conf, err := proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{})
+	conf, err := proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const (
 // seedImage renders the proxy's seed ISO in memory: nothing touches a local disk, so it works the same on a
 // remote host.
 func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
-	userData, err := proxyconf.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
+	userData, err := proxyconf.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rendering user-data: %w", err)
 	}
