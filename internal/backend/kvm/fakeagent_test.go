@@ -130,7 +130,8 @@ func (f *fakeHost) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, _ int3
 	a.calls[req.Execute]++
 	ret, fail := a.handle(req.Execute, req.Arguments)
 	if fail != "" {
-		return nil, lvErr(libvirt.ErrAgentCommandFailed, "internal error: unable to execute QEMU agent command '%s': %s", req.Execute, fail)
+		// As libvirt 9.0 (Debian 12) reports the agent's error reply; newer ones use AGENT_COMMAND_FAILED.
+		return nil, lvErr(libvirt.ErrInternalError, "internal error: unable to execute QEMU agent command '%s': %s", req.Execute, fail)
 	}
 	b, err := json.Marshal(map[string]any{"return": ret})
 	if err != nil {
