@@ -23,6 +23,8 @@ type fakeAgent struct {
 	hung bool
 	// Squid's behaviour in the guest.
 	squidStopped, parseFails, reconfigureFails bool
+	// restarts counts Squid's restarts (a reload that also forgets cached logins).
+	restarts int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 
@@ -277,6 +279,16 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		if a.squidStopped {
 			return fakeExec{code: 1, errs: "squid: ERROR: No running copy"}
 		}
+		return fakeExec{}
+	case cmd == "/bin/systemctl restart squid.service":
+		if a.reconfigureFails {
+			return fakeExec{code: 1, errs: "Job for squid.service failed because the control process exited with error code."}
+		}
+		a.squidStopped = false
+		a.restarts++
+		a.reload()
+		a.files[proxyconf.CacheLogPath] = append(a.files[proxyconf.CacheLogPath],
+			"Starting Squid Cache version 5.7\n"+reloadedMarker+" at conn1 local=[::]:3128\n"...)
 		return fakeExec{}
 	case cmd == squidBin+" -k reconfigure":
 		if a.squidStopped || a.reconfigureFails {

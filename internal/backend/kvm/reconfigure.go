@@ -101,7 +101,9 @@ type reconfiguration struct {
 	htpasswd []byte
 	// guestChanged is set once the guest runs the new files, so a later attempt still rewrites the seed.
 	guestChanged bool
-	notes        []string
+	// newPassword: the guest's password file does not accept the new password (or there is none).
+	newPassword bool
+	notes       []string
 }
 
 // attempt runs the sequence once. It starts from what the guest holds, so running it again after any
@@ -145,17 +147,22 @@ func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) 
 	if err != nil {
 		return false, retryableOnly(err)
 	}
-	if !bytes.Equal(conf, r.conf) {
+	if r.settings.Auth != nil {
+		// Whether the password changes decides how Squid takes the change (installInGuest).
+		pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
+		if err != nil && retryableOnly(err) != nil {
+			return false, err
+		}
+		// Only a password file that exists can have let anyone in: without one, a reload is enough.
+		r.newPassword = err == nil && !htpasswdMatches(pw, *r.settings.Auth)
+		if err != nil {
+			conf = nil // no password file yet: the new one must be written
+		}
+	}
+	if !bytes.Equal(conf, r.conf) || r.newPassword {
 		return false, nil
 	}
-	if r.settings.Auth == nil {
-		return true, nil
-	}
-	pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
-	if err != nil {
-		return false, retryableOnly(err)
-	}
-	return htpasswdMatches(pw, *r.settings.Auth), nil
+	return true, nil
 }
 
 // retryableOnly keeps the errors worth another attempt (the agent not answering, the connection); any
@@ -255,8 +262,19 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath); err != nil {
 		return restore(abandon(err))
 	}
-	if err := r.mustRun(ctx, dom, squidBin, "-k", "reconfigure"); err != nil {
-		return restore(err)
+	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
+	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
+	// without dropping connections.
+	reload := []string{squidBin, "-k", "reconfigure"}
+	if r.newPassword {
+		reload = []string{"/bin/systemctl", "restart", "squid.service"}
+	}
+	if err := r.mustRun(ctx, dom, reload...); err != nil {
+		err = restore(err)
+		if r.newPassword {
+			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
+		}
+		return err
 	}
 	olds := []string{"/bin/rm", "-f"}
 	for _, bk := range backups {
