@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -63,6 +64,12 @@ func agentFailure(cmd string, err error) error {
 		return agentErr(backend.ClassTransient, "the guest agent is not answering (is qemu-guest-agent running in the guest?)", err)
 	case libvirt.ErrAgentCommandFailed:
 		return agentErr(backend.ClassPermanent, fmt.Sprintf("the guest agent refused %s", cmd), err)
+	case libvirt.ErrInternalError:
+		// libvirt 9.0 (Debian 12) reports the agent's own error reply this way (qemuAgentCheckError),
+		// where newer versions use AGENT_COMMAND_FAILED: a no such file, say, which no retry changes.
+		if strings.Contains(le.Message, "unable to execute QEMU agent command") {
+			return agentErr(backend.ClassPermanent, fmt.Sprintf("the guest agent refused %s", cmd), err)
+		}
 	}
 	return fmt.Errorf("guest agent %s: %w", cmd, err)
 }

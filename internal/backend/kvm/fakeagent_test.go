@@ -23,6 +23,8 @@ type fakeAgent struct {
 	hung bool
 	// Squid's behaviour in the guest.
 	squidStopped, parseFails, reconfigureFails bool
+	// restarts counts Squid's restarts (a reload that also forgets cached logins).
+	restarts int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 
@@ -130,7 +132,8 @@ func (f *fakeHost) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, _ int3
 	a.calls[req.Execute]++
 	ret, fail := a.handle(req.Execute, req.Arguments)
 	if fail != "" {
-		return nil, lvErr(libvirt.ErrAgentCommandFailed, "internal error: unable to execute QEMU agent command '%s': %s", req.Execute, fail)
+		// As libvirt 9.0 (Debian 12) reports the agent's error reply; newer ones use AGENT_COMMAND_FAILED.
+		return nil, lvErr(libvirt.ErrInternalError, "internal error: unable to execute QEMU agent command '%s': %s", req.Execute, fail)
 	}
 	b, err := json.Marshal(map[string]any{"return": ret})
 	if err != nil {
@@ -276,6 +279,16 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		if a.squidStopped {
 			return fakeExec{code: 1, errs: "squid: ERROR: No running copy"}
 		}
+		return fakeExec{}
+	case cmd == "/bin/systemctl restart squid.service":
+		if a.reconfigureFails {
+			return fakeExec{code: 1, errs: "Job for squid.service failed because the control process exited with error code."}
+		}
+		a.squidStopped = false
+		a.restarts++
+		a.reload()
+		a.files[proxyconf.CacheLogPath] = append(a.files[proxyconf.CacheLogPath],
+			"Starting Squid Cache version 5.7\n"+reloadedMarker+" at conn1 local=[::]:3128\n"...)
 		return fakeExec{}
 	case cmd == squidBin+" -k reconfigure":
 		if a.squidStopped || a.reconfigureFails {

@@ -3,7 +3,6 @@ package kvm
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -14,7 +13,6 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/bcrypt"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -97,7 +95,9 @@ type reconfiguration struct {
 	htpasswd []byte
 	// guestChanged is set once the guest runs the new files, so a later attempt still rewrites the seed.
 	guestChanged bool
-	notes        []string
+	// newPassword: the guest's password file does not accept the new password (or there is none).
+	newPassword bool
+	notes       []string
 }
 
 // attempt runs the sequence once. It starts from what the guest holds, so running it again after any
@@ -141,17 +141,22 @@ func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) 
 	if err != nil {
 		return false, retryableOnly(err)
 	}
-	if !bytes.Equal(conf, r.conf) {
+	if r.settings.Auth != nil {
+		// Whether the password changes decides how Squid takes the change (installInGuest).
+		pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
+		if err != nil && retryableOnly(err) != nil {
+			return false, err
+		}
+		// Only a password file that exists can have let anyone in: without one, a reload is enough.
+		r.newPassword = err == nil && !htpasswdMatches(pw, *r.settings.Auth)
+		if err != nil {
+			conf = nil // no password file yet: the new one must be written
+		}
+	}
+	if !bytes.Equal(conf, r.conf) || r.newPassword {
 		return false, nil
 	}
-	if r.settings.Auth == nil {
-		return true, nil
-	}
-	pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
-	if err != nil {
-		return false, retryableOnly(err)
-	}
-	return htpasswdMatches(pw, *r.settings.Auth), nil
+	return true, nil
 }
 
 // retryableOnly keeps the errors worth another attempt (the agent not answering, the connection); any
@@ -251,8 +256,19 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath); err != nil {
 		return restore(abandon(err))
 	}
-	if err := r.mustRun(ctx, dom, squidBin, "-k", "reconfigure"); err != nil {
-		return restore(err)
+	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
+	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
+	// without dropping connections.
+	reload := []string{squidBin, "-k", "reconfigure"}
+	if r.newPassword {
+		reload = []string{"/bin/systemctl", "restart", "squid.service"}
+	}
+	if err := r.mustRun(ctx, dom, reload...); err != nil {
+		err = restore(err)
+		if r.newPassword {
+			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
+		}
+		return err
 	}
 	olds := []string{"/bin/rm", "-f"}
 	for _, bk := range backups {
@@ -351,103 +367,4 @@ func (r *reconfiguration) note(format string, args ...any) {
 	if !slices.Contains(r.notes, n) {
 		r.notes = append(r.notes, n)
 	}
-}
-
-// record rewrites the seed and the metadata, unless both already describe the settings (a repeated call).
-// The seed comes first: the metadata is what Get reports, so it changes only once everything else has.
-func (r *reconfiguration) record(l api, dom libvirt.Domain, m metadata) error {
-	want := metaProxyOf(r.settings)
-	seed := volRef(m.Placement.Pool, m.Volumes.Seed)
-	if !r.guestChanged && sameMetaProxy(m.Proxy, want) {
-		current, err := seedCurrent(l, seed, r.conf, r.settings.Auth)
-		if err != nil || current {
-			return err
-		}
-	}
-	m.Proxy = want
-	spec := backend.Spec{Name: m.Name, UID: m.UID, Proxy: r.settings}
-	img, err := seedImage(spec, m, r.b.now())
-	if err != nil {
-		return backend.NewError(backend.ClassPermanent, "", err)
-	}
-	if err := rewriteSeed(l, seed, img); err != nil {
-		return fmt.Errorf("rewriting the seed volume %s: %w", m.Volumes.Seed, err)
-	}
-	return writeMetadata(l, dom, m)
-}
-
-// rewriteSeed replaces the seed volume's content in place: the domain keeps the same volume attached, and a
-// crash at any point leaves a volume there. An upload past the volume's end grows it (a dir pool's file
-// grows and libvirt reports the new capacity); a shorter image is padded with zeros to the old size, so no
-// stale tail of the old user-data (its password hash, for one) stays on the volume.
-func rewriteSeed(l api, vol libvirt.StorageVol, img []byte) error {
-	s, err := l.StorageVolGetXMLDesc(vol, 0)
-	if err != nil {
-		return err
-	}
-	var v libvirtxml.StorageVolume
-	if err := v.Unmarshal(s); err != nil {
-		return fmt.Errorf("reading seed volume %s: %w", vol.Name, err)
-	}
-	if v.Capacity != nil && v.Capacity.Value > uint64(len(img)) && v.Capacity.Value <= seedReadLimit {
-		img = append(img, make([]byte, int(v.Capacity.Value)-len(img))...)
-	}
-	return l.StorageVolUpload(vol, bytes.NewReader(img), 0, uint64(len(img)), 0)
-}
-
-// seedCurrent reports whether the seed's user-data already carries conf and, when auth is set, a password
-// file that accepts it.
-func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.BasicAuth) (bool, error) {
-	var buf bytes.Buffer
-	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
-		return false, err
-	}
-	ud, err := readISOFile(buf.Bytes(), "user-data")
-	if err != nil {
-		return false, nil //nolint:nilerr // unreadable: it is rewritten
-	}
-	files := userDataFiles(ud)
-	if !bytes.Equal(files[proxyconf.ConfPath], conf) {
-		return false, nil
-	}
-	pw, ok := files[proxyconf.HtpasswdPath]
-	if auth == nil {
-		return !ok, nil
-	}
-	return ok && htpasswdMatches(pw, *auth), nil
-}
-
-// userDataFiles reads back the write_files of user-data rendered by proxyconf.RenderUserData: each entry's
-// "- path: '...'" line, then its base64 "content: " line.
-func userDataFiles(ud []byte) map[string][]byte {
-	out := map[string][]byte{}
-	path := ""
-	for _, line := range strings.Split(string(ud), "\n") {
-		t := strings.TrimSpace(line)
-		if p, ok := strings.CutPrefix(t, "- path: "); ok {
-			path = strings.Trim(p, "'")
-			continue
-		}
-		if c, ok := strings.CutPrefix(t, "content: "); ok && path != "" {
-			if b, err := base64.StdEncoding.DecodeString(c); err == nil {
-				out[path] = b
-			}
-			path = ""
-		}
-	}
-	return out
-}
-
-// metaProxyOf is the metadata form of settings, without the password.
-func metaProxyOf(s proxyconf.Settings) metaProxy {
-	p := metaProxy{Port: s.Port, Clients: s.AllowedClientCIDRs, Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
-	if s.Auth != nil {
-		p.AuthUser = s.Auth.Username
-	}
-	return p
-}
-
-func sameMetaProxy(a, b metaProxy) bool {
-	return a.Port == b.Port && a.AuthUser == b.AuthUser && slices.Equal(a.Clients, b.Clients) &&
-		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
 }

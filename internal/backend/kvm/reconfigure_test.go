@@ -204,6 +204,9 @@ func TestFakeReconfigureIsIdempotent(t *testing.T) {
 	if _, err := x.b.Reconfigure(context.Background(), x.id, newer); err != nil {
 		t.Fatal(err)
 	}
+	if x.agent().restarts != 1 {
+		t.Errorf("Squid restarted %d times for a new password, want once: a reload keeps cached logins", x.agent().restarts)
+	}
 	_, pw, _ := x.guest(proxyconf.HtpasswdPath)
 	files, _ := x.seedFiles(t)
 	if !htpasswdMatches(pw, *newer.Auth) || htpasswdMatches(pw, *next.Auth) || !htpasswdMatches(files[proxyconf.HtpasswdPath], *newer.Auth) {

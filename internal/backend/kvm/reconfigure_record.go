@@ -1,0 +1,117 @@
+package kvm
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// What Reconfigure records once the guest runs the new settings: the seed ISO (its user-data and identity)
+// and the domain's metadata, from which Get reports the settings.
+
+// record rewrites the seed and the metadata, unless both already describe the settings (a repeated call).
+// The seed comes first: the metadata is what Get reports, so it changes only once everything else has.
+func (r *reconfiguration) record(l api, dom libvirt.Domain, m metadata) error {
+	want := metaProxyOf(r.settings)
+	seed := volRef(m.Placement.Pool, m.Volumes.Seed)
+	if !r.guestChanged && sameMetaProxy(m.Proxy, want) {
+		current, err := seedCurrent(l, seed, r.conf, r.settings.Auth)
+		if err != nil || current {
+			return err
+		}
+	}
+	m.Proxy = want
+	spec := backend.Spec{Name: m.Name, UID: m.UID, Proxy: r.settings}
+	img, err := seedImage(spec, m, r.b.now())
+	if err != nil {
+		return backend.NewError(backend.ClassPermanent, "", err)
+	}
+	if err := rewriteSeed(l, seed, img); err != nil {
+		return fmt.Errorf("rewriting the seed volume %s: %w", m.Volumes.Seed, err)
+	}
+	return writeMetadata(l, dom, m)
+}
+
+// rewriteSeed replaces the seed volume's content in place: the domain keeps the same volume attached, and a
+// crash at any point leaves a volume there. An upload past the volume's end grows it (a dir pool's file
+// grows and libvirt reports the new capacity); a shorter image is padded with zeros to the old size, so no
+// stale tail of the old user-data (its password hash, for one) stays on the volume.
+func rewriteSeed(l api, vol libvirt.StorageVol, img []byte) error {
+	s, err := l.StorageVolGetXMLDesc(vol, 0)
+	if err != nil {
+		return err
+	}
+	var v libvirtxml.StorageVolume
+	if err := v.Unmarshal(s); err != nil {
+		return fmt.Errorf("reading seed volume %s: %w", vol.Name, err)
+	}
+	if v.Capacity != nil && v.Capacity.Value > uint64(len(img)) && v.Capacity.Value <= seedReadLimit {
+		img = append(img, make([]byte, int(v.Capacity.Value)-len(img))...)
+	}
+	return l.StorageVolUpload(vol, bytes.NewReader(img), 0, uint64(len(img)), 0)
+}
+
+// seedCurrent reports whether the seed's user-data already carries conf and, when auth is set, a password
+// file that accepts it.
+func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.BasicAuth) (bool, error) {
+	var buf bytes.Buffer
+	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
+		return false, err
+	}
+	ud, err := readISOFile(buf.Bytes(), "user-data")
+	if err != nil {
+		return false, nil //nolint:nilerr // unreadable: it is rewritten
+	}
+	files := userDataFiles(ud)
+	if !bytes.Equal(files[proxyconf.ConfPath], conf) {
+		return false, nil
+	}
+	pw, ok := files[proxyconf.HtpasswdPath]
+	if auth == nil {
+		return !ok, nil
+	}
+	return ok && htpasswdMatches(pw, *auth), nil
+}
+
+// userDataFiles reads back the write_files of user-data rendered by proxyconf.RenderUserData: each entry's
+// "- path: '...'" line, then its base64 "content: " line.
+func userDataFiles(ud []byte) map[string][]byte {
+	out := map[string][]byte{}
+	path := ""
+	for _, line := range strings.Split(string(ud), "\n") {
+		t := strings.TrimSpace(line)
+		if p, ok := strings.CutPrefix(t, "- path: "); ok {
+			path = strings.Trim(p, "'")
+			continue
+		}
+		if c, ok := strings.CutPrefix(t, "content: "); ok && path != "" {
+			if b, err := base64.StdEncoding.DecodeString(c); err == nil {
+				out[path] = b
+			}
+			path = ""
+		}
+	}
+	return out
+}
+
+// metaProxyOf is the metadata form of settings, without the password.
+func metaProxyOf(s proxyconf.Settings) metaProxy {
+	p := metaProxy{Port: s.Port, Clients: s.AllowedClientCIDRs, Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
+	if s.Auth != nil {
+		p.AuthUser = s.Auth.Username
+	}
+	return p
+}
+
+func sameMetaProxy(a, b metaProxy) bool {
+	return a.Port == b.Port && a.AuthUser == b.AuthUser && slices.Equal(a.Clients, b.Clients) &&
+		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
+}
