@@ -1,10 +1,14 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"net/http"
+	"path"
 	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -56,11 +60,43 @@ resource "egress_proxy" "test" {
 `, gcpTestProject, fake.URL, token, resourceBody)
 }
 
-func gcpProxy(labels, extra string) string {
-	return fmt.Sprintf(`  gcp                  = { static_egress_ip = true%s }
+func gcpProxy(labels, destination string) string {
+	if destination == "" {
+		destination = ".example.com"
+	}
+	return fmt.Sprintf(`  gcp                  = { static_egress_ip = true }
   allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]
-  labels               = { %s }`, extra, labels)
+  allowed_destinations = [%q]
+  labels               = { %s }`, destination, labels)
+}
+
+// gcpGuests plays the guest side of every VM of the fake: the startup script's watcher, which applies each
+// configuration set in the instance's metadata and reports its id in a guest attribute. The proxy runs
+// nowhere here; what the test proves is the provider's and the backend's part of an in-place change.
+func gcpGuests(t *testing.T, fake *computefake.Server) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			for _, in := range fake.Instances() {
+				for _, item := range in.GetMetadata().GetItems() {
+					if item.GetKey() == proxyconf.MetadataConfigID {
+						fake.SetGuestAttribute(gcpTestProject, path.Base(in.GetZone()), in.GetName(),
+							proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, item.GetValue())
+					}
+				}
+			}
+		}
+	}()
 }
 
 func TestAccProxyGCP_lifecycle(t *testing.T) {
@@ -123,13 +159,34 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 				},
 			},
 			{
+				// The rules change in place: the same VM, its metadata carrying the new configuration, applied
+				// by the guest's watcher before the apply returns.
+				PreConfig: func() { gcpGuests(t, fake) },
+				Config:    gcpConfig(fake, "acc-token", gcpProxy(`team = "sec"`, "api.example.org")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+				}},
+				Check: func(s *terraform.State) error {
+					if got := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["name"]; got != name {
+						return fmt.Errorf("the proxy is now %s, want the same VM %s", got, name)
+					}
+					in := fake.Instance(gcpTestProject, "us-central1-a", name)
+					for _, item := range in.GetMetadata().GetItems() {
+						if item.GetKey() == proxyconf.MetadataSquidConf && strings.Contains(item.GetValue(), "api.example.org") {
+							return nil
+						}
+					}
+					return fmt.Errorf("the VM's metadata does not carry the new allow-list")
+				},
+			},
+			{
 				// The VM deleted behind Terraform's back is recreated.
 				PreConfig: func() {
 					if !fake.DeleteInstance(gcpTestProject, "us-central1-a", name) {
 						t.Fatal("no instance to delete")
 					}
 				},
-				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "sec"`, "")),
+				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "sec"`, "api.example.org")),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionCreate),
 				}},
@@ -210,7 +267,7 @@ func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	var ids []string
 	for i, zone := range []string{"us-central1-a", "us-central1-b"} {
 		uid := fmt.Sprintf("orphan-%d", i)

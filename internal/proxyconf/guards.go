@@ -56,7 +56,7 @@ func refusedDestinations(allowedPrivate []string, own []netip.Addr, allowLoopbac
 		refused = append(refused, subtractPrefixes(netip.MustParsePrefix(r), allowed)...)
 	}
 	for _, a := range own {
-		if a.IsValid() && !a.IsUnspecified() && !(allowLoopback && a.IsLoopback()) {
+		if a.IsValid() && !a.IsUnspecified() && (!allowLoopback || !a.IsLoopback()) {
 			a = a.Unmap()
 			refused = append(refused, netip.PrefixFrom(a, a.BitLen()))
 		}

@@ -30,7 +30,7 @@ const (
 // ConfigID names a rendered squid.conf and htpasswd pair: 16 hex digits of their SHA-256.
 func ConfigID(squidConf, htpasswd []byte) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%d\n", len(squidConf))
+	_, _ = fmt.Fprintf(h, "%d\n", len(squidConf)) // a hash never fails to write
 	h.Write(squidConf)
 	h.Write(htpasswd)
 	return hex.EncodeToString(h.Sum(nil)[:8])

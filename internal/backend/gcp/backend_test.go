@@ -290,7 +290,7 @@ func (g guest) onDone(opType, _ string) {
 		if err != nil {
 			return ""
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
@@ -302,7 +302,7 @@ func (g guest) onDone(opType, _ string) {
 	req, _ := http.NewRequest(http.MethodPut, g.url+"/computeMetadata/v1/instance/guest-attributes/egress/"+key, strings.NewReader(value))
 	req.Header.Set("Metadata-Flavor", "Google")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 }
 

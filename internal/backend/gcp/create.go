@@ -109,7 +109,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return b.partial(ctx, p, zone, spec.Name, err)
 	}
 	id := backend.ProviderID{Backend: backend.KindGCP, Target: project, Scope: zone, Name: spec.Name}
-	inst, err := b.waitRunning(ctx, p, zone, spec.Name, spec.Proxy, g.WaitForProxy, r.configID)
+	inst, err := b.waitRunning(ctx, p, zone, spec.Name, g.WaitForProxy, r.configID)
 	if err != nil {
 		inst.ID = id
 		return inst, err
@@ -152,7 +152,7 @@ func ownerOf(uid string) string {
 
 // waitRunning polls the instance until RUNNING with its addresses and, with waitProxy, until the guest
 // reports the config applied.
-func (b *Backend) waitRunning(ctx context.Context, p *project, zone, name string, s proxyconf.Settings, waitProxy bool, configID string) (backend.Instance, error) {
+func (b *Backend) waitRunning(ctx context.Context, p *project, zone, name string, waitProxy bool, configID string) (backend.Instance, error) {
 	var inst backend.Instance
 	err := b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
 		in, err := p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})

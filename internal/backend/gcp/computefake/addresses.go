@@ -68,7 +68,7 @@ func (s *Server) insertAddress(w http.ResponseWriter, r *http.Request, project, 
 		}
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 func (s *Server) getAddress(w http.ResponseWriter, project, region, name string) {
@@ -80,7 +80,7 @@ func (s *Server) getAddress(w http.ResponseWriter, project, region, name string)
 		s.notFound(w, "projects/"+project+"/regions/"+region+"/addresses/"+name)
 		return
 	}
-	writeProto(w, http.StatusOK, a)
+	writeProto(w, a)
 }
 
 func (s *Server) deleteAddress(w http.ResponseWriter, project, region, name string) {
@@ -104,7 +104,7 @@ func (s *Server) deleteAddress(w http.ResponseWriter, project, region, name stri
 		}
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 func (s *Server) getZone(w http.ResponseWriter, project, zone string) {
@@ -119,7 +119,7 @@ func (s *Server) getZone(w http.ResponseWriter, project, zone string) {
 	if s.brokenZ[zone] != "" {
 		status = "DOWN"
 	}
-	writeProto(w, http.StatusOK, &computepb.Zone{
+	writeProto(w, &computepb.Zone{
 		Kind: proto.String("compute#zone"), Name: proto.String(zone), Status: proto.String(status),
 		Region: proto.String(s.link(project, "regions/"+region)), SelfLink: proto.String(s.link(project, "zones/"+zone)),
 	})
@@ -156,7 +156,7 @@ func (s *Server) getRegion(w http.ResponseWriter, project, region string) {
 	}
 	sort.Strings(out.Zones)
 	_ = strings.TrimSpace
-	writeProto(w, http.StatusOK, out)
+	writeProto(w, out)
 }
 
 // ReserveAddress reserves a regional external address at once, as a user would beforehand, and returns its IP.

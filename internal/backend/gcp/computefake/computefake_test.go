@@ -62,7 +62,7 @@ func TestStrictBodiesAndUnknownRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: status %d, want %d", name, resp.StatusCode, tc.want)
 		}

@@ -28,11 +28,11 @@ func parseFilter(s string) (filter, error) {
 	var f filter
 	for i := 0; i < len(toks); {
 		t := toks[i]
-		switch {
-		case t == "(" || t == ")" || t == "AND":
+		switch t {
+		case "(", ")", "AND":
 			i++
 			continue
-		case t == "OR" || t == "NOT" || t == "-":
+		case "OR", "NOT", "-":
 			return nil, fmt.Errorf("%q is not supported in this filter", t)
 		}
 		if i+2 >= len(toks) {
@@ -107,10 +107,10 @@ func (f filter) match(in *computepb.Instance) bool {
 	for _, t := range f {
 		var v string
 		var present bool
-		switch {
-		case t.field == "name":
+		switch t.field {
+		case "name":
 			v, present = in.GetName(), true
-		case t.field == "status":
+		case "status":
 			v, present = in.GetStatus(), true
 		default:
 			v, present = in.GetLabels()[strings.TrimPrefix(t.field, "labels.")]

@@ -149,7 +149,7 @@ func (s *Server) insertInstance(w http.ResponseWriter, r *http.Request, project,
 		}
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 // quotaCheck decides at insert time whether the instance fits, counting what the region already holds.
@@ -210,7 +210,7 @@ func (s *Server) getInstance(w http.ResponseWriter, project, zone, name string) 
 		s.notFound(w, "projects/"+project+"/zones/"+zone+"/instances/"+name)
 		return
 	}
-	writeProto(w, http.StatusOK, in)
+	writeProto(w, in)
 }
 
 func (s *Server) deleteInstance(w http.ResponseWriter, project, zone, name string) {
@@ -232,7 +232,7 @@ func (s *Server) deleteInstance(w http.ResponseWriter, project, zone, name strin
 		}
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 // releaseAddresses returns the static addresses an instance used to RESERVED. The caller holds s.mu.
@@ -275,7 +275,7 @@ func (s *Server) setLabels(w http.ResponseWriter, r *http.Request, project, zone
 		in.LabelFingerprint = proto.String(labelFingerprint(labels))
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request, project, zone, name string) {
@@ -299,7 +299,7 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request, project, zo
 		in.Metadata.Fingerprint = proto.String(metadataFingerprint(items))
 		return nil
 	})
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, project, zone, name string) {
@@ -316,7 +316,7 @@ func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, proj
 			s.notFound(w, "guest attribute "+vk)
 			return
 		}
-		writeProto(w, http.StatusOK, &computepb.GuestAttributes{Kind: proto.String("compute#guestAttributes"), VariableKey: proto.String(vk), VariableValue: proto.String(v)})
+		writeProto(w, &computepb.GuestAttributes{Kind: proto.String("compute#guestAttributes"), VariableKey: proto.String(vk), VariableValue: proto.String(v)})
 		return
 	}
 	qp := q.Get("queryPath")
@@ -336,13 +336,13 @@ func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, proj
 		ns, k, _ := strings.Cut(p, "/")
 		out.QueryValue.Items = append(out.QueryValue.Items, &computepb.GuestAttributesEntry{Namespace: proto.String(ns), Key: proto.String(k), Value: proto.String(attrs[p])})
 	}
-	writeProto(w, http.StatusOK, out)
+	writeProto(w, out)
 }
 
 // pageOf slices items by maxResults and pageToken (an offset), as list calls page.
 func pageOf(w http.ResponseWriter, r *http.Request, n int) (from, to int, next string, ok bool) {
 	q := r.URL.Query()
-	max := 500
+	limit := 500
 	if v := q.Get("maxResults"); v != "" {
 		m, err := strconv.Atoi(v)
 		if err != nil || m < 0 || m > 500 {
@@ -350,7 +350,7 @@ func pageOf(w http.ResponseWriter, r *http.Request, n int) (from, to int, next s
 			return 0, 0, "", false
 		}
 		if m > 0 {
-			max = m
+			limit = m
 		}
 	}
 	if v := q.Get("pageToken"); v != "" {
@@ -361,7 +361,7 @@ func pageOf(w http.ResponseWriter, r *http.Request, n int) (from, to int, next s
 		}
 		from = f
 	}
-	to = min(from+max, n)
+	to = min(from+limit, n)
 	if to < n {
 		next = strconv.Itoa(to)
 	}
@@ -395,7 +395,7 @@ func (s *Server) listInstances(w http.ResponseWriter, r *http.Request, project, 
 	if next != "" {
 		out.NextPageToken = proto.String(next)
 	}
-	writeProto(w, http.StatusOK, out)
+	writeProto(w, out)
 }
 
 // aggregatedInstances answers with every zone of the project: the matching instances where there are some,
@@ -443,5 +443,5 @@ func (s *Server) aggregatedInstances(w http.ResponseWriter, r *http.Request, pro
 	if next != "" {
 		out.NextPageToken = proto.String(next)
 	}
-	writeProto(w, http.StatusOK, out)
+	writeProto(w, out)
 }

@@ -96,11 +96,14 @@ func (s *Server) getOp(w http.ResponseWriter, r *http.Request, project, scope, n
 	}
 	op := clone(o.proto)
 	s.mu.Unlock()
-	writeProto(w, http.StatusOK, op)
+	writeProto(w, op)
 }
 
 func opError(code, message string, details ...*computepb.ErrorDetails) *computepb.Error {
 	return &computepb.Error{Errors: []*computepb.Errors{{Code: proto.String(code), Message: proto.String(message), ErrorDetails: details}}}
 }
 
-func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
+func clone[T proto.Message](m T) T {
+	c, _ := proto.Clone(m).(T) // a clone has the type of what it cloned
+	return c
+}

@@ -134,7 +134,9 @@ func readBody(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
 	return true
 }
 
-func writeProto(w http.ResponseWriter, status int, m proto.Message) {
+// writeProto answers 200 with m, encoded as the API encodes it.
+func writeProto(w http.ResponseWriter, m proto.Message) {
+	status := http.StatusOK
 	b, err := protojson.Marshal(m)
 	if err != nil {
 		status, b = http.StatusInternalServerError, []byte(`{"error":{"code":500,"message":"encoding"}}`)
