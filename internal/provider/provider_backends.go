@@ -113,7 +113,7 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
 	factories := map[backend.Kind]backend.Factory{}
 	if cfg.Kubernetes != nil {
-		factories[backend.KindKubernetes] = unavailable(backend.KindKubernetes)
+		factories[backend.KindKubernetes] = kubernetesFactory(cfg.Kubernetes)
 	}
 	if cfg.GCP != nil {
 		factories[backend.KindGCP] = unavailable(backend.KindGCP)
