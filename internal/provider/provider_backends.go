@@ -21,6 +21,8 @@ type kubernetesProviderModel struct {
 type kubernetesClusterModel struct {
 	ConfigPath    types.String `tfsdk:"config_path"`
 	ConfigContext types.String `tfsdk:"config_context"`
+	// The rest is in provider_kubernetes.go.
+	kubernetesClusterExtra
 }
 
 type gcpProviderModel struct {
@@ -60,10 +62,10 @@ func kubernetesProviderSchema() schema.SingleNestedAttribute {
 				Optional: true,
 				MarkdownDescription: "Clusters by the name resources use in `kubernetes.cluster`. " +
 					"When empty, one cluster named `default` is read from `" + kubeconfigEnvVar + "`.",
-				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				NestedObject: schema.NestedAttributeObject{Attributes: withAttributes(map[string]schema.Attribute{
 					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path of the kubeconfig file. Defaults to `" + kubeconfigEnvVar + "`."},
 					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
-				}},
+				}, kubernetesClusterAttributes())},
 			},
 		},
 	}

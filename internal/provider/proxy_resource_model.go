@@ -44,6 +44,8 @@ type proxyResourceModel struct {
 type kubernetesPlacementModel struct {
 	Cluster   types.String `tfsdk:"cluster"`
 	Namespace types.String `tfsdk:"namespace"`
+	// The rest is in proxy_resource_kubernetes.go.
+	kubernetesPlacementExtra
 }
 
 type gcpPlacementModel struct {
@@ -82,7 +84,8 @@ type authModel struct {
 func (m proxyResourceModel) placement() backend.Placement {
 	switch {
 	case m.Kubernetes != nil:
-		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString()}
+		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString(),
+			Kubernetes: m.Kubernetes.backendPlacement()}
 	case m.GCP != nil:
 		return backend.Placement{Backend: backend.KindGCP, Target: m.GCP.Project.ValueString(), Scope: m.GCP.Zone.ValueString()}
 	default:
@@ -117,7 +120,8 @@ func (m proxyResourceModel) placement() backend.Placement {
 func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	switch p.Backend {
 	case backend.KindKubernetes:
-		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope)}
+		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope),
+			kubernetesPlacementExtra: kubernetesPlacementFrom(p.Kubernetes)}
 	case backend.KindGCP:
 		m.GCP = &gcpPlacementModel{Project: types.StringValue(p.Target), Zone: types.StringValue(p.Scope)}
 	case backend.KindKVM:
