@@ -24,7 +24,7 @@ source_hash() {
 	{
 		go version
 		(cd "$SRC" && sha256sum go.mod go.sum ./*.go)
-		sha256sum "$0"
+		sha256sum <"$0"
 	} | sha256sum | cut -d' ' -f1
 }
 
