@@ -99,8 +99,9 @@ type Placement struct {
 	// Scope is the namespace (kubernetes) or zone (gcp); empty for kvm.
 	Scope string
 
-	KVM *KVMPlacement
-	GCP *GCPPlacement
+	KVM        *KVMPlacement
+	GCP        *GCPPlacement
+	Kubernetes *KubernetesPlacement
 }
 
 // GCPPlacement holds the settings of a proxy VM on Compute Engine. Empty strings take the gcp backend's
@@ -124,6 +125,33 @@ type GCPPlacement struct {
 	EgressAddressName string
 	// WaitForProxy makes Create wait (within its ctx) until the guest reports the proxy configured.
 	WaitForProxy bool
+}
+
+// KubernetesPlacement holds the settings of a proxy on a Kubernetes cluster. Zero values take the backend's
+// defaults (see the kubernetes package).
+type KubernetesPlacement struct {
+	// Replicas is how many proxy pods run behind the Service.
+	Replicas int
+	// Image is the Squid image; empty means the cluster's or the provider's default.
+	Image string
+	// NodeSelector and Tolerations place the pods, for example on egress nodes with known addresses.
+	NodeSelector map[string]string
+	Tolerations  []Toleration
+	// Requests and Limits are resource quantities by name ("cpu", "memory"), in Kubernetes notation.
+	Requests map[string]string
+	Limits   map[string]string
+	// ServiceType is ClusterIP, NodePort or LoadBalancer.
+	ServiceType string
+	// NetworkPolicy, when true, admits only the allowed client ranges to the proxy port.
+	NetworkPolicy bool
+}
+
+// Toleration lets proxy pods run on tainted nodes.
+type Toleration struct {
+	Key      string
+	Operator string
+	Value    string
+	Effect   string
 }
 
 // KVMPlacement holds the settings of a proxy on a libvirt host.

@@ -49,6 +49,8 @@ type proxyResourceModel struct {
 type kubernetesPlacementModel struct {
 	Cluster   types.String `tfsdk:"cluster"`
 	Namespace types.String `tfsdk:"namespace"`
+	// The rest is in proxy_resource_kubernetes.go.
+	kubernetesPlacementExtra
 }
 
 type kvmPlacementModel struct {
@@ -87,7 +89,8 @@ type authModel struct {
 func (m proxyResourceModel) placement() backend.Placement {
 	switch {
 	case m.Kubernetes != nil:
-		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString()}
+		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString(),
+			Kubernetes: m.Kubernetes.backendPlacement()}
 	case m.GCP != nil:
 		return m.GCP.placement()
 	case m.KVM != nil:
@@ -122,7 +125,8 @@ func (m proxyResourceModel) placement() backend.Placement {
 func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	switch p.Backend {
 	case backend.KindKubernetes:
-		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope)}
+		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope),
+			kubernetesPlacementExtra: kubernetesPlacementFrom(p.Kubernetes)}
 	case backend.KindGCP:
 		m.GCP = gcpPlacementFrom(p)
 	case backend.KindKVM:

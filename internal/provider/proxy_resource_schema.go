@@ -87,11 +87,11 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider.",
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
-				Attributes: map[string]schema.Attribute{
+				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("replicas")},
+				Attributes: withResourceAttributes(map[string]schema.Attribute{
 					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
 					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.NameOf("kubernetes namespace")}},
-				},
+				}, kubernetesPlacementAttributes()),
 			},
 			"gcp": gcpPlacementSchema(),
 			"kvm": schema.SingleNestedAttribute{

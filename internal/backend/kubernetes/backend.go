@@ -1,0 +1,114 @@
+// Package kubernetes runs egress proxies on Kubernetes clusters: one Deployment of Squid pods per proxy, with
+// the ConfigMap holding its squid.conf, a Secret with its htpasswd when it has credentials, a Service and a
+// NetworkPolicy, all labelled as the proxy's and owned by the Deployment. It talks to each configured cluster
+// through client-go's typed clientset, built on the cluster's first use.
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Backend is the kubernetes implementation of backend.Backend, backend.Reconfigurer and backend.Checker.
+type Backend struct {
+	cfg       Config
+	clusters  map[string]ClusterConfig
+	newClient clientFactory
+
+	mu      sync.Mutex
+	clients map[string]*client
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Reconfigurer = (*Backend)(nil)
+	_ backend.Checker      = (*Backend)(nil)
+)
+
+// client is one cluster's connection: the typed clientset the backend's calls go through, and the raw
+// /readyz probe the clientset has no method for.
+type client struct {
+	cs     kubernetes.Interface
+	readyz func(ctx context.Context) error
+}
+
+// clientFactory builds a cluster's client. Tests hand in the fake clientset.
+type clientFactory func(name string, cc ClusterConfig) (*client, error)
+
+// New validates cfg and returns a backend. It connects to nothing: each cluster's client is built on its
+// first use, from files read then.
+func New(cfg Config) (*Backend, error) {
+	return newBackend(cfg, newRealClient)
+}
+
+func newBackend(cfg Config, f clientFactory) (*Backend, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, "kubernetes backend configuration", err)
+	}
+	return &Backend{cfg: cfg, clusters: cfg.clusters(), newClient: f, clients: map[string]*client{}}, nil
+}
+
+func newRealClient(name string, cc ClusterConfig) (*client, error) {
+	rc, err := cc.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &client{cs: cs, readyz: func(ctx context.Context) error {
+		_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err
+	}}, nil
+}
+
+// client returns the cluster's client, building it on first use. A failed build is not remembered.
+func (b *Backend) client(cluster string) (*client, error) {
+	object := clusterObject(cluster)
+	cc, ok := b.clusters[cluster]
+	if !ok {
+		return nil, backend.Permanent(object, "no cluster %q is configured on the provider (configured: %v)", cluster, b.clusterNames())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.clients[cluster]; ok {
+		return c, nil
+	}
+	c, err := b.newClient(cluster, cc)
+	if err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	b.clients[cluster] = c
+	return c, nil
+}
+
+func (b *Backend) clusterNames() []string {
+	names := make([]string, 0, len(b.clusters))
+	for n := range b.clusters {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func clusterObject(cluster string) string { return fmt.Sprintf("kubernetes cluster %s", cluster) }
+
+// objectName names one API object the way a user finds it with kubectl.
+func objectName(kind string, id backend.ProviderID) string {
+	return fmt.Sprintf("%s %s/%s on cluster %s", kind, id.Scope, id.Name, id.Target)
+}
+
+// checkID refuses ids of other backends or unknown clusters before any call.
+func (b *Backend) checkID(id backend.ProviderID) (*client, error) {
+	if id.Backend != backend.KindKubernetes || id.Scope == "" || id.Name == "" {
+		return nil, backend.Permanent(id.String(), "not a kubernetes proxy id (%s)", backend.ProviderIDForms[0])
+	}
+	return b.client(id.Target)
+}

@@ -1,0 +1,402 @@
+package kubernetes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// testCtx bounds a test that would otherwise hang on a broken wait; generous, as the machine may be loaded.
+func testCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestCreateMakesLabelledOwnedObjects(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	b, cs := newFake(t)
+	controller(ctx, t, cs, nil)
+	spec := testSpec("p1")
+	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.State != backend.StateRunning || inst.UID != spec.UID || !inst.Reconfigurable || inst.Port != 3128 {
+		t.Errorf("instance %+v", inst)
+	}
+	if inst.Proxy == nil || inst.Proxy.Auth == nil || inst.Proxy.Auth.Password != "" || inst.Proxy.AllowedDestinations[0] != "example.com" {
+		t.Errorf("settings read back %+v: want them without the password", inst.Proxy)
+	}
+	d, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	if c := pod.Containers[0]; c.Image != DefaultImage || c.ImagePullPolicy != corev1.PullIfNotPresent ||
+		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != proxyconf.HealthPath {
+		t.Errorf("container %+v", c)
+	}
+	if d.Spec.Template.Annotations[annotationChecksum] == "" {
+		t.Error("no config checksum on the pod template")
+	}
+	metas := map[string]metav1.Object{"Deployment": d}
+	cm, _ := cs.CoreV1().ConfigMaps(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	secret, _ := cs.CoreV1().Secrets(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	svc, _ := cs.CoreV1().Services(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	np, _ := cs.NetworkingV1().NetworkPolicies(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	metas["ConfigMap"], metas["Secret"], metas["Service"], metas["NetworkPolicy"] = cm, secret, svc, np
+	for kind, m := range metas {
+		if m.GetLabels()[backend.LabelUID] != spec.UID || m.GetLabels()["team"] != "net" || m.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
+			t.Errorf("%s labels %v", kind, m.GetLabels())
+		}
+		if kind != "Deployment" && (len(m.GetOwnerReferences()) != 1 || m.GetOwnerReferences()[0].UID != d.UID) {
+			t.Errorf("%s owner references %v, want the Deployment", kind, m.GetOwnerReferences())
+		}
+	}
+	if !strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.com") {
+		t.Errorf("squid.conf lacks the destination:\n%s", cm.Data[proxyconf.KubernetesConfigKey])
+	}
+	if strings.Contains(string(secret.Data[proxyconf.KubernetesSecretKey]), "secret-password") {
+		t.Error("the Secret holds the password in clear")
+	}
+	if got := np.Spec.Ingress[0].From[0].IPBlock.CIDR; got != "10.0.0.0/8" {
+		t.Errorf("network policy admits %s", got)
+	}
+}
+
+func TestCreateAdoptsOnlyItsOwnObjects(t *testing.T) {
+	t.Parallel()
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: testNS, Labels: map[string]string{backend.LabelUID: "someone-else"}}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: testNS}}
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: testNS, Labels: map[string]string{backend.LabelUID: "uid-p3"}}}
+	tests := map[string]struct {
+		name    string
+		wantErr string
+	}{
+		"another proxy's": {"p1", "belongs to another proxy"},
+		"not ours at all": {"p2", "not made by this provider"},
+		"a crashed try's": {"p3", ""},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			b, cs := newFake(t, other.DeepCopy(), foreign.DeepCopy(), mine.DeepCopy())
+			controller(ctx, t, cs, nil)
+			_, err := b.Create(ctx, testSpec(tt.name))
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, backend.ErrPermanent) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want Permanent %q", err, tt.wantErr)
+			}
+			if _, err := cs.AppsV1().Deployments(testNS).Get(ctx, tt.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("a Deployment was made beside a foreign ConfigMap: %v", err)
+			}
+		})
+	}
+}
+
+func TestCreateFailsFast(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		mark      func(*appsv1.Deployment)
+		pod       *corev1.Pod
+		wantClass error
+		wantMsg   string
+	}{
+		"image pull back-off": {
+			pod: waitingPod("ImagePullBackOff", `Back-off pulling image "nope:1"`), wantClass: backend.ErrPermanent, wantMsg: `Back-off pulling image "nope:1"`,
+		},
+		"never pull": {
+			pod: waitingPod("ErrImageNeverPull", "image not present"), wantClass: backend.ErrPermanent, wantMsg: "ErrImageNeverPull",
+		},
+		"crash loop": {
+			pod: waitingPod("CrashLoopBackOff", "back-off 10s restarting"), wantClass: backend.ErrPermanent, wantMsg: "CrashLoopBackOff",
+		},
+		"progress deadline": {
+			mark: func(d *appsv1.Deployment) {
+				d.Status.AvailableReplicas = 0
+				d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", Message: "ReplicaSet has timed out progressing."}}
+			},
+			wantClass: backend.ErrPermanent, wantMsg: "timed out progressing",
+		},
+		"quota": {
+			mark: func(d *appsv1.Deployment) {
+				d.Status.AvailableReplicas = 0
+				d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+					Message: `pods "p1-abc" is forbidden: exceeded quota: tiny, requested: pods=1, used: pods=1, limited: pods=1`}}
+			},
+			wantClass: backend.ErrQuota, wantMsg: `ResourceQuota "tiny"`,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			var objs []runtime.Object
+			mark := tt.mark
+			if tt.pod != nil {
+				objs = append(objs, tt.pod)
+				mark = func(d *appsv1.Deployment) { d.Status.AvailableReplicas = 0; d.Status.Conditions = nil }
+			}
+			b, cs := newFake(t, objs...)
+			controller(ctx, t, cs, mark)
+			inst, err := b.Create(ctx, testSpec("p1"))
+			if !errors.Is(err, tt.wantClass) || !strings.Contains(err.Error(), tt.wantMsg) {
+				t.Fatalf("error %v, want %v with %q", err, tt.wantClass, tt.wantMsg)
+			}
+			if inst.ID != testID() {
+				t.Errorf("the made proxy's id is not returned with the error: %+v", inst.ID)
+			}
+			if ctx.Err() != nil {
+				t.Error("the wait ran into the test's deadline instead of failing fast")
+			}
+		})
+	}
+}
+
+func waitingPod(reason, msg string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p1-abc", Namespace: testNS, Labels: map[string]string{backend.LabelName: "p1"}},
+		Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{
+			Name: containerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
+		}}},
+	}
+}
+
+func TestGetStates(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		mutate func(*appsv1.Deployment)
+		want   backend.State
+	}{
+		"available": {func(*appsv1.Deployment) {}, backend.StateRunning},
+		"rolling out": {func(d *appsv1.Deployment) {
+			d.Status.AvailableReplicas, d.Status.Conditions = 0, nil
+		}, backend.StatePending},
+		"scaled to zero": {func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32) }, backend.StateStopped},
+		"deleting": {func(d *appsv1.Deployment) {
+			now := metav1.Now()
+			d.DeletionTimestamp = &now
+		}, backend.StateDeleting},
+		"failed": {func(d *appsv1.Deployment) {
+			d.Status.Conditions = append(d.Status.Conditions, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Reason: "ProgressDeadlineExceeded"})
+		}, backend.StateFailed},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := readyDeployment("p1")
+			tt.mutate(d)
+			b, _ := newFake(t, d)
+			inst, err := b.Get(testCtx(t), testID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.State != tt.want || inst.UID != "uid-p1" || inst.CreatedAt.IsZero() {
+				t.Errorf("got %s uid %q created %v, want %s", inst.State, inst.UID, inst.CreatedAt, tt.want)
+			}
+		})
+	}
+	t.Run("gone", func(t *testing.T) {
+		t.Parallel()
+		b, _ := newFake(t)
+		if _, err := b.Get(testCtx(t), testID()); !backend.IsNotFound(err) {
+			t.Fatalf("error %v, want NotFound", err)
+		}
+	})
+}
+
+func readyDeployment(name string) *appsv1.Deployment {
+	one := int32(1)
+	labels := backend.ManagedLabels(backend.Spec{Name: name, UID: "uid-" + name, Owner: "owner-1"})
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, Labels: labels, CreationTimestamp: metav1.Now(), Generation: 1},
+		Spec:       appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{backend.LabelName: name}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}}},
+	}
+}
+
+func TestDeleteIsForegroundAndIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	b, cs := newFake(t)
+	controller(ctx, t, cs, nil)
+	if _, err := b.Create(ctx, testSpec("p1")); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	if err := b.Delete(ctx, testID()); err != nil {
+		t.Fatal(err)
+	}
+	foreground := false
+	for _, a := range cs.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetResource().Resource == "deployments" {
+			foreground = *d.GetDeleteOptions().PropagationPolicy == metav1.DeletePropagationForeground
+		}
+	}
+	if !foreground {
+		t.Error("the Deployment was not deleted with foreground propagation")
+	}
+	// The fake has no garbage collector: the sweep by UID label must have removed the rest.
+	cms, _ := cs.CoreV1().ConfigMaps(testNS).List(ctx, metav1.ListOptions{})
+	svcs, _ := cs.CoreV1().Services(testNS).List(ctx, metav1.ListOptions{})
+	if len(cms.Items)+len(svcs.Items) != 0 {
+		t.Errorf("left behind: %d ConfigMaps, %d Services", len(cms.Items), len(svcs.Items))
+	}
+	if err := b.Delete(ctx, testID()); err != nil {
+		t.Errorf("a second Delete: %v", err)
+	}
+}
+
+func TestListByTag(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		forbidAll  bool
+		forbidNS   bool
+		wantCount  int
+		wantCalls  int
+		wantFailed bool
+	}{
+		// 200 proxies: one list of Deployments and one of Services, not one call per proxy.
+		"cluster-wide":                 {wantCount: 200, wantCalls: 2},
+		"namespaces when RBAC forbids": {forbidAll: true, wantCount: 200, wantCalls: 3},
+		"a scope that fails":           {forbidAll: true, forbidNS: true, wantCount: 0, wantCalls: 2, wantFailed: true},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var objs []runtime.Object
+			for i := range 200 {
+				d := readyDeployment("p" + strings.Repeat("x", i%3) + string(rune('a'+i%26)) + itoa(i))
+				objs = append(objs, d)
+			}
+			objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "unmanaged", Namespace: testNS}})
+			b, cs := newFake(t, objs...)
+			cs.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if (tt.forbidAll && a.GetNamespace() == "") || (tt.forbidNS && a.GetNamespace() == testNS) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: a.GetResource().Resource}, "", errors.New("no"))
+				}
+				return false, nil, nil
+			})
+			cs.ClearActions()
+			got, err := b.ListByTag(testCtx(t), backend.Selector{Owner: "owner-1"})
+			var le *backend.ListError
+			if errors.As(err, &le) != tt.wantFailed {
+				t.Fatalf("error %v, want failed scopes: %v", err, tt.wantFailed)
+			}
+			if len(got) != tt.wantCount {
+				t.Errorf("%d instances, want %d", len(got), tt.wantCount)
+			}
+			if n := len(cs.Actions()); n != tt.wantCalls {
+				t.Errorf("%d API calls, want %d", n, tt.wantCalls)
+			}
+		})
+	}
+}
+
+func itoa(i int) string {
+	const digits = "0123456789"
+	if i < 10 {
+		return digits[i : i+1]
+	}
+	return itoa(i/10) + digits[i%10:i%10+1]
+}
+
+func TestReconfigureRollsOutNewRulesAndKeepsTheService(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	b, cs := newFake(t)
+	controller(ctx, t, cs, nil)
+	spec := testSpec("p1")
+	before, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d0, _ := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	svc0, _ := cs.CoreV1().Services(testNS).Get(ctx, "p1", metav1.GetOptions{})
+
+	next := spec.Proxy
+	next.AllowedDestinations = []string{"example.org"}
+	next.AllowedClientCIDRs = []string{"192.168.0.0/16"}
+	after, err := b.Reconfigure(ctx, testID(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	svc1, _ := cs.CoreV1().Services(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	cm, _ := cs.CoreV1().ConfigMaps(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	np, _ := cs.NetworkingV1().NetworkPolicies(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	if d1.Spec.Template.Annotations[annotationChecksum] == d0.Spec.Template.Annotations[annotationChecksum] {
+		t.Error("the pod template's checksum did not change: no rollout")
+	}
+	if svc1.UID != svc0.UID || after.InternalAddress != before.InternalAddress {
+		t.Error("the Service was replaced")
+	}
+	if !strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.org") || strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.com") {
+		t.Errorf("squid.conf not updated:\n%s", cm.Data[proxyconf.KubernetesConfigKey])
+	}
+	if np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.168.0.0/16" {
+		t.Errorf("network policy still admits %s", np.Spec.Ingress[0].From[0].IPBlock.CIDR)
+	}
+	if after.Proxy == nil || after.Proxy.AllowedDestinations[0] != "example.org" {
+		t.Errorf("settings read back %+v", after.Proxy)
+	}
+
+	// The same settings again: no new rollout.
+	cs.ClearActions()
+	if _, err := b.Reconfigure(ctx, testID(), next); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "deployments" {
+			t.Error("the same settings updated the Deployment again")
+		}
+	}
+}
+
+func TestCheckNamesMissingPermissions(t *testing.T) {
+	t.Parallel()
+	b, cs := newFake(t)
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		create, _ := a.(k8stesting.CreateAction)
+		r, ok := create.GetObject().(*authorizationv1.SelfSubjectAccessReview)
+		if !ok {
+			return false, nil, nil
+		}
+		attr := r.Spec.ResourceAttributes
+		missing := (attr.Resource == "networkpolicies" && attr.Verb == "create") || (attr.Resource == "pods" && attr.Verb == "watch")
+		r.Status.Allowed = !missing
+		return true, r, nil
+	})
+	h := b.Check(testCtx(t))
+	if len(h) != 1 || h[0].Healthy {
+		t.Fatalf("health %+v, want one unhealthy cluster", h)
+	}
+	if got := h[0].Details["missing_permissions"]; got != "create networkpolicies.networking.k8s.io, watch pods" {
+		t.Errorf("missing permissions %q", got)
+	}
+}

@@ -1,0 +1,100 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// permission is one verb on one resource the backend uses.
+type permission struct {
+	group, resource string
+	verbs           []string
+}
+
+// permissions are what Create, Get, Update, Reconfigure, Delete and ListByTag call, per namespace.
+var permissions = []permission{
+	{"apps", "deployments", []string{"create", "get", "list", "watch", "update", "delete"}},
+	{"", "configmaps", []string{"create", "get", "list", "update", "delete"}},
+	{"", "secrets", []string{"create", "get", "list", "update", "delete"}},
+	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
+	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
+	{"", "pods", []string{"list", "watch"}},
+}
+
+// Check reports each configured cluster: whether its API server is ready (/readyz), its version, and whether
+// the credentials may do everything the backend needs, cluster-wide (a SelfSubjectAccessReview per verb).
+// Missing permissions are named; they make the cluster unhealthy only for the verbs proxies cannot do without.
+func (b *Backend) Check(ctx context.Context) []backend.Health {
+	names := b.clusterNames()
+	out := make([]backend.Health, 0, len(names))
+	for _, name := range names {
+		out = append(out, b.checkCluster(ctx, name))
+	}
+	return out
+}
+
+func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health {
+	h := backend.Health{Target: string(backend.KindKubernetes) + "/" + name, Details: map[string]string{}}
+	c, err := b.client(name)
+	if err != nil {
+		h.Reason = err.Error()
+		return h
+	}
+	if err := c.readyz(ctx); err != nil {
+		h.Reason = classify(clusterObject(name)+" /readyz", err).Error()
+		return h
+	}
+	v, err := c.cs.Discovery().ServerVersion()
+	if err != nil {
+		h.Reason = classify(clusterObject(name)+" version", err).Error()
+		return h
+	}
+	h.Details["version"] = v.GitVersion
+	missing, err := missingPermissions(ctx, c)
+	if err != nil {
+		h.Reason = classify(clusterObject(name)+" SelfSubjectAccessReview", err).Error()
+		return h
+	}
+	if len(missing) > 0 {
+		h.Details["missing_permissions"] = strings.Join(missing, ", ")
+		h.Reason = fmt.Sprintf("the credentials lack permissions the backend needs: %s", strings.Join(missing, ", "))
+		return h
+	}
+	h.Healthy = true
+	return h
+}
+
+// missingPermissions asks the API server, verb by verb, what the credentials may not do in any namespace.
+func missingPermissions(ctx context.Context, c *client) ([]string, error) {
+	var missing []string
+	reviews := c.cs.AuthorizationV1().SelfSubjectAccessReviews()
+	for _, p := range permissions {
+		for _, verb := range p.verbs {
+			r, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Group: p.group, Resource: p.resource, Verb: verb,
+				}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				return nil, err
+			}
+			if !r.Status.Allowed {
+				missing = append(missing, verb+" "+qualified(p))
+			}
+		}
+	}
+	return missing, nil
+}
+
+func qualified(p permission) string {
+	if p.group == "" {
+		return p.resource
+	}
+	return p.resource + "." + p.group
+}

@@ -1,0 +1,208 @@
+package kubernetes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Config is the kubernetes backend's provider-level configuration: the clusters proxies may run on and the
+// defaults a placement falls back to.
+type Config struct {
+	// Clusters maps the name used in placements and ProviderIDs (kubernetes/<cluster>/...) to how to reach it.
+	// Empty means one cluster named DefaultClusterName from the kubeconfig the environment names.
+	Clusters map[string]ClusterConfig
+	// Image is the default proxy image for every cluster that does not set its own; empty means DefaultImage.
+	Image string
+}
+
+// ClusterConfig is one cluster, reached the way the HashiCorp Kubernetes provider reaches it: a kubeconfig
+// (ConfigPath, ConfigPaths, or KUBE_CONFIG_PATH / KUBECONFIG when neither is set) whose settings the explicit
+// fields below override.
+type ClusterConfig struct {
+	ConfigPath    string
+	ConfigPaths   []string
+	ConfigContext string
+
+	Host  string
+	Token string
+	// PEM data, not file names.
+	ClientCertificate    string
+	ClientKey            string
+	ClusterCACertificate string
+	// Insecure skips verifying the API server's certificate.
+	Insecure bool
+	// Exec runs a credential plugin (client.authentication.k8s.io) for a token or certificate.
+	Exec *ExecConfig
+
+	// Image overrides Config.Image on this cluster.
+	Image string
+	// Namespaces are listed one by one by ListByTag when RBAC forbids listing across the cluster.
+	Namespaces []string
+}
+
+// ExecConfig is a client-go credential plugin.
+type ExecConfig struct {
+	APIVersion string
+	Command    string
+	Args       []string
+	Env        map[string]string
+}
+
+// Built-in defaults.
+const (
+	DefaultClusterName = "default"
+	// DefaultImage is the Squid image `make image` builds from Debian's squid package (see README). Without a
+	// registry host it reads as docker.io/egress-proxies/squid, the name the archive is imported under.
+	DefaultImage = "egress-proxies/squid:debian12"
+	// DefaultReplicas is how many proxy pods run unless the placement says otherwise.
+	DefaultReplicas = 1
+	// DefaultServiceType exposes the proxy inside the cluster only.
+	DefaultServiceType = "ClusterIP"
+	// DefaultNetworkPolicy: only the allowed client ranges reach the proxy port.
+	DefaultNetworkPolicy = true
+	// kubeConfigPathEnv is the HashiCorp provider's variable; KUBECONFIG is kubectl's, a list of paths.
+	kubeConfigPathEnv = "KUBE_CONFIG_PATH"
+)
+
+// ServiceTypes are the accepted Service types, for validators and documentation.
+var ServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer"}
+
+// clusters returns the configured clusters, or the default one.
+func (c Config) clusters() map[string]ClusterConfig {
+	if len(c.Clusters) > 0 {
+		return c.Clusters
+	}
+	return map[string]ClusterConfig{DefaultClusterName: {}}
+}
+
+// image is the image a cluster runs proxies with unless the placement names one.
+func (c Config) image(cluster ClusterConfig) string {
+	switch {
+	case cluster.Image != "":
+		return cluster.Image
+	case c.Image != "":
+		return c.Image
+	}
+	return DefaultImage
+}
+
+// kubeconfigPaths are the files the kubeconfig is merged from: the explicit ones first, then the environment.
+func (cc ClusterConfig) kubeconfigPaths() []string {
+	var paths []string
+	if cc.ConfigPath != "" {
+		paths = append(paths, cc.ConfigPath)
+	}
+	paths = append(paths, cc.ConfigPaths...)
+	if len(paths) == 0 {
+		for _, env := range []string{kubeConfigPathEnv, clientcmd.RecommendedConfigPathEnvVar} {
+			if v := os.Getenv(env); v != "" {
+				paths = filepath.SplitList(v)
+				break
+			}
+		}
+	}
+	out := paths[:0]
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		out = append(out, expandHome(p))
+	}
+	return out
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}
+
+// restConfig builds the client configuration of one cluster. It reads files, never the network, so it can
+// run on every use and pick up rotated credentials.
+func (cc ClusterConfig) restConfig() (*rest.Config, error) {
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: cc.ConfigContext}
+	if cc.Host != "" {
+		overrides.ClusterInfo.Server = cc.Host
+	}
+	if cc.ClusterCACertificate != "" {
+		overrides.ClusterInfo.CertificateAuthorityData = []byte(cc.ClusterCACertificate)
+	}
+	if cc.Insecure {
+		overrides.ClusterInfo.InsecureSkipTLSVerify = true
+	}
+	if cc.Token != "" {
+		overrides.AuthInfo.Token = cc.Token
+	}
+	if cc.ClientCertificate != "" {
+		overrides.AuthInfo.ClientCertificateData = []byte(cc.ClientCertificate)
+	}
+	if cc.ClientKey != "" {
+		overrides.AuthInfo.ClientKeyData = []byte(cc.ClientKey)
+	}
+	if cc.Exec != nil {
+		overrides.AuthInfo.Exec = &clientcmdapi.ExecConfig{
+			APIVersion: cc.Exec.APIVersion, Command: cc.Exec.Command, Args: cc.Exec.Args,
+			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+		}
+		keys := make([]string, 0, len(cc.Exec.Env))
+		for k := range cc.Exec.Env {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			overrides.AuthInfo.Exec.Env = append(overrides.AuthInfo.Exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: cc.Exec.Env[k]})
+		}
+	}
+
+	paths := cc.kubeconfigPaths()
+	if len(paths) == 0 {
+		if cc.Host == "" {
+			return nil, fmt.Errorf("no kubeconfig and no host: set config_path, %s or KUBECONFIG, or host with credentials", kubeConfigPathEnv)
+		}
+		// Everything comes from the explicit settings.
+		cfg, err := clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), overrides).ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		return withUserAgent(cfg), nil
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", p, err)
+		}
+	}
+	rules := &clientcmd.ClientConfigLoadingRules{Precedence: paths}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", strings.Join(paths, ", "), err)
+	}
+	return withUserAgent(cfg), nil
+}
+
+func withUserAgent(cfg *rest.Config) *rest.Config {
+	cfg.UserAgent = "terraform-provider-egress"
+	return cfg
+}
+
+// validate checks what can be checked without the network.
+func (c Config) validate() error {
+	for name, cc := range c.clusters() {
+		if cc.ClientCertificate != "" && cc.ClientKey == "" || cc.ClientKey != "" && cc.ClientCertificate == "" {
+			return fmt.Errorf("cluster %q: client_certificate and client_key go together", name)
+		}
+		if cc.Exec != nil && cc.Exec.Command == "" {
+			return fmt.Errorf("cluster %q: exec needs a command", name)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package kubernetes
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Create makes the proxy's objects, adopting any that a crashed earlier attempt made, and waits until the
+// Deployment is Available (and, for a LoadBalancer Service, has an ingress address).
+//
+// The ConfigMap and Secret come first, so the first pod finds its configuration; the Deployment next; then
+// the others, each owned by the Deployment. The ConfigMap and Secret get their owner reference once the
+// Deployment has a UID.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
+	id := backend.ProviderID{Backend: backend.KindKubernetes, Target: spec.Placement.Target, Scope: spec.Placement.Scope, Name: spec.Name}
+	if spec.Placement.Backend != backend.KindKubernetes || id.Scope == "" {
+		return backend.Instance{}, backend.Permanent(id.String(), "a kubernetes proxy needs a kubernetes placement with a namespace")
+	}
+	c, err := b.client(id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	o, err := b.render(spec, id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	ns := id.Scope
+	cs := c.cs
+
+	cm, err := adopt(ctx, objectName("ConfigMap", id), spec.UID, o.configMap,
+		func(ctx context.Context, x *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			return cs.CoreV1().ConfigMaps(ns).Create(ctx, x, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cs.CoreV1().ConfigMaps(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+		})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	var secret *corev1.Secret
+	if o.secret != nil {
+		secret, err = adopt(ctx, objectName("Secret", id), spec.UID, o.secret,
+			func(ctx context.Context, x *corev1.Secret) (*corev1.Secret, error) {
+				return cs.CoreV1().Secrets(ns).Create(ctx, x, metav1.CreateOptions{})
+			},
+			func(ctx context.Context) (*corev1.Secret, error) {
+				return cs.CoreV1().Secrets(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+			})
+		if err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	d, err := adopt(ctx, objectName("Deployment", id), spec.UID, o.deployment,
+		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Create(ctx, x, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+		})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	// From here on the proxy exists: every error comes back with its id so the caller records it.
+	made := backend.Instance{ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, State: backend.StatePending, Placement: spec.Placement}
+
+	if !ownedByDeployment(cm.ObjectMeta, d) {
+		ownedBy(&cm.ObjectMeta, d)
+		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return made, classify(objectName("ConfigMap", id), err)
+		}
+	}
+	if secret != nil && !ownedByDeployment(secret.ObjectMeta, d) {
+		ownedBy(&secret.ObjectMeta, d)
+		if _, err := cs.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+			return made, classify(objectName("Secret", id), err)
+		}
+	}
+	ownedBy(&o.service.ObjectMeta, d)
+	if _, err := adopt(ctx, objectName("Service", id), spec.UID, o.service,
+		func(ctx context.Context, x *corev1.Service) (*corev1.Service, error) {
+			return cs.CoreV1().Services(ns).Create(ctx, x, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*corev1.Service, error) {
+			return cs.CoreV1().Services(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+		}); err != nil {
+		return made, err
+	}
+	if o.networkPolicy != nil {
+		ownedBy(&o.networkPolicy.ObjectMeta, d)
+		if _, err := adopt(ctx, objectName("NetworkPolicy", id), spec.UID, o.networkPolicy,
+			func(ctx context.Context, x *networkingv1.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
+				return cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, x, metav1.CreateOptions{})
+			},
+			func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
+				return cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+			}); err != nil {
+			return made, err
+		}
+	}
+
+	if err := b.waitReady(ctx, c, id, o.service.Spec.Type == corev1.ServiceTypeLoadBalancer); err != nil {
+		return made, err
+	}
+	inst, err := b.Get(ctx, id)
+	if err != nil {
+		return made, err
+	}
+	return inst, nil
+}
+
+// render builds the proxy's objects from spec, or a Permanent error naming what is wrong with it.
+func (b *Backend) render(spec backend.Spec, id backend.ProviderID) (objects, error) {
+	k, err := proxyconf.RenderKubernetes(spec.Proxy, proxyconf.RenderOptions{})
+	if err != nil {
+		return objects{}, backend.NewError(backend.ClassPermanent, objectName("proxy", id), err)
+	}
+	p := withDefaults(spec.Placement.Kubernetes, b.cfg.image(b.clusters[id.Target]))
+	o, err := buildObjects(spec, id.Scope, p, k)
+	if err != nil {
+		return objects{}, backend.NewError(backend.ClassPermanent, objectName("Deployment", id), err)
+	}
+	return o, nil
+}
+
+// adopt creates want, or, when an object of that name exists already, returns it if it carries uid: a
+// retried Create finds what the crashed one made. One that belongs to anyone else is refused.
+func adopt[T metav1.Object](ctx context.Context, object, uid string, want T,
+	create func(context.Context, T) (T, error), get func(context.Context) (T, error),
+) (T, error) {
+	got, err := create(ctx, want)
+	if err == nil {
+		return got, nil
+	}
+	var zero T
+	if !apierrors.IsAlreadyExists(err) {
+		return zero, classify(object, err)
+	}
+	got, err = get(ctx)
+	if err != nil {
+		return zero, classify(object, err)
+	}
+	if owner := got.GetLabels()[backend.LabelUID]; owner != uid {
+		if owner == "" {
+			return zero, backend.Permanent(object, "exists already and was not made by this provider; choose another name or remove it")
+		}
+		return zero, backend.Permanent(object, "exists already and belongs to another proxy (%s=%s); choose another name", backend.LabelUID, owner)
+	}
+	if got.GetDeletionTimestamp() != nil {
+		return zero, backend.Transient(object, "is being deleted; it can be made again once it is gone")
+	}
+	return got, nil
+}
+
+func ownedByDeployment(meta metav1.ObjectMeta, d *appsv1.Deployment) bool {
+	for _, r := range meta.OwnerReferences {
+		if r.UID == d.UID {
+			return true
+		}
+	}
+	return false
+}

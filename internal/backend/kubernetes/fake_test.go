@@ -1,0 +1,88 @@
+package kubernetes
+
+import (
+	"context"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+const testNS = "proxies"
+
+// newFake returns a backend with one cluster, "test", served by client-go's fake clientset holding objs.
+func newFake(t *testing.T, objs ...runtime.Object) (*Backend, *fake.Clientset) {
+	t.Helper()
+	cs := fake.NewClientset(objs...)
+	b, err := newBackend(Config{Clusters: map[string]ClusterConfig{"test": {Namespaces: []string{testNS}}}},
+		func(string, ClusterConfig) (*client, error) {
+			return &client{cs: cs, readyz: func(context.Context) error { return nil }}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, cs
+}
+
+func testSpec(name string) backend.Spec {
+	return backend.Spec{
+		Name: name, UID: "uid-" + name, Owner: "owner-1", Labels: map[string]string{"team": "net"},
+		Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "test", Scope: testNS},
+		Proxy: proxyconf.Settings{
+			Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
+		},
+	}
+}
+
+// testID is the id of the proxy the tests make, named p1.
+func testID() backend.ProviderID {
+	return backend.ProviderID{Backend: backend.KindKubernetes, Target: "test", Scope: testNS, Name: "p1"}
+}
+
+// controller plays the Deployment controller for the fake clientset: every Deployment written gets the
+// status a healthy rollout ends with. mark changes that status first, for tests of failures. It stops with ctx.
+func controller(ctx context.Context, t *testing.T, cs *fake.Clientset, mark func(*appsv1.Deployment)) {
+	t.Helper()
+	w, err := cs.AppsV1().Deployments(testNS).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					return
+				}
+				d, isD := ev.Object.(*appsv1.Deployment)
+				if !isD || ev.Type == "DELETED" || d.Status.ObservedGeneration == d.Generation && d.Status.ObservedGeneration != 0 {
+					continue
+				}
+				d = d.DeepCopy()
+				if d.Generation == 0 {
+					d.Generation = 1
+				}
+				n := *d.Spec.Replicas
+				d.Status = appsv1.DeploymentStatus{
+					ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+					Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue}},
+				}
+				if mark != nil {
+					mark(d)
+				}
+				if _, err := cs.AppsV1().Deployments(testNS).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+					t.Errorf("controller: %v", err)
+				}
+			}
+		}
+	}()
+}

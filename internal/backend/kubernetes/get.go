@@ -1,0 +1,154 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Get reads the proxy back: its state from the Deployment, its address from the Service, its settings from
+// the ConfigMap and the nodes it leaves from from its pods. Only a missing Deployment is NotFound; a missing
+// Service or ConfigMap leaves those fields empty (the next apply recreates the proxy if they matter).
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	c, err := b.checkID(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	cs := c.cs
+	d, err := cs.AppsV1().Deployments(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
+	if err != nil {
+		return backend.Instance{}, classify(objectName("Deployment", id), err)
+	}
+	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue {
+		return backend.Instance{}, backend.Permanent(objectName("Deployment", id), "exists but was not made by this provider")
+	}
+	svc, err := cs.CoreV1().Services(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return backend.Instance{}, classify(objectName("Service", id), err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return backend.Instance{}, classify(objectName("ConfigMap", id), err)
+	}
+	pods, err := cs.CoreV1().Pods(id.Scope).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(selectorLabelsOf(d)).String(),
+	})
+	if err != nil {
+		return backend.Instance{}, classify(objectName("Deployment", id), err)
+	}
+	inst := instanceOf(id.Target, d, svc, pods.Items)
+	if cm != nil {
+		inst.Proxy = parseSettings(cm.Annotations[annotationSettings])
+	}
+	if inst.Proxy != nil && inst.Port == 0 {
+		inst.Port = inst.Proxy.Port
+	}
+	return inst, nil
+}
+
+func selectorLabelsOf(d *appsv1.Deployment) map[string]string {
+	if d.Spec.Selector != nil {
+		return d.Spec.Selector.MatchLabels
+	}
+	return map[string]string{backend.LabelName: d.Name}
+}
+
+// instanceOf maps the objects onto the contract. svc may be nil, and pods empty (ListByTag reads none).
+func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service, pods []corev1.Pod) backend.Instance {
+	id := backend.ProviderID{Backend: backend.KindKubernetes, Target: cluster, Scope: d.Namespace, Name: d.Name}
+	inst := backend.Instance{
+		ID: id, Name: d.Name, UID: d.Labels[backend.LabelUID], Owner: d.Labels[backend.LabelOwner],
+		Labels: backend.UserLabels(d.Labels), State: stateOf(d), CreatedAt: d.CreationTimestamp.Time,
+		Placement: backend.Placement{Backend: backend.KindKubernetes, Target: cluster, Scope: d.Namespace, Kubernetes: placementOf(d)},
+		// The ConfigMap and a rollout change the rules of any proxy this backend made.
+		Reconfigurable: true,
+	}
+	if svc != nil {
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			inst.InternalAddress = svc.Spec.ClusterIP
+		}
+		if len(svc.Spec.Ports) > 0 {
+			inst.Port = int(svc.Spec.Ports[0].Port)
+		}
+		inst.Placement.Kubernetes.ServiceType = string(svc.Spec.Type)
+		for _, ing := range svc.Status.LoadBalancer.Ingress {
+			if ing.IP != "" {
+				inst.EgressAddress = ing.IP
+				break
+			}
+			if ing.Hostname != "" {
+				inst.EgressAddress = ing.Hostname
+				break
+			}
+		}
+	}
+	if inst.EgressAddress == "" {
+		// Without a load balancer, traffic leaves from the nodes the pods run on (unless the cluster's
+		// network sends it elsewhere, which only the cluster's operator knows).
+		var hosts []string
+		for _, p := range pods {
+			if p.Status.HostIP != "" && p.DeletionTimestamp == nil {
+				hosts = append(hosts, p.Status.HostIP)
+			}
+		}
+		sort.Strings(hosts)
+		if len(hosts) > 0 {
+			inst.EgressAddress = hosts[0]
+		}
+	}
+	return inst
+}
+
+// stateOf maps the Deployment's status onto the contract's states.
+func stateOf(d *appsv1.Deployment) backend.State {
+	if d.DeletionTimestamp != nil {
+		return backend.StateDeleting
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" {
+			return backend.StateFailed
+		}
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return backend.StateFailed
+		}
+	}
+	if d.Spec.Replicas != nil && *d.Spec.Replicas == 0 {
+		return backend.StateStopped
+	}
+	if conditionTrue(d, appsv1.DeploymentAvailable) && d.Status.AvailableReplicas > 0 {
+		return backend.StateRunning
+	}
+	return backend.StatePending
+}
+
+func placementOf(d *appsv1.Deployment) *backend.KubernetesPlacement {
+	p := &backend.KubernetesPlacement{Replicas: DefaultReplicas, ServiceType: DefaultServiceType}
+	if d.Spec.Replicas != nil {
+		p.Replicas = int(*d.Spec.Replicas)
+	}
+	var a placementAnnotation
+	if json.Unmarshal([]byte(d.Annotations[annotationPlacement]), &a) == nil {
+		p.Requests, p.Limits, p.NetworkPolicy = a.Requests, a.Limits, a.NetworkPolicy
+	}
+	spec := d.Spec.Template.Spec
+	for _, c := range spec.Containers {
+		if c.Name == containerName {
+			p.Image = c.Image
+		}
+	}
+	if len(spec.NodeSelector) > 0 {
+		p.NodeSelector = spec.NodeSelector
+	}
+	for _, t := range spec.Tolerations {
+		p.Tolerations = append(p.Tolerations, backend.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)})
+	}
+	return p
+}

@@ -1,0 +1,76 @@
+package kubernetes
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// ListByTag lists the owner's proxies on every configured cluster: one label-selector list of Deployments and
+// one of Services across all namespaces per cluster, however many proxies there are. Where RBAC forbids the
+// cluster-wide list, the cluster's configured namespaces are listed one by one; a cluster or namespace that
+// cannot be listed is a failed scope and does not hide the others.
+func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
+		backend.LabelManagedBy: backend.ManagedByValue, backend.LabelOwner: sel.Owner,
+	}).String()}
+	var out []backend.Instance
+	var failed []backend.ScopeError
+	for _, name := range b.clusterNames() {
+		c, err := b.client(name)
+		if err != nil {
+			failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name, Err: err})
+			continue
+		}
+		insts, err := listNamespace(ctx, c, name, metav1.NamespaceAll, opts)
+		if err == nil {
+			out = append(out, insts...)
+			continue
+		}
+		namespaces := b.clusters[name].Namespaces
+		if !apierrors.IsForbidden(err) || len(namespaces) == 0 {
+			failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name, Err: err})
+			continue
+		}
+		for _, ns := range namespaces {
+			insts, err := listNamespace(ctx, c, name, ns, opts)
+			if err != nil {
+				failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name + "/" + ns, Err: err})
+				continue
+			}
+			out = append(out, insts...)
+		}
+	}
+	return out, backend.ListErrorOf(failed)
+}
+
+func listNamespace(ctx context.Context, c *client, cluster, ns string, opts metav1.ListOptions) ([]backend.Instance, error) {
+	object := clusterObject(cluster)
+	if ns != "" {
+		object += " namespace " + ns
+	}
+	ds, err := c.cs.AppsV1().Deployments(ns).List(ctx, opts)
+	if err != nil {
+		return nil, classify(object, err)
+	}
+	svcs, err := c.cs.CoreV1().Services(ns).List(ctx, opts)
+	if err != nil {
+		return nil, classify(object, err)
+	}
+	byKey := map[string]*corev1.Service{}
+	for i := range svcs.Items {
+		s := &svcs.Items[i]
+		byKey[s.Namespace+"/"+s.Name] = s
+	}
+	out := make([]backend.Instance, 0, len(ds.Items))
+	for i := range ds.Items {
+		d := &ds.Items[i]
+		out = append(out, instanceOf(cluster, d, byKey[d.Namespace+"/"+d.Name], nil))
+	}
+	return out, nil
+}

@@ -1,0 +1,296 @@
+package kubernetes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Annotations the backend keeps on its objects.
+const (
+	// annotationChecksum on the pod template is the hash of the proxy's configuration: a new configuration
+	// changes the template, and the Deployment rolls its pods onto it.
+	annotationChecksum = "egress-proxies.io/config-checksum"
+	// annotationSettings on the ConfigMap holds the proxy settings without the password, so Get and an
+	// import read back what the proxy enforces.
+	annotationSettings = "egress-proxies.io/settings"
+	// annotationPlacement on the Deployment holds the placement settings that are not plain to read back.
+	annotationPlacement = "egress-proxies.io/placement"
+)
+
+const (
+	containerName = "squid"
+	// progressDeadline bounds a rollout before the Deployment reports ProgressDeadlineExceeded; the wait
+	// fails fast on that condition.
+	progressDeadline = 300
+	healthPortName   = "health"
+	proxyPortName    = "proxy"
+)
+
+// objects are the API objects of one proxy, built from its Spec.
+type objects struct {
+	configMap     *corev1.ConfigMap
+	secret        *corev1.Secret // nil without authentication
+	deployment    *appsv1.Deployment
+	service       *corev1.Service
+	networkPolicy *networkingv1.NetworkPolicy // nil when the placement turns it off
+}
+
+// podLabels select the proxy's pods: they never change over the proxy's life (a Deployment's selector is
+// immutable), so user labels stay off them.
+func podLabels(spec backend.Spec) map[string]string {
+	return map[string]string{
+		backend.LabelManagedBy: backend.ManagedByValue,
+		backend.LabelUID:       spec.UID,
+		backend.LabelOwner:     spec.Owner,
+		backend.LabelName:      spec.Name,
+	}
+}
+
+func selectorLabels(spec backend.Spec) map[string]string {
+	return map[string]string{backend.LabelUID: spec.UID, backend.LabelName: spec.Name}
+}
+
+// withDefaults fills the placement's zero values.
+func withDefaults(p *backend.KubernetesPlacement, image string) backend.KubernetesPlacement {
+	out := backend.KubernetesPlacement{NetworkPolicy: DefaultNetworkPolicy}
+	if p != nil {
+		out = *p
+	}
+	if out.Replicas == 0 {
+		out.Replicas = DefaultReplicas
+	}
+	if out.Image == "" {
+		out.Image = image
+	}
+	if out.ServiceType == "" {
+		out.ServiceType = DefaultServiceType
+	}
+	return out
+}
+
+// storedSettings is the settings annotation: the proxy's settings without the password.
+func storedSettings(s proxyconf.Settings) string {
+	if s.Auth != nil {
+		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
+	}
+	b, _ := json.Marshal(s) // plain strings and ints: cannot fail
+	return string(b)
+}
+
+func parseSettings(v string) *proxyconf.Settings {
+	if v == "" {
+		return nil
+	}
+	var s proxyconf.Settings
+	if json.Unmarshal([]byte(v), &s) != nil {
+		return nil
+	}
+	return &s
+}
+
+// checksum hashes everything the pods read from the ConfigMap and Secret.
+func checksum(k proxyconf.Kubernetes) string {
+	h := sha256.New()
+	keys := make([]string, 0, len(k.ConfigMapData))
+	for key := range k.ConfigMapData {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		_, _ = fmt.Fprintf(h, "cm %s %d %s\n", key, len(k.ConfigMapData[key]), k.ConfigMapData[key])
+	}
+	keys = keys[:0]
+	for key := range k.SecretData {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		_, _ = fmt.Fprintf(h, "secret %s %d %s\n", key, len(k.SecretData[key]), k.SecretData[key])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// buildObjects renders the proxy's objects. Owner references are added once the Deployment has a UID.
+func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlacement, k proxyconf.Kubernetes) (objects, error) {
+	labels := backend.ManagedLabels(spec)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: spec.Name, Namespace: namespace, Labels: copyMap(labels)}
+	}
+	var o objects
+
+	o.configMap = &corev1.ConfigMap{ObjectMeta: meta(), Data: k.ConfigMapData}
+	o.configMap.Annotations = map[string]string{annotationSettings: storedSettings(spec.Proxy)}
+	if k.SecretData != nil {
+		o.secret = &corev1.Secret{ObjectMeta: meta(), Type: corev1.SecretTypeOpaque, Data: k.SecretData}
+	}
+
+	resources, err := resourceRequirements(p)
+	if err != nil {
+		return objects{}, err
+	}
+	container := corev1.Container{
+		Name:            containerName,
+		Image:           p.Image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         k.Command,
+		Args:            k.Args,
+		Ports: []corev1.ContainerPort{
+			{Name: proxyPortName, ContainerPort: int32(k.ProxyPort), Protocol: corev1.ProtocolTCP},
+			{Name: healthPortName, ContainerPort: int32(k.Readiness.Port), Protocol: corev1.ProtocolTCP},
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: k.Readiness.Path, Port: intstr.FromInt32(int32(k.Readiness.Port)),
+			}},
+			PeriodSeconds: 2, FailureThreshold: 3,
+		},
+		Resources:    resources,
+		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: proxyconf.KubernetesConfigDir, ReadOnly: true}},
+	}
+	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}},
+	}}}
+	if o.secret != nil {
+		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: spec.Name},
+		}})
+	}
+	tolerations := make([]corev1.Toleration, 0, len(p.Tolerations))
+	for _, t := range p.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{
+			Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect),
+		})
+	}
+	placement, _ := json.Marshal(placementAnnotation{Image: p.Image, Requests: p.Requests, Limits: p.Limits, NetworkPolicy: p.NetworkPolicy})
+	o.deployment = &appsv1.Deployment{
+		ObjectMeta: meta(),
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                ptr.To(int32(p.Replicas)),
+			Selector:                &metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
+			ProgressDeadlineSeconds: ptr.To(int32(progressDeadline)),
+			// A new configuration starts a new pod before an old one stops: the proxy keeps serving.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: map[string]string{annotationChecksum: checksum(k)}},
+				Spec: corev1.PodSpec{
+					Containers:                    []corev1.Container{container},
+					Volumes:                       volumes,
+					NodeSelector:                  p.NodeSelector,
+					Tolerations:                   tolerations,
+					AutomountServiceAccountToken:  ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To(int64(10)),
+				},
+			},
+		},
+	}
+	o.deployment.Annotations = map[string]string{annotationPlacement: string(placement)}
+
+	o.service = &corev1.Service{
+		ObjectMeta: meta(),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceType(p.ServiceType),
+			Selector: selectorLabels(spec),
+			Ports: []corev1.ServicePort{{
+				Name: proxyPortName, Port: int32(k.ProxyPort), TargetPort: intstr.FromString(proxyPortName), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+	if p.NetworkPolicy {
+		o.networkPolicy = networkPolicy(meta(), spec)
+	}
+	return o, nil
+}
+
+// networkPolicy admits the allowed client ranges to the proxy port and nothing else. The health port needs
+// no rule: the kubelet's probes come from the node, which network policies do not filter.
+func networkPolicy(meta metav1.ObjectMeta, spec backend.Spec) *networkingv1.NetworkPolicy {
+	peers := make([]networkingv1.NetworkPolicyPeer, 0, len(spec.Proxy.AllowedClientCIDRs))
+	for _, c := range spec.Proxy.AllowedClientCIDRs {
+		peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	port := intstr.FromString(proxyPortName)
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: meta,
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				From:  peers,
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
+			}},
+		},
+	}
+}
+
+// placementAnnotation is what Get cannot read plainly from the pod template.
+type placementAnnotation struct {
+	Image         string            `json:"image"`
+	Requests      map[string]string `json:"requests,omitempty"`
+	Limits        map[string]string `json:"limits,omitempty"`
+	NetworkPolicy bool              `json:"networkPolicy"`
+}
+
+func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequirements, error) {
+	var r corev1.ResourceRequirements
+	parse := func(in map[string]string) (corev1.ResourceList, error) {
+		if len(in) == 0 {
+			return nil, nil
+		}
+		out := corev1.ResourceList{}
+		for name, v := range in {
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				return nil, fmt.Errorf("resource %s: %q is not a quantity: %w", name, v, err)
+			}
+			out[corev1.ResourceName(name)] = q
+		}
+		return out, nil
+	}
+	var err error
+	if r.Requests, err = parse(p.Requests); err != nil {
+		return r, err
+	}
+	if r.Limits, err = parse(p.Limits); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// ownedBy makes the Deployment the owner of meta, so deleting it collects the object; with foreground
+// deletion the Deployment stays until its dependants are gone.
+func ownedBy(meta *metav1.ObjectMeta, d *appsv1.Deployment) {
+	ref := metav1.OwnerReference{
+		APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, BlockOwnerDeletion: ptr.To(true),
+	}
+	for _, r := range meta.OwnerReferences {
+		if r.UID == d.UID {
+			return
+		}
+	}
+	meta.OwnerReferences = append(meta.OwnerReferences, ref)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,263 @@
+package kubernetes
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Update changes what changes in place without touching the proxy's rules: the labels on every object and the
+// Deployment's replica count. It waits for the Deployment to be Available again when the count changed.
+func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
+	c, err := b.checkID(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	cs, ns := c.cs, id.Scope
+	want := backend.ManagedLabels(spec)
+	replicasChanged := false
+	err = updateObject(ctx, objectName("Deployment", id), spec.UID,
+		func(ctx context.Context) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Get(ctx, id.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, d *appsv1.Deployment) (*appsv1.Deployment, error) {
+			d.Labels = copyMap(want)
+			if spec.Placement.Kubernetes != nil && spec.Placement.Kubernetes.Replicas > 0 {
+				r := int32(spec.Placement.Kubernetes.Replicas)
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != r {
+					d.Spec.Replicas = &r
+					replicasChanged = true
+				}
+			}
+			return cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if err := relabel(ctx, c, id, spec.UID, want); err != nil {
+		return backend.Instance{}, err
+	}
+	if replicasChanged {
+		if err := b.waitReady(ctx, c, id, false); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	return b.Get(ctx, id)
+}
+
+// relabel sets the labels of the objects beside the Deployment; missing ones are skipped.
+func relabel(ctx context.Context, c *client, id backend.ProviderID, uid string, want map[string]string) error {
+	cs, ns := c.cs, id.Scope
+	steps := []func() error{
+		func() error {
+			return updateObject(ctx, objectName("ConfigMap", id), uid,
+				func(ctx context.Context) (*corev1.ConfigMap, error) {
+					return cs.CoreV1().ConfigMaps(ns).Get(ctx, id.Name, metav1.GetOptions{})
+				},
+				func(ctx context.Context, o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+					o.Labels = copyMap(want)
+					return cs.CoreV1().ConfigMaps(ns).Update(ctx, o, metav1.UpdateOptions{})
+				})
+		},
+		func() error {
+			return updateObject(ctx, objectName("Secret", id), uid,
+				func(ctx context.Context) (*corev1.Secret, error) {
+					return cs.CoreV1().Secrets(ns).Get(ctx, id.Name, metav1.GetOptions{})
+				},
+				func(ctx context.Context, o *corev1.Secret) (*corev1.Secret, error) {
+					o.Labels = copyMap(want)
+					return cs.CoreV1().Secrets(ns).Update(ctx, o, metav1.UpdateOptions{})
+				})
+		},
+		func() error {
+			return updateObject(ctx, objectName("Service", id), uid,
+				func(ctx context.Context) (*corev1.Service, error) {
+					return cs.CoreV1().Services(ns).Get(ctx, id.Name, metav1.GetOptions{})
+				},
+				func(ctx context.Context, o *corev1.Service) (*corev1.Service, error) {
+					o.Labels = copyMap(want)
+					return cs.CoreV1().Services(ns).Update(ctx, o, metav1.UpdateOptions{})
+				})
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil && !backend.IsNotFound(err) {
+			return err
+		}
+	}
+	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return classify(objectName("NetworkPolicy", id), err)
+	}
+	np.Labels = copyMap(want)
+	_, err = cs.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
+	return classify(objectName("NetworkPolicy", id), err)
+}
+
+// updateObject reads, changes and writes one object, again from a fresh read when another writer got there
+// first (409 Conflict). The object must carry uid.
+func updateObject[T metav1.Object](ctx context.Context, object, uid string,
+	get func(context.Context) (T, error), update func(context.Context, T) (T, error),
+) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		o, err := get(ctx)
+		if err != nil {
+			return err
+		}
+		if got := o.GetLabels()[backend.LabelUID]; uid != "" && got != uid {
+			return backend.Permanent(object, "belongs to another proxy (%s=%s)", backend.LabelUID, got)
+		}
+		_, err = update(ctx, o)
+		return err
+	})
+	return classify(object, err)
+}
+
+// Reconfigure writes the proxy's new rules into its ConfigMap (and Secret), narrows or widens its
+// NetworkPolicy to the new client ranges, and rolls the pods onto the new configuration by changing the
+// checksum on the pod template; it returns once every pod runs it. The Service, and so the proxy's address,
+// stays. The same settings twice change nothing.
+func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
+	c, err := b.checkID(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	cs, ns := c.cs, id.Scope
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, id.Name, metav1.GetOptions{})
+	if err != nil {
+		return backend.Instance{}, classify(objectName("Deployment", id), err)
+	}
+	uid := d.Labels[backend.LabelUID]
+	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue || uid == "" {
+		return backend.Instance{}, backend.Permanent(objectName("Deployment", id), "was not made by this provider")
+	}
+	k, err := proxyconf.RenderKubernetes(settings, proxyconf.RenderOptions{})
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, objectName("proxy", id), err)
+	}
+	sum := checksum(k)
+	spec := backend.Spec{Name: id.Name, UID: uid, Owner: d.Labels[backend.LabelOwner], Labels: backend.UserLabels(d.Labels), Proxy: settings}
+	labels := backend.ManagedLabels(spec)
+
+	// Secret first, then ConfigMap: a pod started in between reads a password file its config may not use
+	// yet, never a config naming a file that is missing.
+	if err := b.putSecret(ctx, c, id, d, labels, k.SecretData); err != nil {
+		return backend.Instance{}, err
+	}
+	err = updateObject(ctx, objectName("ConfigMap", id), uid,
+		func(ctx context.Context) (*corev1.ConfigMap, error) {
+			return cs.CoreV1().ConfigMaps(ns).Get(ctx, id.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+			cm.Data = k.ConfigMapData
+			if cm.Annotations == nil {
+				cm.Annotations = map[string]string{}
+			}
+			cm.Annotations[annotationSettings] = storedSettings(settings)
+			return cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return backend.Instance{}, classify(objectName("NetworkPolicy", id), err)
+	default:
+		np.Spec = networkPolicy(np.ObjectMeta, spec).Spec
+		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{}); err != nil {
+			return backend.Instance{}, classify(objectName("NetworkPolicy", id), err)
+		}
+	}
+	err = updateObject(ctx, objectName("Deployment", id), uid,
+		func(ctx context.Context) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Get(ctx, id.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, d *appsv1.Deployment) (*appsv1.Deployment, error) {
+			if d.Spec.Template.Annotations[annotationChecksum] == sum {
+				return d, nil // already rolled onto these settings
+			}
+			if d.Spec.Template.Annotations == nil {
+				d.Spec.Template.Annotations = map[string]string{}
+			}
+			d.Spec.Template.Annotations[annotationChecksum] = sum
+			syncAuthVolume(d, id.Name, k.SecretData != nil)
+			return cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+		})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if err := b.waitReady(ctx, c, id, false); err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}
+
+// putSecret makes the Secret hold data, creating it when credentials are new and deleting it when they are
+// gone.
+func (b *Backend) putSecret(ctx context.Context, c *client, id backend.ProviderID, d *appsv1.Deployment, labels map[string]string, data map[string][]byte) error {
+	secrets := c.cs.CoreV1().Secrets(id.Scope)
+	object := objectName("Secret", id)
+	cur, err := secrets.Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err) && data == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: id.Name, Namespace: id.Scope, Labels: copyMap(labels)}, Type: corev1.SecretTypeOpaque, Data: data}
+		ownedBy(&s.ObjectMeta, d)
+		_, err := secrets.Create(ctx, s, metav1.CreateOptions{})
+		return classify(object, err)
+	case err != nil:
+		return classify(object, err)
+	case cur.Labels[backend.LabelUID] != labels[backend.LabelUID]:
+		return backend.Permanent(object, "belongs to another proxy (%s=%s)", backend.LabelUID, cur.Labels[backend.LabelUID])
+	case data == nil:
+		// Removed only after the pods stop mounting it: the rollout below drops the volume. Deleting it now
+		// would leave old pods of a stalled rollout without their file; the garbage collector takes it
+		// with the Deployment either way. Emptying it is enough to revoke the credentials.
+		cur.Data = map[string][]byte{proxyconf.KubernetesSecretKey: nil}
+	default:
+		cur.Data = data
+	}
+	_, err = secrets.Update(ctx, cur, metav1.UpdateOptions{})
+	return classify(object, err)
+}
+
+// syncAuthVolume adds or removes the Secret's volume and mount on the pod template.
+func syncAuthVolume(d *appsv1.Deployment, name string, want bool) {
+	spec := &d.Spec.Template.Spec
+	vols := spec.Volumes[:0]
+	for _, v := range spec.Volumes {
+		if v.Name != "auth" {
+			vols = append(vols, v)
+		}
+	}
+	spec.Volumes = vols
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		mounts := c.VolumeMounts[:0]
+		for _, m := range c.VolumeMounts {
+			if m.Name != "auth" {
+				mounts = append(mounts, m)
+			}
+		}
+		c.VolumeMounts = mounts
+		if want && c.Name == containerName {
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
+		}
+	}
+	if want {
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}})
+	}
+}

@@ -1,0 +1,101 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+)
+
+// kubernetesClusterExtra are a cluster's settings beyond the kubeconfig file and context, named as the
+// HashiCorp Kubernetes provider names them.
+type kubernetesClusterExtra struct {
+	ConfigPaths          types.List   `tfsdk:"config_paths"`
+	Host                 types.String `tfsdk:"host"`
+	Token                types.String `tfsdk:"token"`
+	ClientCertificate    types.String `tfsdk:"client_certificate"`
+	ClientKey            types.String `tfsdk:"client_key"`
+	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
+	Insecure             types.Bool   `tfsdk:"insecure"`
+	Exec                 *execModel   `tfsdk:"exec"`
+	Image                types.String `tfsdk:"image"`
+	Namespaces           types.List   `tfsdk:"namespaces"`
+}
+
+type execModel struct {
+	APIVersion types.String `tfsdk:"api_version"`
+	Command    types.String `tfsdk:"command"`
+	Args       types.List   `tfsdk:"args"`
+	Env        types.Map    `tfsdk:"env"`
+}
+
+func kubernetesClusterAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"config_paths": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Kubeconfig files merged in order. Without `config_path` or `config_paths`, `KUBE_CONFIG_PATH` or `KUBECONFIG`."},
+		"host":                   schema.StringAttribute{Optional: true, MarkdownDescription: "API server URL; overrides the kubeconfig's."},
+		"token":                  schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "Bearer token."},
+		"client_certificate":     schema.StringAttribute{Optional: true, MarkdownDescription: "PEM client certificate, with `client_key`."},
+		"client_key":             schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "PEM client key."},
+		"cluster_ca_certificate": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA certificate that signed the API server's."},
+		"insecure":               schema.BoolAttribute{Optional: true, MarkdownDescription: "Skip verifying the API server's certificate. Defaults to `false`."},
+		"exec": schema.SingleNestedAttribute{Optional: true, MarkdownDescription: "Credential plugin run for a token or certificate.",
+			Attributes: map[string]schema.Attribute{
+				"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "Such as `client.authentication.k8s.io/v1`."},
+				"command":     schema.StringAttribute{Required: true, MarkdownDescription: "The plugin's executable."},
+				"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its arguments."},
+				"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its extra environment."},
+			}},
+		"image": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Default proxy image on this cluster; `" + kubernetes.DefaultImage + "` (built by `make image`) when unset."},
+		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Namespaces the orphan list reads one by one where RBAC forbids listing across the cluster."},
+	}
+}
+
+// withAttributes merges more attributes into a schema's map.
+func withAttributes(m, more map[string]schema.Attribute) map[string]schema.Attribute {
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
+}
+
+// kubernetesFactory builds the kubernetes backend from the provider block. An empty cluster map means one
+// cluster named "default" from the kubeconfig the environment names, which the backend resolves.
+func kubernetesFactory(m *kubernetesProviderModel) backend.Factory {
+	cfg := kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{}}
+	for name, c := range m.Clusters {
+		cc := kubernetes.ClusterConfig{
+			ConfigPath: c.ConfigPath.ValueString(), ConfigPaths: stringList(c.ConfigPaths),
+			ConfigContext: c.ConfigContext.ValueString(), Host: c.Host.ValueString(), Token: c.Token.ValueString(),
+			ClientCertificate: c.ClientCertificate.ValueString(), ClientKey: c.ClientKey.ValueString(),
+			ClusterCACertificate: c.ClusterCACertificate.ValueString(), Insecure: c.Insecure.ValueBool(),
+			Image: c.Image.ValueString(), Namespaces: stringList(c.Namespaces),
+		}
+		if c.Exec != nil {
+			cc.Exec = &kubernetes.ExecConfig{APIVersion: c.Exec.APIVersion.ValueString(), Command: c.Exec.Command.ValueString(),
+				Args: stringList(c.Exec.Args), Env: map[string]string{}}
+			for k, v := range c.Exec.Env.Elements() {
+				if s, ok := v.(types.String); ok {
+					cc.Exec.Env[k] = s.ValueString()
+				}
+			}
+		}
+		cfg.Clusters[name] = cc
+	}
+	return func(context.Context) (backend.Backend, error) { return kubernetes.New(cfg) }
+}
+
+func stringList(l types.List) []string {
+	var out []string
+	for _, v := range l.Elements() {
+		if s, ok := v.(types.String); ok {
+			out = append(out, s.ValueString())
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package provider
+
+import (
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+)
+
+// kubernetesPlacementExtra are the Kubernetes placement settings beyond cluster and namespace.
+type kubernetesPlacementExtra struct {
+	Replicas      types.Int64       `tfsdk:"replicas"`
+	Image         types.String      `tfsdk:"image"`
+	NodeSelector  types.Map         `tfsdk:"node_selector"`
+	Tolerations   []tolerationModel `tfsdk:"tolerations"`
+	Resources     *resourcesModel   `tfsdk:"resources"`
+	ServiceType   types.String      `tfsdk:"service_type"`
+	NetworkPolicy types.Bool        `tfsdk:"network_policy"`
+}
+
+type tolerationModel struct {
+	Key      types.String `tfsdk:"key"`
+	Operator types.String `tfsdk:"operator"`
+	Value    types.String `tfsdk:"value"`
+	Effect   types.String `tfsdk:"effect"`
+}
+
+type resourcesModel struct {
+	Requests types.Map `tfsdk:"requests"`
+	Limits   types.Map `tfsdk:"limits"`
+}
+
+func kubernetesPlacementAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kubernetes.DefaultReplicas),
+			MarkdownDescription: "Proxy pods behind the Service; changes in place.", Validators: []validator.Int64{int64validator.Between(1, 100)}},
+		"image": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Squid image; the cluster's `image`, or `" + kubernetes.DefaultImage + "` (built by `make image`), when unset."},
+		"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Node labels the pods must run on, such as egress nodes with known addresses."},
+		"tolerations": schema.ListNestedAttribute{Optional: true, MarkdownDescription: "Taints the pods tolerate.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"key":      schema.StringAttribute{Optional: true, MarkdownDescription: "Taint key; empty with `Exists` matches every taint."},
+				"operator": schema.StringAttribute{Optional: true, MarkdownDescription: "`Equal` or `Exists`.", Validators: []validator.String{stringvalidator.OneOf("Equal", "Exists")}},
+				"value":    schema.StringAttribute{Optional: true, MarkdownDescription: "Taint value for `Equal`."},
+				"effect":   schema.StringAttribute{Optional: true, MarkdownDescription: "`NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all.", Validators: []validator.String{stringvalidator.OneOf("NoSchedule", "PreferNoSchedule", "NoExecute")}},
+			}}},
+		"resources": schema.SingleNestedAttribute{Optional: true, MarkdownDescription: "The Squid container's resource requests and limits.",
+			Attributes: map[string]schema.Attribute{
+				"requests": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ cpu = \"100m\", memory = \"128Mi\" }`."},
+				"limits":   schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ memory = \"256Mi\" }`."},
+			}},
+		"service_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultServiceType),
+			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`.", Validators: []validator.String{stringvalidator.OneOf(kubernetes.ServiceTypes...)}},
+		"network_policy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(kubernetes.DefaultNetworkPolicy),
+			MarkdownDescription: "A NetworkPolicy that admits only `allowed_client_cidrs` to the proxy port."},
+	}
+}
+
+func withResourceAttributes(m, more map[string]schema.Attribute) map[string]schema.Attribute {
+	for k, v := range more {
+		m[k] = v
+	}
+	return m
+}
+
+func (m kubernetesPlacementModel) backendPlacement() *backend.KubernetesPlacement {
+	p := &backend.KubernetesPlacement{
+		Replicas: int(m.Replicas.ValueInt64()), Image: m.Image.ValueString(), NodeSelector: stringMap(m.NodeSelector),
+		ServiceType: m.ServiceType.ValueString(), NetworkPolicy: m.NetworkPolicy.ValueBool(),
+	}
+	if m.NetworkPolicy.IsNull() || m.NetworkPolicy.IsUnknown() {
+		p.NetworkPolicy = kubernetes.DefaultNetworkPolicy
+	}
+	for _, t := range m.Tolerations {
+		p.Tolerations = append(p.Tolerations, backend.Toleration{Key: t.Key.ValueString(), Operator: t.Operator.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()})
+	}
+	if m.Resources != nil {
+		p.Requests, p.Limits = stringMap(m.Resources.Requests), stringMap(m.Resources.Limits)
+	}
+	return p
+}
+
+// kubernetesPlacementFrom maps a placement read back (an import) onto the model; what the user would leave
+// unset reads back null.
+func kubernetesPlacementFrom(p *backend.KubernetesPlacement) kubernetesPlacementExtra {
+	if p == nil {
+		p = &backend.KubernetesPlacement{Replicas: kubernetes.DefaultReplicas, ServiceType: kubernetes.DefaultServiceType, NetworkPolicy: kubernetes.DefaultNetworkPolicy}
+	}
+	e := kubernetesPlacementExtra{
+		Replicas: types.Int64Value(int64(p.Replicas)), Image: optionalString(p.Image), NodeSelector: mapOrNull(p.NodeSelector),
+		ServiceType: types.StringValue(p.ServiceType), NetworkPolicy: types.BoolValue(p.NetworkPolicy),
+	}
+	if p.Image == kubernetes.DefaultImage {
+		e.Image = types.StringNull()
+	}
+	for _, t := range p.Tolerations {
+		e.Tolerations = append(e.Tolerations, tolerationModel{Key: optionalString(t.Key), Operator: optionalString(t.Operator), Value: optionalString(t.Value), Effect: optionalString(t.Effect)})
+	}
+	if len(p.Requests) > 0 || len(p.Limits) > 0 {
+		e.Resources = &resourcesModel{Requests: mapOrNull(p.Requests), Limits: mapOrNull(p.Limits)}
+	}
+	return e
+}
+
+func stringMap(m types.Map) map[string]string {
+	if m.IsNull() || m.IsUnknown() {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m.Elements() {
+		if s, ok := v.(types.String); ok {
+			out[k] = s.ValueString()
+		}
+	}
+	return out
+}
+
+func mapOrNull(m map[string]string) types.Map {
+	if len(m) == 0 {
+		return types.MapNull(types.StringType)
+	}
+	vals := make(map[string]attr.Value, len(m))
+	for k, v := range m {
+		vals[k] = types.StringValue(v)
+	}
+	return types.MapValueMust(types.StringType, vals)
+}
