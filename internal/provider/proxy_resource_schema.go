@@ -86,7 +86,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			// Placement: exactly one.
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional:            true,
-				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider.",
+				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider. Not in this version: refused with a clear error.",
 				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("replicas")},
 				Attributes: withResourceAttributes(map[string]schema.Attribute{
 					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
