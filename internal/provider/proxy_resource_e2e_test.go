@@ -68,11 +68,17 @@ func startUpstreams(t *testing.T) {
 // addDNSHosts names the upstreams on the libvirt network's DNS, which the guest uses through DHCP.
 func addDNSHosts(t *testing.T, uri string, names ...string) {
 	t.Helper()
+	addDNSHostAt(t, uri, e2eGateway, names...)
+}
+
+// addDNSHostAt names ip on the libvirt network's DNS, which the guest uses.
+func addDNSHostAt(t *testing.T, uri, ip string, names ...string) {
+	t.Helper()
 	var hostnames strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&hostnames, "<hostname>%s</hostname>", n)
 	}
-	entry := fmt.Sprintf("<host ip='%s'>%s</host>", e2eGateway, hostnames.String())
+	entry := fmt.Sprintf("<host ip='%s'>%s</host>", ip, hostnames.String())
 	// A previous run killed midway may have left the entry: replace it rather than fail.
 	_ = exec.Command("virsh", "-q", "-c", uri, "net-update", e2eNetwork, "delete", "dns-host", entry, "--live").Run()
 	virsh(t, uri, "net-update", e2eNetwork, "add", "dns-host", entry, "--live")
@@ -85,15 +91,22 @@ func addDNSHosts(t *testing.T, uri string, names ...string) {
 // https URLs) and the final HTTP status, as curl reports them ("000" when there was none).
 func proxied(t *testing.T, proxy, credentials, url string) (connect, status string) {
 	t.Helper()
-	args := []string{"netns", "exec", e2eNetns(), "curl", "-sS", "-k", "-o", "/dev/null", "--max-time", "20",
-		"-w", "%{http_connect} %{http_code}", "-x", "http://" + proxy}
+	return curlThrough(t, []string{"-x", "http://" + proxy}, credentials, url)
+}
+
+// curlThrough runs curl inside the namespace with the proxy arguments given and returns the CONNECT status
+// and the final HTTP status.
+func curlThrough(t *testing.T, proxyArgs []string, credentials, url string) (connect, status string) {
+	t.Helper()
+	args := append([]string{"netns", "exec", e2eNetns(), "curl", "-sS", "-k", "-o", "/dev/null", "--max-time", "20",
+		"-w", "%{http_connect} %{http_code}"}, proxyArgs...)
 	if credentials != "" {
 		args = append(args, "--proxy-user", credentials)
 	}
 	out, _ := exec.Command("ip", append(args, url)...).Output() // curl exits non-zero on a refused CONNECT
 	fields := strings.Fields(string(out))
 	if len(fields) != 2 {
-		t.Fatalf("curl via %s to %s printed %q", proxy, url, out)
+		t.Fatalf("curl via %v to %s printed %q", proxyArgs, url, out)
 	}
 	return fields[0], fields[1]
 }

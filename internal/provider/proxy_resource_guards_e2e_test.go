@@ -11,9 +11,7 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -101,36 +99,10 @@ resource "egress_proxy" "e2e" {
 	})
 }
 
-// addDNSHostAt names ip on the libvirt network's DNS, which the guest uses.
-func addDNSHostAt(t *testing.T, uri, ip string, names ...string) {
-	t.Helper()
-	var hostnames strings.Builder
-	for _, n := range names {
-		fmt.Fprintf(&hostnames, "<hostname>%s</hostname>", n)
-	}
-	entry := fmt.Sprintf("<host ip='%s'>%s</host>", ip, hostnames.String())
-	// A previous run killed midway may have left the entry: replace it rather than fail.
-	_ = exec.Command("virsh", "-q", "-c", uri, "net-update", e2eNetwork, "delete", "dns-host", entry, "--live").Run()
-	virsh(t, uri, "net-update", e2eNetwork, "add", "dns-host", entry, "--live")
-	t.Cleanup(func() {
-		_ = exec.Command("virsh", "-q", "-c", uri, "net-update", e2eNetwork, "delete", "dns-host", entry, "--live").Run()
-	})
-}
-
 // proxiedTLS is proxied through a TLS proxy whose certificate curl verifies against caFile.
 func proxiedTLS(t *testing.T, proxy, caFile, credentials, url string) (connect, status string) {
 	t.Helper()
-	args := []string{"netns", "exec", e2eNetns(), "curl", "-sS", "-k", "-o", "/dev/null", "--max-time", "20",
-		"-w", "%{http_connect} %{http_code}", "--proxy", proxy, "--proxy-cacert", caFile}
-	if credentials != "" {
-		args = append(args, "--proxy-user", credentials)
-	}
-	out, _ := exec.Command("ip", append(args, url)...).Output() // curl exits non-zero on a refused CONNECT
-	fields := strings.Fields(string(out))
-	if len(fields) != 2 {
-		t.Fatalf("curl via %s to %s printed %q", proxy, url, out)
-	}
-	return fields[0], fields[1]
+	return curlThrough(t, []string{"--proxy", proxy, "--proxy-cacert", caFile}, credentials, url)
 }
 
 func waitUntilServingTLS(t *testing.T, proxy, caFile string) {
