@@ -90,7 +90,8 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 // inspect runs calls against the host outside the backend's logic, to check what really exists.
 func inspect(t testing.TB, b *Backend, fn func(l api) error) {
 	t.Helper()
-	if err := b.conns[liveHost].do(ctxFor(t, 30*time.Second), fn); err != nil {
+	// Generous: a test VM booting under emulation beside it can slow the daemon's answers a lot.
+	if err := b.conns[liveHost].do(ctxFor(t, 3*time.Minute), fn); err != nil {
 		t.Fatal(err)
 	}
 }
