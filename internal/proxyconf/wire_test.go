@@ -87,7 +87,7 @@ func TestCredentialsOnTheWire(t *testing.T) {
 					t.Fatalf("connection %d (%s): the capture holds %d bytes from the client, %d from Squid; want both",
 						i, cn.Client, len(cn.ClientBytes), len(cn.ServerBytes))
 				}
-				found := append(readable(cn.ClientBytes, secrets), readable(cn.ServerBytes, secrets)...)
+				found := append(testutil.Readable(cn.ClientBytes, secrets), testutil.Readable(cn.ServerBytes, secrets)...)
 				if !tc.tls {
 					// The control: over the plain listener the very search below finds the header and its
 					// value in what curl sent, so it would find them over TLS too, were they there.
@@ -109,7 +109,7 @@ func TestCredentialsOnTheWire(t *testing.T) {
 			}
 			// Every captured byte, packet headers included, packet by packet: this also covers any packet the
 			// reassembly above left out.
-			found := readable(capture.Raw(), secrets)
+			found := testutil.Readable(capture.Raw(), secrets)
 			switch {
 			case tc.tls && len(found) > 0:
 				t.Errorf("the capture of the TLS listener holds %q in clear", found)
@@ -118,17 +118,4 @@ func TestCredentialsOnTheWire(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readable lists the secrets that occur in b. Secrets are given in lower case where letter case does not
-// matter (HTTP header names), and b is searched both as it is and in lower case.
-func readable(b []byte, secrets [][]byte) [][]byte {
-	var found [][]byte
-	lower := bytes.ToLower(b)
-	for _, s := range secrets {
-		if bytes.Contains(b, s) || (bytes.Equal(s, bytes.ToLower(s)) && bytes.Contains(lower, s)) {
-			found = append(found, s)
-		}
-	}
-	return found
 }

@@ -59,6 +59,19 @@ func StartCapture(t testing.TB, prefix []string, iface, filter string) *Capture 
 // Raw is the capture file as tcpdump wrote it so far: every captured byte, headers included.
 func (c *Capture) Raw() []byte { return []byte(c.pcap.String()) }
 
+// Readable lists the secrets that occur in b. Secrets given in lower case are found in any letter case (HTTP
+// header names are case-insensitive); others only as they are.
+func Readable(b []byte, secrets [][]byte) [][]byte {
+	var found [][]byte
+	lower := bytes.ToLower(b)
+	for _, s := range secrets {
+		if bytes.Contains(b, s) || (bytes.Equal(s, bytes.ToLower(s)) && bytes.Contains(lower, s)) {
+			found = append(found, s)
+		}
+	}
+	return found
+}
+
 // TCPConn is one TCP connection seen from its first SYN: what the side that opened it sent, and what the other
 // side answered, each in order, without retransmissions.
 type TCPConn struct {

@@ -40,6 +40,30 @@ func TestFlowBytes(t *testing.T) {
 	}
 }
 
+func TestReadable(t *testing.T) {
+	t.Parallel()
+	secrets := [][]byte{[]byte("proxy-authorization"), []byte("Pa55word")}
+	tests := map[string]struct {
+		in   string
+		want int
+	}{
+		"header as curl writes it": {"Proxy-Authorization: Basic x", 1},
+		"header in upper case":     {"PROXY-AUTHORIZATION: x", 1},
+		"password as it is":        {"user:Pa55word", 1},
+		"password in another case": {"user:pa55word", 0},
+		"both":                     {"proxy-authorization: Pa55word", 2},
+		"neither":                  {"\x16\x03\x01 random bytes", 0},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := Readable([]byte(tc.in), secrets); len(got) != tc.want {
+				t.Errorf("found %q, want %d secret(s)", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestParsePcap reads a capture of one Ethernet frame padded past its IPv4 packet: the padding is not payload.
 func TestParsePcap(t *testing.T) {
 	t.Parallel()
