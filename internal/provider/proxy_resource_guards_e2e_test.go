@@ -34,7 +34,8 @@ import (
 // while the usual upstream gets through; curl reaches it with --proxy https://, verifying the certificate
 // chain against the root CA alone, which proves the image's Squid sends the intermediate. A packet capture in
 // the namespace shows those requests' credentials nowhere in clear, and shows them in a request to the proxy's
-// plain port, the control.
+// plain port, the control. The key is given write-only: the booted Squid serving it proves the key reaches the
+// guest without passing through state.
 func TestAccProxyKVM_bootedProxyGuardsAndTLS(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	image := os.Getenv("EGRESS_TEST_IMAGE")
@@ -62,8 +63,9 @@ resource "egress_proxy" "e2e" {
     password = %q
   }
   tls = {
-    certificate_pem = %q
-    private_key_pem = %q
+    certificate_pem            = %q
+    private_key_pem_wo         = %q
+    private_key_pem_wo_version = 1
   }
   timeouts {
     create = "20m"
