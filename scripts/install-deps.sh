@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests run for real (squid-openssl, the Squid build the proxy image runs, for
 # the data-plane tests; xorriso/genisoimage to read back seed ISOs, openssh-server for the kvm backend's ssh
-# transport test); libvirt's own packages are
+# transport test, tcpdump for the tests that look at the bytes between client and proxy); libvirt's own packages are
 # installed by scripts/libvirt-env.sh, which must keep their daemons out of the root network namespace. Quick
 # when everything is present.
 set -euo pipefail
-packages=(squid-openssl apache2-utils genisoimage curl jq openssh-server)
+packages=(squid-openssl apache2-utils genisoimage curl jq openssh-server tcpdump)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

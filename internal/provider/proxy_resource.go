@@ -135,8 +135,8 @@ func (r *proxyResource) backendFor(ctx context.Context, kind backend.Kind) (back
 func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan proxyResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	var passwordWO types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &passwordWO)...)
+	writeOnly, d := readWriteOnly(ctx, req.Config)
+	resp.Diagnostics.Append(d...)
 	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
@@ -145,7 +145,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	spec, diags := r.spec(ctx, plan, uuid.NewString(), passwordWO)
+	spec, diags := r.spec(ctx, plan, uuid.NewString(), writeOnly)
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
@@ -232,8 +232,8 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	var plan, state proxyResourceModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	var passwordWO types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &passwordWO)...)
+	writeOnly, d := readWriteOnly(ctx, req.Config)
+	resp.Diagnostics.Append(d...)
 	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
@@ -241,7 +241,7 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	spec, diags := r.spec(ctx, plan, state.UID.ValueString(), passwordWO)
+	spec, diags := r.spec(ctx, plan, state.UID.ValueString(), writeOnly)
 	resp.Diagnostics.Append(diags...)
 	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
@@ -307,7 +307,7 @@ func (r *proxyResource) ImportState(ctx context.Context, req resource.ImportStat
 }
 
 // spec maps the plan onto the contract.
-func (r *proxyResource) spec(ctx context.Context, m proxyResourceModel, uid string, passwordWO types.String) (backend.Spec, diag.Diagnostics) {
+func (r *proxyResource) spec(ctx context.Context, m proxyResourceModel, uid string, writeOnly writeOnlyValues) (backend.Spec, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	name := m.Name.ValueString()
 	if m.Name.IsNull() || m.Name.IsUnknown() {
@@ -315,7 +315,7 @@ func (r *proxyResource) spec(ctx context.Context, m proxyResourceModel, uid stri
 	}
 	own := map[string]string{}
 	diags.Append(m.Labels.ElementsAs(ctx, &own, false)...)
-	settings, d := m.settings(ctx, passwordWO)
+	settings, d := m.settings(ctx, writeOnly)
 	diags.Append(d...)
 	placement := m.placement()
 	if placement.Backend == "" {

@@ -10,8 +10,9 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// guardSettings adds the destination guards, TLS and the per-client limit to s.
-func (m proxyResourceModel) guardSettings(ctx context.Context, s *proxyconf.Settings) diag.Diagnostics {
+// guardSettings adds the destination guards, TLS and the per-client limit to s; privateKeyWO is the write-only
+// key, used when private_key_pem is not set.
+func (m proxyResourceModel) guardSettings(ctx context.Context, s *proxyconf.Settings, privateKeyWO types.String) diag.Diagnostics {
 	var diags diag.Diagnostics
 	if !m.AllowedPrivateCIDRs.IsNull() && !m.AllowedPrivateCIDRs.IsUnknown() {
 		diags.Append(m.AllowedPrivateCIDRs.ElementsAs(ctx, &s.AllowedPrivateCIDRs, false)...)
@@ -21,7 +22,11 @@ func (m proxyResourceModel) guardSettings(ctx context.Context, s *proxyconf.Sett
 		s.MaxConnectionsPerClient = int(m.MaxConnectionsPerClient.ValueInt64())
 	}
 	if m.TLS != nil {
-		s.TLS = &proxyconf.TLSSettings{CertificatePEM: m.TLS.CertificatePEM.ValueString(), PrivateKeyPEM: m.TLS.PrivateKeyPEM.ValueString()}
+		key := m.TLS.PrivateKeyPEM.ValueString()
+		if m.TLS.PrivateKeyPEM.IsNull() {
+			key = privateKeyWO.ValueString()
+		}
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: m.TLS.CertificatePEM.ValueString(), PrivateKeyPEM: key}
 	}
 	return diags
 }

@@ -1,29 +1,41 @@
 package provider
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // The booted proxy enforces the destination guards and serves its port over TLS: names under an allowed domain
 // that the namespace's DNS points at loopback, at the metadata address or at the proxy VM itself are refused,
 // while the usual upstream gets through; curl reaches it with --proxy https://, verifying the certificate
-// chain against the root CA alone, which proves the image's Squid sends the intermediate.
+// chain against the root CA alone, which proves the image's Squid sends the intermediate. A packet capture in
+// the namespace shows those requests' credentials nowhere in clear, and shows them in a request to the proxy's
+// plain port, the control. The key is given write-only: the booted Squid serving it proves the key reaches the
+// guest without passing through state.
 func TestAccProxyKVM_bootedProxyGuardsAndTLS(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	image := os.Getenv("EGRESS_TEST_IMAGE")
@@ -51,8 +63,9 @@ resource "egress_proxy" "e2e" {
     password = %q
   }
   tls = {
-    certificate_pem = %q
-    private_key_pem = %q
+    certificate_pem            = %q
+    private_key_pem_wo         = %q
+    private_key_pem_wo_version = 1
   }
   timeouts {
     create = "20m"
@@ -75,7 +88,12 @@ resource "egress_proxy" "e2e" {
 				// The proxy's own address becomes a name only now that it is known.
 				addDNSHostAt(t, uri, addr, "self.allowed.test")
 				waitUntilServingTLS(t, proxy, caFile)
-				for _, e := range []proxyExpectation{
+				// From here on, what crosses the namespace's side of the proxy's network is recorded: the TLS
+				// port's traffic in one capture, the plain health port's in another, for the control below.
+				port, _ := strconv.Atoi(rs.Primary.Attributes["port"])
+				tlsCapture := startProxyCapture(t, addr, port)
+				plainCapture := startProxyCapture(t, addr, proxyconf.DefaultHealthPort)
+				expectations := []proxyExpectation{
 					{"http://up.allowed.test/", good, "000", "200"},
 					{"https://up.allowed.test/", good, "200", "200"},
 					{"http://up.allowed.test/", "", "000", "407"},
@@ -86,17 +104,81 @@ resource "egress_proxy" "e2e" {
 					{"https://metadata.allowed.test/", good, "403", "000"},
 					{"http://self.allowed.test/", good, "000", "403"},
 					{"https://self.allowed.test/", good, "403", "000"},
-				} {
+				}
+				for _, e := range expectations {
 					connect, status := proxiedTLS(t, proxy, caFile, e.credentials, e.url)
 					if connect != e.connect || status != e.status {
 						return fmt.Errorf("%s with credentials %q: CONNECT %s, status %s; want CONNECT %s, status %s",
 							e.url, e.credentials, connect, status, e.connect, e.status)
 					}
 				}
-				return nil
+				// The control: the same credentials sent in clear to the proxy's one plain port, the health port,
+				// which refuses any proxied request but only after the request crossed the network.
+				health := net.JoinHostPort(addr, strconv.Itoa(proxyconf.DefaultHealthPort))
+				if connect, status := curlThrough(t, []string{"--proxy", "http://" + health}, good, "http://up.allowed.test/"); status != "403" {
+					return fmt.Errorf("a proxied request to the health port %s: CONNECT %s, status %s; want status 403", health, connect, status)
+				}
+				return credentialsOffTheWire(t, tlsCapture, port, len(expectations), plainCapture)
 			},
 		}},
 	})
+}
+
+// startProxyCapture records, inside the namespace, the TCP traffic between the namespace and port of the
+// proxy VM at addr, on the interface the namespace reaches it through.
+func startProxyCapture(t *testing.T, addr string, port int) *testutil.Capture {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", e2eNetns(), "ip", "-o", "route", "get", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("the namespace's route to %s: %v\n%s", addr, err, out)
+	}
+	fields := strings.Fields(string(out))
+	i := slices.Index(fields, "dev")
+	if i < 0 || i+1 >= len(fields) {
+		t.Fatalf("the namespace's route to %s names no interface: %s", addr, out)
+	}
+	return testutil.StartCapture(t, []string{"ip", "netns", "exec", e2eNetns()}, fields[i+1],
+		fmt.Sprintf("tcp and host %s and port %d", addr, port))
+}
+
+// credentialsOffTheWire checks the captures of a test's requests: tlsConns connections to the TLS port, each
+// TLS from its first byte with no trace of the credentials; and the control, the credentials sent to the plain
+// port, where the same search finds them, which proves it would find a leak.
+func credentialsOffTheWire(t *testing.T, tlsCapture *testutil.Capture, tlsPort, tlsConns int, plainCapture *testutil.Capture) error {
+	t.Helper()
+	basic := base64.StdEncoding.EncodeToString([]byte(e2eUser + ":" + e2ePass))
+	secrets := [][]byte{[]byte("proxy-authorization"), []byte(e2ePass), []byte(basic)}
+	conns := tlsCapture.WaitConns(t, uint16(tlsPort), tlsConns, 5*time.Minute) //nolint:gosec // a validated port
+	if len(conns) != tlsConns {
+		return fmt.Errorf("the capture holds %d connections to the TLS port, want one per request (%d)", len(conns), tlsConns)
+	}
+	var sent, received int
+	for i, cn := range conns {
+		for side, b := range map[string][]byte{"client": cn.ClientBytes, "proxy": cn.ServerBytes} {
+			if len(b) < 2 || b[0] != 0x16 || b[1] != 0x03 {
+				return fmt.Errorf("connection %d to the TLS port: the %s's first bytes are %.40q, not a TLS handshake record", i, side, b)
+			}
+		}
+		if found := append(testutil.Readable(cn.ClientBytes, secrets), testutil.Readable(cn.ServerBytes, secrets)...); len(found) > 0 {
+			return fmt.Errorf("connection %d to the TLS port carries %q in clear", i, found)
+		}
+		sent, received = sent+len(cn.ClientBytes), received+len(cn.ServerBytes)
+	}
+	// Every captured byte, packet by packet, headers included: this covers any packet the reassembly left out.
+	if found := testutil.Readable(tlsCapture.Raw(), secrets); len(found) > 0 {
+		return fmt.Errorf("the capture of the TLS port holds %q in clear", found)
+	}
+	control := plainCapture.WaitConns(t, proxyconf.DefaultHealthPort, 1, 5*time.Minute)
+	want := "Proxy-Authorization: Basic " + basic + "\r\n"
+	if len(control) != 1 || len(testutil.Readable(control[0].ClientBytes, secrets)) < 2 || !bytes.Contains(control[0].ClientBytes, []byte(want)) {
+		return fmt.Errorf("the control: the capture of the plain port lacks %q, so the capture would miss a leak; it holds %d connection(s)", want, len(control))
+	}
+	if found := testutil.Readable(plainCapture.Raw(), secrets); len(found) < 2 {
+		return fmt.Errorf("the control: the raw capture of the plain port shows only %q, want the header and its value", found)
+	}
+	t.Logf("captured %d connections to the TLS port (%d bytes from the client, %d from the proxy): no credentials in clear; the plain port's capture shows them",
+		len(conns), sent, received)
+	return nil
 }
 
 // proxiedTLS is proxied through a TLS proxy whose certificate curl verifies against caFile.

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -74,8 +76,23 @@ type kvmPlacementModel struct {
 }
 
 type tlsModel struct {
-	CertificatePEM types.String `tfsdk:"certificate_pem"`
-	PrivateKeyPEM  types.String `tfsdk:"private_key_pem"`
+	CertificatePEM         types.String `tfsdk:"certificate_pem"`
+	PrivateKeyPEM          types.String `tfsdk:"private_key_pem"`
+	PrivateKeyPEMWO        types.String `tfsdk:"private_key_pem_wo"`
+	PrivateKeyPEMWOVersion types.Int64  `tfsdk:"private_key_pem_wo_version"`
+}
+
+// writeOnlyValues are the write-only attributes. Plans and state never carry them: Create and Update read them
+// from the configuration.
+type writeOnlyValues struct {
+	password, privateKeyPEM types.String
+}
+
+func readWriteOnly(ctx context.Context, config tfsdk.Config) (writeOnlyValues, diag.Diagnostics) {
+	var w writeOnlyValues
+	diags := config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &w.password)
+	diags.Append(config.GetAttribute(ctx, path.Root("tls").AtName("private_key_pem_wo"), &w.privateKeyPEM)...)
+	return w, diags
 }
 
 type authModel struct {
@@ -163,9 +180,8 @@ func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 		!m.Auth.PasswordWOVersion.Equal(prior.Auth.PasswordWOVersion))
 }
 
-// settings builds the proxy settings; passwordWO is the write-only password, read from the configuration
-// because plans never carry it.
-func (m proxyResourceModel) settings(ctx context.Context, passwordWO types.String) (proxyconf.Settings, diag.Diagnostics) {
+// settings builds the proxy settings, taking the write-only values where the plan has none.
+func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyValues) (proxyconf.Settings, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	s := proxyconf.Settings{Port: int(m.Port.ValueInt64())}
 	diags.Append(m.AllowedClientCIDRs.ElementsAs(ctx, &s.AllowedClientCIDRs, false)...)
@@ -181,11 +197,11 @@ func (m proxyResourceModel) settings(ctx context.Context, passwordWO types.Strin
 	if m.Auth != nil {
 		password := m.Auth.Password.ValueString()
 		if m.Auth.Password.IsNull() {
-			password = passwordWO.ValueString()
+			password = writeOnly.password.ValueString()
 		}
 		s.Auth = &proxyconf.BasicAuth{Username: m.Auth.Username.ValueString(), Password: password}
 	}
-	diags.Append(m.guardSettings(ctx, &s)...)
+	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
 	return s, diags
 }
 

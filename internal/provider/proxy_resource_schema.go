@@ -184,15 +184,24 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				Validators:          []validator.Int64{int64validator.Between(1, proxyconf.MaxMaxConnectionsPerClient)},
 			},
 			"tls": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`.",
-				PlanModifiers:       []planmodifier.Object{objectplanmodifier.RequiresReplace()},
-				Validators:          []validator.Object{attribute_validator.TLSKeyPair()},
+				Optional: true,
+				MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`. " +
+					"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state.",
+				PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				Validators:    []validator.Object{attribute_validator.TLSKeyPair()},
 				Attributes: map[string]schema.Attribute{
 					"certificate_pem": schema.StringAttribute{Required: true,
 						MarkdownDescription: "The proxy's certificate in PEM, followed by any intermediate CA certificates."},
-					"private_key_pem": schema.StringAttribute{Required: true, Sensitive: true,
-						MarkdownDescription: "The certificate's private key in PEM, unencrypted. Stored in state (marked sensitive)."},
+					"private_key_pem": schema.StringAttribute{Optional: true, Sensitive: true,
+						MarkdownDescription: "The certificate's private key in PEM, unencrypted. Stored in state (marked sensitive).",
+						Validators: []validator.String{
+							stringvalidator.ExactlyOneOf(path.MatchRoot("tls").AtName("private_key_pem"), path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
+					"private_key_pem_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+						MarkdownDescription: "Write-only private key in PEM, unencrypted: never stored in state. Change `private_key_pem_wo_version` to apply a new one.",
+						Validators:          []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo_version"))}},
+					"private_key_pem_wo_version": schema.Int64Attribute{Optional: true,
+						MarkdownDescription: "Any number; changing it replaces the proxy with one that serves the current `private_key_pem_wo`.",
+						Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
 				},
 			},
 			"auth": schema.SingleNestedAttribute{

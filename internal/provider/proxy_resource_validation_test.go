@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +17,11 @@ import (
 // quoted source line in its diagnostic is the attribute's own line.
 func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
+	// A good pair, so that the key pair's own check passes and the attribute combination is what fails.
+	goodCert, goodKey := selfSignedPEM(t)
+	goodTLS := func(keys string) string {
+		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
+	}
 	tests := map[string]struct {
 		body string
 		want string // the diagnostic's summary, then its text naming the attribute
@@ -56,11 +63,15 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"gcp spot and preemptible":   {base + "  gcp = { spot = true, preemptible = true }", `Invalid Attribute Combination.*gcp.preemptible`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
 		// Destination guards, TLS and limits.
-		"private cidr public":   {base + "  kvm = {}\n  allowed_private_cidrs = [\"8.8.8.0/24\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("8.8.8.0/24"\)\]:.*not inside a private range`},
-		"private cidr loopback": {base + "  kvm = {}\n  allowed_private_cidrs = [\"127.0.0.0/8\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("127.0.0.0/8"\)\]`},
-		"max connections zero":  {base + "  kvm = {}\n  max_connections_per_client = 0", `Invalid Attribute Value.*Attribute max_connections_per_client value must be between 1 and 16384, got: 0`},
-		"tls not pem":           {base + "  kvm = {}\n  tls = { certificate_pem = \"x\", private_key_pem = \"y\" }", `Invalid TLS certificate or key.*Attribute tls: certificate_pem holds something other than PEM blocks`},
-		"tls key missing":       {base + "  kvm = {}\n  tls = { certificate_pem = \"x\" }", `Incorrect attribute value type.*attribute "private_key_pem" is required`},
+		"private cidr public":                {base + "  kvm = {}\n  allowed_private_cidrs = [\"8.8.8.0/24\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("8.8.8.0/24"\)\]:.*not inside a private range`},
+		"private cidr loopback":              {base + "  kvm = {}\n  allowed_private_cidrs = [\"127.0.0.0/8\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("127.0.0.0/8"\)\]`},
+		"max connections zero":               {base + "  kvm = {}\n  max_connections_per_client = 0", `Invalid Attribute Value.*Attribute max_connections_per_client value must be between 1 and 16384, got: 0`},
+		"tls not pem":                        {base + "  kvm = {}\n  tls = { certificate_pem = \"x\", private_key_pem = \"y\" }", `Invalid TLS certificate or key.*Attribute tls: certificate_pem holds something other than PEM blocks`},
+		"tls key missing":                    {base + "  kvm = {}\n  tls = { certificate_pem = \"x\" }", `Invalid Attribute Combination.*No attribute specified when one \(and only one\) of \[tls.private_key_pem,tls.private_key_pem_wo\]`},
+		"tls both keys":                      {goodTLS("private_key_pem = %[1]s, private_key_pem_wo = %[1]s, private_key_pem_wo_version = 1"), `Invalid Attribute Combination.*2 attributes specified when one \(and only one\) of \[tls.private_key_pem,tls.private_key_pem_wo\]`},
+		"tls write-only key without version": {goodTLS("private_key_pem_wo = %s"), `Invalid Attribute Combination.*tls.private_key_pem_wo_version`},
+		// The certificate is good: the error can only come from the write-only key, which validation sees.
+		"tls write-only key not pem": {goodTLS("private_key_pem_wo = \"y\", private_key_pem_wo_version = 1%.0s"), `Invalid TLS certificate or key.*Attribute tls: private_key_pem must be exactly one PEM private key`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -15,8 +15,9 @@ func AllowedPrivateCIDR() validator.String {
 	return stringFunc{"allowed private CIDR", proxyconf.ValidateAllowedPrivateCIDR}
 }
 
-// TLSKeyPair checks a tls object's certificate_pem and private_key_pem together: PEM, unencrypted, and one key
-// pair. Either unknown at plan time (from another resource) leaves the check to the apply.
+// TLSKeyPair checks a tls object's certificate_pem and its key (private_key_pem, or the write-only
+// private_key_pem_wo, which validation still sees) together: PEM, unencrypted, and one key pair. Either unknown
+// at plan time (from another resource) leaves the check to the apply.
 func TLSKeyPair() validator.Object { return tlsKeyPair{} }
 
 type tlsKeyPair struct{}
@@ -35,6 +36,9 @@ func (tlsKeyPair) ValidateObject(_ context.Context, req validator.ObjectRequest,
 	attrs := req.ConfigValue.Attributes()
 	cert, ok1 := attrs["certificate_pem"].(types.String)
 	key, ok2 := attrs["private_key_pem"].(types.String)
+	if wo, ok := attrs["private_key_pem_wo"].(types.String); ok2 && ok && key.IsNull() {
+		key = wo
+	}
 	if !ok1 || !ok2 || cert.IsNull() || cert.IsUnknown() || key.IsNull() || key.IsUnknown() {
 		return
 	}
