@@ -42,7 +42,7 @@ func (b *Backend) Check(ctx context.Context) []backend.Health {
 }
 
 func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health {
-	h := backend.Health{Target: string(backend.KindKubernetes) + "/" + name, Details: map[string]string{}}
+	h := backend.Health{Target: name, Details: map[string]string{}}
 	c, err := b.client(name)
 	if err != nil {
 		h.Reason = err.Error()
