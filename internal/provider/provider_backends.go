@@ -54,7 +54,7 @@ const (
 func kubernetesProviderSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional:            true,
-		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on. Not in this version: a proxy placed on it is refused with a clear error until the backend has passed its acceptance tests.",
+		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on.",
 		Attributes: map[string]schema.Attribute{
 			"clusters": schema.MapNestedAttribute{
 				Optional: true,

@@ -192,6 +192,9 @@ resource "egress_proxy" "k8s" {
 					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
 					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("id"),
 						knownvalue.StringRegexp(regexp.MustCompile(`^kubernetes/test/default/egress-[0-9a-f]{16}$`))),
+					// Pods reach the proxy by its Service's name, which outlives a recreated Service's address.
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("proxy_url"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^http://egress-[0-9a-f]{16}\.default\.svc:3128$`))),
 				},
 				Check: resource.ComposeTestCheckFunc(
 					func(s *terraform.State) error {
