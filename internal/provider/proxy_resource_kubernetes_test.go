@@ -97,7 +97,7 @@ type k8sRequest struct{ url, credentials, status string }
 
 // k8sCheckServes sends each request through the Service of egress_proxy.<name>. With address, the Service's
 // cluster IP is remembered on the first call and must stay the same on the later ones.
-func k8sCheckServes(env k8sEnv, name string, address *string, requests ...k8sRequest) resource.TestCheckFunc {
+func k8sCheckServes(t *testing.T, env k8sEnv, name string, address *string, requests ...k8sRequest) resource.TestCheckFunc {
 	return func(s *terraform.State) error {
 		rs, ok := s.RootModule().Resources["egress_proxy."+name]
 		if !ok {
@@ -115,7 +115,7 @@ func k8sCheckServes(env k8sEnv, name string, address *string, requests ...k8sReq
 		// the namespace a moment later, and until then a request may reach an old pod on its way out. So the
 		// requests are repeated until every one gets its answer, within a bound a loaded machine meets.
 		var failed string
-		for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
+		for deadline, round := time.Now().Add(2*time.Minute), 1; ; round++ {
 			failed = ""
 			for _, r := range requests {
 				if got := k8sProxied(env.netns, proxy, r.credentials, r.url); got != r.status {
@@ -124,8 +124,12 @@ func k8sCheckServes(env k8sEnv, name string, address *string, requests ...k8sReq
 				}
 			}
 			if failed == "" || time.Now().After(deadline) {
+				if round > 1 {
+					t.Logf("egress_proxy.%s answered as expected after %d rounds of requests", name, round)
+				}
 				break
 			}
+			time.Sleep(time.Second)
 		}
 		if failed != "" {
 			id, _ := backend.ParseProviderID(rs.Primary.ID)
@@ -202,7 +206,7 @@ resource "egress_proxy" "k8s" {
 						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
 						return err
 					},
-					k8sCheckServes(env, "k8s", &address,
+					k8sCheckServes(t, env, "k8s", &address,
 						k8sRequest{"http://" + k8sOrigin + "/", "", "200"},
 						k8sRequest{"http://" + k8sOther + "/", "", "403"},
 					),
@@ -237,7 +241,7 @@ resource "egress_proxy" "k8s" {
 					plancheck.ExpectResourceAction("egress_proxy.k8s", plancheck.ResourceActionUpdate),
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id"))},
-				Check: k8sCheckServes(env, "k8s", &address,
+				Check: k8sCheckServes(t, env, "k8s", &address,
 					k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
 					k8sRequest{"http://" + k8sOrigin + "/", credentials, "403"},
 					k8sRequest{"http://" + k8sOther + "/", "", "407"},
@@ -266,7 +270,7 @@ resource "egress_proxy" "k8s" {
 						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
 						return err
 					},
-					k8sCheckServes(env, "k8s", nil,
+					k8sCheckServes(t, env, "k8s", nil,
 						k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
 						k8sRequest{"http://" + k8sOther + "/", "", "407"},
 					),

@@ -27,6 +27,7 @@ var permissions = []permission{
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},
+	{"discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 }
 
 // Check reports each configured cluster: whether its API server is ready (/readyz), its version, and whether
