@@ -39,7 +39,15 @@ func Connect(t *testing.T, kubeconfig string) *Cluster {
 	if err != nil {
 		t.Fatalf("client for the test cluster: %v", err)
 	}
-	return &Cluster{cs: cs, host: rc.Host, ca: rc.CAData}
+	c := &Cluster{cs: cs, host: rc.Host, ca: rc.CAData}
+	// A kubeconfig left behind by a cluster that is gone would otherwise fail the test somewhere in the
+	// middle, as a provider error; this says what is wrong first.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		t.Fatalf("the test cluster at %s (kubeconfig %s) is not ready: %v: run `scripts/k8s-env.sh start` or `make k8s-env`", rc.Host, kubeconfig, err)
+	}
+	return c
 }
 
 // Namespace makes a namespace named after prefix and a random suffix, deleted when the test ends.
