@@ -9,8 +9,10 @@
 #
 # Cached under $HOME/.cache/terraform-provider-egress/images/ with a stamp holding the hash of this script;
 # when it matches, nothing is rebuilt. To use the image on a real cluster, push it to your registry, e.g.
-#   skopeo copy oci-archive:squid-oci.tar:egress-proxies/squid:debian12 docker://REGISTRY/egress-proxies/squid:debian12
-# and set the provider's or the proxy's kubernetes image to that reference.
+#   docker load -i squid-oci.tar && docker tag egress-proxies/squid:debian12 REGISTRY/egress/squid:debian12 &&
+#   docker push REGISTRY/egress/squid:debian12
+# (both images carry the ref name debian12; the image names are in io.containerd.image.name) and set the
+# provider's or the proxy's kubernetes image to that reference.
 set -euo pipefail
 
 [[ $(id -u) == 0 ]] || { echo "build-k8s-image: must run as root (debootstrap)" >&2; exit 1; }

@@ -9,8 +9,8 @@
 # server, through a unix socket the namespace's side listens on.
 #
 # Written for the tests: $STATE/kubeconfig (admin), the Squid image imported into containerd, a name server
-# and a small HTTP origin inside the namespace (origin.egress-k8s.test resolves to it from pods) that the
-# tests send proxied requests to. start is idempotent; stop ends every process, removes the namespaces'
+# and a small HTTP origin inside the namespace (every name under egress-k8s.test resolves to it from pods)
+# that the tests send proxied requests to. start is idempotent; stop ends every process, removes the namespaces'
 # objects, the pods' cgroups and $STATE, and leaves nothing behind.
 set -euo pipefail
 
@@ -26,7 +26,9 @@ PEER_IP=172.31.255.2
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_API_IP=10.96.0.1
-ORIGIN_NAME=origin.egress-k8s.test
+# Every name under this domain resolves to the namespace's HTTP origin, so tests can allow one name and deny
+# another that is served all the same.
+ORIGIN_DOMAIN=egress-k8s.test
 PACKAGES=(containerd runc containernetworking-plugins socat iptables dnsmasq-base debootstrap jq curl openssl)
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
@@ -163,7 +165,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 YAML
-	# Pods resolve through the namespace's name server, which knows the test origin and nothing else.
+	# Pods resolve through the namespace's name server, which knows the test origin's domain and nothing else.
 	echo "nameserver $NODE_IP" >"$c/pod-resolv.conf"
 	cat >"$c/kube-proxy.yaml" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -224,7 +226,7 @@ inside() {
 	}
 	daemon containerd containerd --config "$c/containerd.toml"
 	daemon dnsmasq dnsmasq --no-daemon --user=root --no-resolv --no-hosts --bind-interfaces --listen-address="$NODE_IP" \
-		--address="/$ORIGIN_NAME/$NODE_IP" --pid-file=
+		--address="/$ORIGIN_DOMAIN/$NODE_IP" --pid-file=
 	daemon origin /usr/bin/python3 -m http.server 80 --bind "$NODE_IP" --directory "$STATE/origin"
 	daemon apiserver-socket socat "UNIX-LISTEN:$STATE/apiserver.sock,fork,unlink-early,mode=600" "TCP:$NODE_IP:6443"
 	daemon etcd "$bin/etcd" --data-dir "$STATE/etcd" --listen-client-urls http://127.0.0.1:2379 \

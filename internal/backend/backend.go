@@ -223,7 +223,10 @@ type Instance struct {
 	// outbound traffic leaves from. Either may be empty while the backend does not know it yet.
 	InternalAddress string
 	EgressAddress   string
-	Port            int
+	// InternalName, when the backend has one, is a DNS name clients inside the placement resolve to
+	// InternalAddress (on Kubernetes the Service's); proxy_url names it instead of the address.
+	InternalName string
+	Port         int
 	// CreatedAt is the backend's own timestamp of the instance's creation.
 	CreatedAt time.Time
 	// Placement is where the instance runs, read back from the backend so an import needs nothing else.

@@ -54,7 +54,7 @@ const (
 func kubernetesProviderSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional:            true,
-		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on. Not in this version: a proxy placed on it is refused with a clear error until the backend has passed its acceptance tests.",
+		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on.",
 		Attributes: map[string]schema.Attribute{
 			"clusters": schema.MapNestedAttribute{
 				Optional: true,
@@ -107,6 +107,9 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 // configuredTargets lists the targets each configured backend block names.
 func configuredTargets(cfg providerModel) map[backend.Kind][]string {
 	targets := map[backend.Kind][]string{}
+	if cfg.Kubernetes != nil {
+		targets[backend.KindKubernetes] = kubernetesBackendConfig(cfg.Kubernetes).ClusterNames()
+	}
 	if cfg.KVM != nil {
 		targets[backend.KindKVM] = kvmBackendConfig(cfg.KVM).HostNames()
 	}
@@ -116,15 +119,11 @@ func configuredTargets(cfg providerModel) map[backend.Kind][]string {
 // targetAttribute is the attribute of each backend's placement that names a provider-configured target.
 var targetAttribute = map[backend.Kind]string{backend.KindKubernetes: "cluster", backend.KindGCP: "project", backend.KindKVM: "host"}
 
-// defaultFactories builds the real backends. A backend that has no implementation in this build yet is
-// reported when a resource first uses it, with the class Permanent and what to do.
+// defaultFactories builds the real backends; each connects on first use.
 func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
 	factories := map[backend.Kind]backend.Factory{}
 	if cfg.Kubernetes != nil {
-		// The kubernetes backend (internal/backend/kubernetes, kubernetesFactory) is offered once its acceptance
-		// tests have run through the CLI on the project's test cluster; until then it says it is not in this
-		// version rather than run unproven against a user's cluster.
-		factories[backend.KindKubernetes] = unavailable(backend.KindKubernetes)
+		factories[backend.KindKubernetes] = kubernetesFactory(cfg.Kubernetes)
 	}
 	if cfg.GCP != nil {
 		factories[backend.KindGCP] = gcpFactory(cfg.GCP)
@@ -134,12 +133,6 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 		factories[backend.KindKVM] = func(context.Context) (backend.Backend, error) { return kvm.New(kvmConfig) }
 	}
 	return factories, nil
-}
-
-func unavailable(kind backend.Kind) backend.Factory {
-	return func(context.Context) (backend.Backend, error) {
-		return nil, backend.NewError(backend.ClassPermanent, string(kind)+" backend", &backend.NotBuiltError{Kind: kind})
-	}
 }
 
 // kvmBackendConfig maps the provider block onto the backend's configuration; an empty host map means one host

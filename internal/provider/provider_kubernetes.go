@@ -64,9 +64,15 @@ func withAttributes(m, more map[string]schema.Attribute) map[string]schema.Attri
 	return m
 }
 
-// kubernetesFactory builds the kubernetes backend from the provider block. An empty cluster map means one
-// cluster named "default" from the kubeconfig the environment names, which the backend resolves.
+// kubernetesFactory builds the kubernetes backend from the provider block.
 func kubernetesFactory(m *kubernetesProviderModel) backend.Factory {
+	cfg := kubernetesBackendConfig(m)
+	return func(context.Context) (backend.Backend, error) { return kubernetes.New(cfg) }
+}
+
+// kubernetesBackendConfig maps the provider block onto the backend's configuration. An empty cluster map
+// means one cluster named "default" from the kubeconfig the environment names, which the backend resolves.
+func kubernetesBackendConfig(m *kubernetesProviderModel) kubernetes.Config {
 	cfg := kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{}}
 	for name, c := range m.Clusters {
 		cc := kubernetes.ClusterConfig{
@@ -87,7 +93,7 @@ func kubernetesFactory(m *kubernetesProviderModel) backend.Factory {
 		}
 		cfg.Clusters[name] = cc
 	}
-	return func(context.Context) (backend.Backend, error) { return kubernetes.New(cfg) }
+	return cfg
 }
 
 func stringList(l types.List) []string {

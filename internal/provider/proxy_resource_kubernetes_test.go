@@ -1,8 +1,3 @@
-//go:build k8sacc
-
-// Built only with -tags k8sacc until scripts/k8s-env.sh is part of make test: without the cluster these
-// acceptance tests fail their PreCheck under TF_ACC.
-
 package provider
 
 import (
@@ -10,10 +5,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -23,23 +21,45 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil/k8stest"
 )
 
 // These tests drive the real single-node cluster scripts/k8s-env.sh runs in its own network namespace: the
 // proxy pod runs Squid from the image scripts/build-k8s-image.sh builds, and requests go through its Service
-// from inside that namespace, to the HTTP origin the script serves there.
+// from inside that namespace, to the HTTP origin the script serves there for every name under egress-k8s.test.
 
-const k8sOrigin = "origin.egress-k8s.test"
+const (
+	k8sOrigin = "origin.egress-k8s.test"
+	k8sOther  = "other.egress-k8s.test"
+	// The origin's address is private: the proxy may reach it only through allowed_private_cidrs.
+	k8sOriginCIDR = "172.31.255.0/24"
+	k8sUser       = "k8s-acc"
+	k8sPass       = "k8s-acc-password"
+)
 
-func k8sAccPreCheck(t *testing.T) (kubeconfig, netns string) {
+type k8sEnv struct {
+	kubeconfig, netns string
+	cluster           *k8stest.Cluster
+}
+
+func k8sAccPreCheck(t *testing.T) k8sEnv {
 	t.Helper()
-	testAccPreCheck(t)
-	kubeconfig, netns = os.Getenv("EGRESS_K8S_KUBECONFIG"), os.Getenv("EGRESS_K8S_NETNS")
-	if kubeconfig == "" || netns == "" {
-		t.Fatal("EGRESS_K8S_KUBECONFIG and EGRESS_K8S_NETNS must name the test cluster: run `scripts/k8s-env.sh start` " +
-			"(KUBECONFIG=/var/tmp/egress-k8s/kubeconfig, namespace egress-k8s) or `make testacc`")
+	// Called before resource.Test, as kvmAccPreCheck is: without TF_ACC the test skips, with it a missing
+	// cluster fails the test.
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1 (make testacc)")
 	}
-	return kubeconfig, netns
+	testAccPreCheck(t)
+	env := k8sEnv{kubeconfig: os.Getenv("EGRESS_K8S_KUBECONFIG"), netns: os.Getenv("EGRESS_K8S_NETNS")}
+	if env.kubeconfig == "" || env.netns == "" {
+		t.Fatal("EGRESS_K8S_KUBECONFIG and EGRESS_K8S_NETNS must name the test cluster: run `scripts/k8s-env.sh start` " +
+			"(EGRESS_K8S_KUBECONFIG=/var/tmp/egress-k8s/kubeconfig, EGRESS_K8S_NETNS=egress-k8s) or `make testacc`")
+	}
+	if _, err := os.Stat(env.kubeconfig); err != nil {
+		t.Fatalf("the test cluster's kubeconfig: %v: run `scripts/k8s-env.sh start` or `make testacc`", err)
+	}
+	env.cluster = k8stest.Connect(t, env.kubeconfig)
+	return env
 }
 
 func k8sProviderBlock(owner, kubeconfig string) string {
@@ -61,63 +81,124 @@ func k8sBackend(t *testing.T, kubeconfig string) *kubernetes.Backend {
 }
 
 // k8sProxied sends one plain HTTP request through the proxy from inside the cluster's network namespace and
-// returns curl's status code ("000" when there was no answer).
-func k8sProxied(t *testing.T, netns, proxy, url string) string {
-	t.Helper()
-	out, _ := exec.Command("ip", "netns", "exec", netns, "curl", "-sS", "-o", "/dev/null", "--max-time", "20",
-		"-w", "%{http_code}", "-x", "http://"+proxy, url).Output()
+// returns curl's status code ("000" when there was no answer). credentials is user:password, or empty.
+func k8sProxied(netns, proxy, credentials, url string) string {
+	// nsenter enters the network namespace alone; `ip netns exec` would remount /sys as well.
+	args := []string{"--net=/run/netns/" + netns, "curl", "-sS", "-o", "/dev/null", "--max-time", "20",
+		"-w", "%{http_code}", "-x", "http://" + proxy}
+	if credentials != "" {
+		args = append(args, "--proxy-user", credentials)
+	}
+	out, _ := exec.Command("nsenter", append(args, url)...).Output()
 	return strings.TrimSpace(string(out))
 }
 
-func k8sCheckServes(t *testing.T, netns string, want map[string]string, address *string) resource.TestCheckFunc {
+type k8sRequest struct{ url, credentials, status string }
+
+// k8sCheckServes sends each request through the Service of egress_proxy.<name>. With address, the Service's
+// cluster IP is remembered on the first call and must stay the same on the later ones.
+func k8sCheckServes(t *testing.T, env k8sEnv, name string, address *string, requests ...k8sRequest) resource.TestCheckFunc {
 	return func(s *terraform.State) error {
-		rs := s.RootModule().Resources["egress_proxy.k8s"]
-		proxy := rs.Primary.Attributes["internal_address"] + ":" + rs.Primary.Attributes["port"]
-		if address != nil {
-			if *address != "" && *address != rs.Primary.Attributes["internal_address"] {
-				return fmt.Errorf("the Service address changed from %s to %s", *address, rs.Primary.Attributes["internal_address"])
-			}
-			*address = rs.Primary.Attributes["internal_address"]
+		rs, ok := s.RootModule().Resources["egress_proxy."+name]
+		if !ok {
+			return fmt.Errorf("egress_proxy.%s is not in the state", name)
 		}
-		for url, status := range want {
-			if got := k8sProxied(t, netns, proxy, url); got != status {
-				return fmt.Errorf("GET %s through %s: status %s, want %s", url, proxy, got, status)
+		ip := rs.Primary.Attributes["internal_address"]
+		if address != nil {
+			if *address != "" && *address != ip {
+				return fmt.Errorf("the Service address changed from %s to %s", *address, ip)
 			}
+			*address = ip
+		}
+		proxy := ip + ":" + rs.Primary.Attributes["port"]
+		// The apply returns once the Deployment has rolled out; kube-proxy rewrites the Service's rules inside
+		// the namespace a moment later, and until then a request may reach an old pod on its way out. So the
+		// requests are repeated until every one gets its answer, within a bound a loaded machine meets.
+		var failed string
+		for deadline, round := time.Now().Add(2*time.Minute), 1; ; round++ {
+			failed = ""
+			for _, r := range requests {
+				if got := k8sProxied(env.netns, proxy, r.credentials, r.url); got != r.status {
+					failed = fmt.Sprintf("GET %s through %s (credentials %q): status %s, want %s", r.url, proxy, r.credentials, got, r.status)
+					break
+				}
+			}
+			if failed == "" || time.Now().After(deadline) {
+				if round > 1 {
+					t.Logf("egress_proxy.%s answered as expected after %d rounds of requests", name, round)
+				}
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if failed != "" {
+			id, _ := backend.ParseProviderID(rs.Primary.ID)
+			return fmt.Errorf("%s; Squid's log:\n%s", failed, env.cluster.PodLog(context.Background(), id.Scope, backend.LabelName, id.Name))
+		}
+		return nil
+	}
+}
+
+// k8sCheckNothingLabelled proves a destroy: no object in any namespace still carries the owner's label.
+func k8sCheckNothingLabelled(env k8sEnv, owner string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		left, err := env.cluster.Labelled(context.Background(), backend.LabelOwner, owner)
+		if err != nil {
+			return fmt.Errorf("listing what carries %s=%s: %w", backend.LabelOwner, owner, err)
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("after destroy these objects still carry %s=%s: %s", backend.LabelOwner, owner, strings.Join(left, ", "))
 		}
 		return nil
 	}
 }
 
 func TestAccProxyKubernetes_lifecycleOnRealCluster(t *testing.T) {
-	kubeconfig, netns := k8sAccPreCheck(t)
+	env := k8sAccPreCheck(t)
 	owner := "acc-" + uuid.NewString()[:8]
-	b := k8sBackend(t, kubeconfig)
-	config := func(destination string) string {
-		return k8sProviderBlock(owner, kubeconfig) + fmt.Sprintf(`
+	b := k8sBackend(t, env.kubeconfig)
+	// Without auth first: an import of a proxy with a password plans an update, since the cluster never
+	// gives the password back, and the import steps want a plan of nothing but the import.
+	config := func(destination string, auth bool) string {
+		authBlock := ""
+		if auth {
+			authBlock = fmt.Sprintf("auth = {\n    username = %q\n    password = %q\n  }", k8sUser, k8sPass)
+		}
+		return k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
 resource "egress_proxy" "k8s" {
-  kubernetes           = { cluster = "test", namespace = "default" }
-  allowed_client_cidrs = ["10.244.0.0/16", "172.31.255.0/24"]
-  allowed_destinations = [%q]
-  labels               = { suite = "acceptance" }
+  kubernetes            = { cluster = "test", namespace = "default" }
+  allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]
+  allowed_destinations  = [%q]
+  allowed_private_cidrs = [%q]
+  labels                = { suite = "acceptance" }
+  %s
 }
-`, destination)
+`, destination, k8sOriginCIDR, authBlock)
 	}
+	credentials := k8sUser + ":" + k8sPass
+	sameID := statecheck.CompareValue(compare.ValuesSame())
 	var id backend.ProviderID
 	var address string
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { k8sAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy: func(*terraform.State) error {
+		CheckDestroy: func(s *terraform.State) error {
 			if _, err := b.Get(context.Background(), id); !backend.IsNotFound(err) {
-				return fmt.Errorf("%s after destroy: get returned %v, want NotFound", id, err)
+				return fmt.Errorf("%s after destroy: get returned %w, want NotFound", id, err)
 			}
-			return checkOwnerHasNothingLeft(b, owner)(nil)
+			return k8sCheckNothingLabelled(env, owner)(s)
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: config(k8sOrigin),
+				Config: config(k8sOrigin, false),
 				ConfigStateChecks: []statecheck.StateCheck{
+					sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id")),
 					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("id"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^kubernetes/test/default/egress-[0-9a-f]{16}$`))),
+					// Pods reach the proxy by its Service's name, which outlives a recreated Service's address.
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("proxy_url"),
+						knownvalue.StringRegexp(regexp.MustCompile(`^http://egress-[0-9a-f]{16}\.default\.svc:3128$`))),
 				},
 				Check: resource.ComposeTestCheckFunc(
 					func(s *terraform.State) error {
@@ -125,14 +206,14 @@ resource "egress_proxy" "k8s" {
 						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
 						return err
 					},
-					k8sCheckServes(t, netns, map[string]string{
-						"http://" + k8sOrigin + "/":      "200",
-						"http://denied.egress-k8s.test/": "403",
-					}, &address),
+					k8sCheckServes(t, env, "k8s", &address,
+						k8sRequest{"http://" + k8sOrigin + "/", "", "200"},
+						k8sRequest{"http://" + k8sOther + "/", "", "403"},
+					),
 				),
 			},
 			{
-				Config:   config(k8sOrigin),
+				Config:   config(k8sOrigin, false),
 				PlanOnly: true, // nothing changed: an empty plan
 			},
 			{
@@ -142,23 +223,58 @@ resource "egress_proxy" "k8s" {
 				ImportStateVerifyIgnore: []string{"timeouts"},
 			},
 			{
-				// A new allow-list is enforced. The backend changes it in place (Reconfigure, same Service); the
-				// provider layer plans a replacement until it calls Reconfigure, so the address is not compared.
-				Config: config("other.egress-k8s.test"),
-				Check:  k8sCheckServes(t, netns, map[string]string{"http://" + k8sOrigin + "/": "403"}, nil),
+				ResourceName:    "egress_proxy.k8s",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
 			},
 			{
-				// The Deployment is deleted behind Terraform's back: the next plan creates the proxy again.
+				ResourceName:    "egress_proxy.k8s",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				SkipFunc:        skipStepBelow(t, version1_12),
+			},
+			{
+				// A new allow-list and credentials change the running proxy: same id, same Service address,
+				// new rules.
+				Config: config(k8sOther, true),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.k8s", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id"))},
+				Check: k8sCheckServes(t, env, "k8s", &address,
+					k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
+					k8sRequest{"http://" + k8sOrigin + "/", credentials, "403"},
+					k8sRequest{"http://" + k8sOther + "/", "", "407"},
+					k8sRequest{"http://" + k8sOther + "/", k8sUser + ":wrong", "407"},
+				),
+			},
+			{
+				Config:   config(k8sOther, true),
+				PlanOnly: true, // the password is in the state, the Secret holds its hash: nothing to change
+			},
+			{
+				// The Deployment is deleted behind Terraform's back (its ConfigMap, Secret, Service and
+				// NetworkPolicy go with it): the next plan creates the proxy again.
 				PreConfig: func() {
-					if err := b.Delete(context.Background(), id); err != nil {
-						t.Fatalf("deleting %s behind terraform's back: %v", id, err)
+					if err := env.cluster.DeleteDeployment(context.Background(), id.Scope, id.Name); err != nil {
+						t.Fatalf("deleting Deployment %s/%s behind terraform's back: %v", id.Scope, id.Name, err)
 					}
 				},
-				Config: config(k8sOrigin),
+				Config: config(k8sOther, true),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.k8s", plancheck.ResourceActionCreate),
 				}},
-				Check: k8sCheckServes(t, netns, map[string]string{"http://" + k8sOrigin + "/": "200"}, nil),
+				Check: resource.ComposeTestCheckFunc(
+					func(s *terraform.State) error {
+						var err error
+						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
+						return err
+					},
+					k8sCheckServes(t, env, "k8s", nil,
+						k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
+						k8sRequest{"http://" + k8sOther + "/", "", "407"},
+					),
+				),
 			},
 		},
 	})

@@ -337,7 +337,11 @@ func proxyURL(inst backend.Instance, tls bool) string {
 	if tls {
 		scheme = "https"
 	}
-	return fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port)))
+	host := inst.InternalAddress
+	if inst.InternalName != "" {
+		host = inst.InternalName
+	}
+	return fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(host, strconv.Itoa(inst.Port)))
 }
 
 // mergeLabels lays labels over defaults; the resource's own labels win.

@@ -86,7 +86,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			// Placement: exactly one.
 			"kubernetes": schema.SingleNestedAttribute{
 				Optional:            true,
-				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider. Not in this version: refused with a clear error.",
+				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider, with its ConfigMap, Secret (with `auth`), Service and NetworkPolicy.",
 				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("replicas")},
 				Attributes: withResourceAttributes(map[string]schema.Attribute{
 					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
@@ -244,7 +244,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
 			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: "Address the proxy's outbound traffic leaves from.", PlanModifiers: keep},
-			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; empty while the address is unknown.", PlanModifiers: keep},
+			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
 			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
 		},
 		Blocks: map[string]schema.Block{

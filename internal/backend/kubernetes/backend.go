@@ -7,7 +7,6 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
@@ -89,14 +88,7 @@ func (b *Backend) client(cluster string) (*client, error) {
 	return c, nil
 }
 
-func (b *Backend) clusterNames() []string {
-	names := make([]string, 0, len(b.clusters))
-	for n := range b.clusters {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (b *Backend) clusterNames() []string { return b.cfg.ClusterNames() }
 
 func clusterObject(cluster string) string { return fmt.Sprintf("kubernetes cluster %s", cluster) }
 

@@ -2,10 +2,12 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -25,6 +27,7 @@ var permissions = []permission{
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},
+	{"discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 }
 
 // Check reports each configured cluster: whether its API server is ready (/readyz), its version, and whether
@@ -40,7 +43,7 @@ func (b *Backend) Check(ctx context.Context) []backend.Health {
 }
 
 func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health {
-	h := backend.Health{Target: string(backend.KindKubernetes) + "/" + name, Details: map[string]string{}}
+	h := backend.Health{Target: name, Details: map[string]string{}}
 	c, err := b.client(name)
 	if err != nil {
 		h.Reason = err.Error()
@@ -56,7 +59,7 @@ func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health 
 		return h
 	}
 	h.Details["version"] = v.GitVersion
-	missing, err := missingPermissions(ctx, c)
+	missing, err := missingPermissions(ctx, c, metav1.NamespaceAll)
 	if err != nil {
 		h.Reason = classify(clusterObject(name)+" SelfSubjectAccessReview", err).Error()
 		return h
@@ -70,15 +73,16 @@ func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health 
 	return h
 }
 
-// missingPermissions asks the API server, verb by verb, what the credentials may not do in any namespace.
-func missingPermissions(ctx context.Context, c *client) ([]string, error) {
+// missingPermissions asks the API server, verb by verb, what the credentials may not do in namespace (every
+// namespace when it is empty).
+func missingPermissions(ctx context.Context, c *client, namespace string) ([]string, error) {
 	var missing []string
 	reviews := c.cs.AuthorizationV1().SelfSubjectAccessReviews()
 	for _, p := range permissions {
 		for _, verb := range p.verbs {
 			r, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Group: p.group, Resource: p.resource, Verb: verb,
+					Namespace: namespace, Group: p.group, Resource: p.resource, Verb: verb,
 				}},
 			}, metav1.CreateOptions{})
 			if err != nil {
@@ -97,4 +101,23 @@ func qualified(p permission) string {
 		return p.resource
 	}
 	return p.resource + "." + p.group
+}
+
+// explainForbidden completes an RBAC refusal with every verb the credentials lack in the namespace, so one
+// failed apply names all the rules to grant instead of only the first the API server refused. Quota
+// refusals, and errors the review itself cannot complete, are returned as they are.
+func explainForbidden(ctx context.Context, c *client, namespace string, err error) error {
+	var be *backend.Error
+	if !apierrors.IsForbidden(err) || !errors.As(err, &be) || be.Class != backend.ClassPermanent {
+		return err
+	}
+	missing, reviewErr := missingPermissions(ctx, c, namespace)
+	if reviewErr != nil || len(missing) == 0 {
+		return err
+	}
+	explained := *be
+	explained.Err = fmt.Errorf("%w; in namespace %s the credentials also lack: %s", be.Err, namespace, strings.Join(missing, ", "))
+	explained.Advice = fmt.Sprintf("Bind the credentials to a Role in namespace %s (or a ClusterRole) granting: %s. "+
+		"`data \"egress_backends\"` lists what they lack across the cluster.", namespace, strings.Join(missing, ", "))
+	return &explained
 }

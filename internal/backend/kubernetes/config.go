@@ -74,6 +74,16 @@ const (
 // ServiceTypes are the accepted Service types, for validators and documentation.
 var ServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer"}
 
+// ClusterNames lists, sorted, the cluster names placements may use: the configured ones, or the default.
+func (c Config) ClusterNames() []string {
+	names := make([]string, 0, len(c.Clusters))
+	for n := range c.clusters() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // clusters returns the configured clusters, or the default one.
 func (c Config) clusters() map[string]ClusterConfig {
 	if len(c.Clusters) > 0 {

@@ -28,6 +28,14 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	inst, err := b.create(ctx, c, spec, id)
+	if err != nil {
+		err = explainForbidden(ctx, c, id.Scope, err)
+	}
+	return inst, err
+}
+
+func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id backend.ProviderID) (backend.Instance, error) {
 	o, err := b.render(spec, id)
 	if err != nil {
 		return backend.Instance{}, err

@@ -17,7 +17,7 @@ import (
 const testNS = "proxies"
 
 // newFake returns a backend with one cluster, "test", served by client-go's fake clientset holding objs.
-func newFake(t *testing.T, objs ...runtime.Object) (*Backend, *fake.Clientset) {
+func newFake(t testing.TB, objs ...runtime.Object) (*Backend, *fake.Clientset) {
 	t.Helper()
 	cs := fake.NewClientset(objs...)
 	b, err := newBackend(Config{Clusters: map[string]ClusterConfig{"test": {Namespaces: []string{testNS}}}},

@@ -75,6 +75,9 @@ func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service, pods 
 		if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 			inst.InternalAddress = svc.Spec.ClusterIP
 		}
+		// Without the cluster's domain (cluster.local on most, not all): pods resolve <service>.<namespace>.svc
+		// through the search path their resolv.conf carries.
+		inst.InternalName = svc.Name + "." + svc.Namespace + ".svc"
 		if len(svc.Spec.Ports) > 0 {
 			inst.Port = int(svc.Spec.Ports[0].Port)
 		}

@@ -125,7 +125,7 @@ func updateObject[T metav1.Object](ctx context.Context, object, uid string,
 
 // Reconfigure writes the proxy's new rules into its ConfigMap (and Secret), narrows or widens its
 // NetworkPolicy to the new client ranges, and rolls the pods onto the new configuration by changing the
-// checksum on the pod template; it returns once every pod runs it. The Service, and so the proxy's address,
+// checksum on the pod template; it returns once every pod runs it and the Service routes to no other. The Service, and so the proxy's address,
 // stays. The same settings twice change nothing.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
 	c, err := b.checkID(id)
@@ -199,6 +199,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	if err := b.waitReady(ctx, c, id, false); err != nil {
+		return backend.Instance{}, err
+	}
+	if err := waitServed(ctx, c, id, sum); err != nil {
 		return backend.Instance{}, err
 	}
 	return b.Get(ctx, id)
