@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
@@ -146,6 +147,24 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 				ImportState:             true,
 				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// An import block by id, then one by resource identity (Terraform 1.12 and OpenTofu): each plans
+				// the import of the VM read back from the fake with no change to make.
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+			},
+			{
+				PreConfig:       func() { fake.ResetLog() },
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				SkipFunc:        skipStepBelow(t, tfversion.Version1_12_0),
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionNoop),
+					gcpReadBack(fake, "egress-acc"),
+				}},
 			},
 			{
 				// Labels change in place: same instance, new label, one setLabels.
@@ -426,4 +445,21 @@ func TestAccProxyGCP_staticAddressKeptAcrossReplacement(t *testing.T) {
 			},
 		},
 	})
+}
+
+// gcpReadBack is a plan check proving the plan read the proxy back from the fake: at least one GET of the
+// instance since the step began, so an import that only echoed the identity would fail it.
+func gcpReadBack(fake *computefake.Server, name string) plancheck.PlanCheck {
+	return planCheckFunc(func(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) error {
+		if n := fake.Count(http.MethodGet, `/zones/us-central1-a/instances/`+name+`$`); n == 0 {
+			return fmt.Errorf("the import planned without reading the instance %s from the backend", name)
+		}
+		return nil
+	})
+}
+
+type planCheckFunc func(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) error
+
+func (f planCheckFunc) CheckPlan(ctx context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	resp.Error = f(ctx, req, resp)
 }
