@@ -12,11 +12,10 @@ import (
 // reserveAddress reserves the regional static address name for the proxy and returns its IP. It adopts the
 // address when a retry finds it already reserved with the proxy's UID label, or when a predecessor of the
 // same name and owner left it RESERVED for its successor (DeleteForReplacement); then its labels still name
-// the proxy that reserved it first.
-func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name string, spec backend.Spec) (string, error) {
+// the proxy that reserved it first, and inherited is true: that address must outlive a failed create too.
+func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name string, spec backend.Spec) (ip string, inherited bool, err error) {
 	obj := addressObject(p.id, region, name)
-	var ip string
-	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		op, err := p.addresses.Insert(ctx, &computepb.InsertAddressRequest{Project: p.id, Region: region, AddressResource: &computepb.Address{
 			Name: proto.String(name), AddressType: proto.String("EXTERNAL"), Labels: backend.ManagedLabels(spec),
 			Description: proto.String("egress address of proxy " + spec.UID),
@@ -37,10 +36,10 @@ func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name s
 			return backend.Permanent(obj, "already exists and belongs to %s, not to this proxy (%s): release it or choose another name",
 				ownerOf(uid), spec.UID)
 		}
-		ip = a.GetAddress()
+		ip, inherited = a.GetAddress(), a.GetLabels()[backend.LabelUID] != spec.UID
 		return nil
 	})
-	return ip, err
+	return ip, inherited, err
 }
 
 // namedAddress checks that the user's address exists and is free (or already used by this instance).

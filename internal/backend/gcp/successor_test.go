@@ -18,11 +18,13 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 		wantKept       bool
 		wantAdopted    bool
 		wantRefused    bool
+		successorQuota bool // the successor's VM is refused for quota: the kept address must survive that too
 	}{
 		"replaced, user-named: kept and adopted":   {proxyName: "team-proxy", forReplacement: true, successorOwner: "owner-a", wantKept: true, wantAdopted: true},
 		"destroyed, user-named: released":          {proxyName: "team-proxy", successorOwner: "owner-a"},
 		"replaced, derived name: released":         {forReplacement: true, successorOwner: "owner-a"},
 		"replaced, successor of another owner: no": {proxyName: "team-proxy", forReplacement: true, successorOwner: "owner-b", wantKept: true, wantRefused: true},
+		"replaced, successor refused: still kept":  {proxyName: "team-proxy", forReplacement: true, successorOwner: "owner-a", wantKept: true, successorQuota: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -65,6 +67,16 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 			successor := testSpec("uid-second", "us-central1-a")
 			successor.Name, successor.Owner = first.Name, tc.successorOwner
 			successor.Placement.GCP.StaticEgressIP = true
+			if tc.successorQuota {
+				fake.SetQuota("us-central1", "CPUS", 1)
+				if _, err := b.Create(ctx, successor); backend.ClassOf(err) != backend.ClassQuota {
+					t.Fatalf("successor over quota: %v, want Quota", err)
+				}
+				if a := fake.Address(testProject, "us-central1", first.Name+"-ip"); a == nil || a.GetAddress() != ip {
+					t.Fatalf("the refused successor gave back the kept address: %v", a)
+				}
+				return
+			}
 			got, err := b.Create(ctx, successor)
 			if tc.wantRefused {
 				if backend.ClassOf(err) != backend.ClassPermanent {
