@@ -63,6 +63,17 @@ type Reconfigurer interface {
 	Reconfigure(ctx context.Context, id ProviderID, settings proxyconf.Settings) (Instance, error)
 }
 
+// Successor is implemented by backends that keep part of a proxy for the proxy that replaces it, as the gcp
+// backend keeps the static address it reserved, named after the proxy's name, so that the egress address
+// survives a replacement. Backends without such parts need nothing: a replacement deletes with Delete.
+type Successor interface {
+	// DeleteForReplacement removes the instance as Delete does but keeps what a successor of the same name
+	// adopts. What is kept stays labelled as the provider's: ListByTag reports it while no successor took it,
+	// so it is never lost. A part no successor could adopt (one named after a name derived from the UID) is
+	// removed as Delete removes it.
+	DeleteForReplacement(ctx context.Context, id ProviderID) error
+}
+
 // Checker is implemented by backends that can report their health per configured target.
 // Check never fails as a whole: an unreachable target is a Health with Healthy false.
 type Checker interface {

@@ -32,7 +32,8 @@ func Subsystem(ctx context.Context, kind Kind) context.Context {
 
 // WithLogging wraps b so every call logs its operation, ProviderID, duration and error class at DEBUG in the
 // backend's own subsystem. Checker passes through when b implements it; Reconfigure is always there, and
-// refuses with a Permanent error when b cannot reconfigure (its instances never report Reconfigurable).
+// refuses with a Permanent error when b cannot reconfigure (its instances never report Reconfigurable);
+// DeleteForReplacement is always there too, and is Delete when b keeps nothing for a successor.
 func WithLogging(kind Kind, b Backend) Backend {
 	l := &logged{kind: kind, next: b}
 	if c, ok := b.(Checker); ok {
@@ -118,6 +119,19 @@ func (l *logged) Reconfigure(ctx context.Context, id ProviderID, settings proxyc
 	}
 	l.done(ctx, "reconfigure", id.String(), start, err)
 	return inst, err
+}
+
+// DeleteForReplacement keeps what b keeps for a successor, and is Delete where b keeps nothing.
+func (l *logged) DeleteForReplacement(ctx context.Context, id ProviderID) error {
+	ctx, start := Subsystem(ctx, l.kind), time.Now()
+	var err error
+	if s, ok := l.next.(Successor); ok {
+		err = s.DeleteForReplacement(ctx, id)
+	} else {
+		err = l.next.Delete(ctx, id)
+	}
+	l.done(ctx, "delete-for-replacement", id.String(), start, err)
+	return err
 }
 
 func (c *loggedChecker) Check(ctx context.Context) []Health {

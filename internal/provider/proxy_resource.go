@@ -72,9 +72,14 @@ func (r *proxyResource) Configure(_ context.Context, req resource.ConfigureReque
 }
 
 // ModifyPlan checks the placement against the provider's configuration and shows at plan time the labels
-// the objects will carry, provider defaults included.
+// the objects will carry, provider defaults included. A planned destroy is marked for Delete (see
+// privatePlannedDestroy).
 func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if req.Plan.Raw.IsNull() || r.data == nil {
+	if req.Plan.Raw.IsNull() {
+		resp.Diagnostics.Append(markPlannedDestroy(ctx, resp.Private)...)
+		return
+	}
+	if r.data == nil {
 		return
 	}
 	resp.Diagnostics.Append(r.checkPlacement(ctx, req.Plan)...)
@@ -288,11 +293,19 @@ func (r *proxyResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 		return
 	}
 
+	// A destroy removes everything; the delete half of a replacement keeps what the successor adopts.
+	destroy := plannedDestroy(ctx, req.Private, &resp.Diagnostics)
+	successor, keeps := b.(backend.Successor)
 	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) error {
-		return b.Delete(ctx, id)
+		if destroy || !keeps {
+			return b.Delete(ctx, id)
+		}
+		return successor.DeleteForReplacement(ctx, id)
 	})
 	if err != nil && !backend.IsNotFound(err) {
 		resp.Diagnostics.Append(backendErrorDiagnostic("delete", id.String(), err))
+		// The state stays; the mark must not stay with it, or a later replacement would delete as a destroy.
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, privatePlannedDestroy, nil)...)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
@@ -64,7 +65,8 @@ func gcpProxy(labels, destination string) string {
 	if destination == "" {
 		destination = ".example.com"
 	}
-	return fmt.Sprintf(`  gcp                  = { static_egress_ip = true }
+	return fmt.Sprintf(`  name                 = "egress-acc"
+  gcp                  = { static_egress_ip = true }
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [%q]
   labels               = { %s }`, destination, labels)
@@ -101,7 +103,7 @@ func gcpGuests(t *testing.T, fake *computefake.Server) {
 
 func TestAccProxyGCP_lifecycle(t *testing.T) {
 	fake := gcpFake(t)
-	var name string
+	var name, ip string
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
@@ -118,7 +120,7 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 			{
 				Config: gcpConfig(fake, "acc-token", gcpProxy(`team = "net"`, "")),
 				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("id"), knownvalue.StringRegexp(regexp.MustCompile(`^gcp/egress-acc/us-central1-a/egress-[0-9a-f]{16}$`))),
+					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("id"), knownvalue.StringExact("gcp/egress-acc/us-central1-a/egress-acc")),
 					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
 					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("machine_type"), knownvalue.StringExact("e2-small")),
 				},
@@ -129,6 +131,7 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 					if a == nil || rs.Attributes["egress_address"] != a.GetAddress() {
 						return fmt.Errorf("egress_address %q is not the reserved address %v", rs.Attributes["egress_address"], a)
 					}
+					ip = a.GetAddress()
 					if got := fake.Instance(gcpTestProject, "us-central1-a", name).GetLabels()["team"]; got != "net" {
 						return fmt.Errorf("instance label team = %q", got)
 					}
@@ -144,6 +147,24 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 				ImportState:             true,
 				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// An import block by id, then one by resource identity (Terraform 1.12 and OpenTofu): each plans
+				// the import of the VM read back from the fake with no change to make.
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+			},
+			{
+				PreConfig:       func() { fake.ResetLog() },
+				ResourceName:    "egress_proxy.test",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithResourceIdentity,
+				SkipFunc:        skipStepBelow(t, tfversion.Version1_12_0),
+				ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionNoop),
+					gcpReadBack(fake, "egress-acc"),
+				}},
 			},
 			{
 				// Labels change in place: same instance, new label, one setLabels.
@@ -180,7 +201,8 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 				},
 			},
 			{
-				// The VM deleted behind Terraform's back is recreated.
+				// The VM deleted behind Terraform's back is recreated, under its name, and takes the address
+				// reserved under that name again: the egress address does not change.
 				PreConfig: func() {
 					if !fake.DeleteInstance(gcpTestProject, "us-central1-a", name) {
 						t.Fatal("no instance to delete")
@@ -191,13 +213,12 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionCreate),
 				}},
 				Check: func(s *terraform.State) error {
-					old := name
-					name = s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["name"]
+					rs := s.RootModule().Resources["egress_proxy.test"].Primary
 					if fake.Instance(gcpTestProject, "us-central1-a", name) == nil || len(fake.Instances()) != 1 {
 						return fmt.Errorf("the deleted VM was not recreated as the one instance")
 					}
-					if fake.Address(gcpTestProject, "us-central1", old+"-ip") != nil {
-						return fmt.Errorf("the deleted VM's reserved address was left behind")
+					if a := fake.Address(gcpTestProject, "us-central1", name+"-ip"); a == nil || a.GetStatus() != "IN_USE" || rs.Attributes["egress_address"] != ip {
+						return fmt.Errorf("the recreated VM egresses from %q, not from the address reserved under its name %v", rs.Attributes["egress_address"], a)
 					}
 					return nil
 				},
@@ -357,4 +378,88 @@ func TestAccProxyGCP_namedAddressSurvivesReplacement(t *testing.T) {
 			},
 		},
 	})
+}
+
+// static_egress_ip keeps the egress address when the proxy is replaced (a new machine type): the delete half
+// of the replacement keeps the address reserved under the proxy's name and the new VM takes it. A destroy
+// releases it. This relies on both CLIs planning a destroy through the provider, which marks it.
+func TestAccProxyGCP_staticAddressKeptAcrossReplacement(t *testing.T) {
+	fake := gcpFake(t)
+	const name = "egress-keep"
+	var ip, uid string
+	proxy := func(machineType string) string {
+		return fmt.Sprintf(`  name                 = %q
+  gcp                  = { static_egress_ip = true, machine_type = %q }
+  allowed_client_cidrs = ["10.0.0.0/8"]`, name, machineType)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if n := len(fake.Instances()); n != 0 {
+				return fmt.Errorf("%d instances left after destroy", n)
+			}
+			if a := fake.Address(gcpTestProject, "us-central1", name+"-ip"); a != nil {
+				return fmt.Errorf("destroy kept the reserved address %s (%s)", a.GetName(), a.GetStatus())
+			}
+			if n := fake.Count(http.MethodDelete, `/addresses/`+name+`-ip$`); n == 0 {
+				return fmt.Errorf("the address was never deleted")
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: gcpConfig(fake, "acc-token", proxy("e2-small")),
+				Check: func(s *terraform.State) error {
+					rs := s.RootModule().Resources["egress_proxy.test"].Primary
+					a := fake.Address(gcpTestProject, "us-central1", name+"-ip")
+					if a == nil || a.GetStatus() != "IN_USE" || rs.Attributes["egress_address"] != a.GetAddress() {
+						return fmt.Errorf("egress_address %q is not the reserved address %v", rs.Attributes["egress_address"], a)
+					}
+					ip, uid = a.GetAddress(), rs.Attributes["uid"]
+					return nil
+				},
+			},
+			{
+				Config: gcpConfig(fake, "acc-token", proxy("e2-medium")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				Check: func(s *terraform.State) error {
+					rs := s.RootModule().Resources["egress_proxy.test"].Primary
+					in := fake.Instance(gcpTestProject, "us-central1-a", name)
+					if rs.Attributes["uid"] == uid || in.GetLabels()[backend.LabelUID] != rs.Attributes["uid"] || path.Base(in.GetMachineType()) != "e2-medium" {
+						return fmt.Errorf("the proxy was not replaced: uid %s (was %s), machine type %s", rs.Attributes["uid"], uid, in.GetMachineType())
+					}
+					if rs.Attributes["egress_address"] != ip {
+						return fmt.Errorf("egress address after the replacement %q, want the kept %s", rs.Attributes["egress_address"], ip)
+					}
+					if n := fake.Count(http.MethodDelete, `/addresses/`); n != 0 {
+						return fmt.Errorf("the replacement deleted the address %d times", n)
+					}
+					if a := fake.Address(gcpTestProject, "us-central1", name+"-ip"); a.GetStatus() != "IN_USE" || a.GetUsers()[0] != in.GetSelfLink() {
+						return fmt.Errorf("the kept address is %s, used by %v, want IN_USE by the new VM", a.GetStatus(), a.GetUsers())
+					}
+					return nil
+				},
+			},
+		},
+	})
+}
+
+// gcpReadBack is a plan check proving the plan read the proxy back from the fake: at least one GET of the
+// instance since the step began, so an import that only echoed the identity would fail it.
+func gcpReadBack(fake *computefake.Server, name string) plancheck.PlanCheck {
+	return planCheckFunc(func(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) error {
+		if n := fake.Count(http.MethodGet, `/zones/us-central1-a/instances/`+name+`$`); n == 0 {
+			return fmt.Errorf("the import planned without reading the instance %s from the backend", name)
+		}
+		return nil
+	})
+}
+
+type planCheckFunc func(context.Context, plancheck.CheckPlanRequest, *plancheck.CheckPlanResponse) error
+
+func (f planCheckFunc) CheckPlan(ctx context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	resp.Error = f(ctx, req, resp)
 }

@@ -61,6 +61,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm user net and network":   {base + "  kvm = { user_net = true, forward_port = 13128, network = \"default\" }", `Invalid Attribute Combination.*kvm.network`},
 		"kvm image and base volume":  {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
 		"gcp spot and preemptible":   {base + "  gcp = { spot = true, preemptible = true }", `Invalid Attribute Combination.*gcp.preemptible`},
+		"gcp static ip without name": {base + "  gcp = { static_egress_ip = true }", `Missing name.*Attribute gcp.static_egress_ip is true, so name must be set`},
 		"kubernetes namespace bad":   {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
 		// Destination guards, TLS and limits.
 		"private cidr public":                {base + "  kvm = {}\n  allowed_private_cidrs = [\"8.8.8.0/24\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("8.8.8.0/24"\)\]:.*not inside a private range`},

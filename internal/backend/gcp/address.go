@@ -9,12 +9,13 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// reserveAddress reserves the regional static address name for the proxy, or adopts it when a retry finds it
-// already reserved with the proxy's UID label, and returns its IP.
-func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name string, spec backend.Spec) (string, error) {
+// reserveAddress reserves the regional static address name for the proxy and returns its IP. It adopts the
+// address when a retry finds it already reserved with the proxy's UID label, or when a predecessor of the
+// same name and owner left it RESERVED for its successor (DeleteForReplacement); then its labels still name
+// the proxy that reserved it first, and inherited is true: that address must outlive a failed create too.
+func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name string, spec backend.Spec) (ip string, inherited bool, err error) {
 	obj := addressObject(p.id, region, name)
-	var ip string
-	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		op, err := p.addresses.Insert(ctx, &computepb.InsertAddressRequest{Project: p.id, Region: region, AddressResource: &computepb.Address{
 			Name: proto.String(name), AddressType: proto.String("EXTERNAL"), Labels: backend.ManagedLabels(spec),
 			Description: proto.String("egress address of proxy " + spec.UID),
@@ -31,13 +32,14 @@ func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name s
 		if err != nil {
 			return classify(obj, err)
 		}
-		if uid := a.GetLabels()[backend.LabelUID]; uid != spec.UID {
-			return backend.Permanent(obj, "already exists and belongs to %s, not to this proxy (%s)", ownerOf(uid), spec.UID)
+		if uid := a.GetLabels()[backend.LabelUID]; uid != spec.UID && !keptFor(a, spec) {
+			return backend.Permanent(obj, "already exists and belongs to %s, not to this proxy (%s): release it or choose another name",
+				ownerOf(uid), spec.UID)
 		}
-		ip = a.GetAddress()
+		ip, inherited = a.GetAddress(), a.GetLabels()[backend.LabelUID] != spec.UID
 		return nil
 	})
-	return ip, err
+	return ip, inherited, err
 }
 
 // namedAddress checks that the user's address exists and is free (or already used by this instance).
@@ -79,4 +81,12 @@ func (b *Backend) releaseAddress(ctx context.Context, p *project, region, name s
 		}
 		return b.wait(ctx, op, obj)
 	})
+}
+
+// keptFor says whether a is a static address a predecessor of spec's proxy kept for it: reserved by this
+// provider for a proxy of the same owner and name, and attached to nothing.
+func keptFor(a *computepb.Address, spec backend.Spec) bool {
+	l := a.GetLabels()
+	return l[backend.LabelManagedBy] == backend.ManagedByValue && l[backend.LabelOwner] == spec.Owner &&
+		l[backend.LabelName] == spec.Name && a.GetStatus() == "RESERVED" && len(a.GetUsers()) == 0
 }

@@ -156,10 +156,11 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	}
 	in, err := b.getInstance(ctx, p, id.Scope, id.Name)
 	if backend.IsNotFound(err) {
-		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one
-		// under a new name, so the address reserved for this one would be left to nobody: release it now
-		// (best effort; only an unused address carrying this instance's labels).
-		_ = b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name)
+		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one:
+		// under the same name when the user chose it, and that one adopts the address; under a new name when
+		// it was derived from the UID, and then the address reserved for this one would be left to nobody, so
+		// it is released now (best effort; only an unused address carrying this instance's labels).
+		_ = b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name, true)
 		return backend.Instance{}, err
 	}
 	if err != nil {

@@ -261,8 +261,8 @@ func TestListByTagOneAggregatedCall(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("ListByTag = %d instances, %v; want 3", len(got), err)
 	}
-	if n := len(fake.Requests()); n != 1 {
-		t.Fatalf("requests = %d, want one aggregatedList", n)
+	if n, lists := len(fake.Requests()), fake.Count(http.MethodGet, `/aggregated/(instances|addresses)$`); n != 2 || lists != 2 {
+		t.Fatalf("requests = %d (%d aggregated lists), want one aggregatedList of instances and one of addresses", n, lists)
 	}
 	fake.BreakZone("europe-west1-b", "UNREACHABLE")
 	got, err = b.ListByTag(ctx, backend.Selector{Owner: "owner-a"})

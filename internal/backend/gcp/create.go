@@ -76,10 +76,10 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	natIP := ""
+	natIP, inherited := "", false
 	switch {
 	case g.StaticEgressIP:
-		if natIP, err = b.reserveAddress(ctx, p, region, reservedAddressName(spec.Name), spec); err != nil {
+		if natIP, inherited, err = b.reserveAddress(ctx, p, region, reservedAddressName(spec.Name), spec); err != nil {
 			return backend.Instance{}, err
 		}
 	case g.EgressAddressName != "":
@@ -100,8 +100,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	})
 	if err != nil {
 		if backend.ClassOf(err) == backend.ClassQuota || backend.ClassOf(err) == backend.ClassPermanent {
-			// The VM was refused: give back the address reserved for it, so nothing is left behind.
-			if g.StaticEgressIP {
+			// The VM was refused: give back the address reserved for it, so nothing is left behind; one a
+			// predecessor kept stays, for the next attempt.
+			if g.StaticEgressIP && !inherited {
 				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
 			}
 			return backend.Instance{}, err

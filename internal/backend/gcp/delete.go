@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -11,6 +12,17 @@ import (
 // Delete deletes the VM, waits for it to be gone, then releases the address the backend reserved for it
 // (never one the user named). Both steps treat NotFound as done, so a retried Delete finishes the work.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
+	return b.delete(ctx, id, false)
+}
+
+// DeleteForReplacement deletes the VM but keeps the address reserved for it, RESERVED and labelled with the
+// proxy's owner and name, for the successor of the same name to adopt (see reserveAddress). An address
+// named after a name derived from the UID is released: no successor can have that name.
+func (b *Backend) DeleteForReplacement(ctx context.Context, id backend.ProviderID) error {
+	return b.delete(ctx, id, true)
+}
+
+func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccessor bool) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
@@ -47,11 +59,12 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	if !reserved {
 		return nil
 	}
-	return b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name)
+	return b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name, forSuccessor)
 }
 
-// releaseOwnAddress releases the reserved address when it carries the provider's labels for this instance.
-func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, name, instance string) error {
+// releaseOwnAddress releases the reserved address when it carries the provider's labels for this instance,
+// unless it is kept for a successor that can adopt it.
+func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, name, instance string, forSuccessor bool) error {
 	a, err := p.addresses.Get(ctx, &computepb.GetAddressRequest{Project: p.id, Region: region, Address: name})
 	if err != nil {
 		if err = classify(addressObject(p.id, region, name), err); backend.IsNotFound(err) {
@@ -60,6 +73,11 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 		return err
 	}
 	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue || a.GetLabels()[backend.LabelName] != instance || a.GetStatus() == "IN_USE" {
+		return nil
+	}
+	if forSuccessor && instance != backend.NameFromUID(a.GetLabels()[backend.LabelUID]) {
+		tflog.SubsystemInfo(ctx, string(backend.KindGCP), "static address kept for the proxy replacing this one",
+			map[string]any{"address": addressObject(p.id, region, name), "ip": a.GetAddress()})
 		return nil
 	}
 	return b.releaseAddress(ctx, p, region, name)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/iterator"
@@ -93,5 +94,58 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 	if err != nil {
 		return nil, fail(id, err)
 	}
-	return found, failed
+	kept, err := b.listKeptAddresses(ctx, p, owner)
+	if err != nil {
+		failed = append(failed, fail(id+" addresses", err)...)
+	}
+	return append(found, kept...), failed
+}
+
+// listKeptAddresses lists, with one paged aggregatedList and the same label filter, the static addresses
+// the backend reserved for the owner's proxies that no instance uses: kept for a successor that has not come
+// (see DeleteForReplacement), or left by a create that failed. Each is reported as an instance named after
+// the address, in state Stopped, so the orphan list shows what still costs money.
+func (b *Backend) listKeptAddresses(ctx context.Context, p *project, owner string) ([]backend.Instance, error) {
+	var kept []backend.Instance
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		kept = nil
+		it := p.addresses.AggregatedList(ctx, &computepb.AggregatedListAddressesRequest{
+			Project: p.id, Filter: proto.String(labelFilter(owner)), MaxResults: proto.Uint32(listPageSize),
+		})
+		for {
+			pair, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return nil
+			}
+			if err != nil {
+				return classify("gcp addresses in project "+p.id, err)
+			}
+			for _, a := range pair.Value.GetAddresses() {
+				if a.GetStatus() == "IN_USE" || len(a.GetUsers()) > 0 {
+					continue // its instance is listed, or belongs to someone's state
+				}
+				kept = append(kept, keptAddress(p.id, a))
+			}
+		}
+	})
+	return kept, err
+}
+
+func keptAddress(projectID string, a *computepb.Address) backend.Instance {
+	region := lastSegment(a.GetRegion())
+	inst := backend.Instance{
+		ID:            backend.ProviderID{Backend: backend.KindGCP, Target: projectID, Scope: region, Name: a.GetName()},
+		Name:          a.GetName(),
+		UID:           a.GetLabels()[backend.LabelUID],
+		Owner:         a.GetLabels()[backend.LabelOwner],
+		Labels:        backend.UserLabels(a.GetLabels()),
+		State:         backend.StateStopped,
+		EgressAddress: a.GetAddress(),
+		Notes: []string{fmt.Sprintf("%s (%s) is attached to no proxy: a replacement named %s adopts it; release it if none comes",
+			addressObject(projectID, region, a.GetName()), a.GetAddress(), a.GetLabels()[backend.LabelName])},
+	}
+	if t, err := time.Parse(time.RFC3339, a.GetCreationTimestamp()); err == nil {
+		inst.CreatedAt = t
+	}
+	return inst
 }

@@ -173,3 +173,44 @@ func (s *Server) ReserveAddress(project, region, name string) string {
 	}
 	return ip
 }
+
+// aggregatedAddresses lists the project's addresses matching the filter, by region, paged as the API pages.
+func (s *Server) aggregatedAddresses(w http.ResponseWriter, r *http.Request, project string) {
+	f, err := parseFilter(r.URL.Query().Get("filter"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "Invalid value for field 'filter': "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance()
+	var all []*computepb.Address
+	for k, a := range s.addresses {
+		if strings.HasPrefix(k, project+"/") && f.match(a) {
+			all = append(all, a)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].GetSelfLink() < all[j].GetSelfLink() })
+	from, to, next, ok := pageOf(w, r, len(all))
+	if !ok {
+		return
+	}
+	out := &computepb.AddressAggregatedList{Kind: proto.String("compute#addressAggregatedList"), Items: map[string]*computepb.AddressesScopedList{}}
+	for _, region := range s.zones {
+		out.Items["regions/"+region] = &computepb.AddressesScopedList{}
+	}
+	for _, a := range all[from:to] {
+		region := "regions/" + a.GetRegion()[strings.LastIndexByte(a.GetRegion(), '/')+1:]
+		out.Items[region].Addresses = append(out.Items[region].Addresses, a)
+	}
+	for region, scope := range out.Items {
+		if len(scope.Addresses) == 0 {
+			scope.Warning = &computepb.Warning{Code: proto.String("NO_RESULTS_ON_PAGE"), Message: proto.String("There are no results for scope '" + region + "' on this page."),
+				Data: []*computepb.Data{{Key: proto.String("scope"), Value: proto.String(region)}}}
+		}
+	}
+	if next != "" {
+		out.NextPageToken = proto.String(next)
+	}
+	writeProto(w, out)
+}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
-	"cloud.google.com/go/compute/apiv1/computepb"
 )
 
 // term is one comparison of a list filter: field op value, where field is "name", "status" or "labels.KEY".
@@ -103,7 +101,14 @@ func tokenize(s string) ([]string, error) {
 	return toks, nil
 }
 
-func (f filter) match(in *computepb.Instance) bool {
+// labelled is what a filter reads of a resource: instances and addresses both have these.
+type labelled interface {
+	GetName() string
+	GetStatus() string
+	GetLabels() map[string]string
+}
+
+func (f filter) match(in labelled) bool {
 	for _, t := range f {
 		var v string
 		var present bool

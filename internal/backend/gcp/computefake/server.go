@@ -216,3 +216,10 @@ func (s *Server) SetGuestAttribute(project, zone, name, path, value string) {
 }
 
 func key(parts ...string) string { return strings.Join(parts, "/") }
+
+// GuestAttribute reads a guest attribute ("namespace/key") an instance's guest wrote, "" when none.
+func (s *Server) GuestAttribute(project, zone, name, path string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guest[key(project, zone, name)][path]
+}

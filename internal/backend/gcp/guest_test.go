@@ -1,0 +1,362 @@
+package gcp
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// The startup script proved on the proxy image's own Squid and systemd, as Compute Engine's guest environment
+// runs it: the image's root tree (make guest-root) boots as a container (systemd-nspawn, an overlay of the
+// test's own over the read-only tree) in a network namespace the test makes, where the fake's metadata server
+// answers on 169.254.169.254:80 and metadata.google.internal resolves to it. A unit of the test plays
+// google-startup-scripts.service: at every boot it fetches the startup-script attribute and runs it as root.
+// The proxy is made through the backend against the fake, so the metadata is exactly what Create writes.
+//
+// Nothing is made in the root network namespace: the upstream web server, the metadata server and the client
+// all open their sockets inside the test's namespace.
+func TestGuestStartupScriptOnRealSquid(t *testing.T) {
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("boots the proxy image in a container: set TF_ACC (make testacc) to run it")
+	}
+	tree := os.Getenv("EGRESS_TEST_GUEST_ROOT")
+	if tree == "" || os.Geteuid() != 0 {
+		t.Fatal("needs root and EGRESS_TEST_GUEST_ROOT, the proxy image's root tree (make guest-root)")
+	}
+	for _, tool := range []string{"systemd-nspawn", "ip"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s: %v (make guest-root installs it)", tool, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	// The proxy, made through the backend: its metadata holds the startup script and the rendered config.
+	fake, b := newTest(t, computefake.Options{})
+	spec := testSpec("uid-guest", "us-central1-a")
+	spec.Proxy.AllowedClientCIDRs = []string{"198.18.0.0/24"}
+	spec.Proxy.AllowedDestinations = []string{"allowed.example"}
+	if _, err := b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
+	configID, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataConfigID)
+	applied := func() string {
+		return fake.GuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied)
+	}
+
+	ns := testNetns(t)
+	serveIn(t, ns, "169.254.169.254:80", fake.MetadataHandler())
+	serveIn(t, ns, "198.18.0.1:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "upstream "+r.Host)
+	}))
+
+	upper := t.TempDir()
+	writeGuestFiles(t, upper)
+	client := proxyClient{dial: netnsDialer(ns, "198.18.0.2"), proxy: "198.18.0.1:3128", user: "u", password: "correct-horse-battery"}
+
+	files := []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, "/var/lib/egress-proxy/applied"}
+	var first map[string]fileState
+	for boot := 1; boot <= 2; boot++ {
+		start := time.Now()
+		guest := bootGuest(t, tree, upper, ns, boot)
+		waitFor(ctx, t, guest, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
+		t.Logf("boot %d: config applied and reported %s after start", boot, time.Since(start).Round(time.Second))
+
+		for _, c := range []struct {
+			name string
+			url  string
+			auth bool
+			want int
+		}{
+			{"allowed destination", "http://allowed.example/", true, http.StatusOK},
+			{"denied destination", "http://denied.example/", true, http.StatusForbidden},
+			{"no credentials", "http://allowed.example/", false, http.StatusProxyAuthRequired},
+		} {
+			if got := client.get(ctx, t, c.url, c.auth); got != c.want {
+				t.Errorf("boot %d, %s: %s through the guest's Squid = %d, want %d\n%s", boot, c.name, c.url, got, c.want, guest.log())
+			}
+		}
+
+		states := map[string]fileState{}
+		for _, f := range files {
+			states[f] = statIn(t, upper, f)
+		}
+		if boot == 1 {
+			first = states
+		} else {
+			// A reboot runs the script again: the config already applied and Squid running, it rewrites
+			// nothing (same content, same modification time) and only reports the config again.
+			for _, f := range files {
+				if states[f] != first[f] {
+					t.Errorf("the second boot changed %s: %+v, was %+v", f, states[f], first[f])
+				}
+			}
+		}
+		guest.stop(t)
+		// The guest reports again at the next boot: clear what this boot reported.
+		fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, "")
+	}
+}
+
+// writeGuestFiles puts into the container's upper layer what a GCE VM has and the image has not: the metadata
+// server's name, the guest environment's unit running the startup script, and no cloud-init (which would look
+// for a data source in vain and only slow the boot).
+func writeGuestFiles(t *testing.T, upper string) {
+	t.Helper()
+	unit := `[Unit]
+Description=Run the startup-script metadata attribute, as the GCE guest environment does
+Wants=network-online.target
+# On a VM the guest environment and Squid start in either order; here Squid comes first, so that a reboot
+# with the config already applied shows the script changing nothing at all.
+After=network-online.target squid.service
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'curl -fsS -H "Metadata-Flavor: Google" http://metadata.google.internal/computeMetadata/v1/instance/attributes/startup-script >/run/startup-script && exec /bin/sh /run/startup-script'
+StandardOutput=journal+console
+
+[Install]
+WantedBy=multi-user.target
+`
+	for name, content := range map[string]string{
+		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal\n198.18.0.1 allowed.example denied.example\n",
+		"etc/systemd/system/google-startup-scripts.service": unit,
+		"etc/cloud/cloud-init.disabled":                     "",
+	} {
+		p := filepath.Join(upper, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wants := filepath.Join(upper, "etc/systemd/system/multi-user.target.wants")
+	if err := os.MkdirAll(wants, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/systemd/system/google-startup-scripts.service", filepath.Join(wants, "google-startup-scripts.service")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type fileState struct {
+	Content string
+	ModTime time.Time
+}
+
+// statIn reads a file of the guest from the upper layer, where everything the guest wrote is.
+func statIn(t *testing.T, upper, name string) fileState {
+	t.Helper()
+	p := filepath.Join(upper, name)
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatalf("the guest did not write %s: %v", name, err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fileState{Content: string(b), ModTime: fi.ModTime()}
+}
+
+type guestContainer struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed once the container's process is reaped; err is its result
+	err     error
+}
+
+func (g *guestContainer) log() string {
+	b, _ := os.ReadFile(g.logPath)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// stop shuts the container down as a poweroff would (nspawn turns SIGTERM into an orderly shutdown).
+func (g *guestContainer) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.exited:
+		t.Fatalf("the container had stopped already: %v\n%s", g.err, g.log())
+	default:
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.exited:
+	case <-time.After(3 * time.Minute):
+		_ = g.cmd.Process.Kill()
+		<-g.exited
+		t.Errorf("the container did not shut down on SIGTERM\n%s", g.log())
+	}
+}
+
+func bootGuest(t *testing.T, tree, upper, ns string, boot int) *guestContainer {
+	t.Helper()
+	g := &guestContainer{logPath: filepath.Join(t.TempDir(), fmt.Sprintf("boot%d.log", boot)), exited: make(chan struct{})}
+	logf, err := os.Create(g.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.cmd = exec.Command("systemd-nspawn", "--quiet", "--boot", "--directory", tree,
+		"--overlay", tree+":"+upper+":/", "--network-namespace-path", "/run/netns/"+ns,
+		"--register=no", "--keep-unit", "--resolv-conf=off", "--timezone=off", "--link-journal=no",
+		"--machine", ns)
+	g.cmd.Stdout, g.cmd.Stderr = logf, logf
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.err = g.cmd.Wait(); _ = logf.Close(); close(g.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-g.exited:
+		default:
+			_ = g.cmd.Process.Kill()
+			<-g.exited
+		}
+	})
+	return g
+}
+
+// waitFor polls cond until it holds, the container stops, or ctx ends. Booting takes seconds to minutes on
+// a loaded machine: the deadline is the test's, not a guess at the boot time.
+func waitFor(ctx context.Context, t *testing.T, g *guestContainer, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-g.exited:
+			t.Fatalf("%s: the container stopped (%v)\n%s", what, g.err, g.log())
+		case <-ctx.Done():
+			t.Fatalf("%s: %v\n%s", what, ctx.Err(), g.log())
+		case <-tick.C:
+		}
+	}
+}
+
+// testNetns makes a network namespace of the test's own, loopback up with the addresses the test uses: the
+// metadata server's, the upstream's (198.18.0.1, a benchmarking range the proxy's guards do not refuse, which
+// also carries the proxy) and the client's.
+func testNetns(t *testing.T) string {
+	t.Helper()
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	ns := "egress-gcp-" + hex.EncodeToString(suffix)
+	run := func(args ...string) {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+	run("-n", ns, "link", "set", "lo", "up")
+	for _, a := range []string{"169.254.169.254/32", "198.18.0.1/32", "198.18.0.2/32"} {
+		run("-n", ns, "addr", "add", a, "dev", "lo")
+	}
+	return ns
+}
+
+// inNetns runs fn on a thread moved into the namespace; the thread is never moved back, and ends with its
+// goroutine (a locked thread is not reused), so no other goroutine ever runs in the namespace by accident.
+func inNetns(ns string, fn func() error) error {
+	ch := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			ch <- err
+			return
+		}
+		defer func() { _ = f.Close() }()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- fmt.Errorf("entering network namespace %s: %w", ns, err)
+			return
+		}
+		ch <- fn()
+	}()
+	return <-ch
+}
+
+// serveIn serves h on addr inside the namespace: the listening socket is made there, and stays there
+// whichever thread accepts on it.
+func serveIn(t *testing.T, ns, addr string, h http.Handler) {
+	t.Helper()
+	var l net.Listener
+	if err := inNetns(ns, func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+func netnsDialer(ns, localIP string) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		var c net.Conn
+		err := inNetns(ns, func() (err error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+			c, err = d.DialContext(ctx, "tcp", "198.18.0.1:3128")
+			return err
+		})
+		return c, err
+	}
+}
+
+type proxyClient struct {
+	dial           func(ctx context.Context) (net.Conn, error)
+	proxy          string
+	user, password string
+}
+
+// get sends one proxied GET and returns the status Squid answers with.
+func (c proxyClient) get(ctx context.Context, t *testing.T, url string, auth bool) int {
+	t.Helper()
+	conn, err := c.dial(ctx)
+	if err != nil {
+		t.Fatalf("dialing the guest's Squid: %v", err)
+	}
+	defer func() { _ = conn.Close() }()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", url, host)
+	if auth {
+		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(c.user+":"+c.password)) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading Squid's answer to %s: %v", url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(string(body), "upstream "+host) {
+		t.Errorf("200 for %s did not come from the upstream: %q", url, body)
+	}
+	return resp.StatusCode
+}

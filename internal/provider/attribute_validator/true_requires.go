@@ -1,0 +1,41 @@
+package attribute_validator //nolint:revive
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+)
+
+type trueRequires struct {
+	other path.Expression
+	why   string
+}
+
+// TrueRequires accepts true only when the attribute at other is set too; why says what it is needed for.
+// Unlike AlsoRequires, an explicit false needs nothing.
+func TrueRequires(other path.Expression, why string) validator.Bool { return trueRequires{other, why} }
+
+func (v trueRequires) Description(context.Context) string {
+	return fmt.Sprintf("when true, %s must be set too: %s", v.other, v.why)
+}
+func (v trueRequires) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v trueRequires) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !req.ConfigValue.ValueBool() {
+		return
+	}
+	paths, diags := req.Config.PathMatches(ctx, req.PathExpression.Merge(v.other))
+	resp.Diagnostics.Append(diags...)
+	for _, p := range paths {
+		var value attr.Value
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &value)...)
+		if value != nil && !value.IsNull() {
+			return // set, or unknown until apply: either way it will be there
+		}
+	}
+	resp.Diagnostics.AddAttributeError(req.Path, "Missing "+v.other.String(),
+		fmt.Sprintf("Attribute %s is true, so %s must be set as well: %s.", req.Path, v.other, v.why))
+}
