@@ -2,6 +2,7 @@ package gcp
 
 import (
 	"context"
+	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
@@ -29,6 +30,11 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 	p, err := b.clients(ctx, id.Target)
 	if err != nil {
 		return err
+	}
+	if isRegion(id.Scope) {
+		// A kept address listed as an orphan (see listKeptAddresses) carries its region as scope: deleting
+		// that orphan must release the address, or garbage collection would report success and leave the bill.
+		return b.releaseKeptAddress(ctx, p, id.Scope, id.Name)
 	}
 	obj := instanceObject(id.Target, id.Scope, id.Name)
 	reserved := false
@@ -82,3 +88,27 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 	}
 	return b.releaseAddress(ctx, p, region, name)
 }
+
+// releaseKeptAddress releases an address kept for a successor that never came. It must carry the provider's
+// labels and be attached to nothing: an address in use belongs to a running proxy, whatever its labels say.
+func (b *Backend) releaseKeptAddress(ctx context.Context, p *project, region, name string) error {
+	obj := addressObject(p.id, region, name)
+	a, err := p.addresses.Get(ctx, &computepb.GetAddressRequest{Project: p.id, Region: region, Address: name})
+	if err != nil {
+		if err = classify(obj, err); backend.IsNotFound(err) {
+			return nil
+		}
+		return err
+	}
+	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
+		return backend.Permanent(obj, "was not reserved by this provider: not releasing it")
+	}
+	if a.GetStatus() == "IN_USE" || len(a.GetUsers()) > 0 {
+		return backend.Permanent(obj, "is in use by %v: not releasing it", a.GetUsers())
+	}
+	return b.releaseAddress(ctx, p, region, name)
+}
+
+// isRegion tells a region ("us-central1") from a zone ("us-central1-a"): every zone name is its region's
+// name with one more dash-separated part.
+func isRegion(scope string) bool { return strings.Count(scope, "-") == 1 }

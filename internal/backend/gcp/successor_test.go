@@ -19,7 +19,9 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 		wantAdopted    bool
 		wantRefused    bool
 		successorQuota bool // the successor's VM is refused for quota: the kept address must survive that too
+		releaseOrphan  bool // no successor comes: deleting the listed orphan releases the address
 	}{
+		"replaced, no successor: orphan deleted":   {proxyName: "team-proxy", forReplacement: true, wantKept: true, releaseOrphan: true},
 		"replaced, user-named: kept and adopted":   {proxyName: "team-proxy", forReplacement: true, successorOwner: "owner-a", wantKept: true, wantAdopted: true},
 		"destroyed, user-named: released":          {proxyName: "team-proxy", successorOwner: "owner-a"},
 		"replaced, derived name: released":         {forReplacement: true, successorOwner: "owner-a"},
@@ -62,6 +64,17 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 			listed, err := b.ListByTag(ctx, backend.Selector{Owner: "owner-a"})
 			if err != nil || len(listed) != 1 || listed[0].Name != first.Name+"-ip" || listed[0].EgressAddress != ip || listed[0].State != backend.StateStopped {
 				t.Fatalf("ListByTag with the address kept = %+v, %v; want the address alone", listed, err)
+			}
+
+			if tc.releaseOrphan {
+				// Garbage collection deletes the listed orphan by its id: that must release the address.
+				if err := b.Delete(ctx, listed[0].ID); err != nil {
+					t.Fatalf("deleting the kept address's orphan: %v", err)
+				}
+				if a := fake.Address(testProject, "us-central1", first.Name+"-ip"); a != nil {
+					t.Fatalf("deleting the orphan left the address %v", a)
+				}
+				return
 			}
 
 			successor := testSpec("uid-second", "us-central1-a")
