@@ -121,7 +121,13 @@ func (c *protocolClient) validateAction(configJSON string) []*tfprotov6.Diagnost
 // progress messages in order and the diagnostics of the completed event.
 func (c *protocolClient) invoke(configJSON string) ([]string, []*tfprotov6.Diagnostic) {
 	c.t.Helper()
-	ctx := context.Background()
+	return c.invokeWith(context.Background(), configJSON, nil)
+}
+
+// invokeWith is invoke with the RPC's context, and onProgress called on each progress message as it arrives,
+// while the action waits for it to be taken.
+func (c *protocolClient) invokeWith(ctx context.Context, configJSON string, onProgress func(string)) ([]string, []*tfprotov6.Diagnostic) {
+	c.t.Helper()
 	config := &tfprotov6.DynamicValue{JSON: []byte(configJSON)}
 	requireNoDiagnostics(c.t, "ValidateActionConfig", c.validateAction(configJSON))
 	planned, err := c.actions.PlanAction(ctx, &tfprotov6.PlanActionRequest{ActionType: "egress_proxy_gc", Config: config})
@@ -144,6 +150,9 @@ func (c *protocolClient) invoke(configJSON string) ([]string, []*tfprotov6.Diagn
 				c.t.Errorf("progress %q after the completed event", e.Message)
 			}
 			progress = append(progress, e.Message)
+			if onProgress != nil {
+				onProgress(e.Message)
+			}
 		case tfprotov6.CompletedInvokeActionEventType:
 			if completed != nil {
 				c.t.Error("two completed events")

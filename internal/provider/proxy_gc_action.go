@@ -143,6 +143,13 @@ func (a *proxyGCAction) Invoke(ctx context.Context, req action.InvokeRequest, re
 			progress("would delete %s", name)
 			continue
 		}
+		if ctx.Err() != nil {
+			// Interrupted (Ctrl-C): the rest would each fail at once with the same cancellation.
+			resp.Diagnostics.AddError("Garbage collection interrupted", fmt.Sprintf(
+				"The run was cancelled after %d of %d deletions; the %d orphan(s) left were not tried. Invoke the action again to finish.",
+				i, len(chosen), len(chosen)-i))
+			break
+		}
 		progress("deleting %d/%d: %s", i+1, len(chosen), name)
 		if err := a.delete(ctx, inst.ID); err != nil {
 			// One proxy that cannot be deleted must not keep the others: it is reported at the end.

@@ -354,3 +354,35 @@ func TestProxyGCAction_invalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C during a run: the orphan being deleted may finish or fail, the ones after it are not tried, and the
+// run says so once instead of failing each with the same cancellation.
+func TestProxyGCAction_interruptLeavesTheRestUntried(t *testing.T) {
+	t.Parallel()
+	f := newGCFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, diags := f.client.invokeWith(ctx, `{"dry_run": false, "known_ids": ["kvm/hv1/kept"], "backends": ["kvm"]}`, func(msg string) {
+		if strings.HasPrefix(msg, "deleting 1/2: ") {
+			cancel() // the action waits for this message to be taken, so it sees the cancellation before orphan 2
+		}
+	})
+	var interrupted bool
+	for _, d := range diags {
+		if d.Severity == tfprotov6.DiagnosticSeverityError && d.Summary == "Garbage collection interrupted" {
+			interrupted = true
+			if !strings.Contains(d.Detail, "the 1 orphan(s) left were not tried") {
+				t.Errorf("interruption detail: %s", d.Detail)
+			}
+		}
+	}
+	if !interrupted {
+		t.Errorf("no interruption error:\n%s", diagnosticsText(diags))
+	}
+	if n := f.mem[backend.KindKVM].Calls("delete"); n > 1 {
+		t.Errorf("Delete was called %d times after the cancellation, want at most the one in progress", n)
+	}
+	if !slices.Contains(f.ids(backend.KindKVM), "kvm/hv2/far-orphan") {
+		t.Errorf("the orphan after the cancellation was deleted: %v", f.ids(backend.KindKVM))
+	}
+}
