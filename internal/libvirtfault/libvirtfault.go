@@ -231,7 +231,9 @@ func (p *Proxy) accept() {
 		}
 		p.mu.Unlock()
 		if life > 0 {
+			c.mu.Lock() // the timer may fire before AfterFunc returns
 			c.timer = time.AfterFunc(life, func() { c.cut(Cut{Position: Lifetime}) })
+			c.mu.Unlock()
 		}
 		p.wg.Add(2)
 		go c.pumpCalls()
@@ -254,9 +256,10 @@ type pair struct {
 func (c *pair) close() {
 	c.mu.Lock()
 	c.done = true
+	timer := c.timer
 	c.mu.Unlock()
-	if c.timer != nil {
-		c.timer.Stop()
+	if timer != nil {
+		timer.Stop()
 	}
 	_ = c.client.Close()
 	_ = c.up.Close()
