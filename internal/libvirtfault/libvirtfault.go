@@ -36,6 +36,8 @@ const (
 
 func (p Position) String() string {
 	switch p {
+	case 0:
+		return "none"
 	case BeforeCall:
 		return "before call"
 	case BeforeReply:

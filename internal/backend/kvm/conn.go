@@ -76,7 +76,13 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	go func() { res <- fn(traced) }()
 	select {
 	case err := <-res:
-		if err != nil && s.isLost() {
+		if s.isLost() {
+			// Without an error of its own, fn may still have swallowed one: the reads it makes on a best
+			// effort basis (an address, the guest agent's ping) fail quietly, and a result built on them
+			// would say "no agent" where the connection broke. fn is run again instead.
+			if err == nil {
+				err = errLostUnderCall
+			}
 			mu.Lock()
 			call := last
 			mu.Unlock()
@@ -307,6 +313,10 @@ func (e *unreachableError) Error() string {
 		e.host, e.uri, e.after, e.last)
 }
 func (e *unreachableError) Unwrap() error { return e.last }
+
+// errLostUnderCall is the error of a run whose calls all answered, or whose failures were ignored, while the
+// connection broke.
+var errLostUnderCall = errors.New("the connection broke while the calls ran")
 
 // connLostError is a call that failed because the connection broke under it.
 type connLostError struct {

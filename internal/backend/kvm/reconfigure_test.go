@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"github.com/google/uuid"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -479,5 +481,47 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 				t.Errorf("a new password did not restart Squid (its cached logins would outlive the change)")
 			}
 		})
+	}
+}
+
+// dropOnAgent breaks its session at the first agent command, as a connection that drops during Get's
+// best-effort ping: the command fails and the session is lost.
+type dropOnAgent struct {
+	api
+	lost chan struct{}
+	once sync.Once
+}
+
+func (d *dropOnAgent) QEMUDomainAgentCommand(libvirt.Domain, string, int32, uint32) (libvirt.OptString, error) {
+	d.once.Do(func() { close(d.lost) })
+	return nil, io.EOF
+}
+
+// A ping lost with the connection says nothing about the agent: Get fails as Transient and is retried,
+// instead of reporting the proxy not reconfigurable, which would plan its replacement.
+func TestFakeGetOnALostConnectionIsNotUnreconfigurable(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, uuid.NewString())
+	dials := 0
+	cfg := Config{Hosts: map[string]HostConfig{"h": {
+		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
+	}}}
+	b, err := newBackend(cfg, func(context.Context, HostConfig, target) (*session, error) {
+		dials++
+		if dials == 1 {
+			d := &dropOnAgent{api: x.f, lost: make(chan struct{})}
+			return &session{api: d, lost: d.lost, close: func() {}}, nil
+		}
+		return &session{api: x.f, lost: make(chan struct{}), close: func() {}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(context.Background(), x.id); backend.ClassOf(err) != backend.ClassTransient {
+		t.Fatalf("Get on a connection lost during the agent's ping = %v, want a Transient error", err)
+	}
+	inst, err := b.Get(context.Background(), x.id)
+	if err != nil || !inst.Reconfigurable || dials != 2 {
+		t.Errorf("Get after the redial = Reconfigurable %v, %v after %d dials; want true after 2", inst.Reconfigurable, err, dials)
 	}
 }
