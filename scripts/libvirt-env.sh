@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libvirt-env.sh start|stop|status
+# libvirt-env.sh start|stop|status|restart
 #
 # The local libvirt + QEMU environment the kvm backend's integration and acceptance tests run against.
 # libvirtd runs inside a network namespace of its own, so every bridge, dnsmasq and firewall rule it makes stays
@@ -256,12 +256,50 @@ status() {
 	return $ok
 }
 
+# restart stops and starts libvirtd alone, as a package upgrade does: QEMU, dnsmasq and virtlogd keep running
+# and the new daemon takes its domains and networks back, while every client connection breaks. The daemon
+# is shared by everyone's tests, so the restart holds the lock that VM-booting tests hold
+# (EGRESS_RESTART_LOCK, /tmp/egress-vmboot.lock; EGRESS_RESTART_LOCK_HELD=1 when the caller holds it) and is quick: SIGTERM, wait for the exit, start, wait for
+# an answer.
+restart() {
+	need_root
+	local lock=${EGRESS_RESTART_LOCK:-/tmp/egress-vmboot.lock}
+	# A caller that already holds the lock (a test that must restart at a moment of its own choosing) says so.
+	if [ -z "${EGRESS_RESTART_LOCK_HELD:-}" ]; then
+		exec 9>>"$lock"
+		flock -w "${EGRESS_RESTART_LOCK_WAIT:-900}" 9 || {
+			log "could not take $lock to restart libvirtd"
+			exit 1
+		}
+	fi
+	local pid pids=()
+	for pid in $(daemon_pids libvirtd); do
+		[ "$(netns_of "$pid")" = "$NETNS" ] && pids+=("$pid")
+	done
+	if [ ${#pids[@]} -eq 0 ]; then
+		log "libvirtd is not running in $NETNS: run $0 start"
+		exit 1
+	fi
+	kill "${pids[@]}"
+	local alive
+	for _ in $(seq 1 120); do
+		alive=
+		for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+		[ -z "$alive" ] && break
+		sleep 0.25
+	done
+	[ -n "$alive" ] && kill -9 "${pids[@]}" 2>/dev/null
+	start_daemons
+	log "libvirtd restarted"
+}
+
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
 status) status ;;
+restart) restart ;;
 *)
-	echo "usage: $0 start|stop|status" >&2
+	echo "usage: $0 start|stop|status|restart" >&2
 	exit 2
 	;;
 esac

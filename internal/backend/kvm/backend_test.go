@@ -3,7 +3,9 @@ package kvm
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -345,5 +347,46 @@ func TestFakeCreateSurvivesALostStartAnswer(t *testing.T) {
 				t.Errorf("DomainCreate called %d times, want %d", calls["DomainCreate"], tc.wantCreates)
 			}
 		})
+	}
+}
+
+// dropOnList breaks its session at the first domain listing, as a connection that drops under ListByTag.
+type dropOnList struct {
+	api
+	lost chan struct{}
+	once sync.Once
+}
+
+func (d *dropOnList) ConnectGetAllDomainStats([]libvirt.Domain, uint32, uint32) ([]libvirt.DomainStatsRecord, error) {
+	d.once.Do(func() { close(d.lost) })
+	return nil, io.EOF
+}
+
+// A listing whose connection dropped is read again: the host is not reported failed, its proxy is listed.
+func TestFakeListByTagSurvivesALostConnection(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	seed, _ := fakeBackend(f)
+	spec := fakeSpec(uuid.NewString(), "owner-l")
+	if _, err := seed.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	dials := 0
+	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": {
+		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
+	}}}, func(context.Context, HostConfig, target) (*session, error) {
+		dials++
+		if dials == 1 {
+			d := &dropOnList{api: f, lost: make(chan struct{})}
+			return &session{api: d, lost: d.lost, close: func() {}}, nil
+		}
+		return &session{api: f, lost: make(chan struct{}), close: func() {}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := b.ListByTag(context.Background(), backend.Selector{Owner: "owner-l"})
+	if err != nil || len(list) != 1 || list[0].Name != spec.Name || dials != 2 {
+		t.Errorf("ListByTag over a dropped connection = %+v, %v after %d dials; want the one proxy after a redial", list, err, dials)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -48,6 +49,8 @@ type conn struct {
 	autoType string
 	// withoutPasst is set once the daemon refused libvirt's passt backend.
 	withoutPasst bool
+	// interrupted is the call a lost connection cut off, until the redial it causes is logged.
+	interrupted string
 }
 
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
@@ -65,13 +68,26 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	if err != nil {
 		return err
 	}
+	// The call in flight, as fn's own: when the connection drops, it is the one whose answer was lost.
+	var mu sync.Mutex
+	var last string
+	traced := &tracedAPI{next: s.api, call: func(m string) { mu.Lock(); last = m; mu.Unlock() }}
 	res := make(chan error, 1)
-	go func() { res <- fn(s.api) }()
+	go func() { res <- fn(traced) }()
 	select {
 	case err := <-res:
-		if err != nil && s.isLost() {
-			c.drop(s)
-			return &connLostError{host: c.name, err: err}
+		if s.isLost() {
+			// Without an error of its own, fn may still have swallowed one: the reads it makes on a best
+			// effort basis (an address, the guest agent's ping) fail quietly, and a result built on them
+			// would say "no agent" where the connection broke. fn is run again instead.
+			if err == nil {
+				err = errLostUnderCall
+			}
+			mu.Lock()
+			call := last
+			mu.Unlock()
+			c.lost(ctx, s, call, err)
+			return &connLostError{host: c.name, call: call, err: err}
 		}
 		return err
 	case <-ctx.Done():
@@ -89,6 +105,18 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	}
 }
 
+// lost drops a session that broke under call and logs it: the operation's retry redials.
+func (c *conn) lost(ctx context.Context, s *session, call string, err error) {
+	c.mu.Lock()
+	if c.cur == s {
+		c.interrupted = call
+	}
+	c.mu.Unlock()
+	c.drop(s)
+	tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection lost; the call's outcome is unknown and the operation is retried",
+		map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": call, "error": err.Error()})
+}
+
 // session returns the live session, dialling when there is none or the last one was lost.
 func (c *conn) session(ctx context.Context) (*session, error) {
 	c.mu.Lock()
@@ -96,14 +124,23 @@ func (c *conn) session(ctx context.Context) (*session, error) {
 	if c.cur != nil && !c.cur.isLost() {
 		return c.cur, nil
 	}
+	redial := c.cur != nil || c.interrupted != ""
 	if c.cur != nil {
 		c.cur.close()
 		c.cur = nil
 	}
+	start := time.Now()
 	s, err := c.dialRetrying(ctx)
 	if err != nil {
 		return nil, err
 	}
+	if redial {
+		// Which call was cut off, and what getting back cost: a flaky link shows up here before it fails
+		// anything.
+		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection redialled",
+			map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": c.interrupted, "dial_ms": time.Since(start).Milliseconds()})
+	}
+	c.interrupted = ""
 	c.cur = s
 	return s, nil
 }
@@ -137,6 +174,8 @@ func (c *conn) dialRetrying(ctx context.Context) (*session, error) {
 			return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
 		}
 		delay = min(max(2*delay, dialFirstDelay), dialMaxDelay)
+		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt dial failed; trying again",
+			map[string]any{"host": c.name, "uri": c.host.URI, "retry_in_ms": delay.Milliseconds(), "error": err.Error()})
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -275,13 +314,21 @@ func (e *unreachableError) Error() string {
 }
 func (e *unreachableError) Unwrap() error { return e.last }
 
+// errLostUnderCall is the error of a run whose calls all answered, or whose failures were ignored, while the
+// connection broke.
+var errLostUnderCall = errors.New("the connection broke while the calls ran")
+
 // connLostError is a call that failed because the connection broke under it.
 type connLostError struct {
 	host string
+	call string // the api method whose answer was lost
 	err  error
 }
 
 func (e *connLostError) Error() string {
-	return fmt.Sprintf("connection to kvm host %q lost: %v", e.host, e.err)
+	if e.call == "" {
+		return fmt.Sprintf("connection to kvm host %q lost: %v", e.host, e.err)
+	}
+	return fmt.Sprintf("connection to kvm host %q lost during %s: %v", e.host, e.call, e.err)
 }
 func (e *connLostError) Unwrap() error { return e.err }

@@ -477,7 +477,7 @@ func (f *fakeHost) NetworkUpdateCompat(n libvirt.Network, cmd libvirt.NetworkUpd
 func fakeBackend(f *fakeHost) (*Backend, *counter) {
 	cnt := &counter{calls: map[string]int{}}
 	dial := func(context.Context, HostConfig, target) (*session, error) {
-		return &session{api: &countingAPI{next: f, c: cnt}, lost: make(chan struct{}), close: func() {}}, nil
+		return &session{api: countingAPI(f, cnt), lost: make(chan struct{}), close: func() {}}, nil
 	}
 	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": {
 		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -27,6 +28,10 @@ type fakeAgent struct {
 	restarts int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
+	// loseAnswerOf makes the next guest-exec of a program line starting with it run, and its answer be lost
+	// as on a dropped connection: the program ran, the caller cannot know. dropBefore makes the next one
+	// starting with it fail as a call the connection dropped before the guest saw it.
+	loseAnswerOf, dropBefore string
 
 	booted   bool
 	files    map[string][]byte
@@ -129,8 +134,17 @@ func (f *fakeHost) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, _ int3
 	if err := json.Unmarshal([]byte(cmd), &req); err != nil {
 		return nil, lvErr(libvirt.ErrInternalError, "internal error: cannot parse json %s: %v", cmd, err)
 	}
+	if a.dropBefore != "" && req.Execute == "guest-exec" && strings.HasPrefix(strings.Join(execArgv(req.Arguments), " "), a.dropBefore) {
+		a.dropBefore = ""
+		return nil, io.EOF
+	}
 	a.calls[req.Execute]++
+	ran := len(a.ran)
 	ret, fail := a.handle(req.Execute, req.Arguments)
+	if a.loseAnswerOf != "" && len(a.ran) > ran && strings.HasPrefix(strings.Join(a.ran[ran], " "), a.loseAnswerOf) {
+		a.loseAnswerOf = ""
+		return nil, io.EOF
+	}
 	if fail != "" {
 		// As libvirt 9.0 (Debian 12) reports the agent's error reply; newer ones use AGENT_COMMAND_FAILED.
 		return nil, lvErr(libvirt.ErrInternalError, "internal error: unable to execute QEMU agent command '%s': %s", req.Execute, fail)
@@ -300,4 +314,14 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		return fakeExec{}
 	}
 	return fakeExec{code: 127, errs: argv[0] + ": not found"}
+}
+
+// execArgv is the program line of a guest-exec's arguments.
+func execArgv(raw json.RawMessage) []string {
+	var args struct {
+		Path string   `json:"path"`
+		Arg  []string `json:"arg"`
+	}
+	_ = json.Unmarshal(raw, &args) // a malformed request is the handler's to refuse
+	return append([]string{args.Path}, args.Arg...)
 }

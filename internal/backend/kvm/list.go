@@ -27,7 +27,13 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			found, err := b.listHost(ctx, name, sel.Owner)
+			// A listing cut short by a dropped connection is read again: it changes nothing, and a host
+			// reported as failed for a blip would hide its proxies from the orphan list.
+			var found []backend.Instance
+			err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+				found, err = b.listHost(ctx, name, sel.Owner)
+				return err
+			})
 			results[i] = result{name, found, err}
 		}()
 	}

@@ -17,7 +17,7 @@ func BenchmarkRPCCallsLive(b *testing.B) {
 	be, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: h}}, func(ctx context.Context, h HostConfig, t target) (*session, error) {
 		s, err := dialLibvirt(ctx, h, t)
 		if err == nil {
-			s.api = &countingAPI{next: s.api, c: cnt}
+			s.api = countingAPI(s.api, cnt)
 		}
 		return s, err
 	})

@@ -24,7 +24,7 @@ func countingLiveBackend(t testing.TB) (*Backend, *counter) {
 	b, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: liveHostConfig(t)}}, func(ctx context.Context, h HostConfig, tg target) (*session, error) {
 		s, err := dialLibvirt(ctx, h, tg)
 		if err == nil {
-			s.api = &countingAPI{next: s.api, c: cnt}
+			s.api = countingAPI(s.api, cnt)
 		}
 		return s, err
 	})

@@ -97,7 +97,11 @@ type reconfiguration struct {
 	guestChanged bool
 	// newPassword: the guest's password file does not accept the new password (or there is none).
 	newPassword bool
-	notes       []string
+	// pendingReload is how Squid is to take the new files once they may be in place: set before the first
+	// rename, cleared once Squid reported the reload. A rename or reload whose answer was lost leaves the
+	// guest's files current while Squid may still run the old ones; the next attempt then only reloads.
+	pendingReload []string
+	notes         []string
 }
 
 // attempt runs the sequence once. It starts from what the guest holds, so running it again after any
@@ -123,8 +127,14 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !current {
+	switch {
+	case !current:
 		if err := r.installInGuest(ctx, dom); err != nil {
+			return err
+		}
+		r.guestChanged = true
+	case r.pendingReload != nil:
+		if err := r.reloadAgain(ctx, dom); err != nil {
 			return err
 		}
 		r.guestChanged = true
@@ -211,10 +221,10 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		}
 	}
 	if err := r.mustRun(ctx, dom, squidBin, "-k", "parse", "-f", confNew); err != nil {
-		return abandon(backend.NewError(backend.ClassPermanent, "", fmt.Errorf("squid in the guest refused the new config: %w", err)))
+		return abandon(refusal(err, "squid in the guest refused the new config"))
 	}
 	if err := r.mustRun(ctx, dom, squidBin, "-k", "check"); err != nil {
-		return abandon(backend.NewError(backend.ClassPermanent, "", fmt.Errorf("squid is not running in the guest, so there is nothing to reconfigure: %w", err)))
+		return abandon(refusal(err, "squid is not running in the guest, so there is nothing to reconfigure"))
 	}
 	var mark int64
 	var hadHtpasswd bool
@@ -246,6 +256,14 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		}
 		return err
 	}
+	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
+	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
+	// without dropping connections.
+	reload := []string{squidBin, "-k", "reconfigure"}
+	if r.newPassword {
+		reload = []string{"/bin/systemctl", "restart", "squid.service"}
+	}
+	r.pendingReload = reload
 	// The password file first: the config that names it comes after, and an old config that already used
 	// authentication checks the new password from here on.
 	if r.htpasswd != nil {
@@ -255,13 +273,6 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	}
 	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath); err != nil {
 		return restore(abandon(err))
-	}
-	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
-	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
-	// without dropping connections.
-	reload := []string{squidBin, "-k", "reconfigure"}
-	if r.newPassword {
-		reload = []string{"/bin/systemctl", "restart", "squid.service"}
 	}
 	if err := r.mustRun(ctx, dom, reload...); err != nil {
 		err = restore(err)
@@ -275,7 +286,40 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		olds = append(olds, bk[1])
 	}
 	_, _ = r.run(ctx, dom, olds...) // best effort: a leftover copy is overwritten next time and never read
-	return r.waitReloaded(ctx, dom, mark)
+	if err := r.waitReloaded(ctx, dom, mark); err != nil {
+		return err
+	}
+	r.pendingReload = nil
+	return nil
+}
+
+// reloadAgain makes Squid take the files an earlier attempt put in place, when that attempt lost the answer
+// to its rename or reload: the files are current, Squid's running config may not be.
+func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) error {
+	var mark int64
+	if err := r.c.do(ctx, func(l api) (err error) {
+		mark, err = guestFileSize(l, dom, proxyconf.CacheLogPath)
+		return err
+	}); err != nil {
+		return err
+	}
+	if err := r.mustRun(ctx, dom, r.pendingReload...); err != nil {
+		return err
+	}
+	if err := r.waitReloaded(ctx, dom, mark); err != nil {
+		return err
+	}
+	r.pendingReload = nil
+	return nil
+}
+
+// refusal makes a failed check in the guest Permanent, with what it means. A check that did not get to run
+// (the connection broke, the agent did not answer) says nothing about the config: it stays retryable.
+func refusal(err error, what string) error {
+	if backend.Retryable(classify("", err)) {
+		return err
+	}
+	return backend.NewError(backend.ClassPermanent, "", fmt.Errorf("%s: %w", what, err))
 }
 
 // run runs argv in the guest and returns how it ended.

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/google/uuid"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -419,5 +422,106 @@ func TestFakeGetReportsReconfigurable(t *testing.T) {
 				t.Errorf("Reconfigurable = %v after %d agent commands, want %v after %d", inst.Reconfigurable, per["QEMUDomainAgentCommand"], tc.want, tc.agentCalls)
 			}
 		})
+	}
+}
+
+// A program in the guest whose answer was lost ran, or not: the retried attempt finds the files where the
+// lost answer left them and still gets Squid to enforce the new config, whichever step it was.
+func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		lost        string
+		dropped     string // a later program the connection drops before it runs
+		newPassword bool
+	}{
+		"the config's rename": {lost: "/bin/mv -f " + confNew},
+		"the reload":          {lost: squidBin + " -k reconfigure"},
+		"the parse":           {lost: squidBin + " -k parse"},
+		// The lost answer makes Reconfigure put the old files back; when that fails too, the guest holds the
+		// new files and Squid runs the old ones: the retry must reload, not find nothing to do.
+		"the rename, and the restore dropped":  {lost: "/bin/mv -f " + confNew, dropped: "/bin/mv -f " + confOld},
+		"the reload, and the restore dropped":  {lost: squidBin + " -k reconfigure", dropped: "/bin/mv -f " + confOld},
+		"the password's move":                  {lost: "/bin/mv -f " + htpasswdNew, newPassword: true},
+		"the restart for a password":           {lost: "/bin/systemctl restart", newPassword: true},
+		"the restart, and the restore dropped": {lost: "/bin/systemctl restart", dropped: "/bin/mv -f " + htpasswdOld, newPassword: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newReconfFixture(t, uuid.NewString())
+			next := x.spec.Proxy
+			next.AllowedDestinations = []string{"denied.test"}
+			if tc.newPassword {
+				// A password in force first: only replacing one restarts Squid.
+				old := x.spec.Proxy
+				old.Auth = &proxyconf.BasicAuth{Username: "u", Password: "the old password"}
+				if _, err := x.b.Reconfigure(context.Background(), x.id, old); err != nil {
+					t.Fatal(err)
+				}
+				next.Auth = &proxyconf.BasicAuth{Username: "u", Password: "a new password"}
+			}
+			a := x.agent()
+			x.f.mu.Lock()
+			a.loseAnswerOf, a.dropBefore = tc.lost, tc.dropped
+			restarts := a.restarts
+			x.f.mu.Unlock()
+			if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+				t.Fatalf("Reconfigure after a lost answer to %s: %v", tc.lost, err)
+			}
+			x.f.mu.Lock()
+			notLost, notDropped, restarted := a.loseAnswerOf, a.dropBefore, a.restarts > restarts
+			x.f.mu.Unlock()
+			if notLost != "" || notDropped != "" {
+				t.Fatalf("no answer to %q was lost, or %q never dropped: the test proves nothing", notLost, notDropped)
+			}
+			if _, enforced, _ := x.guest(proxyconf.ConfPath); !bytes.Equal(enforced, render(t, next)) {
+				t.Errorf("Squid does not enforce the new config")
+			}
+			if tc.newPassword && !restarted {
+				t.Errorf("a new password did not restart Squid (its cached logins would outlive the change)")
+			}
+		})
+	}
+}
+
+// dropOnAgent breaks its session at the first agent command, as a connection that drops during Get's
+// best-effort ping: the command fails and the session is lost.
+type dropOnAgent struct {
+	api
+	lost chan struct{}
+	once sync.Once
+}
+
+func (d *dropOnAgent) QEMUDomainAgentCommand(libvirt.Domain, string, int32, uint32) (libvirt.OptString, error) {
+	d.once.Do(func() { close(d.lost) })
+	return nil, io.EOF
+}
+
+// A ping lost with the connection says nothing about the agent: Get fails as Transient and is retried,
+// instead of reporting the proxy not reconfigurable, which would plan its replacement.
+func TestFakeGetOnALostConnectionIsNotUnreconfigurable(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, uuid.NewString())
+	dials := 0
+	cfg := Config{Hosts: map[string]HostConfig{"h": {
+		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
+	}}}
+	b, err := newBackend(cfg, func(context.Context, HostConfig, target) (*session, error) {
+		dials++
+		if dials == 1 {
+			d := &dropOnAgent{api: x.f, lost: make(chan struct{})}
+			return &session{api: d, lost: d.lost, close: func() {}}, nil
+		}
+		return &session{api: x.f, lost: make(chan struct{}), close: func() {}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Get(context.Background(), x.id); backend.ClassOf(err) != backend.ClassTransient {
+		t.Fatalf("Get on a connection lost during the agent's ping = %v, want a Transient error", err)
+	}
+	inst, err := b.Get(context.Background(), x.id)
+	if err != nil || !inst.Reconfigurable || dials != 2 {
+		t.Errorf("Get after the redial = Reconfigurable %v, %v after %d dials; want true after 2", inst.Reconfigurable, err, dials)
 	}
 }

@@ -35,12 +35,18 @@ func reserve(l api, network, name, mac, ip string) error {
 	if err == nil {
 		return nil
 	}
+	if classOf(err) == backend.ClassTransient {
+		// The connection broke, or the daemon was busy: the entry may or may not have been added. The retry
+		// adds it again, and an entry the lost answer did add is then found below as ours.
+		return err
+	}
 	hosts, herr := dhcpHosts(l, n)
-	if herr == nil {
-		for _, h := range hosts {
-			if strings.EqualFold(h.MAC, mac) && h.IP == ip {
-				return nil
-			}
+	if herr != nil && classOf(herr) == backend.ClassTransient {
+		return herr
+	}
+	for _, h := range hosts {
+		if strings.EqualFold(h.MAC, mac) && h.IP == ip {
+			return nil
 		}
 	}
 	return backend.Permanent("", "reserving %s for %s on network %q: %v", ip, mac, network, err)

@@ -1,0 +1,398 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"github.com/hashicorp/terraform-plugin-log/tflogtest"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
+)
+
+// The tests here cut the connection to the real libvirtd at every call an operation makes, in both places a
+// cut can fall (before the daemon saw the call, after it carried it out but before its answer came back),
+// and check the operation, retried as the provider retries it, ends as if nothing had happened.
+
+// faultIP is the fixed address of the i-th case's proxy, so that every case also reserves and frees a DHCP
+// host entry. Cases run side by side, each with an address of its own, in a range no other test uses.
+func faultIP(i int) string { return fmt.Sprintf("198.18.0.%d", 10+i%40) }
+
+// startFaultProxy puts a fault injector in front of the live daemon's socket.
+func startFaultProxy(t *testing.T) *libvirtfault.Proxy {
+	t.Helper()
+	h := liveHostConfig(t)
+	tgt, err := parseURI(h.URI)
+	if err != nil || tgt.transport != "unix" {
+		t.Fatalf("the fault tests need a local unix socket URI, got %q (%v)", h.URI, err)
+	}
+	p, err := libvirtfault.Start(t.TempDir(), tgt.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("closing the fault proxy: %v", err)
+		}
+	})
+	return p
+}
+
+// backendVia is a live backend that reaches the daemon through the fault proxy. Each case takes a new one,
+// so the dial's own calls are part of what is cut.
+func backendVia(t *testing.T, p *libvirtfault.Proxy) *Backend {
+	t.Helper()
+	h := liveHostConfig(t)
+	tgt, _ := parseURI(h.URI)
+	h.URI = tgt.name + "?socket=" + url.QueryEscape(p.Socket())
+	b, err := New(Config{Hosts: map[string]HostConfig{liveHost: h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.pollInterval = 200 * time.Millisecond
+	closeAtEnd(t, b)
+	return b
+}
+
+// faultSpec is a live proxy with a fixed address.
+func faultSpec(owner string, i int) backend.Spec {
+	s := liveSpec(owner)
+	s.Placement.KVM.IP = faultIP(i)
+	return s
+}
+
+// retried runs op as the provider does: Transient errors are retried with its backoff until ctx ends.
+func retried(ctx context.Context, op func(context.Context) error) error {
+	return backend.Retry(ctx, backend.DefaultBackoff, op)
+}
+
+// faultRow is one line of the table a fault test prints.
+type faultRow struct {
+	k        int
+	call     string
+	pos      libvirtfault.Position
+	outcome  string
+	wall     time.Duration
+	extra    int // calls made after the cut
+	attempts int
+}
+
+// logFaultTable prints the rows. The uncut rows (k 0), run among the others, are the baseline a cut's cost
+// is measured from: on a loaded machine the wall time of a run alone says little about one run beside others.
+func logFaultTable(t *testing.T, title string, alone time.Duration, rows []faultRow) {
+	t.Helper()
+	var s strings.Builder
+	fmt.Fprintf(&s, "%s (uncut, run alone: %v)\n%4s  %-26s %-13s %8s %6s %5s  %s\n", title, alone.Round(time.Millisecond),
+		"k", "call", "cut", "wall", "extra", "tries", "outcome")
+	var base, cut time.Duration
+	var nBase, nCut int
+	for _, r := range rows {
+		fmt.Fprintf(&s, "%4d  %-26s %-13s %8v %6d %5d  %s\n", r.k, r.call, r.pos, r.wall.Round(time.Millisecond), r.extra, r.attempts, r.outcome)
+		if r.k == 0 {
+			base, nBase = base+r.wall, nBase+1
+		} else {
+			cut, nCut = cut+r.wall, nCut+1
+		}
+	}
+	if nBase > 0 && nCut > 0 {
+		b, c := base/time.Duration(nBase), cut/time.Duration(nCut)
+		fmt.Fprintf(&s, "%d cut cases; uncut runs beside them took %v on average, cut ones %v: a cut costs %v\n",
+			nCut, b.Round(time.Millisecond), c.Round(time.Millisecond), (c - b).Round(time.Millisecond))
+	}
+	t.Log(s.String())
+}
+
+// leftovers lists what exists of the proxy name on the host: its domain (with its state), its volumes and
+// its DHCP host entries.
+func leftovers(t *testing.T, ref *Backend, name, ip string) (dom string, vols []string, hosts []string) {
+	t.Helper()
+	if st, ok := domainState(t, ref, name); ok {
+		dom = fmt.Sprintf("state %d", st)
+		if st == libvirt.DomainRunning {
+			dom = "running"
+		}
+	}
+	vols = volumesOf(t, ref, name)
+	sort.Strings(vols)
+	inspect(t, ref, func(l api) error {
+		n, err := l.NetworkLookupByName(ref.hosts[liveHost].Network)
+		if err != nil {
+			return err
+		}
+		entries, err := dhcpHosts(l, n)
+		for _, e := range entries {
+			if e.Name == name || e.IP == ip {
+				hosts = append(hosts, e.Name+"="+e.IP)
+			}
+		}
+		return err
+	})
+	return dom, vols, hosts
+}
+
+// measure runs op once uncut through p and returns the calls it made and how long it took.
+func measure(t *testing.T, p *libvirtfault.Proxy, op func(b *Backend) error) ([]libvirtfault.Call, time.Duration) {
+	t.Helper()
+	b := backendVia(t, p)
+	p.Reset()
+	start := time.Now()
+	if err := op(b); err != nil {
+		t.Fatalf("uncut run: %v", err)
+	}
+	took := time.Since(start)
+	calls := p.Calls()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return calls, took
+}
+
+// faultCase is one (k, position) case: it arms p, runs op through a new backend and checks the host after.
+type faultCase struct {
+	k   int
+	pos libvirtfault.Position
+}
+
+// faultCases are every (k, position) for an operation of n calls, after two uncut runs (k 0) for a baseline.
+func faultCases(n int) []faultCase {
+	cases := []faultCase{{0, 0}, {0, 0}}
+	for k := 1; k <= n; k++ {
+		cases = append(cases, faultCase{k, libvirtfault.BeforeCall}, faultCase{k, libvirtfault.BeforeReply})
+	}
+	return cases
+}
+
+// runFaultCases runs every case as a parallel subtest, each with a fault proxy of its own (the call count is
+// the proxy's), and prints the table once all are done. run returns the row's outcome problems.
+func runFaultCases(t *testing.T, title string, parallel bool, uncut []libvirtfault.Call, took time.Duration,
+	run func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string) {
+	t.Helper()
+	cases := faultCases(len(uncut))
+	rows := make([]faultRow, len(cases))
+	t.Run("cases", func(t *testing.T) {
+		for i, tc := range cases {
+			name := fmt.Sprintf("k=%d/%s", tc.k, strings.ReplaceAll(tc.pos.String(), " ", "_"))
+			if tc.k == 0 {
+				name = fmt.Sprintf("uncut/%d", i)
+			}
+			t.Run(name, func(t *testing.T) {
+				if parallel {
+					t.Parallel()
+				}
+				p := startFaultProxy(t)
+				row := &rows[i]
+				*row = faultRow{k: tc.k, call: "(none)", pos: tc.pos}
+				wantCuts := 0
+				if tc.k > 0 {
+					row.call, wantCuts = uncut[tc.k-1].Name(), 1
+					p.CutAt(tc.k, tc.pos)
+				}
+				bad := run(t, i, p, row)
+				row.extra = len(p.Calls()) - len(uncut)
+				if cuts := p.Cuts(); len(cuts) != wantCuts || (wantCuts == 1 && cuts[0].Call.N != tc.k) {
+					bad = append(bad, fmt.Sprintf("cuts %+v, want %d at call %d", cuts, wantCuts, tc.k))
+				}
+				if err := p.Err(); err != nil {
+					bad = append(bad, fmt.Sprintf("the proxy could not read the traffic: %v", err))
+				}
+				if len(bad) > 0 {
+					row.outcome = strings.Join(bad, "; ")
+					t.Errorf("cut at call %d (%s) %s: %s", tc.k, row.call, tc.pos, row.outcome)
+				}
+			})
+		}
+	})
+	logFaultTable(t, title, took, rows)
+}
+
+func TestLiveCreateSurvivesACutAtEveryCall(t *testing.T) {
+	ref := liveBackend(t)
+	owner := testOwner()
+
+	clean := faultSpec(owner, 0)
+	cleanupProxy(t, ref, clean.Name)
+	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error {
+		_, err := b.Create(ctxFor(t, 2*time.Minute), clean)
+		return err
+	})
+	if err := ref.Delete(ctxFor(t, 2*time.Minute), idOf(clean)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an uncut Create makes %d calls: %s", len(calls), callNames(calls))
+
+	runFaultCases(t, "Create, cut once at call k", true, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+		spec := faultSpec(owner, i)
+		cleanupProxy(t, ref, spec.Name)
+		b := backendVia(t, p)
+		start := time.Now()
+		var inst backend.Instance
+		err := retried(ctxFor(t, 2*time.Minute), func(ctx context.Context) (err error) {
+			row.attempts++
+			inst, err = b.Create(ctx, spec)
+			return err
+		})
+		row.wall = time.Since(start)
+		dom, vols, hosts := leftovers(t, ref, spec.Name, faultIP(i))
+		row.outcome = "one running proxy"
+		var bad []string
+		if err != nil {
+			bad = append(bad, "error: "+err.Error())
+		}
+		if inst.State != backend.StateRunning || dom != "running" {
+			bad = append(bad, fmt.Sprintf("returned %s, domain %q", inst.State, dom))
+		}
+		if want := []string{spec.Name + "-root.qcow2", spec.Name + "-seed.iso"}; !equalStrings(vols, want) {
+			bad = append(bad, fmt.Sprintf("volumes %v", vols))
+		}
+		if len(hosts) != 1 {
+			bad = append(bad, fmt.Sprintf("DHCP host entries %v, want exactly one", hosts))
+		}
+		return bad
+	})
+}
+
+func TestLiveDeleteSurvivesACutAtEveryCall(t *testing.T) {
+	ref := liveBackend(t)
+	owner := testOwner()
+	make1 := func(t *testing.T, i int) backend.ProviderID {
+		t.Helper()
+		spec := faultSpec(owner, i)
+		cleanupProxy(t, ref, spec.Name)
+		inst, err := ref.Create(ctxFor(t, 2*time.Minute), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inst.ID
+	}
+
+	id := make1(t, 0)
+	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error { return b.Delete(ctxFor(t, 2*time.Minute), id) })
+	t.Logf("an uncut Delete makes %d calls: %s", len(calls), callNames(calls))
+
+	runFaultCases(t, "Delete, cut once at call k", true, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+		id := make1(t, i)
+		b := backendVia(t, p)
+		p.Reset() // make1 went around the proxy; counting starts with the Delete
+		if row.k > 0 {
+			p.CutAt(row.k, row.pos)
+		}
+		start := time.Now()
+		err := retried(ctxFor(t, 2*time.Minute), func(ctx context.Context) error {
+			row.attempts++
+			return b.Delete(ctx, id)
+		})
+		row.wall = time.Since(start)
+		dom, vols, hosts := leftovers(t, ref, id.Name, faultIP(i))
+		row.outcome = "nothing left"
+		var bad []string
+		if err != nil {
+			bad = append(bad, "error: "+err.Error())
+		}
+		if dom != "" || len(vols) > 0 || len(hosts) > 0 {
+			bad = append(bad, fmt.Sprintf("left: domain %q, volumes %v, DHCP hosts %v", dom, vols, hosts))
+		}
+		return bad
+	})
+}
+
+func callNames(calls []libvirtfault.Call) string {
+	names := make([]string, len(calls))
+	for i, c := range calls {
+		names[i] = c.Name()
+	}
+	return strings.Join(names, " ")
+}
+
+// A cut is visible in the provider's debug log: the call whose answer was lost, and the redial after it.
+func TestLiveRedialIsLoggedWithTheInterruptedCall(t *testing.T) {
+	p := startFaultProxy(t)
+	ref := liveBackend(t)
+	spec := liveSpec(testOwner())
+	cleanupProxy(t, ref, spec.Name)
+	b := backendVia(t, p)
+	var logs bytes.Buffer
+	ctx := backend.Subsystem(tflogtest.RootLogger(ctxFor(t, 2*time.Minute), &logs), backend.KindKVM)
+	// Call 3 is the Create's first after the handshake: its name lookup.
+	p.CutAt(3, libvirtfault.BeforeReply)
+	if err := retried(ctx, func(ctx context.Context) error { _, err := b.Create(ctx, spec); return err }); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := tflogtest.MultilineJSONDecode(&logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost, redialled bool
+	for _, e := range entries {
+		if e["@level"] != "debug" || e["host"] != liveHost || e["interrupted_call"] != "DomainLookupByName" {
+			continue
+		}
+		switch e["@message"] {
+		case "libvirt connection lost; the call's outcome is unknown and the operation is retried":
+			lost = true
+		case "libvirt connection redialled":
+			redialled = true
+		}
+	}
+	if !lost || !redialled {
+		t.Errorf("debug log has the lost connection %v and the redial %v, want both naming host %q and DomainLookupByName; log:\n%s", lost, redialled, liveHost, logs.String())
+	}
+}
+
+// Update (labels, in the domain's metadata) on one proxy, cut at each of its calls: the cases run one after
+// another on the same proxy, each setting labels of its own, and each must leave exactly those.
+func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
+	ref := liveBackend(t)
+	spec := liveSpec(testOwner())
+	cleanupProxy(t, ref, spec.Name)
+	inst, err := ref.Create(ctxFor(t, 2*time.Minute), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	update := func(b *Backend, label string, attempts *int) (backend.Instance, error) {
+		s := spec
+		s.Labels = map[string]string{"case": label}
+		var got backend.Instance
+		err := retried(ctxFor(t, 2*time.Minute), func(ctx context.Context) (err error) {
+			*attempts++
+			got, err = b.Update(ctx, inst.ID, s)
+			return err
+		})
+		return got, err
+	}
+	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error {
+		var n int
+		_, err := update(b, "uncut", &n)
+		return err
+	})
+	t.Logf("an uncut Update makes %d calls: %s", len(calls), callNames(calls))
+
+	runFaultCases(t, "Update, cut once at call k", false, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+		b := backendVia(t, p)
+		label := fmt.Sprintf("case-%d", i)
+		start := time.Now()
+		got, err := update(b, label, &row.attempts)
+		row.wall = time.Since(start)
+		row.outcome = "labels replaced once"
+		var bad []string
+		if err != nil {
+			bad = append(bad, "error: "+err.Error())
+		}
+		if got.Labels["case"] != label || got.State != backend.StateRunning {
+			bad = append(bad, fmt.Sprintf("returned labels %v, state %s", got.Labels, got.State))
+		}
+		if back, err := ref.Get(ctxFor(t, time.Minute), inst.ID); err != nil || back.Labels["case"] != label || len(back.Labels) != 1 {
+			bad = append(bad, fmt.Sprintf("read back %v, %v", back.Labels, err))
+		}
+		if dom, vols, _ := leftovers(t, ref, spec.Name, ""); dom != "running" || len(vols) != 2 {
+			bad = append(bad, fmt.Sprintf("domain %q, volumes %v", dom, vols))
+		}
+		return bad
+	})
+}

@@ -1,0 +1,125 @@
+package provider
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
+)
+
+// libvirtSocket is the unix socket a local libvirt URI reaches.
+func libvirtSocket(t *testing.T, uri string) string {
+	t.Helper()
+	u, err := url.Parse(uri)
+	if err != nil || u.Host != "" || (u.Scheme != "qemu" && u.Scheme != "qemu+unix") {
+		t.Fatalf("this test puts a proxy in front of a local libvirtd's socket; %q is not a local URI", uri)
+	}
+	if s := u.Query().Get("socket"); s != "" {
+		return s
+	}
+	return "/var/run/libvirt/libvirt-sock"
+}
+
+// cutSeed is the random cuts' seed: EGRESS_TEST_CUT_SEED replays a failed run, otherwise the clock picks one.
+func cutSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("EGRESS_TEST_CUT_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("EGRESS_TEST_CUT_SEED=%q: %v", s, err)
+		}
+		return v
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// TestAccProxyKVM_randomConnectionCuts applies ten proxies five times in a row, each apply replacing all
+// ten, over a libvirt connection that a proxy cuts after a random 0.3 to 2 seconds of life: every apply
+// succeeds, nothing is tainted, nothing leaks, and the plan after each apply is empty.
+//
+// It runs only when EGRESS_TEST_RANDOM_CUTS=1, never in `make test`: its first run here took the shared
+// libvirtd (Debian 12's 9.0) down 45 seconds in, with ten creates' streams cut at once, and every other
+// developer's tests with it. Run it against a daemon of your own.
+func TestAccProxyKVM_randomConnectionCuts(t *testing.T) {
+	uri := kvmAccPreCheck(t)
+	if os.Getenv("EGRESS_TEST_RANDOM_CUTS") != "1" {
+		t.Skip("set EGRESS_TEST_RANDOM_CUTS=1 to cut the connection to libvirtd at random (it has crashed a shared libvirtd 9.0): see the test's comment")
+	}
+	owner := "acc-" + uuid.NewString()[:8]
+	b := kvmBackend(t, uri) // straight to the daemon: the checks look around the cuts
+	p, err := libvirtfault.Start(t.TempDir(), libvirtSocket(t, uri))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	seed := cutSeed(t)
+	t.Logf("random cuts with seed %d (EGRESS_TEST_CUT_SEED=%d replays them)", seed, seed)
+	p.RandomLifetimes(seed, 300*time.Millisecond, 2*time.Second)
+	cutURI := "qemu:///system?socket=" + url.QueryEscape(p.Socket())
+
+	const n, rounds = 10, 5
+	config := func(round int) string {
+		// The round is in every name: each apply replaces all ten proxies, so it deletes ten and creates ten.
+		return kvmProviderBlock(owner, cutURI) + fmt.Sprintf(`
+resource "egress_proxy" "p" {
+  count                = %d
+  name                 = "cut-%s-r%d-${count.index}"
+  kvm                  = { memory_mib = 128, wait_for_address = false }
+  allowed_client_cidrs = ["198.18.0.0/24"]
+  allowed_destinations = [".example.com"]
+}
+`, n, owner[4:], round)
+	}
+	exactlyRound := func(round int) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			cuts := len(p.Cuts())
+			list, err := b.ListByTag(t.Context(), backend.Selector{Owner: owner})
+			if err != nil {
+				return err
+			}
+			running, prefix := 0, fmt.Sprintf("cut-%s-r%d-", owner[4:], round)
+			for _, in := range list {
+				if in.State == backend.StateRunning && strings.HasPrefix(in.Name, prefix) {
+					running++
+				}
+			}
+			if running != n || len(list) != n {
+				return fmt.Errorf("round %d: the owner has %d objects, %d of them this round's running proxies; want exactly %d: %+v", round, len(list), running, n, list)
+			}
+			for name, r := range s.RootModule().Resources {
+				if r.Primary != nil && r.Primary.Tainted {
+					return fmt.Errorf("round %d: %s is tainted", round, name)
+				}
+			}
+			t.Logf("round %d: %d running proxies, %d connections cut so far (seed %d)", round, n, cuts, seed)
+			return nil
+		}
+	}
+	var steps []resource.TestStep
+	for round := 1; round <= rounds; round++ {
+		steps = append(steps,
+			resource.TestStep{Config: config(round), Check: exactlyRound(round)},
+			resource.TestStep{Config: config(round), PlanOnly: true},
+		)
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { kvmAccPreCheck(t) },
+		ProtoV6ProviderFactories: realProviders(),
+		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
+		Steps:                    steps,
+	})
+	if p.Err() != nil {
+		t.Errorf("the fault proxy could not read the traffic: %v", p.Err())
+	}
+	t.Logf("%d connections cut in all (seed %d)", len(p.Cuts()), seed)
+}
