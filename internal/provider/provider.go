@@ -9,8 +9,10 @@ import (
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/action"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/list"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -25,7 +27,11 @@ import (
 // OwnerEnvVar is read when the provider block sets no owner.
 const OwnerEnvVar = "EGRESS_OWNER"
 
-var _ provider.Provider = (*egressProvider)(nil)
+var (
+	_ provider.Provider                  = (*egressProvider)(nil)
+	_ provider.ProviderWithListResources = (*egressProvider)(nil)
+	_ provider.ProviderWithActions       = (*egressProvider)(nil)
+)
 
 // New returns the provider factory main.go serves.
 func New(version string) func() provider.Provider {
@@ -151,6 +157,8 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	data := &providerData{registry: backend.NewRegistry(factories), owner: owner, defaultLabels: defaults, targets: configuredTargets(cfg)}
 	resp.ResourceData = data
 	resp.DataSourceData = data
+	resp.ListResourceData = data
+	resp.ActionData = data
 }
 
 func (p *egressProvider) Resources(context.Context) []func() resource.Resource {
@@ -159,4 +167,14 @@ func (p *egressProvider) Resources(context.Context) []func() resource.Resource {
 
 func (p *egressProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewProxyOrphansDataSource, NewBackendsDataSource}
+}
+
+// ListResources serve `terraform query` (Terraform 1.14 and later).
+func (p *egressProvider) ListResources(context.Context) []func() list.ListResource {
+	return []func() list.ListResource{NewProxyListResource}
+}
+
+// Actions serve `terraform apply -invoke` and action triggers (Terraform 1.14 and later).
+func (p *egressProvider) Actions(context.Context) []func() action.Action {
+	return []func() action.Action{NewProxyGCAction}
 }

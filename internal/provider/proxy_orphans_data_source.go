@@ -2,9 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"sort"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/datasource/timeouts"
@@ -125,7 +122,7 @@ func (d *proxyOrphansDataSource) Read(ctx context.Context, req datasource.ReadRe
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	instances, failed := d.list(ctx, kinds)
+	instances, failed := d.data.listOwned(ctx, kinds)
 	m.Orphans = []orphanModel{}
 	for _, inst := range selectOrphans(instances, known, minAge, time.Now()) {
 		o, diags := orphanFrom(ctx, inst)
@@ -135,76 +132,12 @@ func (d *proxyOrphansDataSource) Read(ctx context.Context, req datasource.ReadRe
 	m.Incomplete = types.BoolValue(len(failed) > 0)
 	m.Errors = []types.String{}
 	for _, f := range failed {
-		m.Errors = append(m.Errors, types.StringValue(fmt.Sprintf("%s (class %s)", f.Error(), backend.ClassOf(f.Err))))
+		m.Errors = append(m.Errors, types.StringValue(scopeFailureText(f)))
 	}
 	if len(failed) > 0 {
-		resp.Diagnostics.AddWarning("Orphan list is incomplete",
-			fmt.Sprintf("%d scope(s) could not be listed, so orphans there are not in the result:\n%s\n\n"+
-				"Check those backends (the egress_backends data source reports their health) and read the data source again.",
-				len(failed), (&backend.ListError{Failed: failed}).Error()))
+		resp.Diagnostics.Append(incompleteListDiagnostic(failed, "read the data source again"))
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
-}
-
-// list asks every selected backend for the owner's instances. A backend that fails as a whole is one failed
-// scope; a backend that fails in part reports its scopes.
-func (d *proxyOrphansDataSource) list(ctx context.Context, kinds []string) ([]backend.Instance, []backend.ScopeError) {
-	selected := d.data.registry.Configured()
-	if len(kinds) > 0 {
-		selected = selected[:0:0]
-		for _, k := range kinds {
-			selected = append(selected, backend.Kind(k))
-		}
-	}
-	var (
-		all    []backend.Instance
-		failed []backend.ScopeError
-	)
-	for _, kind := range selected {
-		b, err := d.data.registry.Backend(ctx, kind)
-		if err != nil {
-			failed = append(failed, backend.ScopeError{Backend: kind, Scope: "*", Err: err})
-			continue
-		}
-		var (
-			list    []backend.Instance
-			partial *backend.ListError
-		)
-		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-			list, err = b.ListByTag(ctx, backend.Selector{Owner: d.data.owner})
-			if errors.As(err, &partial) {
-				return nil // what the other scopes hold is still worth having; partial.Failed is reported
-			}
-			partial = nil
-			return err
-		})
-		if err != nil {
-			failed = append(failed, backend.ScopeError{Backend: kind, Scope: "*", Err: err})
-			continue
-		}
-		if partial != nil {
-			failed = append(failed, partial.Failed...)
-		}
-		all = append(all, list...)
-	}
-	return all, failed
-}
-
-// selectOrphans keeps instances that no configuration knows and that are old enough not to be in flight.
-// An instance whose creation time the backend could not tell is kept: it cannot be proved young.
-func selectOrphans(all []backend.Instance, known map[string]bool, minAge time.Duration, now time.Time) []backend.Instance {
-	var out []backend.Instance
-	for _, inst := range all {
-		if known[inst.ID.String()] {
-			continue
-		}
-		if !inst.CreatedAt.IsZero() && now.Sub(inst.CreatedAt) < minAge {
-			continue
-		}
-		out = append(out, inst)
-	}
-	sortInstances(out)
-	return out
 }
 
 func orphanFrom(ctx context.Context, inst backend.Instance) (orphanModel, diag.Diagnostics) {
@@ -218,8 +151,4 @@ func orphanFrom(ctx context.Context, inst backend.Instance) (orphanModel, diag.D
 		Backend: types.StringValue(string(inst.ID.Backend)), CreatedAt: types.StringValue(created),
 		State: types.StringValue(string(inst.State)), Labels: labels,
 	}, diags
-}
-
-func sortInstances(list []backend.Instance) {
-	sort.Slice(list, func(i, j int) bool { return list[i].ID.String() < list[j].ID.String() })
 }
