@@ -164,9 +164,34 @@ func (l *proxyListResource) result(ctx context.Context, req list.ListRequest, in
 	r.DisplayName = displayName(inst, now)
 	r.Diagnostics.Append(r.Identity.Set(ctx, proxyIdentityModel{ID: types.StringValue(inst.ID.String())})...)
 	if req.IncludeResource {
-		r.Diagnostics.Append(importedObject(ctx, r.Resource, inst, l.data.defaultLabels)...)
+		full, diags := l.readForImport(ctx, inst)
+		r.Diagnostics.Append(diags...)
+		r.Diagnostics.Append(importedObject(ctx, r.Resource, full, l.data.defaultLabels)...)
 	}
 	return r
+}
+
+// readForImport reads the listed proxy the way an import does. A listing is made to find proxies, not to
+// describe them: some backends list without the proxy's settings (kubernetes reads no ConfigMap for a list),
+// and a configuration generated from that would plan changes or not validate. When the read fails, the
+// listing is used and the result says so.
+func (l *proxyListResource) readForImport(ctx context.Context, listed backend.Instance) (backend.Instance, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	b, err := l.data.registry.Backend(ctx, listed.ID.Backend)
+	if err == nil {
+		var full backend.Instance
+		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+			full, err = b.Get(ctx, listed.ID)
+			return err
+		})
+		if err == nil {
+			return full, diags
+		}
+	}
+	diags.AddWarning("Proxy listed but not read back",
+		fmt.Sprintf("%s was listed, but reading it for its full object failed (%s): the object is what the listing holds, and a configuration generated from it may plan changes. Run the query again, or import the proxy by its id.",
+			listed.ID, backend.ClassOf(err)))
+	return listed, diags
 }
 
 // importedObject fills obj, a null egress_proxy object, the way Read fills the state of a proxy imported by

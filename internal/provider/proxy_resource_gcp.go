@@ -79,8 +79,8 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 					"which must be set: when the proxy is replaced, the address is kept and the new VM of the same name takes it, so the egress " +
 					"address does not change; it is released when the proxy is destroyed. An address left by a replacement that never finished is " +
 					"listed by `egress_proxy_orphans`. To keep an address beyond the proxy's life, reserve it yourself and set `egress_address_name`.",
-				Validators: []validator.Bool{attribute_validator.TrueRequires(path.MatchRoot("name"),
-					"the reserved address is named after the proxy so that a replacement of the proxy keeps it, and a name derived from `uid` changes with every replacement")}},
+				Validators: []validator.Bool{attribute_validator.TrueRequiresValid(path.MatchRoot("name"),
+					"the reserved address is named after the proxy so that a replacement of the proxy keeps it, and a name derived from `uid` changes with every replacement", gcp.ValidateStaticAddressOwner)}},
 			"egress_address_name": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Name of a regional static external address you reserved, to use as the egress address. The provider never releases it.",
 				Validators:          []validator.String{attribute_validator.Name(), stringvalidator.ConflictsWith(gcpPath.AtName("static_egress_ip"))}},

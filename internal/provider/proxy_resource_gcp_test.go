@@ -333,6 +333,8 @@ data "egress_backends" "all" {}
 					knownvalue.StringRegexp(regexp.MustCompile(`europe-west1-b.*UNREACHABLE`)),
 				})),
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(true)),
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0).AtMapKey("reason"),
+					knownvalue.StringExact(backend.HealthHealthy)),
 			},
 			Check: func(*terraform.State) error {
 				lists, all := fake.Count(http.MethodGet, `/aggregated/instances$`), fake.Requests()

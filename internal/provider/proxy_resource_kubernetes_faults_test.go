@@ -69,6 +69,8 @@ provider "egress" {
 				Config: provider + `data "egress_backends" "all" {}`,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0).AtMapKey("reason"),
+						knownvalue.StringExact("Unauthorized")),
 					statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0).AtMapKey("details").AtMapKey("missing_permissions"),
 						knownvalue.StringRegexp(wrapped(`create deployments\.apps.*create configmaps.*list pods, watch pods`))),
 				},

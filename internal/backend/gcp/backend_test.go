@@ -363,17 +363,17 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	fake, b := newTest(t, computefake.Options{})
 	h := b.Check(ctxT(t))
-	if len(h) != 1 || !h[0].Healthy || h[0].Details["quota_CPUS"] != "0/24" {
+	if len(h) != 1 || !h[0].Healthy || h[0].Reason != backend.HealthHealthy || h[0].Details["quota_CPUS"] != "0/24" {
 		t.Fatalf("Check = %+v, want healthy with CPU quota 0/24", h)
 	}
 	fake.SetQuota("us-central1", "CPUS", 1)
-	if h := b.Check(ctxT(t)); h[0].Healthy || !strings.Contains(h[0].Reason, "CPUS") {
+	if h := b.Check(ctxT(t)); h[0].Healthy || h[0].Reason != backend.HealthDegraded || !strings.Contains(h[0].Details[backend.DetailMessage], "CPUS") {
 		t.Fatalf("Check without CPU headroom = %+v, want unhealthy naming CPUS", h)
 	}
 
 	_, wrong := newTest(t, computefake.Options{Token: "right"})
 	wrong.projects[testProject].settings.AccessToken = "wrong"
-	if h := wrong.Check(ctxT(t)); h[0].Healthy || !strings.Contains(h[0].Reason, "authentication") {
+	if h := wrong.Check(ctxT(t)); h[0].Healthy || h[0].Reason != backend.HealthUnauthorized || !strings.Contains(h[0].Details[backend.DetailMessage], "authentication") {
 		t.Fatalf("Check with a wrong token = %+v, want unhealthy saying why", h)
 	}
 }

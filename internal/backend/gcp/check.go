@@ -2,10 +2,13 @@ package gcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/api/googleapi"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -29,23 +32,25 @@ func (b *Backend) Check(ctx context.Context) []backend.Health {
 
 func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {
 	h := backend.Health{Target: id, Details: map[string]string{}}
+	unhealthy := func(reason, message string) backend.Health {
+		h.Reason, h.Details[backend.DetailMessage] = reason, message
+		return h
+	}
 	p, err := b.clients(ctx, id)
 	if err != nil {
-		h.Reason = err.Error()
-		return h
+		// Credentials that cannot be read or used are the only thing that fails before the first request.
+		return unhealthy(backend.HealthUnauthorized, err.Error())
 	}
 	zone, region := p.settings.DefaultZone, p.settings.Region
 	h.Details["zone"], h.Details["region"] = zone, region
 	z, err := p.zones.Get(ctx, &computepb.GetZoneRequest{Project: id, Zone: zone})
 	if err != nil {
-		h.Reason = classify("gcp zone "+zone+" in project "+id, err).Error()
-		return h
+		return unhealthy(healthReason(err), classify("gcp zone "+zone+" in project "+id, err).Error())
 	}
 	h.Details["zone_status"] = z.GetStatus()
 	r, err := p.regions.Get(ctx, &computepb.GetRegionRequest{Project: id, Region: region})
 	if err != nil {
-		h.Reason = classify("gcp region "+region+" in project "+id, err).Error()
-		return h
+		return unhealthy(healthReason(err), classify("gcp region "+region+" in project "+id, err).Error())
 	}
 	short := ""
 	for _, q := range r.GetQuotas() {
@@ -59,11 +64,28 @@ func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {
 	}
 	switch {
 	case z.GetStatus() != "UP":
-		h.Reason = fmt.Sprintf("zone %s is %s", zone, z.GetStatus())
+		return unhealthy(backend.HealthDegraded, fmt.Sprintf("zone %s is %s", zone, z.GetStatus()))
 	case short != "":
-		h.Reason = short
-	default:
-		h.Healthy = true
+		return unhealthy(backend.HealthDegraded, short)
 	}
+	h.Healthy, h.Reason = true, backend.HealthHealthy
 	return h
+}
+
+// healthReason names what a failed check request found, as one of backend.HealthReasons.
+func healthReason(err error) string {
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		switch ge.Code {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return backend.HealthUnauthorized
+		case http.StatusNotFound:
+			return backend.HealthNotFound
+		}
+		return backend.HealthError
+	}
+	if backend.ClassOf(classify("", err)) == backend.ClassTransient {
+		return backend.HealthUnreachable
+	}
+	return backend.HealthError
 }

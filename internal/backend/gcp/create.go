@@ -56,7 +56,23 @@ func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
 	return pl, nil
 }
 
-func reservedAddressName(instance string) string { return instance + "-ip" }
+func reservedAddressName(instance string) string { return instance + reservedAddressSuffix }
+
+const (
+	reservedAddressSuffix = "-ip"
+	// maxResourceName is the longest name Compute Engine accepts for an instance or an address.
+	maxResourceName = 63
+)
+
+// ValidateStaticAddressOwner accepts the name of a proxy that reserves its own static address: the address is
+// named after it, with a suffix, and must fit Compute Engine's limit too.
+func ValidateStaticAddressOwner(name string) error {
+	if n := len(reservedAddressName(name)); n > maxResourceName {
+		return fmt.Errorf("the static address would be named %q, %d characters, and Compute Engine accepts at most %d: use a name of at most %d characters",
+			reservedAddressName(name), n, maxResourceName, maxResourceName-len(reservedAddressSuffix))
+	}
+	return nil
+}
 
 // Create inserts the VM (after reserving its static address, when asked) and waits until it runs. A 409 on
 // the insert is adopted when the instance carries spec.UID, so a retry after a lost answer never duplicates.

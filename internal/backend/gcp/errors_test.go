@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
@@ -103,3 +104,26 @@ func TestOperationError(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// Check reports one of the documented reasons, whatever the API or the connection said.
+func TestHealthReason(t *testing.T) {
+	t.Parallel()
+	for name, tt := range map[string]struct {
+		err  error
+		want string
+	}{
+		"401":     {&googleapi.Error{Code: 401, Message: "bad token"}, backend.HealthUnauthorized},
+		"403":     {&googleapi.Error{Code: 403, Message: "denied"}, backend.HealthUnauthorized},
+		"404":     {&googleapi.Error{Code: 404, Message: "no such zone"}, backend.HealthNotFound},
+		"500":     {&googleapi.Error{Code: 500, Message: "oops"}, backend.HealthError},
+		"refused": {&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, backend.HealthUnreachable},
+		"other":   {errors.New("something else"), backend.HealthError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := healthReason(classify("gcp zone z", tt.err)); got != tt.want {
+				t.Errorf("healthReason(%v) = %s, want %s", tt.err, got, tt.want)
+			}
+		})
+	}
+}

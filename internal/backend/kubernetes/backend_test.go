@@ -393,8 +393,8 @@ func TestCheckNamesMissingPermissions(t *testing.T) {
 		return true, r, nil
 	})
 	h := b.Check(testCtx(t))
-	if len(h) != 1 || h[0].Healthy {
-		t.Fatalf("health %+v, want one unhealthy cluster", h)
+	if len(h) != 1 || h[0].Healthy || h[0].Reason != backend.HealthUnauthorized {
+		t.Fatalf("health %+v, want one cluster unhealthy for %s", h, backend.HealthUnauthorized)
 	}
 	if got := h[0].Details["missing_permissions"]; got != "create networkpolicies.networking.k8s.io, watch pods" {
 		t.Errorf("missing permissions %q", got)

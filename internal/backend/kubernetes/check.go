@@ -44,33 +44,48 @@ func (b *Backend) Check(ctx context.Context) []backend.Health {
 
 func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health {
 	h := backend.Health{Target: name, Details: map[string]string{}}
-	c, err := b.client(name)
-	if err != nil {
-		h.Reason = err.Error()
+	unhealthy := func(reason string, err error) backend.Health {
+		h.Reason, h.Details[backend.DetailMessage] = reason, err.Error()
 		return h
 	}
+	c, err := b.client(name)
+	if err != nil {
+		// The client could not be built from its settings (a kubeconfig missing or unreadable, a context that
+		// is not there): a login that cannot work as configured, as kvm reports a key it cannot use.
+		return unhealthy(backend.HealthUnauthorized, err)
+	}
 	if err := c.readyz(ctx); err != nil {
-		h.Reason = classify(clusterObject(name)+" /readyz", err).Error()
-		return h
+		return unhealthy(healthReason(err), classify(clusterObject(name)+" /readyz", err))
 	}
 	v, err := c.cs.Discovery().ServerVersion()
 	if err != nil {
-		h.Reason = classify(clusterObject(name)+" version", err).Error()
-		return h
+		return unhealthy(healthReason(err), classify(clusterObject(name)+" version", err))
 	}
 	h.Details["version"] = v.GitVersion
 	missing, err := missingPermissions(ctx, c, metav1.NamespaceAll)
 	if err != nil {
-		h.Reason = classify(clusterObject(name)+" SelfSubjectAccessReview", err).Error()
-		return h
+		return unhealthy(healthReason(err), classify(clusterObject(name)+" SelfSubjectAccessReview", err))
 	}
 	if len(missing) > 0 {
 		h.Details["missing_permissions"] = strings.Join(missing, ", ")
-		h.Reason = fmt.Sprintf("the credentials lack permissions the backend needs: %s", strings.Join(missing, ", "))
-		return h
+		return unhealthy(backend.HealthUnauthorized,
+			fmt.Errorf("the credentials lack permissions the backend needs: %s", strings.Join(missing, ", ")))
 	}
-	h.Healthy = true
+	h.Healthy, h.Reason = true, backend.HealthHealthy
 	return h
+}
+
+// healthReason names what a failed check request found, as one of backend.HealthReasons.
+func healthReason(err error) string {
+	switch {
+	case apierrors.IsUnauthorized(err), apierrors.IsForbidden(err):
+		return backend.HealthUnauthorized
+	case apierrors.IsNotFound(err):
+		return backend.HealthNotFound
+	case isTransportError(err):
+		return backend.HealthUnreachable
+	}
+	return backend.HealthError
 }
 
 // missingPermissions asks the API server, verb by verb, what the credentials may not do in namespace (every

@@ -45,14 +45,20 @@ func classOf(err error) (backend.Class, string) {
 	if errors.As(err, &status) || apierrors.ReasonForError(err) != "" {
 		return classOfStatus(err)
 	}
-	// No API status: the request never got an answer. Connection refused or reset, DNS, TLS handshake
-	// timeouts, a proxy in between: all may pass.
-	var ne net.Error
-	var errno syscall.Errno
-	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if isTransportError(err) {
 		return backend.ClassTransient, ""
 	}
-	return backend.ClassPermanent, ""
+	// Neither an answer nor a failed connection: nothing says whether it may pass, so it is retried like
+	// Transient and shown as it is, as the contract asks of what a backend cannot classify.
+	return backend.ClassUnclassified, ""
+}
+
+// isTransportError reports whether the request never got an answer: a connection refused or reset, DNS, a TLS
+// handshake timeout, a proxy in between. All of them may pass.
+func isTransportError(err error) bool {
+	var ne net.Error
+	var errno syscall.Errno
+	return errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 func classOfStatus(err error) (backend.Class, string) {

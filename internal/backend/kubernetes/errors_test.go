@@ -42,7 +42,7 @@ func TestClassify(t *testing.T) {
 		"refused": {&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED},
 			backend.ClassTransient, "refused"},
 		"deadline":   {fmt.Errorf("get: %w", context.DeadlineExceeded), backend.ClassTransient, ""},
-		"unexpected": {errors.New("something else"), backend.ClassPermanent, "something else"},
+		"unexpected": {errors.New("something else"), backend.ClassUnclassified, "something else"},
 		"classified": {backend.Quota("x", "full"), backend.ClassQuota, "full"},
 	}
 	for name, tt := range tests {
@@ -57,6 +57,30 @@ func TestClassify(t *testing.T) {
 			}
 			if !errors.Is(err, tt.err) {
 				t.Errorf("the original error is not kept in the chain: %v", err)
+			}
+		})
+	}
+}
+
+// Check reports one of the documented reasons, whatever the API server or the connection said.
+func TestHealthReason(t *testing.T) {
+	t.Parallel()
+	deployments := schema.GroupResource{Group: "apps", Resource: "deployments"}
+	for name, tt := range map[string]struct {
+		err  error
+		want string
+	}{
+		"unauthorized": {apierrors.NewUnauthorized("token expired"), backend.HealthUnauthorized},
+		"forbidden":    {apierrors.NewForbidden(deployments, "p", errors.New("no")), backend.HealthUnauthorized},
+		"not found":    {apierrors.NewNotFound(deployments, "p"), backend.HealthNotFound},
+		"refused":      {&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, backend.HealthUnreachable},
+		"server error": {apierrors.NewInternalError(errors.New("etcd")), backend.HealthError},
+		"other":        {errors.New("something else"), backend.HealthError},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got := healthReason(classify("cluster test", tt.err)); got != tt.want {
+				t.Errorf("healthReason(%v) = %s, want %s", tt.err, got, tt.want)
 			}
 		})
 	}

@@ -151,7 +151,11 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 			continue
 		}
 		if inst.Owner == sel.Owner {
-			out = append(out, copyInstance(inst))
+			listed := copyInstance(inst)
+			if b.faults.ListWithoutSettings {
+				listed.Proxy = nil
+			}
+			out = append(out, listed)
 		}
 	}
 	for target, err := range b.faults.ListFailures {

@@ -21,6 +21,9 @@ type Faults struct {
 	// NotReconfigurable makes instances report that their rules cannot change in place, as a KVM guest
 	// without an answering agent does, and Reconfigure refuse.
 	NotReconfigurable bool
+	// ListWithoutSettings makes ListByTag leave out each proxy's settings, as backends whose listing reads
+	// only the main object do (kubernetes reads no ConfigMap for a list); Get still reports them.
+	ListWithoutSettings bool
 }
 
 // SetFaults replaces the current faults.
