@@ -89,21 +89,16 @@ type gcRun struct {
 func (m proxyGCModel) run(ctx context.Context) (gcRun, diag.Diagnostics) {
 	var diags diag.Diagnostics
 	r := gcRun{
-		filter: proxyFilter{orphanedOnly: true, known: map[string]bool{}, minAge: defaultMinAge},
+		filter: proxyFilter{orphanedOnly: true, minAge: minAgeOr(m.MinAge, defaultMinAge)},
 		dryRun: m.DryRun.IsNull() || m.DryRun.ValueBool(), maxDeletions: defaultMaxDeletions,
 	}
 	if !m.MaxDeletions.IsNull() {
 		r.maxDeletions = int(m.MaxDeletions.ValueInt64())
 	}
-	if !m.MinAge.IsNull() {
-		r.filter.minAge, _ = time.ParseDuration(m.MinAge.ValueString()) // validated at plan time
-	}
-	var known []string
-	diags.Append(m.KnownIDs.ElementsAs(ctx, &known, false)...)
+	var d diag.Diagnostics
+	r.filter.known, d = knownIDSet(ctx, m.KnownIDs)
+	diags.Append(d...)
 	diags.Append(m.Backends.ElementsAs(ctx, &r.filter.kinds, false)...)
-	for _, id := range known {
-		r.filter.known[id] = true
-	}
 	return r, diags
 }
 

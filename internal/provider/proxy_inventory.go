@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -59,6 +60,31 @@ func (d *providerData) listOwned(ctx context.Context, kinds []string) ([]backend
 		all = append(all, list...)
 	}
 	return all, failed
+}
+
+// elementsReader is a list or a set of the configuration, read into a Go slice.
+type elementsReader interface {
+	ElementsAs(ctx context.Context, target any, allowUnhandled bool) diag.Diagnostics
+}
+
+// knownIDSet reads the known_ids a configuration gives (a list or a set) as the set selectOrphans looks up.
+func knownIDSet(ctx context.Context, ids elementsReader) (map[string]bool, diag.Diagnostics) {
+	var list []string
+	diags := ids.ElementsAs(ctx, &list, false)
+	known := make(map[string]bool, len(list))
+	for _, id := range list {
+		known[id] = true
+	}
+	return known, diags
+}
+
+// minAgeOr is the configured min_age, or def when it is unset. The value was validated at plan time.
+func minAgeOr(minAge types.String, def time.Duration) time.Duration {
+	if minAge.IsNull() {
+		return def
+	}
+	d, _ := time.ParseDuration(minAge.ValueString())
+	return d
 }
 
 // selectOrphans keeps instances that no configuration knows and that are old enough not to be in flight.

@@ -103,21 +103,17 @@ func (l *proxyListResource) filter(ctx context.Context, config tfsdk.Config) (pr
 		diags diag.Diagnostics
 	)
 	diags.Append(config.Get(ctx, &m)...)
-	var known []string
 	diags.Append(m.Backends.ElementsAs(ctx, &f.kinds, false)...)
-	diags.Append(m.KnownIDs.ElementsAs(ctx, &known, false)...)
+	known, d := knownIDSet(ctx, m.KnownIDs)
+	diags.Append(d...)
 	diags.Append(m.Labels.ElementsAs(ctx, &f.labels, false)...)
-	f.orphanedOnly = m.OrphanedOnly.ValueBool()
-	f.known = map[string]bool{}
-	for _, id := range known {
-		f.known[id] = true
-	}
+	f.orphanedOnly, f.known = m.OrphanedOnly.ValueBool(), known
+	// Only orphans have an age below which they are left out by default: they may still be in flight.
+	var defaultAge time.Duration
 	if f.orphanedOnly {
-		f.minAge = defaultMinAge
+		defaultAge = defaultMinAge
 	}
-	if !m.MinAge.IsNull() {
-		f.minAge, _ = time.ParseDuration(m.MinAge.ValueString()) // validated at plan time
-	}
+	f.minAge = minAgeOr(m.MinAge, defaultAge)
 	return f, diags
 }
 

@@ -105,20 +105,14 @@ func (d *proxyOrphansDataSource) Read(ctx context.Context, req datasource.ReadRe
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	timeout, diags := m.Timeouts.Read(ctx, defaultReadTimeout)
 	resp.Diagnostics.Append(diags...)
-	known := map[string]bool{}
-	var ids, kinds []string
-	resp.Diagnostics.Append(m.KnownIDs.ElementsAs(ctx, &ids, false)...)
+	known, diags := knownIDSet(ctx, m.KnownIDs)
+	resp.Diagnostics.Append(diags...)
+	var kinds []string
 	resp.Diagnostics.Append(m.Backends.ElementsAs(ctx, &kinds, false)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for _, id := range ids {
-		known[id] = true
-	}
-	minAge := defaultMinAge
-	if !m.MinAge.IsNull() {
-		minAge, _ = time.ParseDuration(m.MinAge.ValueString()) // validated at plan time
-	}
+	minAge := minAgeOr(m.MinAge, defaultMinAge)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 

@@ -104,7 +104,16 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 }
 
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	if err := b.enter(ctx, "update", id.String()); err != nil {
+	return b.change(ctx, "update", id, func(inst *backend.Instance) error {
+		inst.Labels = copyLabels(spec.Labels)
+		return nil
+	})
+}
+
+// change applies edit to the stored instance under the lock and stores it, unless edit refuses: the one path
+// of Update and Reconfigure, from the injected fault to the instance read back.
+func (b *Backend) change(ctx context.Context, op string, id backend.ProviderID, edit func(*backend.Instance) error) (backend.Instance, error) {
+	if err := b.enter(ctx, op, id.String()); err != nil {
 		return backend.Instance{}, err
 	}
 	b.mu.Lock()
@@ -113,7 +122,9 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if !ok {
 		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
 	}
-	inst.Labels = copyLabels(spec.Labels)
+	if err := edit(&inst); err != nil {
+		return backend.Instance{}, err
+	}
 	b.instances[id.String()] = inst
 	return b.readBack(inst), nil
 }

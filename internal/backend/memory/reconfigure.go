@@ -10,24 +10,16 @@ import (
 // Reconfigure replaces the stored proxy settings, as a real backend makes its running proxy enforce them.
 // The listening port is fixed at creation.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
-	if err := b.enter(ctx, "reconfigure", id.String()); err != nil {
-		return backend.Instance{}, err
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	inst, ok := b.instances[id.String()]
-	if !ok {
-		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
-	}
-	if b.faults.NotReconfigurable {
-		return backend.Instance{}, backend.Permanent(b.object(id), "this instance cannot be reconfigured in place")
-	}
-	if settings.Port != inst.Port {
-		return backend.Instance{}, backend.Permanent(b.object(id), "the listening port %d cannot change in place (asked for %d)", inst.Port, settings.Port)
-	}
-	inst.Proxy = storedSettings(settings)
-	b.instances[id.String()] = inst
-	return b.readBack(inst), nil
+	return b.change(ctx, "reconfigure", id, func(inst *backend.Instance) error {
+		if b.faults.NotReconfigurable {
+			return backend.Permanent(b.object(id), "this instance cannot be reconfigured in place")
+		}
+		if settings.Port != inst.Port {
+			return backend.Permanent(b.object(id), "the listening port %d cannot change in place (asked for %d)", inst.Port, settings.Port)
+		}
+		inst.Proxy = storedSettings(settings)
+		return nil
+	})
 }
 
 // readBack is the instance as Get reports it. Call with b.mu held.
