@@ -5,17 +5,34 @@
 # libvirtd runs inside a network namespace of its own, so every bridge, dnsmasq and firewall rule it makes stays
 # there; the provider still reaches it through /var/run/libvirt/libvirt-sock, a filesystem object shared by all
 # namespaces. Nothing here touches the root namespace's links, routes or firewall. Every step is idempotent.
+#
+# EGRESS_LIBVIRT_INSTANCE=NAME starts a private daemon instead, for a test that may take its daemon down: it
+# runs in network namespace egress-NAME and in a mount namespace of its own, where libvirt's run, state,
+# config, log and cache folders are folders under /var/lib/egress-NAME, so it shares nothing with the shared
+# daemon (not a pid file, a definition or a socket). Its socket is /var/lib/egress-NAME/run/libvirt-sock
+# (status prints the URI). Like systemd's libvirtd.service (Restart=on-failure), a supervisor starts the
+# daemon again when it dies, and counts those restarts in /var/lib/egress-NAME/daemon-restarts.
 set -euo pipefail
 
-NETNS=${EGRESS_NETNS:-egress-test}
+INSTANCE=${EGRESS_LIBVIRT_INSTANCE:-}
+if [ -n "$INSTANCE" ]; then
+	NETNS=egress-$INSTANCE
+	STATE_DIR=/var/lib/egress-$INSTANCE
+	SOCKET=$STATE_DIR/run/libvirt-sock
+	URI="qemu:///system?socket=$SOCKET"
+else
+	NETNS=${EGRESS_NETNS:-egress-test}
+	STATE_DIR=${EGRESS_LIBVIRT_STATE:-/var/lib/egress-test}
+	SOCKET=/var/run/libvirt/libvirt-sock
+	URI=qemu:///system
+fi
 NETWORK=${EGRESS_LIBVIRT_NETWORK:-egress-test}
 BRIDGE=${EGRESS_LIBVIRT_BRIDGE:-virbr-egress}
 POOL=${EGRESS_LIBVIRT_POOL:-egress-test}
-STATE_DIR=${EGRESS_LIBVIRT_STATE:-/var/lib/egress-test}
 POOL_DIR="$STATE_DIR/pool"
 BASE_VOLUME=${EGRESS_LIBVIRT_BASE_VOLUME:-egress-base.qcow2}
-URI=qemu:///system
-SOCKET=/var/run/libvirt/libvirt-sock
+# The folders a private daemon gets of its own, as mount point=folder under STATE_DIR.
+PRIVATE_DIRS=(/run/libvirt=run /var/lib/libvirt=lib /etc/libvirt=etc /var/log/libvirt=log /var/cache/libvirt=cache)
 # passt: libvirt's backend for user-mode networking with port forwards. Debian 12's libvirt 9.0 is built
 # without it (its Disable-passt-support patch), and the kvm backend then forwards with QEMU's own user network;
 # a libvirt that has it (newer Debian, backports, other distributions) uses it.
@@ -62,13 +79,14 @@ netns_of() { ip netns identify "$1" 2>/dev/null || true; }
 # daemon_pids prints the pids of one of libvirt's daemons.
 daemon_pids() { pgrep -x "$1" || true; }
 
-# kill_stray_daemons stops libvirt daemons running outside our namespace (a package install may start them).
+# kill_stray_daemons stops libvirt daemons running in the root network namespace (a package install may start
+# them); those in a namespace are ours, the shared daemon or a private one.
 kill_stray_daemons() {
 	local d pid
 	for d in "${DAEMONS[@]}"; do
 		for pid in $(daemon_pids "$d"); do
-			if [ "$(netns_of "$pid")" != "$NETNS" ]; then
-				log "stopping $d (pid $pid) running outside namespace $NETNS"
+			if [ -z "$(netns_of "$pid")" ]; then
+				log "stopping $d (pid $pid) running outside any network namespace"
 				kill "$pid" 2>/dev/null || true
 			fi
 		done
@@ -107,7 +125,42 @@ running_in_netns() { # $1 = daemon name
 	return 1
 }
 
+# private_daemons starts a private instance's virtlogd and its supervised libvirtd (see the header), in a new
+# mount namespace that lives as long as they do. Its configuration is the shared one's files without their
+# definitions of domains, networks and pools.
+private_daemons() {
+	local pair mounts=
+	for pair in "${PRIVATE_DIRS[@]}"; do
+		mkdir -p "${pair%%=*}" "$STATE_DIR/${pair#*=}"
+		mounts+="mount --bind $STATE_DIR/${pair#*=} ${pair%%=*}; "
+	done
+	if [ ! -e "$STATE_DIR/etc/libvirtd.conf" ]; then
+		cp -a /etc/libvirt/. "$STATE_DIR/etc/"
+		find "$STATE_DIR/etc/qemu" "$STATE_DIR/etc/storage" -name '*.xml' -delete 2>/dev/null || true
+	fi
+	rm -f "$STATE_DIR/stopping"
+	touch "$STATE_DIR/daemon-restarts"
+	# setsid: the supervisor outlives this script and the test that called it, until stop.
+	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- bash -c "
+		set -u
+		$mounts
+		virtlogd -d -p /run/libvirt/virtlogd.pid
+		while :; do
+			libvirtd -p /run/libvirt/libvirtd.pid
+			rc=\$?
+			[ -e '$STATE_DIR/stopping' ] && exit 0
+			echo \"\$(date -u +%FT%TZ) libvirtd exited with status \$rc, started again\" >>'$STATE_DIR/daemon-restarts'
+			sleep 1
+		done
+	" </dev/null >>"$STATE_DIR/supervisor.log" 2>&1 &
+}
+
 start_daemons() {
+	if [ -n "$INSTANCE" ]; then
+		running_in_netns libvirtd || private_daemons
+		wait_for_daemon
+		return
+	fi
 	mkdir -p /var/run/libvirt /var/log/libvirt
 	if ! running_in_netns virtlogd; then
 		log "starting virtlogd in $NETNS"
@@ -118,6 +171,10 @@ start_daemons() {
 		rm -f /var/run/libvirtd.pid
 		ip netns exec "$NETNS" libvirtd -d
 	fi
+	wait_for_daemon
+}
+
+wait_for_daemon() {
 	local i
 	for i in $(seq 1 60); do
 		if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
@@ -197,6 +254,8 @@ start() {
 
 stop() {
 	need_root
+	# A private instance's supervisor must not start the daemon again while it is being stopped.
+	[ -n "$INSTANCE" ] && [ -d "$STATE_DIR" ] && touch "$STATE_DIR/stopping"
 	if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
 		local d
 		for d in $(virsh_ list --all --name); do
@@ -289,7 +348,8 @@ restart() {
 		sleep 0.25
 	done
 	[ -n "$alive" ] && kill -9 "${pids[@]}" 2>/dev/null
-	start_daemons
+	# A private instance's supervisor starts it again by itself.
+	if [ -n "$INSTANCE" ]; then wait_for_daemon; else start_daemons; fi
 	log "libvirtd restarted"
 }
 

@@ -271,6 +271,10 @@ func guestExec(ctx context.Context, c *conn, dom libvirt.Domain, path string, ar
 		return execResult{}, err
 	}
 	var res execResult
+	// The agent reports a program's end once and then forgets its pid. A status call whose answer was lost
+	// (the connection, a timeout) may have been that report: the agent then refuses the pid, and the
+	// program ran to an end nobody heard.
+	statusMayBeLost := false
 	err = backend.Poll(ctx, execStatusInterval, func(ctx context.Context) (bool, error) {
 		var st struct {
 			Exited   bool   `json:"exited"`
@@ -283,7 +287,16 @@ func guestExec(ctx context.Context, c *conn, dom libvirt.Domain, path string, ar
 			return agentCall(l, dom, agentCallSeconds, "guest-exec-status", map[string]any{"pid": pid}, &st)
 		})
 		if err != nil {
-			return false, classify("", err)
+			err = classify("", err)
+			switch backend.ClassOf(err) {
+			case backend.ClassTransient:
+				statusMayBeLost = true
+			case backend.ClassPermanent:
+				if statusMayBeLost {
+					return false, backend.NewError(backend.ClassPermanent, "", &exitStatusLostError{path: path, err: err})
+				}
+			}
+			return false, err
 		}
 		if !st.Exited {
 			return false, nil
@@ -296,8 +309,24 @@ func guestExec(ctx context.Context, c *conn, dom libvirt.Domain, path string, ar
 		}
 		return true, nil
 	})
+	if lost := (*exitStatusLostError)(nil); errors.As(err, &lost) {
+		// Permanent only to end the poll: the step is to be run again, from what the guest now holds.
+		return execResult{}, backend.NewError(backend.ClassTransient, "", lost)
+	}
 	return res, err
 }
+
+// exitStatusLostError is a program in the guest that ended while the answer reporting it was lost.
+type exitStatusLostError struct {
+	path string
+	err  error // the agent's refusal of the pid
+}
+
+func (e *exitStatusLostError) Error() string {
+	return fmt.Sprintf("%s ran in the guest, and the answer reporting how it ended was lost with the connection (%v)", e.path, e.err)
+}
+
+func (e *exitStatusLostError) Unwrap() error { return e.err }
 
 // reconfigurable is Get's cheap answer to "can Reconfigure change this running proxy in place": one
 // guest-ping, bounded by agentPingSeconds. libvirt answers at once, without asking the guest, when the

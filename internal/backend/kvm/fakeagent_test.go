@@ -32,6 +32,9 @@ type fakeAgent struct {
 	// as on a dropped connection: the program ran, the caller cannot know. dropBefore makes the next one
 	// starting with it fail as a call the connection dropped before the guest saw it.
 	loseAnswerOf, dropBefore string
+	// loseStatusOf makes the guest-exec-status that reports the end of the next program line starting with
+	// it be lost on the way back: the agent has forgotten the pid, as the real one does once it reported.
+	loseStatusOf string
 
 	booted   bool
 	files    map[string][]byte
@@ -53,6 +56,7 @@ type fakeExec struct {
 	code         int
 	stdout, errs string
 	statusAsked  bool // the first guest-exec-status says "still running", to make the caller poll
+	line         string
 }
 
 // agent returns name's agent, making it on first use.
@@ -140,7 +144,19 @@ func (f *fakeHost) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, _ int3
 	}
 	a.calls[req.Execute]++
 	ran := len(a.ran)
+	statusOf := ""
+	if req.Execute == "guest-exec-status" {
+		var args struct {
+			PID int64 `json:"pid"`
+		}
+		_ = json.Unmarshal(req.Arguments, &args) // a malformed request is the handler's to refuse
+		statusOf = a.execs[args.PID].line
+	}
 	ret, fail := a.handle(req.Execute, req.Arguments)
+	if st, ok := ret.(map[string]any); ok && a.loseStatusOf != "" && st["exited"] == true && strings.HasPrefix(statusOf, a.loseStatusOf) {
+		a.loseStatusOf = ""
+		return nil, io.EOF
+	}
 	if a.loseAnswerOf != "" && len(a.ran) > ran && strings.HasPrefix(strings.Join(a.ran[ran], " "), a.loseAnswerOf) {
 		a.loseAnswerOf = ""
 		return nil, io.EOF
@@ -226,7 +242,10 @@ func (a *fakeAgent) handle(cmd string, raw json.RawMessage) (any, string) {
 		return struct{}{}, ""
 	case "guest-exec":
 		a.next++
-		a.execs[a.next] = a.run(append([]string{args.Path}, args.Arg...))
+		argv := append([]string{args.Path}, args.Arg...)
+		e := a.run(argv)
+		e.line = strings.Join(argv, " ")
+		a.execs[a.next] = e
 		return map[string]any{"pid": a.next}, ""
 	case "guest-exec-status":
 		e, ok := a.execs[args.PID]

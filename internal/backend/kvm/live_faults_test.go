@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/url"
+	"os"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // The tests here cut the connection to the real libvirtd at every call an operation makes, in both places a
@@ -169,9 +174,11 @@ func faultCases(n int) []faultCase {
 	return cases
 }
 
-// runFaultCases runs every case as a parallel subtest, each with a fault proxy of its own (the call count is
-// the proxy's), and prints the table once all are done. run returns the row's outcome problems.
-func runFaultCases(t *testing.T, title string, parallel bool, uncut []libvirtfault.Call, took time.Duration,
+// runFaultCases runs every case as a subtest (side by side when parallel), each with a fault proxy of its own
+// (the call count is the proxy's), and prints the table once all are done. run returns the row's outcome
+// problems. callsVary says the operation polls, so that a run may end before call k: such a case is shown
+// as not reached instead of failed.
+func runFaultCases(t *testing.T, title string, parallel, callsVary bool, uncut []libvirtfault.Call, took time.Duration,
 	run func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string) {
 	t.Helper()
 	cases := faultCases(len(uncut))
@@ -196,6 +203,9 @@ func runFaultCases(t *testing.T, title string, parallel bool, uncut []libvirtfau
 				}
 				bad := run(t, i, p, row)
 				row.extra = len(p.Calls()) - len(uncut)
+				if n := len(p.Calls()); callsVary && wantCuts == 1 && len(p.Cuts()) == 0 && n < tc.k {
+					row.outcome, wantCuts = fmt.Sprintf("not reached: this run made %d calls", n), 0
+				}
 				if cuts := p.Cuts(); len(cuts) != wantCuts || (wantCuts == 1 && cuts[0].Call.N != tc.k) {
 					bad = append(bad, fmt.Sprintf("cuts %+v, want %d at call %d", cuts, wantCuts, tc.k))
 				}
@@ -227,7 +237,7 @@ func TestLiveCreateSurvivesACutAtEveryCall(t *testing.T) {
 	}
 	t.Logf("an uncut Create makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, "Create, cut once at call k", true, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, "Create, cut once at call k", true, false, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		spec := faultSpec(owner, i)
 		cleanupProxy(t, ref, spec.Name)
 		b := backendVia(t, p)
@@ -276,7 +286,7 @@ func TestLiveDeleteSurvivesACutAtEveryCall(t *testing.T) {
 	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error { return b.Delete(ctxFor(t, 2*time.Minute), id) })
 	t.Logf("an uncut Delete makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, "Delete, cut once at call k", true, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, "Delete, cut once at call k", true, false, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		id := make1(t, i)
 		b := backendVia(t, p)
 		p.Reset() // make1 went around the proxy; counting starts with the Delete
@@ -373,7 +383,7 @@ func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
 	})
 	t.Logf("an uncut Update makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, "Update, cut once at call k", false, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, "Update, cut once at call k", false, false, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		b := backendVia(t, p)
 		label := fmt.Sprintf("case-%d", i)
 		start := time.Now()
@@ -392,6 +402,115 @@ func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
 		}
 		if dom, vols, _ := leftovers(t, ref, spec.Name, ""); dom != "running" || len(vols) != 2 {
 			bad = append(bad, fmt.Sprintf("domain %q, volumes %v", dom, vols))
+		}
+		return bad
+	})
+}
+
+// Reconfigure (the rules, through the guest agent) on one booted proxy, cut at each of its calls: the cases
+// run one after another on the same guest, each switching the allow-list to the other of two, and each must
+// leave Squid enforcing exactly the new list, no temporary file in the guest, and the seed and the domain's
+// metadata saying the same. An agent exchange polls (a program's exit, Squid's log), so a run may make fewer
+// calls than the uncut one did: a case whose k it never reached is shown as such and proves nothing.
+func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
+	image := os.Getenv("EGRESS_TEST_IMAGE")
+	if image == "" {
+		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
+	}
+	inNamespace := func(b *Backend) *Backend {
+		b.readiness.dial = netnsDial(liveNetns())
+		b.readiness.attached = nil // the test dial decides what is reachable
+		return b
+	}
+	ref := inNamespace(liveBackend(t))
+	upstreamPort := serveUpstreamInNetns(t)
+	spec := liveSpec(testOwner())
+	spec.Placement.KVM.ImageFile = image
+	spec.Placement.KVM.DiskGiB = 0
+	spec.Placement.KVM.MemoryMiB = 512
+	spec.Placement.KVM.WaitForAddress = true
+	spec.Placement.KVM.WaitForProxy = true
+	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
+	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
+	cleanupProxy(t, ref, spec.Name)
+	id := idOf(spec)
+	inst, err := ref.Create(ctxFor(t, 20*time.Minute), spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	waitFor(t, 3*time.Minute, "Get to report the proxy reconfigurable", func() bool {
+		got, err := ref.Get(ctxFor(t, time.Minute), id)
+		return err == nil && got.Reconfigurable
+	})
+	runInGuest(t, ref, spec.Name, "/bin/sh", "-c", "grep -q allowed.test /etc/hosts || echo '"+liveGateway+" allowed.test denied.test' >> /etc/hosts; "+squidBin+" -k reconfigure")
+	proxy := net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port))
+	urls := map[string]string{}
+	for _, host := range []string{"allowed.test", "denied.test"} {
+		urls[host] = fmt.Sprintf("http://%s:%d/", host, upstreamPort)
+	}
+	waitFor(t, time.Minute, "allowed.test to answer 200 through the proxy", func() bool { return viaProxy(t, proxy, "", urls["allowed.test"]) == "200" })
+
+	// settings(i) lets through one of the two names: the uncut run goes to denied.test, case i to the other
+	// name than case i-1.
+	settings := func(host string) proxyconf.Settings {
+		s := spec.Proxy
+		s.AllowedDestinations = []string{host}
+		return s
+	}
+	other := map[string]string{"allowed.test": "denied.test", "denied.test": "allowed.test"}
+	reconfigure := func(b *Backend, host string, attempts *int) error {
+		return retried(ctxFor(t, 5*time.Minute), func(ctx context.Context) error {
+			*attempts++
+			_, err := b.Reconfigure(ctx, id, settings(host))
+			return err
+		})
+	}
+	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error {
+		var n int
+		return reconfigure(inNamespace(b), "denied.test", &n)
+	})
+	t.Logf("an uncut Reconfigure makes %d calls: %s", len(calls), callNames(calls))
+
+	current := "denied.test"
+	runFaultCases(t, "Reconfigure, cut once at call k", false, true, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+		b := inNamespace(backendVia(t, p))
+		want := other[current]
+		start := time.Now()
+		err := reconfigure(b, want, &row.attempts)
+		row.wall = time.Since(start)
+		row.outcome = "the new list in force"
+		var bad []string
+		if err != nil {
+			bad = append(bad, "error: "+err.Error())
+		} else {
+			current = want
+		}
+		for host, status := range map[string]string{want: "200", other[want]: "403"} {
+			if got := viaProxy(t, proxy, "", urls[host]); got != status {
+				bad = append(bad, fmt.Sprintf("%s answered %s, want %s", host, got, status))
+			}
+		}
+		inspect(t, ref, func(l api) error {
+			dom, err := l.DomainLookupByName(spec.Name)
+			if err != nil {
+				return err
+			}
+			for _, tmp := range []string{confNew, htpasswdNew} {
+				if left, err := guestFileExists(l, dom, tmp); err != nil || left {
+					bad = append(bad, fmt.Sprintf("temporary file %s left in the guest (%v)", tmp, err))
+				}
+			}
+			conf, err := proxyconf.RenderSquidConf(settings(want), proxyconf.VMRenderOptions())
+			if err != nil {
+				return err
+			}
+			if ok, err := seedCurrent(l, volRef(ref.hosts[liveHost].Pool, seedVolumeName(spec.Name)), conf, nil); err != nil || !ok {
+				bad = append(bad, fmt.Sprintf("the seed does not hold the new config (%v)", err))
+			}
+			return nil
+		})
+		if got, err := ref.Get(ctxFor(t, time.Minute), id); err != nil || got.Proxy == nil || !slices.Equal(got.Proxy.AllowedDestinations, []string{want}) {
+			bad = append(bad, fmt.Sprintf("Get reports %+v (%v)", got.Proxy, err))
 		}
 		return bad
 	})

@@ -122,6 +122,17 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 			return err
 		}
 		current, err = r.guestCurrent(l, dom)
+		if err != nil || !current || r.pendingReload != nil {
+			return err
+		}
+		// The guest's files hold the new settings. Unless the seed does too, an earlier Reconfigure stopped
+		// between moving them in and recording them (its answers lost, its restore too), and Squid may still
+		// run the old ones: it is made to take them. Squid keeps checked logins across a reload, so with a
+		// password it is restarted, as for a new one.
+		recorded, err := seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Auth)
+		if err == nil && !recorded {
+			r.pendingReload = reloadCommand(r.settings.Auth != nil)
+		}
 		return err
 	})
 	if err != nil {
@@ -259,10 +270,7 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
 	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
 	// without dropping connections.
-	reload := []string{squidBin, "-k", "reconfigure"}
-	if r.newPassword {
-		reload = []string{"/bin/systemctl", "restart", "squid.service"}
-	}
+	reload := reloadCommand(r.newPassword)
 	r.pendingReload = reload
 	// The password file first: the config that names it comes after, and an old config that already used
 	// authentication checks the new password from here on.
@@ -291,6 +299,14 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	}
 	r.pendingReload = nil
 	return nil
+}
+
+// reloadCommand is how Squid takes new files: a reload, or a restart that also forgets checked logins.
+func reloadCommand(restart bool) []string {
+	if restart {
+		return []string{"/bin/systemctl", "restart", "squid.service"}
+	}
+	return []string{squidBin, "-k", "reconfigure"}
 }
 
 // reloadAgain makes Squid take the files an earlier attempt put in place, when that attempt lost the answer

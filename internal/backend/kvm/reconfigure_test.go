@@ -349,6 +349,42 @@ func TestFakeReconfigureFailedReloadKeepsRunningConfig(t *testing.T) {
 	}
 }
 
+// A Reconfigure that failed after its rename, and whose restore was lost too, leaves the new files on the
+// guest's disk while Squid runs the old ones. The next Reconfigure to the same settings finds the files
+// current, and still makes Squid take them: the seed, written only once Squid did, says it never did.
+func TestFakeReconfigureAfterAnInterruptedOneReloads(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-interrupted")
+	oldConf := render(t, x.spec.Proxy)
+	next := x.spec.Proxy
+	next.AllowedDestinations = []string{"denied.test"}
+	a := x.agent()
+	x.f.mu.Lock()
+	a.reconfigureFails, a.dropBefore = true, "/bin/mv -f "+confOld
+	x.f.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := x.b.Reconfigure(ctx, x.id, next); err == nil {
+		t.Fatal("Reconfigure with a reload that fails and a restore that is lost succeeded")
+	}
+	conf, enforced, _ := x.guest(proxyconf.ConfPath)
+	if !bytes.Equal(conf, render(t, next)) || !bytes.Equal(enforced, oldConf) {
+		t.Fatalf("setup: the guest's disk should hold the new config and Squid enforce the old one")
+	}
+	x.f.mu.Lock()
+	a.reconfigureFails = false
+	x.f.mu.Unlock()
+	if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, enforced, _ := x.guest(proxyconf.ConfPath); !bytes.Equal(enforced, render(t, next)) {
+		t.Errorf("Squid still enforces the old config after a Reconfigure that found the new files in place")
+	}
+	if files, _ := x.seedFiles(t); !bytes.Equal(files[proxyconf.ConfPath], render(t, next)) {
+		t.Errorf("the seed does not hold the new config")
+	}
+}
+
 func TestFakeReconfigureWaitsForTheAgent(t *testing.T) {
 	t.Parallel()
 	x := newReconfFixture(t, "reconf-wait")
@@ -431,12 +467,21 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		lost        string
+		lostStatus  bool   // the answer lost is the one reporting the program's end, not its start
 		dropped     string // a later program the connection drops before it runs
 		newPassword bool
 	}{
-		"the config's rename": {lost: "/bin/mv -f " + confNew},
-		"the reload":          {lost: squidBin + " -k reconfigure"},
-		"the parse":           {lost: squidBin + " -k parse"},
+		// The agent forgets a program once it reported its end: asking again is refused.
+		"the report of the parse's end":       {lost: squidBin + " -k parse", lostStatus: true},
+		"the report of the rename's end":      {lost: "/bin/mv -f " + confNew, lostStatus: true},
+		"the report of the reload's end":      {lost: squidBin + " -k reconfigure", lostStatus: true},
+		"the report of the password's move":   {lost: "/bin/mv -f " + htpasswdNew, lostStatus: true, newPassword: true},
+		"the report of the restart's end":     {lost: "/bin/systemctl restart", lostStatus: true, newPassword: true},
+		"the report of the copy aside's end":  {lost: "/bin/cp -p", lostStatus: true},
+		"the report of the temp files' chown": {lost: "/bin/chown", lostStatus: true},
+		"the config's rename":                 {lost: "/bin/mv -f " + confNew},
+		"the reload":                          {lost: squidBin + " -k reconfigure"},
+		"the parse":                           {lost: squidBin + " -k parse"},
 		// The lost answer makes Reconfigure put the old files back; when that fails too, the guest holds the
 		// new files and Squid runs the old ones: the retry must reload, not find nothing to do.
 		"the rename, and the restore dropped":  {lost: "/bin/mv -f " + confNew, dropped: "/bin/mv -f " + confOld},
@@ -462,14 +507,18 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 			}
 			a := x.agent()
 			x.f.mu.Lock()
-			a.loseAnswerOf, a.dropBefore = tc.lost, tc.dropped
+			if tc.lostStatus {
+				a.loseStatusOf, a.dropBefore = tc.lost, tc.dropped
+			} else {
+				a.loseAnswerOf, a.dropBefore = tc.lost, tc.dropped
+			}
 			restarts := a.restarts
 			x.f.mu.Unlock()
 			if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
 				t.Fatalf("Reconfigure after a lost answer to %s: %v", tc.lost, err)
 			}
 			x.f.mu.Lock()
-			notLost, notDropped, restarted := a.loseAnswerOf, a.dropBefore, a.restarts > restarts
+			notLost, notDropped, restarted := a.loseAnswerOf+a.loseStatusOf, a.dropBefore, a.restarts > restarts
 			x.f.mu.Unlock()
 			if notLost != "" || notDropped != "" {
 				t.Fatalf("no answer to %q was lost, or %q never dropped: the test proves nothing", notLost, notDropped)
