@@ -2,7 +2,9 @@ package kvm
 
 import (
 	"context"
+	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,11 @@ func inspect(t testing.TB, b *Backend, fn func(l api) error) {
 	t.Helper()
 	// Generous: a test VM booting under emulation beside it can slow the daemon's answers a lot.
 	if err := b.conns[liveHost].do(ctxFor(t, 3*time.Minute), fn); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Where the calls stand says more than the deadline does.
+			buf := make([]byte, 1<<20)
+			t.Logf("inspection timed out; goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		}
 		t.Fatal(err)
 	}
 }
