@@ -77,6 +77,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installSquidIfMissing,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
+		"HealthPort": DefaultHealthPort,
 	})
 	if err != nil {
 		return nil, err
@@ -95,9 +96,34 @@ STATE='{{.State}}'
 md() { curl -fsS -H 'Metadata-Flavor: Google' "$MD/instance/attributes/$1"; }
 report() { curl -fsS -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" "$MD/instance/guest-attributes/{{.NS}}/$1" >/dev/null || true; }
 
+# systemd calls Squid started a moment before it listens: "applied" is reported once the health port of the
+# config in force takes connections (any answer will do), so that whoever waits for it can use the proxy.
+listening() {
+	hp=$(awk '$1 == "acl" && $2 == "health_port" { print $4; exit }' '{{.Conf}}')
+	i=0
+	until curl -s -o /dev/null --max-time 2 "http://127.0.0.1:${hp:-{{.HealthPort}}}/"; do
+		i=$((i + 1))
+		[ "$i" -ge 120 ] && return 1
+		sleep 1
+	done
+}
+
+# One apply at a time: at boot the startup script and the watch service both run one.
+locked_apply() {
+	mkdir -p "$STATE"
+	( flock 9 && apply ) 9>"$STATE/lock"
+}
+
 apply() {
 	id=$(md {{.KeyID}}) || return 1
+	# A Squid still starting is not a Squid to restart.
+	i=0
+	while [ "$(systemctl is-active squid 2>/dev/null)" = activating ] && [ "$i" -lt 120 ]; do
+		i=$((i + 1))
+		sleep 1
+	done
 	if [ "$id" = "$(cat "$STATE/applied" 2>/dev/null)" ] && systemctl is-active --quiet squid; then
+		listening || { report {{.Error}} "squid runs config $id but does not take connections"; return 1; }
 		report {{.Applied}} "$id"
 		return 0
 	fi
@@ -122,17 +148,18 @@ apply() {
 	systemctl enable squid >/dev/null 2>&1
 	systemctl restart squid || { report {{.Error}} "squid did not restart with config $id"; return 1; }
 	printf '%s\n' "$id" >"$STATE/applied"
+	listening || { report {{.Error}} "squid restarted with config $id but does not take connections"; return 1; }
 	report {{.Applied}} "$id"
 }
 
 if [ "${1:-}" = watch ]; then
 	while :; do
-		apply
+		locked_apply
 		sleep {{.Interval}}
 	done
 fi
 
-apply
+locked_apply
 mkdir -p "$STATE"
 if [ "$0" != "$STATE/startup.sh" ]; then
 	cp "$0" "$STATE/startup.sh.new" && chmod 0755 "$STATE/startup.sh.new" && mv "$STATE/startup.sh.new" "$STATE/startup.sh"
@@ -140,7 +167,7 @@ fi
 cat >/etc/systemd/system/egress-proxy-watch.service <<UNIT
 [Unit]
 Description=Apply egress proxy config changes from instance metadata
-After=network-online.target
+After=network-online.target squid.service
 Wants=network-online.target
 
 [Service]
