@@ -101,7 +101,10 @@ type reconfiguration struct {
 	// rename, cleared once Squid reported the reload. A rename or reload whose answer was lost leaves the
 	// guest's files current while Squid may still run the old ones; the next attempt then only reloads.
 	pendingReload []string
-	notes         []string
+	// seedRecorded: this attempt found the guest's files current and read the seed holding them too, so
+	// record has nothing to rewrite there (it does not read the volume a second time).
+	seedRecorded bool
+	notes        []string
 }
 
 // attempt runs the sequence once. It starts from what the guest holds, so running it again after any
@@ -121,6 +124,7 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		if err := agentPing(l, dom); err != nil {
 			return err
 		}
+		r.seedRecorded = false
 		current, err = r.guestCurrent(l, dom)
 		if err != nil || !current || r.pendingReload != nil {
 			return err
@@ -129,8 +133,8 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		// between moving them in and recording them (its answers lost, its restore too), and Squid may still
 		// run the old ones: it is made to take them. Squid keeps checked logins across a reload, so with a
 		// password it is restarted, as for a new one.
-		recorded, err := seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Auth)
-		if err == nil && !recorded {
+		r.seedRecorded, err = seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Auth)
+		if err == nil && !r.seedRecorded {
 			r.pendingReload = reloadCommand(r.settings.Auth != nil)
 		}
 		return err

@@ -22,11 +22,8 @@ import (
 func (r *reconfiguration) record(l api, dom libvirt.Domain, m metadata) error {
 	want := metaProxyOf(r.settings)
 	seed := volRef(m.Placement.Pool, m.Volumes.Seed)
-	if !r.guestChanged && sameMetaProxy(m.Proxy, want) {
-		current, err := seedCurrent(l, seed, r.conf, r.settings.Auth)
-		if err != nil || current {
-			return err
-		}
+	if !r.guestChanged && r.seedRecorded && sameMetaProxy(m.Proxy, want) {
+		return nil
 	}
 	m.Proxy = want
 	spec := backend.Spec{Name: m.Name, UID: m.UID, Proxy: r.settings}
