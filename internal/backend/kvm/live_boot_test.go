@@ -22,22 +22,9 @@ import (
 // test namespace, so Create's readiness check (WaitForProxy) runs as on the libvirt host itself: it must
 // verify that the proxy answers, not merely note that it could not.
 func TestLiveBootedGuest(t *testing.T) {
-	image := os.Getenv("EGRESS_TEST_IMAGE")
-	if image == "" {
-		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
-	}
-	b := liveBackend(t)
+	spec := bootedSpec(t, testOwner())
+	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second
-	// The test runs in the root namespace; its probes of the guest start inside the test namespace, where
-	// the guest is reachable, as from a provider on the libvirt host. Nothing leaves the namespace.
-	b.readiness.dial = netnsDial(liveNetns())
-	b.readiness.attached = nil // the test dial decides what is reachable
-	spec := liveSpec(testOwner())
-	spec.Placement.KVM.ImageFile = image
-	spec.Placement.KVM.DiskGiB = 0
-	spec.Placement.KVM.MemoryMiB = 512
-	spec.Placement.KVM.WaitForAddress = true
-	spec.Placement.KVM.WaitForProxy = true
 	cleanupProxy(t, b, spec.Name)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

@@ -453,24 +453,10 @@ const reconfigureCutStride = 5
 // metadata saying the same. An agent exchange polls (a program's exit, Squid's log), so a run may make fewer
 // calls than the uncut one did: a case whose k it never reached is shown as such and proves nothing.
 func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
-	image := os.Getenv("EGRESS_TEST_IMAGE")
-	if image == "" {
-		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
-	}
+	spec := bootedSpec(t, testOwner())
 	keep := reconfigureCutsKept(t)
-	inNamespace := func(b *Backend) *Backend {
-		b.readiness.dial = netnsDial(liveNetns())
-		b.readiness.attached = nil // the test dial decides what is reachable
-		return b
-	}
-	ref := inNamespace(liveBackend(t))
+	ref := probeFromNamespace(liveBackend(t))
 	upstreamPort := serveUpstreamInNetns(t)
-	spec := liveSpec(testOwner())
-	spec.Placement.KVM.ImageFile = image
-	spec.Placement.KVM.DiskGiB = 0
-	spec.Placement.KVM.MemoryMiB = 512
-	spec.Placement.KVM.WaitForAddress = true
-	spec.Placement.KVM.WaitForProxy = true
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
 	cleanupProxy(t, ref, spec.Name)
@@ -508,14 +494,14 @@ func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
 	}
 	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error {
 		var n int
-		return reconfigure(inNamespace(b), "denied.test", &n)
+		return reconfigure(probeFromNamespace(b), "denied.test", &n)
 	})
 	t.Logf("an uncut Reconfigure makes %d calls: %s", len(calls), callNames(calls))
 
 	current := "denied.test"
 	table := faultTable{title: "Reconfigure, cut once at call k", callsVary: true, keep: keep}
 	runFaultCases(t, table, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
-		b := inNamespace(backendVia(t, p))
+		b := probeFromNamespace(backendVia(t, p))
 		want := other[current]
 		start := time.Now()
 		err := reconfigure(b, want, &row.attempts)

@@ -29,22 +29,11 @@ const liveGateway = "198.18.0.1"
 // them. Then the domain loses its agent channel and reports it cannot be reconfigured. Traffic goes from
 // inside the test namespace, through the guest's Squid, to an upstream the test serves in that namespace.
 func TestLiveReconfigure(t *testing.T) {
-	image := os.Getenv("EGRESS_TEST_IMAGE")
-	if image == "" {
-		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
-	}
-	b := liveBackend(t)
+	spec := bootedSpec(t, testOwner())
+	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second
-	b.readiness.dial = netnsDial(liveNetns())
-	b.readiness.attached = nil // the test dial decides what is reachable
 	upstreamPort := serveUpstreamInNetns(t)
 
-	spec := liveSpec(testOwner())
-	spec.Placement.KVM.ImageFile = image
-	spec.Placement.KVM.DiskGiB = 0
-	spec.Placement.KVM.MemoryMiB = 512
-	spec.Placement.KVM.WaitForAddress = true
-	spec.Placement.KVM.WaitForProxy = true
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort} // plain http:// goes to port 80 and these
 	cleanupProxy(t, b, spec.Name)

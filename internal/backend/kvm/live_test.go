@@ -63,6 +63,32 @@ func closeAtEnd(t testing.TB, b *Backend) {
 	})
 }
 
+// bootedSpec is a proxy made from the project's image (EGRESS_TEST_IMAGE; the test is skipped without it)
+// that boots a real guest: memory for Squid, and Create waits for the guest's address and its proxy.
+func bootedSpec(t testing.TB, owner string) backend.Spec {
+	t.Helper()
+	image := os.Getenv("EGRESS_TEST_IMAGE")
+	if image == "" {
+		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
+	}
+	spec := liveSpec(owner)
+	spec.Placement.KVM.ImageFile = image
+	spec.Placement.KVM.DiskGiB = 0
+	spec.Placement.KVM.MemoryMiB = 512
+	spec.Placement.KVM.WaitForAddress = true
+	spec.Placement.KVM.WaitForProxy = true
+	return spec
+}
+
+// probeFromNamespace makes b's readiness probes start inside the test namespace, where the guest is
+// reachable, as from a provider on the libvirt host; the test runs in the root namespace, and nothing leaves
+// the test one.
+func probeFromNamespace(b *Backend) *Backend {
+	b.readiness.dial = netnsDial(liveNetns())
+	b.readiness.attached = nil // the test dial decides what is reachable
+	return b
+}
+
 // liveSpec is a small proxy VM: the blank base volume boots nothing, but QEMU runs it, which is what the
 // backend is responsible for.
 func liveSpec(owner string) backend.Spec {
