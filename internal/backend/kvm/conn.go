@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -58,6 +59,13 @@ type conn struct {
 // connection is closed, which ends the call and lets the next one dial afresh.
 var callGrace = 15 * time.Second
 
+// streamStall is how long a volume upload or download may go without moving a byte before its connection is
+// taken as stuck and closed, which ends the call as a lost connection that the operation retries on a new one.
+// libvirt 9.0 was seen to leave a seed's download unanswered for good right after an upload; without this the
+// operation would wait for its own timeout. A seed moves in milliseconds, an image's chunks far more often
+// than this, and the wait for the daemon's last acknowledgement (a flush) is counted as a stall only past it.
+var streamStall = 2 * time.Minute
+
 // do runs fn, which may make several libvirt calls, against the host. It returns when fn does or when ctx ends,
 // whichever is first.
 func (c *conn) do(ctx context.Context, fn func(api) error) error {
@@ -71,7 +79,15 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	// The call in flight, as fn's own: when the connection drops, it is the one whose answer was lost.
 	var mu sync.Mutex
 	var last string
-	traced := &tracedAPI{next: s.api, call: func(m string) { mu.Lock(); last = m; mu.Unlock() }}
+	var stalled atomic.Bool
+	traced := &tracedAPI{
+		next: s.api,
+		call: func(m string) { mu.Lock(); last = m; mu.Unlock() },
+		stream: func(string) (func(), func()) {
+			t := time.AfterFunc(streamStall, func() { stalled.Store(true); c.drop(s) })
+			return func() { t.Reset(streamStall) }, func() { t.Stop() }
+		},
+	}
 	res := make(chan error, 1)
 	go func() { res <- fn(traced) }()
 	select {
@@ -82,6 +98,9 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 			// would say "no agent" where the connection broke. fn is run again instead.
 			if err == nil {
 				err = errLostUnderCall
+			}
+			if stalled.Load() {
+				err = fmt.Errorf("no data moved for %s, so the connection was closed: %w", streamStall, err)
 			}
 			mu.Lock()
 			call := last

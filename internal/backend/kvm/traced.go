@@ -11,6 +11,35 @@ import (
 type tracedAPI struct {
 	next api
 	call func(method string)
+	// stream, when set, watches a volume upload or download: progress is called for every chunk that moves,
+	// done when the call returns.
+	stream func(method string) (progress, done func())
+}
+
+type progressReader struct {
+	io.Reader
+	progress func()
+}
+
+func (r progressReader) Read(b []byte) (int, error) {
+	n, err := r.Reader.Read(b)
+	if n > 0 {
+		r.progress()
+	}
+	return n, err
+}
+
+type progressWriter struct {
+	io.Writer
+	progress func()
+}
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	n, err := w.Writer.Write(b)
+	if n > 0 {
+		w.progress()
+	}
+	return n, err
 }
 
 func (a *tracedAPI) ConnectGetLibVersion() (uint64, error) {
@@ -130,11 +159,21 @@ func (a *tracedAPI) StorageVolCreateXML(pool libvirt.StoragePool, xml string, fl
 
 func (a *tracedAPI) StorageVolUpload(vol libvirt.StorageVol, r io.Reader, offset uint64, length uint64, flags libvirt.StorageVolUploadFlags) error {
 	a.call("StorageVolUpload")
+	if a.stream != nil {
+		progress, done := a.stream("StorageVolUpload")
+		defer done()
+		r = progressReader{Reader: r, progress: progress}
+	}
 	return a.next.StorageVolUpload(vol, r, offset, length, flags)
 }
 
 func (a *tracedAPI) StorageVolDownload(vol libvirt.StorageVol, w io.Writer, offset uint64, length uint64, flags libvirt.StorageVolDownloadFlags) error {
 	a.call("StorageVolDownload")
+	if a.stream != nil {
+		progress, done := a.stream("StorageVolDownload")
+		defer done()
+		w = progressWriter{Writer: w, progress: progress}
+	}
 	return a.next.StorageVolDownload(vol, w, offset, length, flags)
 }
 
