@@ -69,7 +69,18 @@ node_ready() {
 		jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null 2>&1
 }
 
-running() { [ -f "$STATE/supervisor.pid" ] && kill -0 "$(cat "$STATE/supervisor.pid")" 2>/dev/null; }
+# The pid files outlive their processes when the machine restarts, and a pid can then belong to anything: a
+# pid counts as ours only while its process still runs where ours ran (the supervisor and the daemons in the
+# namespace, the forwarder with our port on its command line).
+in_netns() { [ "$(ip netns identify "$1" 2>/dev/null)" = "$NETNS" ]; }
+cmdline_has() { [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF -- "$2"; }
+
+running() {
+	[ -f "$STATE/supervisor.pid" ] || return 1
+	local pid
+	pid=$(cat "$STATE/supervisor.pid")
+	[ -n "$pid" ] && in_netns "$pid" && cmdline_has "$pid" "k8s-env.sh _inside"
+}
 
 # pki makes a CA and the certificates the components use; kept for the life of $STATE.
 pki() {
@@ -205,6 +216,10 @@ network() {
 
 # inside runs in the namespaces (started by start): mounts, then every daemon, then waits on them.
 inside() {
+	# Written by the supervisor itself: setsid forks when it is started as a process group leader, and then
+	# the pid the starter saw is not the one that runs.
+	echo $$ >"$STATE/supervisor.pid"
+	trap 'echo "k8s-env: supervisor failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 	# The kubelet and containerd write under /var/lib, /var/log and /run, and the kubelet sets
 	# vm.overcommit_memory, kernel.panic and kernel.panic_on_oops machine-wide: all of them land on files
 	# of this environment instead.
@@ -237,7 +252,13 @@ inside() {
 		[ -S /run/containerd/containerd.sock ] && break
 		sleep 0.2
 	done
-	ctr -n k8s.io images import "$CACHE/images/squid-oci.tar" >"$l/import.log" 2>&1
+	# The socket file can appear a moment before containerd serves on it.
+	local tries
+	for tries in $(seq 20); do
+		ctr -n k8s.io images import "$CACHE/images/squid-oci.tar" >"$l/import.log" 2>&1 && break
+		[ "$tries" = 20 ] && { echo "k8s-env: importing the image failed:" >&2; cat "$l/import.log" >&2; exit 1; }
+		sleep 1
+	done
 	daemon kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
 		--bind-address="$NODE_IP" --secure-port=6443 --advertise-address="$NODE_IP" \
 		--tls-cert-file="$STATE/pki/apiserver.crt" --tls-private-key-file="$STATE/pki/apiserver.key" \
@@ -269,7 +290,11 @@ start() {
 		log "already running (kubeconfig $STATE/kubeconfig)"
 		return
 	fi
-	running && stop
+	# Whatever an earlier cluster left (its processes gone with a restarted machine, its sockets, pid files and
+	# netns still there) goes first: containerd's stale socket alone would make the image import fail.
+	if running || [ -e "$STATE" ] || ip netns list | grep -qw "^$NETNS"; then
+		stop
+	fi
 	install_packages
 	"$HERE/build-k8s.sh" >/dev/null
 	"$HERE/build-k8s-image.sh" >/dev/null
@@ -282,13 +307,25 @@ start() {
 	# One process holds the private mount namespace; every daemon is its child. setsid gives it a process
 	# group of its own for stop. nsenter, not `ip netns exec`: the latter mounts a fresh /sys without the
 	# cgroup hierarchies runc needs.
+	rm -f "$STATE/supervisor.pid"
 	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- "$HERE/k8s-env.sh" _inside \
 		</dev/null >"$STATE/log/supervisor.log" 2>&1 &
-	echo $! >"$STATE/supervisor.pid"
+	local launcher=$! i
+	for i in $(seq 100); do
+		[ -s "$STATE/supervisor.pid" ] && break
+		kill -0 "$launcher" 2>/dev/null || [ -s "$STATE/supervisor.pid" ] || {
+			# A forked setsid's parent exits at once: give the child its moment to write its pid.
+			sleep 1
+			[ -s "$STATE/supervisor.pid" ] && break
+			log "the cluster's supervisor did not start; logs in $STATE/log"
+			cat "$STATE/log/supervisor.log" >&2
+			exit 1
+		}
+		sleep 0.1
+	done
 	setsid socat "TCP-LISTEN:$API_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$STATE/apiserver.sock" \
 		</dev/null >"$STATE/log/forward.log" 2>&1 &
 	echo $! >"$STATE/forward.pid"
-	local i
 	for i in $(seq 600); do
 		node_ready && break
 		running || { log "the cluster stopped; logs in $STATE/log"; tail -n 20 "$STATE"/log/*.log >&2; exit 1; }
@@ -303,11 +340,12 @@ start() {
 	log "ready in $(($(date +%s) - t0)) s; KUBECONFIG=$STATE/kubeconfig"
 }
 
-kill_pidfile() { # kill_pidfile FILE [SIGNAL]
+kill_pidfile() { # kill_pidfile FILE: ends the daemon the file names if it still runs in the namespace
 	[ -f "$1" ] || return 0
 	local pid
 	pid=$(cat "$1")
-	kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+	[ -n "$pid" ] && in_netns "$pid" && kill -TERM "$pid" 2>/dev/null
+	return 0
 }
 
 stop() {
@@ -326,8 +364,14 @@ stop() {
 	for f in "$STATE"/pids/*.pid; do
 		[ -e "$f" ] && kill_pidfile "$f"
 	done
-	kill_pidfile "$STATE/forward.pid"
-	[ -f "$STATE/supervisor.pid" ] && kill -TERM -- "-$(cat "$STATE/supervisor.pid")" 2>/dev/null || true
+	if [ -f "$STATE/forward.pid" ]; then
+		local forward
+		forward=$(cat "$STATE/forward.pid")
+		cmdline_has "$forward" "TCP-LISTEN:$API_PORT," && kill -TERM "$forward" 2>/dev/null
+	fi
+	if running; then
+		kill -TERM -- "-$(cat "$STATE/supervisor.pid")" 2>/dev/null || true
+	fi
 	# Whatever still runs in the namespace (container shims, pod processes whose pod namespace is gone).
 	local pid i
 	for i in $(seq 40); do
