@@ -52,6 +52,15 @@ type conn struct {
 	withoutPasst bool
 	// interrupted is the call a lost connection cut off, until the redial it causes is logged.
 	interrupted string
+	// streamStall, when set, replaces the package's: tests that move only small volumes give up sooner.
+	streamStall time.Duration
+}
+
+func (c *conn) stall() time.Duration {
+	if c.streamStall > 0 {
+		return c.streamStall
+	}
+	return streamStall
 }
 
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
@@ -64,7 +73,7 @@ var callGrace = 15 * time.Second
 // libvirt 9.0 was seen to leave a seed's download unanswered for good right after an upload; without this the
 // operation would wait for its own timeout. A seed moves in milliseconds, an image's chunks far more often
 // than this, and the wait for the daemon's last acknowledgement (a flush) is counted as a stall only past it.
-var streamStall = 2 * time.Minute
+const streamStall = 2 * time.Minute
 
 // do runs fn, which may make several libvirt calls, against the host. It returns when fn does or when ctx ends,
 // whichever is first.
@@ -84,8 +93,9 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 		next: s.api,
 		call: func(m string) { mu.Lock(); last = m; mu.Unlock() },
 		stream: func(string) (func(), func()) {
-			t := time.AfterFunc(streamStall, func() { stalled.Store(true); c.drop(s) })
-			return func() { t.Reset(streamStall) }, func() { t.Stop() }
+			stall := c.stall()
+			t := time.AfterFunc(stall, func() { stalled.Store(true); c.drop(s) })
+			return func() { t.Reset(stall) }, func() { t.Stop() }
 		},
 	}
 	res := make(chan error, 1)
@@ -100,7 +110,7 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 				err = errLostUnderCall
 			}
 			if stalled.Load() {
-				err = fmt.Errorf("no data moved for %s, so the connection was closed: %w", streamStall, err)
+				err = fmt.Errorf("no data moved for %s, so the connection was closed: %w", c.stall(), err)
 			}
 			mu.Lock()
 			call := last

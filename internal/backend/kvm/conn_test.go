@@ -103,12 +103,9 @@ func (s *chunkyStreamAPI) StorageVolDownload(_ libvirt.StorageVol, w io.Writer, 
 }
 
 func TestConnStalledStreamClosedAndRetriedOnANewConnection(t *testing.T) {
-	stall := streamStall
-	streamStall = 50 * time.Millisecond
-	t.Cleanup(func() { streamStall = stall })
-
+	t.Parallel()
 	var dials atomic.Int32
-	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, dial: func(context.Context, HostConfig, target) (*session, error) {
+	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, streamStall: 50 * time.Millisecond, dial: func(context.Context, HostConfig, target) (*session, error) {
 		if dials.Add(1) > 1 {
 			return &session{api: newFakeHost(), lost: make(chan struct{}), close: func() {}}, nil
 		}
@@ -136,14 +133,11 @@ func TestConnStalledStreamClosedAndRetriedOnANewConnection(t *testing.T) {
 }
 
 func TestConnStreamThatMovesIsNotCut(t *testing.T) {
-	stall := streamStall
-	// Long enough that no loaded machine reaches it between two chunks the test hands over at once; the
-	// test proves the progress path is wired, not a timing.
-	streamStall = time.Hour
-	t.Cleanup(func() { streamStall = stall })
-
+	t.Parallel()
 	next := make(chan struct{})
-	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, dial: func(context.Context, HostConfig, target) (*session, error) {
+	// An hour: no loaded machine reaches it between two chunks the test hands over at once; the test proves
+	// the progress path is wired, not a timing.
+	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, streamStall: time.Hour, dial: func(context.Context, HostConfig, target) (*session, error) {
 		return &session{api: &chunkyStreamAPI{next: next}, lost: make(chan struct{}), close: func() {}}, nil
 	}}
 	var got strings.Builder

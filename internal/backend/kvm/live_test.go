@@ -119,7 +119,15 @@ func ctxFor(t testing.TB, d time.Duration) context.Context {
 func inspect(t testing.TB, b *Backend, fn func(l api) error) {
 	t.Helper()
 	// Generous: a test VM booting under emulation beside it can slow the daemon's answers a lot.
-	if err := b.conns[liveHost].do(ctxFor(t, 3*time.Minute), fn); err != nil {
+	ctx := ctxFor(t, 3*time.Minute)
+	err := b.conns[liveHost].do(ctx, fn)
+	// A connection lost under the inspection (a stalled stream closed, a daemon restarted) is not what the
+	// test inspects: fn, which only reads, runs again on a new one.
+	for lost := (*connLostError)(nil); errors.As(err, &lost) && ctx.Err() == nil; {
+		t.Logf("inspection's connection lost (%v); reading again", err)
+		err = b.conns[liveHost].do(ctx, fn)
+	}
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			// Where the calls stand says more than the deadline does.
 			buf := make([]byte, 1<<20)
