@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -52,15 +51,21 @@ type conn struct {
 	withoutPasst bool
 	// interrupted is the call a lost connection cut off, until the redial it causes is logged.
 	interrupted string
-	// streamStall, when set, replaces the package's: tests that move only small volumes give up sooner.
+	// streamStall, when set, replaces both of the package's stall limits: tests that move only seeds give up
+	// sooner.
 	streamStall time.Duration
 }
 
-func (c *conn) stall() time.Duration {
-	if c.streamStall > 0 {
+// stallFor is how long the volume stream of method may move no data before it is abandoned.
+func (c *conn) stallFor(method string) time.Duration {
+	switch {
+	case c.streamStall > 0:
 		return c.streamStall
+	case method == "StorageVolDownload":
+		return downloadStall
+	default:
+		return uploadStall
 	}
-	return streamStall
 }
 
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
@@ -68,12 +73,18 @@ func (c *conn) stall() time.Duration {
 // connection is closed, which ends the call and lets the next one dial afresh.
 var callGrace = 15 * time.Second
 
-// streamStall is how long a volume upload or download may go without moving a byte before its connection is
-// taken as stuck and closed, which ends the call as a lost connection that the operation retries on a new one.
-// libvirt 9.0 was seen to leave a seed's download unanswered for good right after an upload; without this the
-// operation would wait for its own timeout. A seed moves in milliseconds, an image's chunks far more often
-// than this, and the wait for the daemon's last acknowledgement (a flush) is counted as a stall only past it.
-const streamStall = 2 * time.Minute
+// A volume stream that moves no data for this long is abandoned with its connection, and the operation
+// retries on a new one. go-libvirt can deadlock at the end of a download: when libvirtd follows the empty
+// packet that ends the stream with one more for the same call, its reader blocks handing that packet to a
+// call that has stopped listening, while holding the lock the call needs to return; the call and every later
+// one on that connection then wait for good (seen once in about fifty seed downloads right after an upload,
+// libvirt 9.0). Closing the socket ends neither, so do stops waiting on its own. Only seeds are downloaded,
+// which take milliseconds; an upload may be an image, whose last acknowledgement waits for the daemon to
+// flush it.
+const (
+	downloadStall = 30 * time.Second
+	uploadStall   = 2 * time.Minute
+)
 
 // do runs fn, which may make several libvirt calls, against the host. It returns when fn does or when ctx ends,
 // whichever is first.
@@ -88,19 +99,33 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	// The call in flight, as fn's own: when the connection drops, it is the one whose answer was lost.
 	var mu sync.Mutex
 	var last string
-	var stalled atomic.Bool
+	stalled := make(chan error, 1)
 	traced := &tracedAPI{
 		next: s.api,
 		call: func(m string) { mu.Lock(); last = m; mu.Unlock() },
-		stream: func(string) (func(), func()) {
-			stall := c.stall()
-			t := time.AfterFunc(stall, func() { stalled.Store(true); c.drop(s) })
+		stream: func(m string) (func(), func()) {
+			stall := c.stallFor(m)
+			t := time.AfterFunc(stall, func() {
+				select {
+				case stalled <- fmt.Errorf("%s moved no data for %s; its connection was closed and the call abandoned", m, stall):
+				default:
+				}
+				c.drop(s)
+			})
 			return func() { t.Reset(stall) }, func() { t.Stop() }
 		},
 	}
 	res := make(chan error, 1)
 	go func() { res <- fn(traced) }()
 	select {
+	case err := <-stalled:
+		// fn may never return (see downloadStall): it is left behind with the closed session, on which
+		// nothing it still calls can take effect.
+		mu.Lock()
+		call := last
+		mu.Unlock()
+		c.lost(ctx, s, call, err)
+		return &connLostError{host: c.name, call: call, err: err}
 	case err := <-res:
 		if s.isLost() {
 			// Without an error of its own, fn may still have swallowed one: the reads it makes on a best
@@ -109,8 +134,10 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 			if err == nil {
 				err = errLostUnderCall
 			}
-			if stalled.Load() {
-				err = fmt.Errorf("no data moved for %s, so the connection was closed: %w", c.stall(), err)
+			select {
+			case stall := <-stalled:
+				err = fmt.Errorf("%w: %w", stall, err)
+			default:
 			}
 			mu.Lock()
 			call := last

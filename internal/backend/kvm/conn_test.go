@@ -3,6 +3,7 @@ package kvm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -72,15 +73,23 @@ func TestConnCallBoundedByContextAndStuckConnectionDropped(t *testing.T) {
 	}
 }
 
-// silentStreamAPI answers a volume download with nothing until its connection is closed, as libvirt 9.0 was
-// seen to do right after an upload; once closed, the call ends as go-libvirt's do.
+// silentStreamAPI answers a volume download with nothing until its connection is closed; once closed, the call
+// ends as go-libvirt's do. With deadlocked set it never ends, as go-libvirt's download that deadlocks on a
+// packet after its stream's end (see downloadStall).
 type silentStreamAPI struct {
 	api
-	closed chan struct{}
+	closed     chan struct{}
+	deadlocked bool
 }
 
-func (s *silentStreamAPI) StorageVolDownload(libvirt.StorageVol, io.Writer, uint64, uint64, libvirt.StorageVolDownloadFlags) error {
+func (s *silentStreamAPI) StorageVolDownload(_ libvirt.StorageVol, w io.Writer, _ uint64, _ uint64, _ libvirt.StorageVolDownloadFlags) error {
+	if _, err := w.Write([]byte("all of it")); err != nil {
+		return err
+	}
 	<-s.closed
+	if s.deadlocked {
+		select {}
+	}
 	return libvirt.ErrInterrupted
 }
 
@@ -102,33 +111,38 @@ func (s *chunkyStreamAPI) StorageVolDownload(_ libvirt.StorageVol, w io.Writer, 
 	return nil
 }
 
-func TestConnStalledStreamClosedAndRetriedOnANewConnection(t *testing.T) {
+func TestConnStalledStreamAbandonedAndRetriedOnANewConnection(t *testing.T) {
 	t.Parallel()
-	var dials atomic.Int32
-	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, streamStall: 50 * time.Millisecond, dial: func(context.Context, HostConfig, target) (*session, error) {
-		if dials.Add(1) > 1 {
-			return &session{api: newFakeHost(), lost: make(chan struct{}), close: func() {}}, nil
-		}
-		lost := make(chan struct{})
-		var once sync.Once
-		return &session{api: &silentStreamAPI{closed: lost}, lost: lost, close: func() { once.Do(func() { close(lost) }) }}, nil
-	}}
-	download := func(l api) error {
-		return l.StorageVolDownload(libvirt.StorageVol{Name: "seed"}, io.Discard, 0, seedReadLimit, 0)
-	}
-	err := c.do(context.Background(), download)
-	var lost *connLostError
-	if !errors.As(err, &lost) || lost.call != "StorageVolDownload" || !strings.Contains(err.Error(), "no data moved") {
-		t.Fatalf("a download that never moves a byte = %v, want a lost connection during StorageVolDownload that says no data moved", err)
-	}
-	if cls := classOf(err); cls != backend.ClassTransient {
-		t.Errorf("class %s, want Transient: the operation retries it", cls)
-	}
-	if err := c.do(context.Background(), func(l api) error { _, err := l.ConnectGetType(); return err }); err != nil {
-		t.Fatalf("the call after the stalled stream: %v", err)
-	}
-	if n := dials.Load(); n != 2 {
-		t.Errorf("dialled %d times, want 2 (the stalled connection replaced once)", n)
+	for _, deadlocked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deadlocked=%v", deadlocked), func(t *testing.T) {
+			t.Parallel()
+			var dials atomic.Int32
+			c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, streamStall: 50 * time.Millisecond, dial: func(context.Context, HostConfig, target) (*session, error) {
+				if dials.Add(1) > 1 {
+					return &session{api: newFakeHost(), lost: make(chan struct{}), close: func() {}}, nil
+				}
+				lost := make(chan struct{})
+				var once sync.Once
+				return &session{api: &silentStreamAPI{closed: lost, deadlocked: deadlocked}, lost: lost, close: func() { once.Do(func() { close(lost) }) }}, nil
+			}}
+			download := func(l api) error {
+				return l.StorageVolDownload(libvirt.StorageVol{Name: "seed"}, io.Discard, 0, seedReadLimit, 0)
+			}
+			err := c.do(context.Background(), download)
+			var lost *connLostError
+			if !errors.As(err, &lost) || lost.call != "StorageVolDownload" || !strings.Contains(err.Error(), "moved no data") {
+				t.Fatalf("a download that stops moving = %v, want a lost connection during StorageVolDownload that says it moved no data", err)
+			}
+			if cls := classOf(err); cls != backend.ClassTransient {
+				t.Errorf("class %s, want Transient: the operation retries it", cls)
+			}
+			if err := c.do(context.Background(), func(l api) error { _, err := l.ConnectGetType(); return err }); err != nil {
+				t.Fatalf("the call after the stalled stream: %v", err)
+			}
+			if n := dials.Load(); n != 2 {
+				t.Errorf("dialled %d times, want 2 (the stalled connection replaced once)", n)
+			}
+		})
 	}
 }
 
@@ -145,7 +159,10 @@ func TestConnStreamThatMovesIsNotCut(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- c.do(context.Background(), func(l api) error {
-			tl := l.(*tracedAPI)
+			tl, ok := l.(*tracedAPI)
+			if !ok {
+				return fmt.Errorf("do handed fn a %T, want the traced api", l)
+			}
 			inner := tl.stream
 			tl.stream = func(m string) (func(), func()) {
 				p, d := inner(m)

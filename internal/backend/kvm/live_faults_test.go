@@ -445,11 +445,11 @@ func reconfigureCutsKept(t *testing.T) func(k int) bool {
 
 const reconfigureCutStride = 5
 
-// seedsOnly gives up on a stalled volume stream after half a minute instead of the backend's two: b moves
-// nothing bigger than a seed, which takes milliseconds, and libvirt 9.0 leaves about one seed download in
-// fifty right after an upload unanswered for good (the stall closes the connection and the read runs again).
+// seedsOnly gives up on a volume stream that moves nothing for 15 s instead of the backend's half minute: b
+// moves nothing bigger than a seed, which takes milliseconds, and go-libvirt deadlocks on about one seed
+// download in fifty right after an upload (see downloadStall), which each case then pays for.
 func seedsOnly(b *Backend) *Backend {
-	b.conns[liveHost].streamStall = 30 * time.Second
+	b.conns[liveHost].streamStall = 15 * time.Second
 	return b
 }
 
