@@ -74,13 +74,13 @@ func (c *conn) stallFor(method string) time.Duration {
 var callGrace = 15 * time.Second
 
 // A volume stream that moves no data for this long is abandoned with its connection, and the operation
-// retries on a new one. go-libvirt can deadlock at the end of a download: when libvirtd follows the empty
-// packet that ends the stream with one more for the same call, its reader blocks handing that packet to a
+// retries on a new one. go-libvirt can deadlock at the end of a download: when libvirtd sends one more packet
+// for the call after the one go-libvirt took as the stream's end, its reader blocks handing that packet to a
 // call that has stopped listening, while holding the lock the call needs to return; the call and every later
 // one on that connection then wait for good (seen once in about fifty seed downloads right after an upload,
-// libvirt 9.0). Closing the socket ends neither, so do stops waiting on its own. Only seeds are downloaded,
-// which take milliseconds; an upload may be an image, whose last acknowledgement waits for the daemon to
-// flush it.
+// libvirt 9.0; go-libvirt's issue 241 describes the same lock held across that send). Closing the socket ends
+// neither, so do stops waiting on its own. Only seeds are downloaded, which take milliseconds; an upload may
+// be an image, whose last acknowledgement waits for the daemon to flush it.
 const (
 	downloadStall = 30 * time.Second
 	uploadStall   = 2 * time.Minute
