@@ -117,47 +117,62 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	}
 	res := make(chan error, 1)
 	go func() { res <- fn(traced) }()
-	select {
-	case err := <-stalled:
-		// fn may never return (see downloadStall): it is left behind with the closed session, on which
-		// nothing it still calls can take effect.
+	abandoned := func(err error) error {
 		mu.Lock()
 		call := last
 		mu.Unlock()
 		c.lost(ctx, s, call, err)
 		return &connLostError{host: c.name, call: call, err: err}
-	case err := <-res:
-		if s.isLost() {
-			// Without an error of its own, fn may still have swallowed one: the reads it makes on a best
-			// effort basis (an address, the guest agent's ping) fail quietly, and a result built on them
-			// would say "no agent" where the connection broke. fn is run again instead.
-			if err == nil {
-				err = errLostUnderCall
+	}
+	lost := s.lost
+	giveUpTimer := time.NewTimer(callGrace)
+	giveUpTimer.Stop()
+	defer giveUpTimer.Stop()
+	var giveUp <-chan time.Time
+	for {
+		select {
+		case err := <-stalled:
+			// fn may never return (see downloadStall): it is left behind with the closed session, on which
+			// nothing it still calls can take effect.
+			return abandoned(err)
+		case <-lost:
+			// Calls end with an error once their connection is gone, and fn with them; except those caught in
+			// go-libvirt's deadlock (see downloadStall), which a call of another operation on the same session
+			// can set off. fn gets callGrace to end before it is left behind.
+			lost = nil
+			giveUpTimer.Reset(callGrace)
+			giveUp = giveUpTimer.C
+		case <-giveUp:
+			return abandoned(fmt.Errorf("%w, and the call still had not ended %s later", errLostUnderCall, callGrace))
+		case err := <-res:
+			if s.isLost() {
+				// Without an error of its own, fn may still have swallowed one: the reads it makes on a best
+				// effort basis (an address, the guest agent's ping) fail quietly, and a result built on them
+				// would say "no agent" where the connection broke. fn is run again instead.
+				if err == nil {
+					err = errLostUnderCall
+				}
+				select {
+				case stall := <-stalled:
+					err = fmt.Errorf("%w: %w", stall, err)
+				default:
+				}
+				return abandoned(err)
 			}
-			select {
-			case stall := <-stalled:
-				err = fmt.Errorf("%w: %w", stall, err)
-			default:
-			}
-			mu.Lock()
-			call := last
-			mu.Unlock()
-			c.lost(ctx, s, call, err)
-			return &connLostError{host: c.name, call: call, err: err}
+			return err
+		case <-ctx.Done():
+			go func() {
+				t := time.NewTimer(callGrace)
+				defer t.Stop()
+				select {
+				case err := <-res:
+					_ = err // the caller has returned ctx's error: fn's own result has nobody to go to
+				case <-t.C:
+					c.drop(s)
+				}
+			}()
+			return ctx.Err()
 		}
-		return err
-	case <-ctx.Done():
-		go func() {
-			t := time.NewTimer(callGrace)
-			defer t.Stop()
-			select {
-			case err := <-res:
-				_ = err // the caller has returned ctx's error: fn's own result has nobody to go to
-			case <-t.C:
-				c.drop(s)
-			}
-		}()
-		return ctx.Err()
 	}
 }
 

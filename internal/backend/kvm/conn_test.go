@@ -146,6 +146,61 @@ func TestConnStalledStreamAbandonedAndRetriedOnANewConnection(t *testing.T) {
 	}
 }
 
+// deadlockedConnAPI is a session caught in go-libvirt's deadlock: a download stops moving and never returns,
+// and so does every other call on the connection, closed or not.
+type deadlockedConnAPI struct {
+	silentStreamAPI
+	entered chan struct{}
+}
+
+func (d *deadlockedConnAPI) ConnectGetType() (string, error) {
+	close(d.entered)
+	select {}
+}
+
+func TestConnCallsStuckOnAnAbandonedConnectionAreAbandonedWithIt(t *testing.T) {
+	grace := callGrace
+	callGrace = 50 * time.Millisecond
+	t.Cleanup(func() { callGrace = grace })
+
+	var dials atomic.Int32
+	stuck := &deadlockedConnAPI{entered: make(chan struct{})}
+	c := &conn{name: "h", host: HostConfig{DialTimeout: time.Minute}, streamStall: 50 * time.Millisecond, dial: func(context.Context, HostConfig, target) (*session, error) {
+		if dials.Add(1) > 1 {
+			return &session{api: newFakeHost(), lost: make(chan struct{}), close: func() {}}, nil
+		}
+		lost := make(chan struct{})
+		stuck.closed = lost
+		stuck.deadlocked = true
+		var once sync.Once
+		return &session{api: stuck, lost: lost, close: func() { once.Do(func() { close(lost) }) }}, nil
+	}}
+	// Another operation's call on the same connection, stuck behind the lock the deadlock holds.
+	other := make(chan error, 1)
+	go func() {
+		other <- c.do(context.Background(), func(l api) error { _, err := l.ConnectGetType(); return err })
+	}()
+	<-stuck.entered
+	err := c.do(context.Background(), func(l api) error {
+		return l.StorageVolDownload(libvirt.StorageVol{Name: "seed"}, io.Discard, 0, seedReadLimit, 0)
+	})
+	var lost *connLostError
+	if !errors.As(err, &lost) {
+		t.Fatalf("the stalled download = %v, want a lost connection", err)
+	}
+	select {
+	case err := <-other:
+		if !errors.As(err, &lost) || lost.call != "ConnectGetType" {
+			t.Errorf("the other call = %v, want a lost connection during ConnectGetType", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the other operation's call still waits on the abandoned connection")
+	}
+	if err := c.do(context.Background(), func(l api) error { _, err := l.ConnectGetType(); return err }); err != nil {
+		t.Fatalf("the call after: %v", err)
+	}
+}
+
 func TestConnStreamThatMovesIsNotCut(t *testing.T) {
 	t.Parallel()
 	next := make(chan struct{})
