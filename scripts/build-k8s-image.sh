@@ -2,8 +2,9 @@
 # build-k8s-image.sh: builds the proxy's container image for Kubernetes from Debian packages, as an OCI image
 # archive that `ctr images import` (and `docker load`, `skopeo copy oci-archive:`) reads, and prints its path.
 #
-# The root filesystem is a debootstrap (minbase) tree of Debian 12 with squid, the same Squid the proxy VMs
-# run; internal/proxyconf's Kubernetes form starts it with /bin/sh, chown and /usr/sbin/squid, all in it. One
+# The root filesystem is a debootstrap (minbase) tree of Debian 12 with squid-openssl, the same Squid the proxy
+# VMs run (Debian's default squid is the GnuTLS build, whose TLS listener leaves a certificate's intermediates
+# out); internal/proxyconf's Kubernetes form starts it with /bin/sh, chown and /usr/sbin/squid, all in it. One
 # layer, no registry needed. The same archive holds a second image, the pod sandbox ("pause") image of the
 # test cluster: the same layer with /bin/sleep as its process, so the cluster needs no image from a registry.
 #
@@ -41,9 +42,14 @@ trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
 debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
 mkdir -p "$debs" "$(dirname "$out")"
-log "debootstrap $suite (minbase, squid) from $mirror"
-if ! debootstrap --variant=minbase --cache-dir="$debs" --include=squid "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+log "debootstrap $suite (minbase, squid-openssl) from $mirror"
+if ! debootstrap --variant=minbase --cache-dir="$debs" --include=squid-openssl "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
+	exit 1
+fi
+if ! chroot "$root" /usr/sbin/squid -v | grep -q -- --with-openssl; then
+	chroot "$root" /usr/sbin/squid -v >&2 || true
+	echo "build-k8s-image: the image's squid is not the OpenSSL build" >&2
 	exit 1
 fi
 # A container needs no package manager caches, docs or the logs of the install; squid's own directories stay.

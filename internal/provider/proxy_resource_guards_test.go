@@ -2,17 +2,12 @@ package provider
 
 import (
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -23,37 +18,14 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
-
-// selfSignedPEM is a server certificate and its key for the schema tests; the proxyconf tests prove Squid
-// serves such a pair.
-func selfSignedPEM(t *testing.T) (certPEM, keyPEM string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "proxy.test"}, DNSNames: []string{"proxy.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})), string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-}
 
 // The guard, TLS and limit attributes reach the backend's settings, default where unset, and proxy_url says
 // https:// with tls.
 func TestAccProxy_guardSettings(t *testing.T) {
 	mem := newMemoryBackends()
-	cert, key := selfSignedPEM(t)
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: mem.protoV6(),
@@ -110,8 +82,8 @@ func TestAccProxy_guardSettings(t *testing.T) {
 // private_key_pem_wo_version replaces the proxy with one serving it.
 func TestAccProxy_tlsWriteOnlyKey(t *testing.T) {
 	mem := newMemoryBackends()
-	cert1, key1 := selfSignedPEM(t)
-	cert2, key2 := selfSignedPEM(t)
+	cert1, key1 := testutil.SelfSignedPEM(t, "proxy.test")
+	cert2, key2 := testutil.SelfSignedPEM(t, "proxy.test")
 	// key1 in another encoding: a new value that still forms a pair with cert1.
 	block, _ := pem.Decode([]byte(key1))
 	parsed, err := x509.ParsePKCS8PrivateKey(block.Bytes)
@@ -120,7 +92,7 @@ func TestAccProxy_tlsWriteOnlyKey(t *testing.T) {
 	}
 	ecKey, ok := parsed.(*ecdsa.PrivateKey)
 	if !ok {
-		t.Fatalf("selfSignedPEM made a %T key, not ECDSA", parsed)
+		t.Fatalf("SelfSignedPEM made a %T key, not ECDSA", parsed)
 	}
 	sec1, err := x509.MarshalECPrivateKey(ecKey)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testutil/k8stest"
 )
 
@@ -81,11 +83,12 @@ func k8sBackend(t *testing.T, kubeconfig string) *kubernetes.Backend {
 }
 
 // k8sProxied sends one plain HTTP request through the proxy from inside the cluster's network namespace and
-// returns curl's status code ("000" when there was no answer). credentials is user:password, or empty.
-func k8sProxied(netns, proxy, credentials, url string) string {
+// returns curl's status code ("000" when there was no answer). proxyArgs are curl's arguments naming the proxy;
+// credentials is user:password, or empty.
+func k8sProxied(netns string, proxyArgs []string, credentials, url string) string {
 	// nsenter enters the network namespace alone; `ip netns exec` would remount /sys as well.
-	args := []string{"--net=/run/netns/" + netns, "curl", "-sS", "-o", "/dev/null", "--max-time", "20",
-		"-w", "%{http_code}", "-x", "http://" + proxy}
+	args := append([]string{"--net=/run/netns/" + netns, "curl", "-sS", "-o", "/dev/null", "--max-time", "20",
+		"-w", "%{http_code}"}, proxyArgs...)
 	if credentials != "" {
 		args = append(args, "--proxy-user", credentials)
 	}
@@ -93,7 +96,23 @@ func k8sProxied(netns, proxy, credentials, url string) string {
 	return strings.TrimSpace(string(out))
 }
 
-type k8sRequest struct{ url, credentials, status string }
+// k8sRequest is one request through the proxy and the status it must get. viaTLS, when set, is the file of
+// the certificate the proxy's TLS listener must present for k8sTLSName.
+type k8sRequest struct {
+	url, credentials, status string
+	viaTLS                   string
+}
+
+// k8sTLSName is the name in the test certificates; curl is told the Service's address for it.
+const k8sTLSName = "proxy.test"
+
+func (r k8sRequest) proxyArgs(ip, port string) []string {
+	if r.viaTLS == "" {
+		return []string{"-x", "http://" + ip + ":" + port}
+	}
+	return []string{"-x", "https://" + k8sTLSName + ":" + port, "--proxy-cacert", r.viaTLS,
+		"--resolve", k8sTLSName + ":" + port + ":" + ip}
+}
 
 // k8sCheckServes sends each request through the Service of egress_proxy.<name>. With address, the Service's
 // cluster IP is remembered on the first call and must stay the same on the later ones.
@@ -110,7 +129,8 @@ func k8sCheckServes(t *testing.T, env k8sEnv, name string, address *string, requ
 			}
 			*address = ip
 		}
-		proxy := ip + ":" + rs.Primary.Attributes["port"]
+		port := rs.Primary.Attributes["port"]
+		proxy := ip + ":" + port
 		// The apply returns once the Deployment has rolled out; kube-proxy rewrites the Service's rules inside
 		// the namespace a moment later, and until then a request may reach an old pod on its way out. So the
 		// requests are repeated until every one gets its answer, within a bound a loaded machine meets.
@@ -118,7 +138,7 @@ func k8sCheckServes(t *testing.T, env k8sEnv, name string, address *string, requ
 		for deadline, round := time.Now().Add(2*time.Minute), 1; ; round++ {
 			failed = ""
 			for _, r := range requests {
-				if got := k8sProxied(env.netns, proxy, r.credentials, r.url); got != r.status {
+				if got := k8sProxied(env.netns, r.proxyArgs(ip, port), r.credentials, r.url); got != r.status {
 					failed = fmt.Sprintf("GET %s through %s (credentials %q): status %s, want %s", r.url, proxy, r.credentials, got, r.status)
 					break
 				}
@@ -207,8 +227,8 @@ resource "egress_proxy" "k8s" {
 						return err
 					},
 					k8sCheckServes(t, env, "k8s", &address,
-						k8sRequest{"http://" + k8sOrigin + "/", "", "200"},
-						k8sRequest{"http://" + k8sOther + "/", "", "403"},
+						k8sRequest{url: "http://" + k8sOrigin + "/", status: "200"},
+						k8sRequest{url: "http://" + k8sOther + "/", status: "403"},
 					),
 				),
 			},
@@ -242,10 +262,10 @@ resource "egress_proxy" "k8s" {
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id"))},
 				Check: k8sCheckServes(t, env, "k8s", &address,
-					k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
-					k8sRequest{"http://" + k8sOrigin + "/", credentials, "403"},
-					k8sRequest{"http://" + k8sOther + "/", "", "407"},
-					k8sRequest{"http://" + k8sOther + "/", k8sUser + ":wrong", "407"},
+					k8sRequest{url: "http://" + k8sOther + "/", credentials: credentials, status: "200"},
+					k8sRequest{url: "http://" + k8sOrigin + "/", credentials: credentials, status: "403"},
+					k8sRequest{url: "http://" + k8sOther + "/", status: "407"},
+					k8sRequest{url: "http://" + k8sOther + "/", credentials: k8sUser + ":wrong", status: "407"},
 				),
 			},
 			{
@@ -271,11 +291,52 @@ resource "egress_proxy" "k8s" {
 						return err
 					},
 					k8sCheckServes(t, env, "k8s", nil,
-						k8sRequest{"http://" + k8sOther + "/", credentials, "200"},
-						k8sRequest{"http://" + k8sOther + "/", "", "407"},
+						k8sRequest{url: "http://" + k8sOther + "/", credentials: credentials, status: "200"},
+						k8sRequest{url: "http://" + k8sOther + "/", status: "407"},
 					),
 				),
 			},
 		},
+	})
+}
+
+// TLS to the proxy on the cluster: the certificate and key reach the pod through the proxy's Secret, proxy_url
+// says https://, and a client that trusts the certificate gets its answers over TLS from the Service. A client
+// speaking plain HTTP to the same port gets none: the port is TLS only.
+func TestAccProxyKubernetes_tlsListener(t *testing.T) {
+	env := k8sAccPreCheck(t)
+	owner := "acc-" + uuid.NewString()[:8]
+	cert, key := testutil.SelfSignedPEM(t, k8sTLSName)
+	certFile := filepath.Join(t.TempDir(), "proxy.pem")
+	if err := os.WriteFile(certFile, []byte(cert), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	credentials := k8sUser + ":" + k8sPass
+	resource.ParallelTest(t, resource.TestCase{
+		PreCheck:                 func() { k8sAccPreCheck(t) },
+		ProtoV6ProviderFactories: realProviders(),
+		CheckDestroy:             k8sCheckNothingLabelled(env, owner),
+		Steps: []resource.TestStep{{
+			Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+resource "egress_proxy" "tls" {
+  kubernetes            = { cluster = "test", namespace = "default" }
+  allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]
+  allowed_destinations  = [%q]
+  allowed_private_cidrs = [%q]
+  auth = { username = %q, password = %q }
+  tls  = { certificate_pem = %q, private_key_pem = %q }
+}
+`, k8sOrigin, k8sOriginCIDR, k8sUser, k8sPass, cert, key),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("egress_proxy.tls", tfjsonpath.New("proxy_url"),
+					knownvalue.StringRegexp(regexp.MustCompile(`^https://egress-[0-9a-f]{16}\.default\.svc:3128$`))),
+			},
+			Check: k8sCheckServes(t, env, "tls", nil,
+				k8sRequest{url: "http://" + k8sOrigin + "/", credentials: credentials, status: "200", viaTLS: certFile},
+				k8sRequest{url: "http://" + k8sOther + "/", credentials: credentials, status: "403", viaTLS: certFile},
+				k8sRequest{url: "http://" + k8sOrigin + "/", status: "407", viaTLS: certFile},
+				k8sRequest{url: "http://" + k8sOrigin + "/", credentials: credentials, status: "000"},
+			),
+		}},
 	})
 }

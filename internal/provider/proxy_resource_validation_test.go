@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // Every invalid configuration is rejected at plan time, and OpenTofu points at the attribute at fault: the
@@ -18,7 +20,7 @@ import (
 func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
 	// A good pair, so that the key pair's own check passes and the attribute combination is what fails.
-	goodCert, goodKey := selfSignedPEM(t)
+	goodCert, goodKey := testutil.SelfSignedPEM(t, "proxy.test")
 	goodTLS := func(keys string) string {
 		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
 	}

@@ -20,6 +20,11 @@ const (
 	MetadataSquidConf = "egress-squid-conf"
 	MetadataHtpasswd  = "egress-htpasswd"
 	MetadataConfigID  = "egress-config-id"
+	// MetadataTLSCert and MetadataTLSKey hold the TLS listener's certificate chain and key, only with TLS.
+	// Compute Engine has no other channel to the guest: whoever may read the instance's metadata may read
+	// the key (the docs say so).
+	MetadataTLSCert = "egress-tls-cert"
+	MetadataTLSKey  = "egress-tls-key"
 	// GuestAttributeNamespace and GuestAttributeApplied are where the guest reports the config id it applied
 	// (egress/applied), and GuestAttributeError why it refused one.
 	GuestAttributeNamespace = "egress"
@@ -27,12 +32,19 @@ const (
 	GuestAttributeError     = "error"
 )
 
-// ConfigID names a rendered squid.conf and htpasswd pair: 16 hex digits of their SHA-256.
-func ConfigID(squidConf, htpasswd []byte) string {
+// ConfigID names the files the guest applies (squid.conf, htpasswd and, with TLS, the certificate chain and
+// key): 16 hex digits of their SHA-256, so a new certificate is a new config the guest applies.
+func ConfigID(squidConf, htpasswd, tlsCert, tlsKey []byte) string {
 	h := sha256.New()
 	_, _ = fmt.Fprintf(h, "%d\n", len(squidConf)) // a hash never fails to write
 	h.Write(squidConf)
 	h.Write(htpasswd)
+	if len(tlsCert)+len(tlsKey) > 0 {
+		// Length-prefixed, so that bytes moved from the password file to the certificate change the id.
+		_, _ = fmt.Fprintf(h, "\ntls %d %d\n", len(htpasswd), len(tlsCert))
+		h.Write(tlsCert)
+		h.Write(tlsKey)
+	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
@@ -76,6 +88,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval,
 		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installSquidIfMissing,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
+		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
 		"HealthPort": DefaultHealthPort,
 	})
@@ -130,7 +143,17 @@ apply() {
 	tmp=$(mktemp -d) || return 1
 	md {{.KeyConf}} >"$tmp/squid.conf" || { rm -rf "$tmp"; return 1; }
 	if md {{.KeyPass}} >"$tmp/passwd" 2>/dev/null; then haspass=1; else haspass=0; fi
+	if md {{.KeyCert}} >"$tmp/tls.crt" 2>/dev/null && md {{.KeyTLSKey}} >"$tmp/tls.key" 2>/dev/null; then hastls=1; else hastls=0; fi
 	mkdir -p /etc/squid "$STATE"
+	# The config names the TLS files where they are installed, so they are in place before it is checked;
+	# the ones they replace come back if Squid rejects it.
+	for f in '{{.Cert}}' '{{.TLSKey}}'; do
+		[ -e "$f" ] && cp -p "$f" "$tmp/old.$(basename "$f")"
+	done
+	if [ "$hastls" = 1 ]; then
+		install -m 0644 -o root -g proxy "$tmp/tls.crt" '{{.Cert}}'
+		install -m 0640 -o root -g proxy "$tmp/tls.key" '{{.TLSKey}}'
+	fi
 	# The files go in place before Squid is installed, so its first start already uses them (--force-confold).
 	if ! command -v squid >/dev/null; then
 		install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
@@ -139,11 +162,16 @@ apply() {
 	fi
 	if ! squid -k parse -f "$tmp/squid.conf" >"$tmp/parse.log" 2>&1; then
 		report {{.Error}} "squid rejected config $id: $(tail -n 3 "$tmp/parse.log")"
+		for f in '{{.Cert}}' '{{.TLSKey}}'; do
+			if [ -e "$tmp/old.$(basename "$f")" ]; then cp -p "$tmp/old.$(basename "$f")" "$f"; else rm -f "$f"; fi
+		done
 		rm -rf "$tmp"
 		return 1
 	fi
 	[ "$haspass" = 1 ] && install -m 0640 -o root -g proxy "$tmp/passwd" '{{.Htpasswd}}'
 	install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
+	# A key no config uses any more does not stay on the disk.
+	[ "$hastls" = 0 ] && rm -f '{{.Cert}}' '{{.TLSKey}}'
 	rm -rf "$tmp"
 	systemctl enable squid >/dev/null 2>&1
 	systemctl restart squid || { report {{.Error}} "squid did not restart with config $id"; return 1; }

@@ -18,6 +18,7 @@ func TestRenderStartupScript(t *testing.T) {
 		"defaults": {opts: StartupScriptOptions{}, want: []string{
 			"MD='http://metadata.google.internal/computeMetadata/v1'", "STATE='/var/lib/egress-proxy'", "sleep 10",
 			"md " + MetadataConfigID, "md " + MetadataSquidConf, "md " + MetadataHtpasswd, "report " + GuestAttributeApplied, "squid -k parse",
+			"md " + MetadataTLSCert, "md " + MetadataTLSKey, "'" + TLSCertPath + "'", "'" + TLSKeyPath + "'",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
 			want: []string{"MD='http://127.0.0.1:8080/computeMetadata/v1'", "sleep 3"}},
@@ -55,17 +56,26 @@ func TestRenderStartupScript(t *testing.T) {
 
 func TestConfigIDNamesContent(t *testing.T) {
 	t.Parallel()
-	a := ConfigID([]byte("conf"), []byte("u:hash\n"))
+	id := func(conf, pass, cert, key string) string {
+		return ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key))
+	}
+	a := id("conf", "u:hash\n", "", "")
+	withTLS := id("conf", "u:hash\n", "CERT", "KEY")
 	for name, other := range map[string]string{
-		"other conf":     ConfigID([]byte("conf2"), []byte("u:hash\n")),
-		"other password": ConfigID([]byte("conf"), []byte("u:hash2\n")),
-		"bytes moved":    ConfigID([]byte("con"), []byte("fu:hash\n")),
+		"other conf":         id("conf2", "u:hash\n", "", ""),
+		"other password":     id("conf", "u:hash2\n", "", ""),
+		"bytes moved":        id("con", "fu:hash\n", "", ""),
+		"with tls":           withTLS,
+		"other certificate":  id("conf", "u:hash\n", "CERT2", "KEY"),
+		"other key":          id("conf", "u:hash\n", "CERT", "KEY2"),
+		"password into cert": id("conf", "u:has", "h\nCERT", "KEY"),
+		"cert into key":      id("conf", "u:hash\n", "CER", "TKEY"),
 	} {
-		if other == a {
-			t.Errorf("%s: same id %s", name, a)
+		if other == a || (name != "with tls" && other == withTLS) {
+			t.Errorf("%s: same id as another config", name)
 		}
 	}
-	if ConfigID([]byte("conf"), []byte("u:hash\n")) != a || len(a) != 16 {
+	if id("conf", "u:hash\n", "", "") != a || len(a) != 16 || id("conf", "u:hash\n", "CERT", "KEY") != withTLS {
 		t.Fatalf("id %q is not stable or not 16 hex digits", a)
 	}
 }

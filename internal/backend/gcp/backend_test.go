@@ -14,6 +14,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 const testProject = "egress-test"
@@ -356,6 +357,60 @@ func TestReconfigureInPlace(t *testing.T) {
 	missing.Name = "egress-gone"
 	if _, err := b.Reconfigure(ctx, missing, next); !backend.IsNotFound(err) {
 		t.Fatalf("Reconfigure of a missing instance = %v, want NotFound", err)
+	}
+}
+
+// The TLS listener's certificate and key reach the guest as metadata keys of their own, named by the config id
+// (a new certificate is a new config), and go from the metadata when a config has no TLS.
+func TestTLSFilesInMetadata(t *testing.T) {
+	t.Parallel()
+	g := &guest{}
+	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
+	g.url = fake.URL
+	ctx := ctxT(t)
+	spec := testSpec("uid-tls", "us-central1-a")
+	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
+	cert1, key1 := testutil.SelfSignedPEM(t, "proxy.test")
+	cert2, key2 := testutil.SelfSignedPEM(t, "proxy.test")
+	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert1, PrivateKeyPEM: key1}
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, step := range []struct {
+		name        string
+		tls         *proxyconf.TLSSettings
+		cert, key   string
+		reconfigure bool
+	}{
+		{name: "created with tls", tls: spec.Proxy.TLS, cert: cert1, key: key1},
+		{name: "new certificate", tls: &proxyconf.TLSSettings{CertificatePEM: cert2, PrivateKeyPEM: key2}, cert: cert2, key: key2, reconfigure: true},
+		{name: "tls removed", reconfigure: true},
+	} {
+		if step.reconfigure {
+			next := spec.Proxy
+			next.TLS = step.tls
+			if _, err := b.Reconfigure(ctx, inst.ID, next); err != nil {
+				t.Fatalf("%s: %v", step.name, err)
+			}
+		}
+		stored := fake.Instance(testProject, "us-central1-a", spec.Name)
+		cert, hasCert := metadataValue(stored, proxyconf.MetadataTLSCert)
+		key, hasKey := metadataValue(stored, proxyconf.MetadataTLSKey)
+		if cert != step.cert || key != step.key || hasCert != (step.cert != "") || hasKey != (step.key != "") {
+			t.Errorf("%s: metadata holds certificate %v and key %v, not the ones asked for", step.name, hasCert, hasKey)
+		}
+		conf, _ := metadataValue(stored, proxyconf.MetadataSquidConf)
+		pass, _ := metadataValue(stored, proxyconf.MetadataHtpasswd)
+		id, _ := metadataValue(stored, proxyconf.MetadataConfigID)
+		if want := proxyconf.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key)); id != want {
+			t.Errorf("%s: config id %s, want %s (the id must cover the TLS files)", step.name, id, want)
+		}
+		if ids[id] {
+			t.Errorf("%s: config id %s was used by an earlier step", step.name, id)
+		}
+		ids[id] = true
 	}
 }
 

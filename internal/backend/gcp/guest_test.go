@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // The startup script proved on the proxy image's own Squid and systemd, as Compute Engine's guest environment
@@ -55,7 +58,8 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	spec := testSpec("uid-guest", "us-central1-a")
 	spec.Proxy.AllowedClientCIDRs = []string{"198.18.0.0/24"}
 	spec.Proxy.AllowedDestinations = []string{"allowed.example"}
-	if _, err := b.Create(ctx, spec); err != nil {
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
 		t.Fatal(err)
 	}
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
@@ -116,6 +120,40 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		// The guest reports again at the next boot: clear what this boot reported.
 		fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, "")
 	}
+
+	// Boot 3: TLS turned on in place while the guest runs. Its watch service applies the new metadata; the
+	// proxy port then speaks TLS only, with the certificate and key the script installed from their own keys.
+	guest := bootGuest(t, tree, upper, ns, 3)
+	waitFor(ctx, t, guest, "boot 3: the guest reports config "+configID+" applied", func() bool { return applied() == configID })
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	withTLS := spec.Proxy
+	withTLS.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
+		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.log())
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(cert))
+	tlsClient := client
+	tlsClient.tls = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
+		if got := tlsClient.get(ctx, t, url, true); got != want {
+			t.Errorf("with TLS: %s through the guest's Squid = %d, want %d\n%s", url, got, want, guest.log())
+		}
+	}
+	for _, f := range []struct {
+		path, content string
+		mode          os.FileMode
+	}{{proxyconf.TLSCertPath, cert, 0o644}, {proxyconf.TLSKeyPath, key, 0o640}} {
+		fi, err := os.Stat(filepath.Join(upper, f.path))
+		if err != nil {
+			t.Errorf("%s in the guest: %v", f.path, err)
+			continue
+		}
+		if fi.Mode().Perm() != f.mode || statIn(t, upper, f.path).Content != f.content {
+			t.Errorf("%s in the guest: mode %v, want the content from metadata with mode %v", f.path, fi.Mode().Perm(), f.mode)
+		}
+	}
+	guest.stop(t)
 }
 
 // writeGuestFiles puts into the container's upper layer what a GCE VM has and the image has not: the metadata
@@ -329,6 +367,7 @@ type proxyClient struct {
 	dial           func(ctx context.Context) (net.Conn, error)
 	proxy          string
 	user, password string
+	tls            *tls.Config // set when the proxy port speaks TLS
 }
 
 // get sends one proxied GET and returns the status Squid answers with.
@@ -341,6 +380,13 @@ func (c proxyClient) get(ctx context.Context, t *testing.T, url string, auth boo
 	defer func() { _ = conn.Close() }()
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
+	}
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			t.Fatalf("TLS handshake with the guest's Squid: %v", err)
+		}
+		conn = tc
 	}
 	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
 	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", url, host)

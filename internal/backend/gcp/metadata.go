@@ -27,6 +27,7 @@ type storedSpec struct {
 // rendered is everything the guest reads from metadata for one set of settings.
 type rendered struct {
 	squidConf, htpasswd []byte
+	tlsCert, tlsKey     []byte
 	configID            string
 	userData            []byte
 	spec                []byte
@@ -47,7 +48,10 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 	if r.userData, err = proxyconf.RenderUserData(s, proxyconf.RenderOptions{}); err != nil {
 		return r, err
 	}
-	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd)
+	if s.TLS != nil {
+		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
+	}
+	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey)
 	stored.Settings = withoutPassword(s)
 	if r.spec, err = json.Marshal(stored); err != nil {
 		return r, err
@@ -73,12 +77,21 @@ func (r rendered) items(existing []*computepb.Items, script []byte) []*computepb
 	if r.htpasswd != nil {
 		ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
 	}
+	if r.tlsCert != nil {
+		ours[proxyconf.MetadataTLSCert] = string(r.tlsCert)
+		ours[proxyconf.MetadataTLSKey] = string(r.tlsKey)
+	}
 	if script != nil {
 		ours[proxyconf.MetadataStartupScript] = string(script)
 	}
 	var out []*computepb.Items
 	for _, it := range existing {
-		if _, mine := ours[it.GetKey()]; mine || it.GetKey() == proxyconf.MetadataHtpasswd {
+		// Keys only some configs have (a password, TLS) go when the new config has none.
+		switch it.GetKey() {
+		case proxyconf.MetadataHtpasswd, proxyconf.MetadataTLSCert, proxyconf.MetadataTLSKey:
+			continue
+		}
+		if _, mine := ours[it.GetKey()]; mine {
 			continue
 		}
 		out = append(out, it)
