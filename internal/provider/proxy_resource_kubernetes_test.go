@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,6 +272,43 @@ resource "egress_proxy" "k8s" {
 			{
 				Config:   config(k8sOther, true),
 				PlanOnly: true, // the password is in the state, the Secret holds its hash: nothing to change
+			},
+			{
+				// A new label and a second replica change the proxy in place: same id, same Service address,
+				// two pods Available behind it, every object relabelled.
+				Config: strings.NewReplacer(`namespace = "default" }`, `namespace = "default", replicas = 2 }`,
+					`suite = "acceptance" }`, `suite = "acceptance", tier = "egress" }`).Replace(config(k8sOther, true)),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.k8s", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id")),
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("kubernetes").AtMapKey("replicas"), knownvalue.Int64Exact(2)),
+				},
+				Check: resource.ComposeTestCheckFunc(
+					func(*terraform.State) error {
+						got, err := b.Get(context.Background(), id)
+						if err != nil {
+							return err
+						}
+						if got.Placement.Kubernetes == nil || got.Placement.Kubernetes.Replicas != 2 || got.Labels["tier"] != "egress" {
+							return fmt.Errorf("after the update the cluster holds replicas %+v and labels %v, want 2 and tier=egress", got.Placement.Kubernetes, got.Labels)
+						}
+						left, err := env.cluster.Labelled(context.Background(), "tier", "egress")
+						if err != nil {
+							return err
+						}
+						for _, kind := range []string{"Deployment", "ConfigMap", "Secret", "Service", "NetworkPolicy"} {
+							if want := fmt.Sprintf("%s %s/%s", kind, id.Scope, id.Name); !slices.Contains(left, want) {
+								return fmt.Errorf("%s lacks the new label; only these carry it: %s", want, strings.Join(left, ", "))
+							}
+						}
+						return nil
+					},
+					k8sCheckServes(t, env, "k8s", &address,
+						k8sRequest{url: "http://" + k8sOther + "/", credentials: credentials, status: "200"},
+					),
+				),
 			},
 			{
 				// The Deployment is deleted behind Terraform's back (its ConfigMap, Secret, Service and
