@@ -135,6 +135,11 @@ func TestCreateFailsFast(t *testing.T) {
 		"crash loop": {
 			pod: waitingPod("CrashLoopBackOff", "back-off 10s restarting"), wantClass: backend.ErrPermanent, wantMsg: "CrashLoopBackOff",
 		},
+		"crash loop quotes the end of the log": {
+			pod:       crashedPod("back-off 10s restarting", 1, strings.Repeat("startup noise\n", 20)+"FATAL: No valid signing certificate\nSquid Cache (Version 5.7): Terminated abnormally.\n"),
+			wantClass: backend.ErrPermanent, wantMsg: "back-off 10s restarting; last exit code 1 (Error), its log ends:\n" + strings.Repeat("startup noise\n", 4) +
+				"FATAL: No valid signing certificate\nSquid Cache (Version 5.7): Terminated abnormally.",
+		},
 		"progress deadline": {
 			mark: func(d *appsv1.Deployment) {
 				d.Status.AvailableReplicas = 0
@@ -184,6 +189,13 @@ func waitingPod(reason, msg string) *corev1.Pod {
 			Name: containerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
 		}}},
 	}
+}
+
+// crashedPod is a container in CrashLoopBackOff whose last run exited with code and whose log ended with log.
+func crashedPod(msg string, code int32, log string) *corev1.Pod {
+	p := waitingPod("CrashLoopBackOff", msg)
+	p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: log}
+	return p
 }
 
 func TestGetStates(t *testing.T) {

@@ -146,7 +146,10 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 		Name:            containerName,
 		Image:           p.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         k.Command,
+		// Squid says why it stopped on stderr, and only there: the end of its log becomes the termination
+		// message that a crash's diagnostic quotes.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		Command:                  k.Command,
 		Args:            k.Args,
 		Ports: []corev1.ContainerPort{
 			{Name: proxyPortName, ContainerPort: int32(k.ProxyPort), Protocol: corev1.ProtocolTCP},

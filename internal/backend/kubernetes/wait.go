@@ -236,6 +236,18 @@ func podStream(c *client, id backend.ProviderID) stream {
 }
 
 // podFailure reports a pod that will not become ready by itself.
+// terminationLines is how much of a crashed container's log a diagnostic quotes: Squid's fatal error and the
+// lines that lead to it.
+const terminationLines = 6
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
 func podFailure(object string, p *corev1.Pod) error {
 	if p.DeletionTimestamp != nil {
 		return nil // an old pod of a rollout on its way out
@@ -243,9 +255,14 @@ func podFailure(object string, p *corev1.Pod) error {
 	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if w := cs.State.Waiting; w != nil && fatalWaitingReasons[w.Reason] {
 			msg := w.Message
-			if msg == "" && cs.LastTerminationState.Terminated != nil {
-				t := cs.LastTerminationState.Terminated
-				msg = fmt.Sprintf("last exit code %d (%s) %s", t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			// A crash loop's own message only says it backs off; why the container stopped is in its last
+			// termination: the exit code and the end of its log.
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				last := fmt.Sprintf("last exit code %d (%s)", t.ExitCode, t.Reason)
+				if tail := lastLines(t.Message, terminationLines); tail != "" {
+					last += ", its log ends:\n" + tail
+				}
+				msg = strings.TrimPrefix(msg+"; "+last, "; ")
 			}
 			return backend.Permanent(object, "pod %s: container %s: %s: %s", p.Name, cs.Name, w.Reason, msg)
 		}
