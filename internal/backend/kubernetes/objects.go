@@ -150,7 +150,7 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 		// message that a crash's diagnostic quotes.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		Command:                  k.Command,
-		Args:            k.Args,
+		Args:                     k.Args,
 		Ports: []corev1.ContainerPort{
 			{Name: proxyPortName, ContainerPort: int32(k.ProxyPort), Protocol: corev1.ProtocolTCP},
 			{Name: healthPortName, ContainerPort: int32(k.Readiness.Port), Protocol: corev1.ProtocolTCP},
