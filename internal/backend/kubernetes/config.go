@@ -58,7 +58,7 @@ type ExecConfig struct {
 // Built-in defaults.
 const (
 	DefaultClusterName = "default"
-	// DefaultImage is the Squid image `make image` builds from Debian's squid package (see README). Without a
+	// DefaultImage is the Squid image `make image` builds from Debian's squid-openssl package (see README). Without a
 	// registry host it reads as docker.io/egress-proxies/squid, the name the archive is imported under.
 	DefaultImage = "egress-proxies/squid:debian12"
 	// DefaultReplicas is how many proxy pods run unless the placement says otherwise.
