@@ -350,6 +350,46 @@ func TestFakeCreateSurvivesALostStartAnswer(t *testing.T) {
 	}
 }
 
+// A domain that libvirtd killed as it died, right after answering the start, is started again; one that stops
+// at once with its connection intact is a QEMU that cannot run: Permanent, with libvirt's reason, not retried.
+func TestFakeCreateRestartsADomainKilledWithTheDaemon(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		fault       func(*fakeHost)
+		wantErr     string
+		wantCreates int
+	}{
+		"killed with the daemon once":   {fault: func(f *fakeHost) { f.startsKilledByDaemon = 1 }, wantCreates: 2},
+		"killed with the daemon thrice": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 3 }, wantCreates: 4},
+		"killed every time": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 100 }, wantCreates: 1 + maxRestarts,
+			wantErr: "stopped right after starting (state Stopped, reason killed by libvirtd)"},
+		"stops at once": {fault: func(f *fakeHost) { f.startsStopAtOnce = 1 }, wantCreates: 1,
+			wantErr: "stopped right after starting (state Stopped, reason shut down by the guest)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			tc.fault(f)
+			b, cnt := fakeBackend(f)
+			inst, err := b.Create(context.Background(), fakeSpec(uuid.NewString(), "o"))
+			_, calls := cnt.take()
+			if calls["DomainCreate"] != tc.wantCreates {
+				t.Errorf("DomainCreate called %d times, want %d", calls["DomainCreate"], tc.wantCreates)
+			}
+			if tc.wantErr == "" {
+				if err != nil || inst.State != backend.StateRunning {
+					t.Fatalf("Create = state %s, %v; want a running domain", inst.State, err)
+				}
+				return
+			}
+			if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Create error = %v, want Permanent with %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 // dropOnList breaks its session at the first domain listing, as a connection that drops under ListByTag.
 type dropOnList struct {
 	api

@@ -35,6 +35,11 @@ type fakeHost struct {
 	// startsLostBefore and startsLostAfter make the next DomainCreate calls fail as a dropped connection
 	// does: before the call reached the host, or after it took effect with its answer lost.
 	startsLostBefore, startsLostAfter int
+	// startsKilledByDaemon make the next started domains die with libvirtd: the start is answered, then the
+	// connection drops and the domain reads shut off (reason daemon). startsStopAtOnce make them stop at once
+	// with no connection lost, as a QEMU that cannot run does.
+	startsKilledByDaemon, startsStopAtOnce int
+	killedByDaemon                         map[string]bool
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
 }
@@ -162,6 +167,17 @@ func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
 	}
 	f.nextID++
 	d.state, d.reason, d.dom.ID = int32(libvirt.DomainRunning), int32(libvirt.DomainRunningBooted), f.nextID
+	switch {
+	case f.startsKilledByDaemon > 0:
+		f.startsKilledByDaemon--
+		if f.killedByDaemon == nil {
+			f.killedByDaemon = map[string]bool{}
+		}
+		f.killedByDaemon[dom.Name] = true
+	case f.startsStopAtOnce > 0:
+		f.startsStopAtOnce--
+		d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffShutdown)
+	}
 	if f.startsLostAfter > 0 {
 		f.startsLostAfter--
 		return io.EOF // the domain started, and the connection dropped before its answer came back
@@ -175,6 +191,11 @@ func (f *fakeHost) DomainGetState(dom libvirt.Domain, _ uint32) (int32, int32, e
 	d, err := f.domain(dom)
 	if err != nil {
 		return 0, 0, err
+	}
+	if f.killedByDaemon[dom.Name] {
+		delete(f.killedByDaemon, dom.Name)
+		d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffDaemon)
+		return 0, 0, io.EOF // libvirtd died: the connection with it
 	}
 	return d.state, d.reason, nil
 }
