@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
@@ -387,6 +388,29 @@ func TestFakeCreateRestartsADomainKilledWithTheDaemon(t *testing.T) {
 				t.Fatalf("Create error = %v, want Permanent with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// A root volume gone when the domain is defined (removed by a cut attempt's late delete) makes the create
+// start again, not fail as NotFound, which would read as a proxy deleted outside Terraform.
+func TestFakeCreateRemakesAVolumeGoneAtDefine(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	f.rootsGoneAtDefine = 1
+	b, cnt := fakeBackend(f)
+	spec := fakeSpec(uuid.NewString(), "o")
+	err := backend.Retry(context.Background(), backend.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Factor: 2}, func(ctx context.Context) error {
+		_, err := b.Create(ctx, spec)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Create with its root volume gone at define: %v", err)
+	}
+	if _, calls := cnt.take(); calls["DomainDefineXMLFlags"] != 2 {
+		t.Errorf("DomainDefineXMLFlags called %d times, want 2", calls["DomainDefineXMLFlags"])
+	}
+	if _, ok := f.pools["pool"].vols[spec.Name+"-root.qcow2"]; !ok || len(f.domains) != 1 {
+		t.Errorf("after the create: root volume present %v, %d domains; want the volume and one domain", ok, len(f.domains))
 	}
 }
 

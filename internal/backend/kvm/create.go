@@ -180,6 +180,12 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 		}
 		dom, err = l.DomainDefineXMLFlags(x, libvirt.DomainDefineValidate)
 	}
+	if isCode(err, libvirt.ErrNoStorageVol) {
+		// The volumes were made just above, and the base was found: one of them went in between. A delete
+		// sent by an attempt whose connection was cut can reach the daemon after this attempt made the volume
+		// again. Not a proxy deleted outside Terraform: the create is tried again from the start.
+		return dom, m, backend.Transient("", "a volume of domain %s was gone when it was defined, so the create starts again: %v", spec.Name, err)
+	}
 	return dom, m, err
 }
 

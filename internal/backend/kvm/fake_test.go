@@ -40,6 +40,9 @@ type fakeHost struct {
 	// with no connection lost, as a QEMU that cannot run does.
 	startsKilledByDaemon, startsStopAtOnce int
 	killedByDaemon                         map[string]bool
+	// rootsGoneAtDefine make the next domain definitions find their root volume gone, as when a delete of
+	// an attempt cut short reaches the daemon after the next attempt made the volume again.
+	rootsGoneAtDefine int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
 }
@@ -140,6 +143,12 @@ func (f *fakeHost) DomainDefineXMLFlags(x string, _ libvirt.DomainDefineFlags) (
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.rootsGoneAtDefine > 0 {
+		f.rootsGoneAtDefine--
+		root := dx.Name + "-root.qcow2"
+		delete(f.pools["pool"].vols, root)
+		return libvirt.Domain{}, lvErr(libvirt.ErrNoStorageVol, "Storage volume not found: no storage vol with matching name '%s'", root)
+	}
 	d := &fakeDomain{dom: libvirt.Domain{Name: dx.Name, ID: -1}, xml: x, state: int32(libvirt.DomainShutoff)}
 	if dx.Metadata != nil {
 		d.meta = strings.TrimSpace(dx.Metadata.XML)
