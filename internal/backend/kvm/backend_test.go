@@ -391,26 +391,42 @@ func TestFakeCreateRestartsADomainKilledWithTheDaemon(t *testing.T) {
 	}
 }
 
-// A root volume gone when the domain is defined (removed by a cut attempt's late delete) makes the create
-// start again, not fail as NotFound, which would read as a proxy deleted outside Terraform.
-func TestFakeCreateRemakesAVolumeGoneAtDefine(t *testing.T) {
+// A root volume gone when the domain is defined or started (removed by a late delete of an attempt whose
+// connection was cut) makes the create start again, not fail as NotFound, which would read as a proxy deleted
+// outside Terraform.
+func TestFakeCreateRemakesAVolumeGone(t *testing.T) {
 	t.Parallel()
-	f := newFakeHost()
-	f.rootsGoneAtDefine = 1
-	b, cnt := fakeBackend(f)
-	spec := fakeSpec(uuid.NewString(), "o")
-	err := backend.Retry(context.Background(), backend.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Factor: 2}, func(ctx context.Context) error {
-		_, err := b.Create(ctx, spec)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("Create with its root volume gone at define: %v", err)
+	tests := map[string]struct {
+		fault                    func(*fakeHost)
+		wantDefines, wantUndefns int
+	}{
+		"gone at define": {fault: func(f *fakeHost) { f.rootsGoneAtDefine = 1 }, wantDefines: 2},
+		"gone at start":  {fault: func(f *fakeHost) { f.rootsGoneAtStart = 1 }, wantDefines: 2, wantUndefns: 1},
 	}
-	if _, calls := cnt.take(); calls["DomainDefineXMLFlags"] != 2 {
-		t.Errorf("DomainDefineXMLFlags called %d times, want 2", calls["DomainDefineXMLFlags"])
-	}
-	if _, ok := f.pools["pool"].vols[spec.Name+"-root.qcow2"]; !ok || len(f.domains) != 1 {
-		t.Errorf("after the create: root volume present %v, %d domains; want the volume and one domain", ok, len(f.domains))
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeHost()
+			tc.fault(f)
+			b, cnt := fakeBackend(f)
+			spec := fakeSpec(uuid.NewString(), "o")
+			var inst backend.Instance
+			err := backend.Retry(context.Background(), backend.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Factor: 2}, func(ctx context.Context) error {
+				var err error
+				inst, err = b.Create(ctx, spec)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("Create with its root volume gone: %v", err)
+			}
+			_, calls := cnt.take()
+			if calls["DomainDefineXMLFlags"] != tc.wantDefines || calls["DomainUndefineFlags"] != tc.wantUndefns {
+				t.Errorf("defined %d times and undefined %d, want %d and %d", calls["DomainDefineXMLFlags"], calls["DomainUndefineFlags"], tc.wantDefines, tc.wantUndefns)
+			}
+			if _, ok := f.pools["pool"].vols[spec.Name+"-root.qcow2"]; !ok || len(f.domains) != 1 || inst.State != backend.StateRunning {
+				t.Errorf("after the create: root volume present %v, %d domains, state %s; want the volume and one running domain", ok, len(f.domains), inst.State)
+			}
+		})
 	}
 }
 

@@ -70,6 +70,14 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// From here on the domain exists: every error comes with the instance, so the caller records its id.
 	inst := m.instance(p.Host, backend.StatePending)
 	if err := b.start(ctx, c, dom, fresh, &inst); err != nil {
+		if isCode(err, libvirt.ErrNoStorageVol) {
+			// A volume the domain needs went after it was defined (see define): the domain never ran, so
+			// nothing is lost by undefining it, and the next attempt makes it afresh with its volumes.
+			if uerr := c.do(ctx, func(l api) error { return undefineDomain(l, dom) }); uerr != nil {
+				return inst, classify(object, uerr)
+			}
+			return inst, backend.Transient(object, "a volume of the domain was gone when it was started, so the create starts again: %v", err)
+		}
 		return inst, classify(object, err)
 	}
 	if m.Placement.WaitForAddress && inst.InternalAddress == "" {

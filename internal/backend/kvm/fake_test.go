@@ -43,6 +43,8 @@ type fakeHost struct {
 	// rootsGoneAtDefine make the next domain definitions find their root volume gone, as when a delete of
 	// an attempt cut short reaches the daemon after the next attempt made the volume again.
 	rootsGoneAtDefine int
+	// rootsGoneAtStart do the same to the next starts, after the domain was defined.
+	rootsGoneAtStart int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
 }
@@ -170,6 +172,12 @@ func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
 	d, err := f.domain(dom)
 	if err != nil {
 		return err
+	}
+	if f.rootsGoneAtStart > 0 {
+		f.rootsGoneAtStart--
+		root := dom.Name + "-root.qcow2"
+		delete(f.pools["pool"].vols, root)
+		return lvErr(libvirt.ErrNoStorageVol, "Storage volume not found: no storage vol with matching name '%s'", root)
 	}
 	if d.state == int32(libvirt.DomainRunning) {
 		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: domain is already running")
