@@ -3,15 +3,12 @@ package proxyconf
 import (
 	"bufio"
 	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // testCA is a root and an intermediate CA; leaves are signed by the intermediate, so a client trusting only
@@ -33,15 +32,15 @@ type testCA struct {
 
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
-	rootKey, rootCert, rootPEM := makeCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test root"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
-	interKey, interCert, interPEM := makeCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test intermediate"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, rootCert, rootKey)
+	rootKey, rootCert, rootPEM := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test root"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
+	interKey, interCert, interPEM := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test intermediate"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, rootCert, rootKey)
 	return &testCA{root: rootCert, inter: interCert, rootPEM: rootPEM, interPEM: interPEM, interKey: interKey}
 }
 
 // leaf returns a server certificate chain (leaf, then intermediate) for 127.0.0.1 and its PKCS #8 key.
 func (ca *testCA) leaf(t *testing.T) (chainPEM, keyPEM string) {
 	t.Helper()
-	key, _, certPEM := makeCert(t, &x509.Certificate{
+	key, _, certPEM := testutil.SignedCert(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "egress proxy"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 		DNSNames:    []string{"proxy.test"},
@@ -53,33 +52,6 @@ func (ca *testCA) leaf(t *testing.T) (chainPEM, keyPEM string) {
 		t.Fatal(err)
 	}
 	return certPEM + ca.interPEM, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-}
-
-// makeCert signs tmpl with parent's key, or self-signs it when parent is nil.
-func makeCert(t *testing.T, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, *x509.Certificate, string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl.SerialNumber = serial
-	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 // TestTLSListener: with tls set, the proxy port speaks TLS with the whole chain, clients that trust only the

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 func TestValidators(t *testing.T) {
@@ -165,7 +167,7 @@ func TestValidateTLS(t *testing.T) {
 	chain, key := ca.leaf(t)
 	otherChain, otherKey := ca.leaf(t)
 	leafOnly := chain[:strings.Index(chain, "-----END CERTIFICATE-----")+len("-----END CERTIFICATE-----\n")]
-	clientKey, _, clientCert := makeCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.inter, ca.interKey)
+	clientKey, _, clientCert := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.inter, ca.interKey)
 	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
 	if err != nil {
 		t.Fatal(err)

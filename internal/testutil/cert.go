@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// SelfSignedPEM is a server certificate for host, valid from an hour ago for a day, and its key, both PEM: what
-// a user gives the proxy's tls block. A client that trusts the certificate itself can verify the proxy.
-func SelfSignedPEM(t testing.TB, host string) (certPEM, keyPEM string) {
+// SignedCert makes a key and a certificate from tmpl, valid from an hour ago for a day, signed with parentKey
+// or self-signed when parent is nil. It returns the key, the parsed certificate and the certificate as PEM.
+func SignedCert(t testing.TB, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*ecdsa.PrivateKey, *x509.Certificate, string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -24,19 +24,33 @@ func SelfSignedPEM(t testing.TB, host string) (certPEM, keyPEM string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, cert, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// SelfSignedPEM is a server certificate for host and its key, both PEM: what a user gives the proxy's tls
+// block. A client that trusts the certificate itself can verify the proxy.
+func SelfSignedPEM(t testing.TB, host string) (certPEM, keyPEM string) {
+	t.Helper()
+	key, _, certPEM := SignedCert(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: host}, DNSNames: []string{host},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	}, nil, nil)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
+	return certPEM, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 }

@@ -317,91 +317,37 @@ func TestFakeUnknownHostAndBadID(t *testing.T) {
 	}
 }
 
-// A start whose answer is lost may or may not have happened: the retry reads the domain's state and starts
-// it only if it is still shut off, so Create ends with the one domain running, either way.
-func TestFakeCreateSurvivesALostStartAnswer(t *testing.T) {
+// Create under faults around the domain's start, each a fake-host fault and what Create must then do:
+//   - a start whose answer is lost may or may not have happened: the retry reads the domain's state and starts
+//     it only if it is still shut off, so Create ends with the one domain running, either way;
+//   - a domain that libvirtd killed as it died, right after answering the start, is started again, at most
+//     maxRestarts times; one that stops at once with its connection intact is a QEMU that cannot run:
+//     Permanent, with libvirt's reason, not retried;
+//   - a root volume gone when the domain is defined or started (removed by a late delete of an attempt whose
+//     connection was cut) makes the create start again, not fail as NotFound, which would read as a proxy
+//     deleted outside Terraform.
+//
+// Create runs under backend.Retry, as the provider runs it.
+func TestFakeCreateAroundTheStart(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		lose        func(*fakeHost)
-		wantCreates int
+		fault                                 func(*fakeHost)
+		wantCreates, wantDefines, wantUndefns int
+		wantErr                               string
 	}{
 		// The start never happened: it is issued again.
-		"lost before the host saw it": {func(f *fakeHost) { f.startsLostBefore = 1 }, 2},
+		"start lost before the host saw it": {fault: func(f *fakeHost) { f.startsLostBefore = 1 }, wantCreates: 2, wantDefines: 1},
 		// The start happened: the state read says so, and it is not issued again.
-		"lost after it took effect": {func(f *fakeHost) { f.startsLostAfter = 1 }, 1},
-		"lost twice, once each way": {func(f *fakeHost) { f.startsLostBefore, f.startsLostAfter = 1, 1 }, 2},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeHost()
-			tc.lose(f)
-			b, cnt := fakeBackend(f)
-			inst, err := b.Create(context.Background(), fakeSpec(uuid.NewString(), "o"))
-			if err != nil {
-				t.Fatalf("Create after a lost start answer: %v", err)
-			}
-			if inst.State != backend.StateRunning || len(f.domains) != 1 {
-				t.Errorf("Create = state %s with %d domains, want one running domain", inst.State, len(f.domains))
-			}
-			if _, calls := cnt.take(); calls["DomainCreate"] != tc.wantCreates {
-				t.Errorf("DomainCreate called %d times, want %d", calls["DomainCreate"], tc.wantCreates)
-			}
-		})
-	}
-}
-
-// A domain that libvirtd killed as it died, right after answering the start, is started again; one that stops
-// at once with its connection intact is a QEMU that cannot run: Permanent, with libvirt's reason, not retried.
-func TestFakeCreateRestartsADomainKilledWithTheDaemon(t *testing.T) {
-	t.Parallel()
-	tests := map[string]struct {
-		fault       func(*fakeHost)
-		wantErr     string
-		wantCreates int
-	}{
-		"killed with the daemon once":   {fault: func(f *fakeHost) { f.startsKilledByDaemon = 1 }, wantCreates: 2},
-		"killed with the daemon thrice": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 3 }, wantCreates: 4},
-		"killed every time": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 100 }, wantCreates: 1 + maxRestarts,
+		"start lost after it took effect": {fault: func(f *fakeHost) { f.startsLostAfter = 1 }, wantCreates: 1, wantDefines: 1},
+		"start lost twice, once each way": {fault: func(f *fakeHost) { f.startsLostBefore, f.startsLostAfter = 1, 1 }, wantCreates: 2, wantDefines: 1},
+		"killed with the daemon once":     {fault: func(f *fakeHost) { f.startsKilledByDaemon = 1 }, wantCreates: 2, wantDefines: 1},
+		"killed with the daemon thrice":   {fault: func(f *fakeHost) { f.startsKilledByDaemon = 3 }, wantCreates: 4, wantDefines: 1},
+		"killed every time": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 100 }, wantCreates: 1 + maxRestarts, wantDefines: 1,
 			wantErr: "stopped right after starting (state Stopped, reason killed by libvirtd)"},
-		"stops at once": {fault: func(f *fakeHost) { f.startsStopAtOnce = 1 }, wantCreates: 1,
+		"stops at once": {fault: func(f *fakeHost) { f.startsStopAtOnce = 1 }, wantCreates: 1, wantDefines: 1,
 			wantErr: "stopped right after starting (state Stopped, reason shut down by the guest)"},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			f := newFakeHost()
-			tc.fault(f)
-			b, cnt := fakeBackend(f)
-			inst, err := b.Create(context.Background(), fakeSpec(uuid.NewString(), "o"))
-			_, calls := cnt.take()
-			if calls["DomainCreate"] != tc.wantCreates {
-				t.Errorf("DomainCreate called %d times, want %d", calls["DomainCreate"], tc.wantCreates)
-			}
-			if tc.wantErr == "" {
-				if err != nil || inst.State != backend.StateRunning {
-					t.Fatalf("Create = state %s, %v; want a running domain", inst.State, err)
-				}
-				return
-			}
-			if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("Create error = %v, want Permanent with %q", err, tc.wantErr)
-			}
-		})
-	}
-}
-
-// A root volume gone when the domain is defined or started (removed by a late delete of an attempt whose
-// connection was cut) makes the create start again, not fail as NotFound, which would read as a proxy deleted
-// outside Terraform.
-func TestFakeCreateRemakesAVolumeGone(t *testing.T) {
-	t.Parallel()
-	tests := map[string]struct {
-		fault                    func(*fakeHost)
-		wantDefines, wantUndefns int
-	}{
-		"gone at define": {fault: func(f *fakeHost) { f.rootsGoneAtDefine = 1 }, wantDefines: 2},
-		"gone at start":  {fault: func(f *fakeHost) { f.rootsGoneAtStart = 1 }, wantDefines: 2, wantUndefns: 1},
+		"root gone at define": {fault: func(f *fakeHost) { f.rootsGoneAtDefine = 1 }, wantCreates: 1, wantDefines: 2},
+		"root gone at start":  {fault: func(f *fakeHost) { f.rootsGoneAtStart = 1 }, wantCreates: 2, wantDefines: 2, wantUndefns: 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -416,12 +362,19 @@ func TestFakeCreateRemakesAVolumeGone(t *testing.T) {
 				inst, err = b.Create(ctx, spec)
 				return err
 			})
-			if err != nil {
-				t.Fatalf("Create with its root volume gone: %v", err)
-			}
 			_, calls := cnt.take()
-			if calls["DomainDefineXMLFlags"] != tc.wantDefines || calls["DomainUndefineFlags"] != tc.wantUndefns {
-				t.Errorf("defined %d times and undefined %d, want %d and %d", calls["DomainDefineXMLFlags"], calls["DomainUndefineFlags"], tc.wantDefines, tc.wantUndefns)
+			if calls["DomainCreate"] != tc.wantCreates || calls["DomainDefineXMLFlags"] != tc.wantDefines || calls["DomainUndefineFlags"] != tc.wantUndefns {
+				t.Errorf("started %d, defined %d and undefined %d times, want %d, %d and %d", calls["DomainCreate"], calls["DomainDefineXMLFlags"],
+					calls["DomainUndefineFlags"], tc.wantCreates, tc.wantDefines, tc.wantUndefns)
+			}
+			if tc.wantErr != "" {
+				if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Create error = %v, want Permanent with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Create: %v", err)
 			}
 			if _, ok := f.pools["pool"].vols[spec.Name+"-root.qcow2"]; !ok || len(f.domains) != 1 || inst.State != backend.StateRunning {
 				t.Errorf("after the create: root volume present %v, %d domains, state %s; want the volume and one running domain", ok, len(f.domains), inst.State)
