@@ -12,6 +12,12 @@
 # daemon (not a pid file, a definition or a socket). Its socket is /var/lib/egress-NAME/run/libvirt-sock
 # (status prints the URI). Like systemd's libvirtd.service (Restart=on-failure), a supervisor starts the
 # daemon again when it dies, and counts those restarts in /var/lib/egress-NAME/daemon-restarts.
+# It also does the one repair a host's administrator must do by hand after libvirtd 9.0 (Debian 12) aborts
+# in the middle of a domain's start, before QEMU ran: the domain's status file, saved with pid 0 and the
+# start job, would make the next daemon hold that job for ever, the domain paused (starting up), refusing
+# even destroy ("cannot acquire state change lock"). The supervisor removes such a status file before the
+# restart, so the domain is merely defined and shut off, and logs it in daemon-restarts. The daemon has
+# been seen aborting ("corrupted double-linked list") when a connection is cut while domains start.
 set -euo pipefail
 
 INSTANCE=${EGRESS_LIBVIRT_INSTANCE:-}
@@ -137,6 +143,12 @@ private_daemons() {
 	if [ ! -e "$STATE_DIR/etc/libvirtd.conf" ]; then
 		cp -a /etc/libvirt/. "$STATE_DIR/etc/"
 		find "$STATE_DIR/etc/qemu" "$STATE_DIR/etc/storage" -name '*.xml' -delete 2>/dev/null || true
+		# A test that takes its daemon down reads this log when it fails: the QEMU driver's and the domain
+		# jobs' debug messages say what libvirtd did with a domain between two cuts.
+		cat >>"$STATE_DIR/etc/libvirtd.conf" <<-'CONF'
+			log_filters="1:qemu.qemu_process 1:qemu.qemu_driver 1:qemu.qemu_domain 1:qemu.qemu_domainjob 1:hypervisor.domain_job 3:qemu.qemu_monitor 3:rpc"
+			log_outputs="1:file:/var/log/libvirt/libvirtd.log"
+		CONF
 	fi
 	rm -f "$STATE_DIR/stopping"
 	touch "$STATE_DIR/daemon-restarts"
@@ -150,6 +162,11 @@ private_daemons() {
 			rc=\$?
 			[ -e '$STATE_DIR/stopping' ] && exit 0
 			echo \"\$(date -u +%FT%TZ) libvirtd exited with status \$rc, started again\" >>'$STATE_DIR/daemon-restarts'
+			for f in /run/libvirt/qemu/*.xml; do
+				grep -q \"<domstatus [^>]*pid='0'\" \"\$f\" 2>/dev/null || continue
+				rm -f \"\$f\" \"\${f%.xml}.pid\"
+				echo \"\$(date -u +%FT%TZ) cleared the status of \$(basename \"\$f\" .xml), whose start libvirtd died in before QEMU ran\" >>'$STATE_DIR/daemon-restarts'
+			done
 			sleep 1
 		done
 	" </dev/null >>"$STATE_DIR/supervisor.log" 2>&1 &

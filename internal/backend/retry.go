@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -33,14 +34,20 @@ func (b Backoff) next(d time.Duration) time.Duration {
 // ends, the returned error wraps both ctx's error and the last error of op, so the user sees why it kept failing.
 func Retry(ctx context.Context, b Backoff, op func(context.Context) error) error {
 	var delay time.Duration
+	var earlier error
 	for {
 		err := op(ctx)
 		if err == nil || !Retryable(err) {
 			return err
 		}
 		if ctx.Err() != nil {
+			if earlier != nil && errors.Is(err, ctx.Err()) {
+				// An attempt cut short by ctx itself says nothing: the one before it says why it kept failing.
+				err = earlier
+			}
 			return gaveUp(ctx, err)
 		}
+		earlier = err
 		delay = b.next(delay)
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < delay {
 			// Waiting would outlive the caller: report now rather than be cut off mid-wait.

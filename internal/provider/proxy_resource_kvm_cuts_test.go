@@ -47,7 +47,8 @@ func cutSeed(t *testing.T) uint64 {
 // privateLibvirtd starts a libvirtd of the test's own through the environment script
 // (EGRESS_LIBVIRT_INSTANCE: its own network and mount namespaces, pool, network and blank base volume under the
 // names the shared one uses) and stops it, with everything it ran, when the test ends. It returns the daemon's
-// URI and a function that reads how many times the daemon died and was started again by its supervisor.
+// URI and a function that reads the supervisor's log: each time the daemon died and was started again, and
+// each wedged start it cleared.
 func privateLibvirtd(t *testing.T, instance string) (uri string, restarts func() []string) {
 	t.Helper()
 	script := func(verb string) ([]byte, error) {
@@ -76,6 +77,11 @@ func privateLibvirtd(t *testing.T, instance string) (uri string, restarts func()
 	if uri == "" {
 		t.Fatalf("scripts/libvirt-env.sh start (instance %s) printed no EGRESS_LIBVIRT_URI:\n%s", instance, out)
 	}
+	t.Cleanup(func() { // registered after the stop, so it runs before it
+		if t.Failed() {
+			reportPrivateLibvirtd(t, instance, uri)
+		}
+	})
 	restartLog := "/var/lib/egress-" + instance + "/daemon-restarts"
 	restarts = func() []string {
 		b, err := os.ReadFile(restartLog)
@@ -126,6 +132,12 @@ resource "egress_proxy" "p" {
   kvm                  = { memory_mib = 128, wait_for_address = false }
   allowed_client_cidrs = ["198.18.0.0/24"]
   allowed_destinations = [".example.com"]
+  # A round takes a minute or two; a proxy stuck for longer is a failure to report, not to wait out for
+  # the default 20 minutes, twice (create and the destroy after).
+  timeouts {
+    create = "8m"
+    delete = "8m"
+  }
 }
 `, n, owner[4:], round)
 	}
@@ -171,6 +183,56 @@ resource "egress_proxy" "p" {
 		t.Errorf("the fault proxy could not read the traffic: %v", p.Err())
 	}
 	t.Logf("%d connections cut in all (seed %d)", len(p.Cuts()), seed)
-	r := daemonRestarts()
-	t.Logf("the private libvirtd died %d times under the cuts and was started again by its supervisor: %s", len(r), strings.Join(r, "; "))
+	var died, cleared []string
+	for _, line := range daemonRestarts() {
+		if strings.Contains(line, "cleared the status") {
+			cleared = append(cleared, line)
+		} else {
+			died = append(died, line)
+		}
+	}
+	t.Logf("the private libvirtd died %d times under the cuts and was started again by its supervisor: %s", len(died), strings.Join(died, "; "))
+	t.Logf("starts libvirtd died in before QEMU ran, whose status the supervisor cleared (libvirt-env.sh): %d %s", len(cleared), strings.Join(cleared, "; "))
+}
+
+// reportPrivateLibvirtd logs what a failed test needs to tell a libvirt fault from a provider one: each
+// domain's state and reason, the end of its QEMU log, and the private daemon's own log about the domains
+// that are not running (libvirt-env.sh turns that log on for private instances).
+func reportPrivateLibvirtd(t *testing.T, instance, uri string) {
+	t.Helper()
+	dir := "/var/lib/egress-" + instance
+	virsh := func(args ...string) string {
+		out, err := exec.Command("virsh", append([]string{"-c", uri}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Sprintf("virsh %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	daemonLog, _ := os.ReadFile(dir + "/log/libvirtd.log")
+	for name := range strings.Lines(virsh("list", "--all", "--name")) {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		state := virsh("domstate", "--reason", name)
+		t.Logf("private libvirtd: domain %s: %s", name, state)
+		if strings.HasPrefix(state, "running") {
+			continue
+		}
+		if qemuLog, err := os.ReadFile(dir + "/log/qemu/" + name + ".log"); err == nil {
+			t.Logf("end of %s's QEMU log:\n%s", name, lastLinesOf(string(qemuLog), 15))
+		}
+		var about []string
+		for line := range strings.Lines(string(daemonLog)) {
+			if strings.Contains(line, name) || strings.Contains(line, " error : ") {
+				about = append(about, line)
+			}
+		}
+		t.Logf("private libvirtd's log about %s (and its errors), last lines:\n%s", name, lastLinesOf(strings.Join(about, ""), 60))
+	}
+}
+
+// lastLinesOf is the last n lines of text.
+func lastLinesOf(text string, n int) string {
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

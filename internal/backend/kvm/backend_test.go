@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -333,7 +334,8 @@ func TestFakeCreateAroundTheStart(t *testing.T) {
 	tests := map[string]struct {
 		fault                                 func(*fakeHost)
 		wantCreates, wantDefines, wantUndefns int
-		wantErr                               string
+		wantErr, wantAdvice                   string
+		wantClass                             backend.Class // of wantErr; Permanent when unset
 	}{
 		// The start never happened: it is issued again.
 		"start lost before the host saw it": {fault: func(f *fakeHost) { f.startsLostBefore = 1 }, wantCreates: 2, wantDefines: 1},
@@ -348,16 +350,30 @@ func TestFakeCreateAroundTheStart(t *testing.T) {
 			wantErr: "stopped right after starting (state Stopped, reason shut down by the guest)"},
 		"root gone at define": {fault: func(f *fakeHost) { f.rootsGoneAtDefine = 1 }, wantCreates: 1, wantDefines: 2},
 		"root gone at start":  {fault: func(f *fakeHost) { f.rootsGoneAtStart = 1 }, wantCreates: 2, wantDefines: 2, wantUndefns: 1},
+		// Nothing ends such a start but the create's timeout (here, the third state read): the error says
+		// what the domain hung in, and the advice how a host's administrator clears it.
+		"wedged by libvirtd dying in the start": {fault: func(f *fakeHost) { f.startsWedged = 1 }, wantCreates: 1, wantDefines: 1,
+			wantClass: backend.ClassTransient, wantErr: "is paused (starting up), not running yet", wantAdvice: "remove the domain's status file"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			f := newFakeHost()
 			tc.fault(f)
+			ctx := newExpiringContext()
+			defer ctx.expire()
+			wedgedReads := 0
+			f.onCall = func(method string) {
+				if method == "WedgedState" {
+					if wedgedReads++; wedgedReads == 3 {
+						ctx.expire()
+					}
+				}
+			}
 			b, cnt := fakeBackend(f)
 			spec := fakeSpec(uuid.NewString(), "o")
 			var inst backend.Instance
-			err := backend.Retry(context.Background(), backend.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Factor: 2}, func(ctx context.Context) error {
+			err := backend.Retry(ctx, backend.Backoff{Initial: time.Millisecond, Max: time.Millisecond, Factor: 2}, func(ctx context.Context) error {
 				var err error
 				inst, err = b.Create(ctx, spec)
 				return err
@@ -368,8 +384,12 @@ func TestFakeCreateAroundTheStart(t *testing.T) {
 					calls["DomainUndefineFlags"], tc.wantCreates, tc.wantDefines, tc.wantUndefns)
 			}
 			if tc.wantErr != "" {
-				if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("Create error = %v, want Permanent with %q", err, tc.wantErr)
+				class := cmp.Or(tc.wantClass, backend.ClassPermanent)
+				if backend.ClassOf(err) != class || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Create error = %v (%s), want %s with %q", err, backend.ClassOf(err), class, tc.wantErr)
+				}
+				if advice := backend.AdviceOf(err); !strings.Contains(advice, tc.wantAdvice) {
+					t.Errorf("advice = %q, want it to say %q", advice, tc.wantAdvice)
 				}
 				return
 			}
@@ -380,6 +400,30 @@ func TestFakeCreateAroundTheStart(t *testing.T) {
 				t.Errorf("after the create: root volume present %v, %d domains, state %s; want the volume and one running domain", ok, len(f.domains), inst.State)
 			}
 		})
+	}
+}
+
+// expiringContext reaches its deadline when the test says so, as a create's timeout ends at a step the test
+// chose instead of after a guessed duration.
+type expiringContext struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiringContext() *expiringContext {
+	return &expiringContext{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *expiringContext) expire()               { c.once.Do(func() { close(c.done) }) }
+func (c *expiringContext) Done() <-chan struct{} { return c.done }
+
+func (c *expiringContext) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 

@@ -45,6 +45,9 @@ type fakeHost struct {
 	rootsGoneAtDefine int
 	// rootsGoneAtStart do the same to the next starts, after the domain was defined.
 	rootsGoneAtStart int
+	// startsWedged leave the next started domains paused (starting up) for good, their answer lost: libvirtd
+	// 9.0 died in the middle of the start. Each state read of such a domain is notified as "WedgedState".
+	startsWedged int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
 }
@@ -183,6 +186,11 @@ func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
 		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: domain is already running")
 	}
 	f.nextID++
+	if f.startsWedged > 0 {
+		f.startsWedged--
+		d.state, d.reason, d.dom.ID = int32(libvirt.DomainPaused), int32(libvirt.DomainPausedStartingUp), f.nextID
+		return io.EOF
+	}
 	d.state, d.reason, d.dom.ID = int32(libvirt.DomainRunning), int32(libvirt.DomainRunningBooted), f.nextID
 	switch {
 	case f.startsKilledByDaemon > 0:
@@ -213,6 +221,9 @@ func (f *fakeHost) DomainGetState(dom libvirt.Domain, _ uint32) (int32, int32, e
 		delete(f.killedByDaemon, dom.Name)
 		d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffDaemon)
 		return 0, 0, io.EOF // libvirtd died: the connection with it
+	}
+	if d.state == int32(libvirt.DomainPaused) && d.reason == int32(libvirt.DomainPausedStartingUp) {
+		defer f.notify("WedgedState") // after the lock is released: the hook may cancel the caller
 	}
 	return d.state, d.reason, nil
 }
