@@ -52,7 +52,7 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 		"image": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Default proxy image on this cluster; `" + kubernetes.DefaultImage + "` (built by `make image`) when unset."},
 		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
-			MarkdownDescription: "Namespaces the orphan list reads one by one where RBAC forbids listing across the cluster."},
+			MarkdownDescription: "Namespaces the provider works in: the orphan list reads them one by one where RBAC forbids listing across the cluster, and `egress_backends` checks the credentials' permissions in each of them (across the cluster when none are listed), so that credentials bound by namespace Roles are healthy."},
 	}
 }
 

@@ -390,25 +390,56 @@ func TestReconfigureRollsOutNewRulesAndKeepsTheService(t *testing.T) {
 	}
 }
 
+// Check reviews the credentials where proxies run: in each listed namespace, or cluster-wide when the cluster
+// lists none; so credentials bound by namespace Roles are reported healthy where they are bound.
 func TestCheckNamesMissingPermissions(t *testing.T) {
 	t.Parallel()
-	b, cs := newFake(t)
-	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		create, _ := a.(k8stesting.CreateAction)
-		r, ok := create.GetObject().(*authorizationv1.SelfSubjectAccessReview)
-		if !ok {
-			return false, nil, nil
-		}
-		attr := r.Spec.ResourceAttributes
-		missing := (attr.Resource == "networkpolicies" && attr.Verb == "create") || (attr.Resource == "pods" && attr.Verb == "watch")
-		r.Status.Allowed = !missing
-		return true, r, nil
-	})
-	h := b.Check(testCtx(t))
-	if len(h) != 1 || h[0].Healthy || h[0].Reason != backend.HealthUnauthorized {
-		t.Fatalf("health %+v, want one cluster unhealthy for %s", h, backend.HealthUnauthorized)
+	tests := map[string]struct {
+		namespaces []string
+		denied     func(*authorizationv1.ResourceAttributes) bool
+		want       string // missing_permissions; healthy when empty
+	}{
+		"cluster-wide, two verbs missing": {
+			denied: func(a *authorizationv1.ResourceAttributes) bool {
+				return a.Namespace == "" && ((a.Resource == "networkpolicies" && a.Verb == "create") || (a.Resource == "pods" && a.Verb == "watch"))
+			},
+			want: "create networkpolicies.networking.k8s.io, watch pods",
+		},
+		"a Role in each listed namespace, nothing cluster-wide": {
+			namespaces: []string{"team-a", "team-b"},
+			denied:     func(a *authorizationv1.ResourceAttributes) bool { return a.Namespace == "" },
+		},
+		"a Role in one listed namespace of two": {
+			namespaces: []string{"team-a", "team-b"},
+			denied: func(a *authorizationv1.ResourceAttributes) bool {
+				return a.Namespace != "team-a" && a.Resource == "deployments" && a.Verb == "create"
+			},
+			want: "create deployments.apps in team-b",
+		},
 	}
-	if got := h[0].Details["missing_permissions"]; got != "create networkpolicies.networking.k8s.io, watch pods" {
-		t.Errorf("missing permissions %q", got)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, cs := newFakeCluster(t, ClusterConfig{Namespaces: tc.namespaces})
+			cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				create, _ := a.(k8stesting.CreateAction)
+				r, ok := create.GetObject().(*authorizationv1.SelfSubjectAccessReview)
+				if !ok {
+					return false, nil, nil
+				}
+				r.Status.Allowed = !tc.denied(r.Spec.ResourceAttributes)
+				return true, r, nil
+			})
+			h := b.Check(testCtx(t))
+			if len(h) != 1 {
+				t.Fatalf("health %+v, want one cluster", h)
+			}
+			if got := h[0].Details["missing_permissions"]; got != tc.want || h[0].Healthy != (tc.want == "") {
+				t.Errorf("healthy %v (%s), missing permissions %q; want %q", h[0].Healthy, h[0].Reason, got, tc.want)
+			}
+			if tc.want != "" && h[0].Reason != backend.HealthUnauthorized {
+				t.Errorf("reason %s, want %s", h[0].Reason, backend.HealthUnauthorized)
+			}
+		})
 	}
 }

@@ -31,7 +31,8 @@ var permissions = []permission{
 }
 
 // Check reports each configured cluster: whether its API server is ready (/readyz), its version, and whether
-// the credentials may do everything the backend needs, cluster-wide (a SelfSubjectAccessReview per verb).
+// the credentials may do everything the backend needs (a SelfSubjectAccessReview per verb) in each of the
+// cluster's listed namespaces, or cluster-wide when none are listed.
 // Missing permissions are named; they make the cluster unhealthy only for the verbs proxies cannot do without.
 func (b *Backend) Check(ctx context.Context) []backend.Health {
 	names := b.clusterNames()
@@ -62,9 +63,24 @@ func (b *Backend) checkCluster(ctx context.Context, name string) backend.Health 
 		return unhealthy(healthReason(err), classify(clusterObject(name)+" version", err))
 	}
 	h.Details["version"] = v.GitVersion
-	missing, err := missingPermissions(ctx, c, metav1.NamespaceAll)
-	if err != nil {
-		return unhealthy(healthReason(err), classify(clusterObject(name)+" SelfSubjectAccessReview", err))
+	// Credentials bound by namespace Roles can run proxies in those namespaces: where the cluster's
+	// namespaces are listed, the review asks there, and names the namespace of each verb missing.
+	namespaces := b.clusters[name].Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var missing []string
+	for _, ns := range namespaces {
+		m, err := missingPermissions(ctx, c, ns)
+		if err != nil {
+			return unhealthy(healthReason(err), classify(clusterObject(name)+" SelfSubjectAccessReview", err))
+		}
+		for _, verb := range m {
+			if ns != metav1.NamespaceAll {
+				verb += " in " + ns
+			}
+			missing = append(missing, verb)
+		}
 	}
 	if len(missing) > 0 {
 		h.Details["missing_permissions"] = strings.Join(missing, ", ")
@@ -133,6 +149,6 @@ func explainForbidden(ctx context.Context, c *client, namespace string, err erro
 	explained := *be
 	explained.Err = fmt.Errorf("%w; in namespace %s the credentials also lack: %s", be.Err, namespace, strings.Join(missing, ", "))
 	explained.Advice = fmt.Sprintf("Bind the credentials to a Role in namespace %s (or a ClusterRole) granting: %s. "+
-		"`data \"egress_backends\"` lists what they lack across the cluster.", namespace, strings.Join(missing, ", "))
+		"`data \"egress_backends\"` lists what they lack in the cluster's `namespaces` (or across the cluster when it lists none).", namespace, strings.Join(missing, ", "))
 	return &explained
 }

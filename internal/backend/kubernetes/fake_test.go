@@ -19,8 +19,14 @@ const testNS = "proxies"
 // newFake returns a backend with one cluster, "test", served by client-go's fake clientset holding objs.
 func newFake(t testing.TB, objs ...runtime.Object) (*Backend, *fake.Clientset) {
 	t.Helper()
+	return newFakeCluster(t, ClusterConfig{Namespaces: []string{testNS}}, objs...)
+}
+
+// newFakeCluster is newFake with the cluster's settings given.
+func newFakeCluster(t testing.TB, cluster ClusterConfig, objs ...runtime.Object) (*Backend, *fake.Clientset) {
+	t.Helper()
 	cs := fake.NewClientset(objs...)
-	b, err := newBackend(Config{Clusters: map[string]ClusterConfig{"test": {Namespaces: []string{testNS}}}},
+	b, err := newBackend(Config{Clusters: map[string]ClusterConfig{"test": cluster}},
 		func(string, ClusterConfig) (*client, error) {
 			return &client{cs: cs, readyz: func(context.Context) error { return nil }}, nil
 		})
