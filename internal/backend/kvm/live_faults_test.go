@@ -30,6 +30,49 @@ import (
 // host entry. Cases run side by side, each with an address of its own, in a range no other test uses.
 func faultIP(i int) string { return fmt.Sprintf("198.18.0.%d", 10+i%40) }
 
+// clearStaleFaultReservations removes the reservations in faultIP's range whose domain is gone. A run killed
+// in the middle of a table leaves some behind, and the next run's cases would meet them as another proxy's
+// and fail as Permanent: rightly, as the provider cannot tell a stale reservation from someone else's. The
+// tables call it before their cases start, when no case of theirs holds an address.
+func clearStaleFaultReservations(t *testing.T, b *Backend) {
+	t.Helper()
+	c := b.conns[liveHost]
+	inRange := func(ip string) bool {
+		for i := range 40 {
+			if faultIP(i) == ip {
+				return true
+			}
+		}
+		return false
+	}
+	err := c.do(t.Context(), func(l api) error {
+		n, err := lookupNetwork(l, c.host.Network)
+		if err != nil {
+			return err
+		}
+		hosts, err := dhcpHosts(l, n)
+		if err != nil {
+			return err
+		}
+		for _, h := range hosts {
+			if !inRange(h.IP) {
+				continue
+			}
+			if _, err := l.DomainLookupByName(h.Name); !isCode(err, libvirt.ErrNoDomain) {
+				continue // its domain exists, or it is not known whether it does
+			}
+			t.Logf("removing the stale reservation of %s for %s (%s): its domain is gone", h.IP, h.Name, h.MAC)
+			if err := unreserve(l, c.host.Network, h.Name, h.MAC); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("clearing stale reservations: %v", err)
+	}
+}
+
 // startFaultProxy puts a fault injector in front of the live daemon's socket.
 func startFaultProxy(t *testing.T) *libvirtfault.Proxy {
 	t.Helper()
@@ -236,6 +279,7 @@ func runFaultCases(t *testing.T, ft faultTable, uncut []libvirtfault.Call, took 
 
 func TestLiveCreateSurvivesACutAtEveryCall(t *testing.T) {
 	ref := liveBackend(t)
+	clearStaleFaultReservations(t, ref)
 	owner := testOwner()
 
 	clean := faultSpec(owner, 0)
@@ -282,6 +326,7 @@ func TestLiveCreateSurvivesACutAtEveryCall(t *testing.T) {
 
 func TestLiveDeleteSurvivesACutAtEveryCall(t *testing.T) {
 	ref := liveBackend(t)
+	clearStaleFaultReservations(t, ref)
 	owner := testOwner()
 	make1 := func(t *testing.T, i int) backend.ProviderID {
 		t.Helper()
