@@ -104,7 +104,11 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		}
 		return nil
 	})
-	return inst, classify(domainObject(id.Target, id.Name), err)
+	if err != nil {
+		// inst is fn's, which may still run when c.do gave up on it (see conn.do): only a nil error says it ended.
+		return backend.Instance{}, classify(domainObject(id.Target, id.Name), err)
+	}
+	return inst, nil
 }
 
 // lookupManaged finds the domain and reads its metadata. A domain of that name without the provider's

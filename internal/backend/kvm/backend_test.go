@@ -344,6 +344,8 @@ func TestFakeCreateAroundTheStart(t *testing.T) {
 		"start lost twice, once each way": {fault: func(f *fakeHost) { f.startsLostBefore, f.startsLostAfter = 1, 1 }, wantCreates: 2, wantDefines: 1},
 		"killed with the daemon once":     {fault: func(f *fakeHost) { f.startsKilledByDaemon = 1 }, wantCreates: 2, wantDefines: 1},
 		"killed with the daemon thrice":   {fault: func(f *fakeHost) { f.startsKilledByDaemon = 3 }, wantCreates: 4, wantDefines: 1},
+		// The random-cut test met it: no call saw the connection go, libvirt's reason says what happened.
+		"killed with the daemon, the loss unseen": {fault: func(f *fakeHost) { f.startsKilledQuietly = 1 }, wantCreates: 2, wantDefines: 1},
 		"killed every time": {fault: func(f *fakeHost) { f.startsKilledByDaemon = 100 }, wantCreates: 1 + maxRestarts, wantDefines: 1,
 			wantErr: "stopped right after starting (state Stopped, reason killed by libvirtd)"},
 		"stops at once": {fault: func(f *fakeHost) { f.startsStopAtOnce = 1 }, wantCreates: 1, wantDefines: 1,

@@ -96,7 +96,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	// As Get reports it (agent.go): the state Create returns is what the next plan decides from.
-	_ = c.do(ctx, func(l api) error { inst.Reconfigurable = reconfigurable(l, dom); return nil }) // best effort: false until the next read
+	// Best effort: false until the next read. Copied only when fn ended: see Get.
+	var can bool
+	if err := c.do(ctx, func(l api) error { can = reconfigurable(l, dom); return nil }); err == nil {
+		inst.Reconfigurable = can
+	}
 	return inst, nil
 }
 

@@ -40,6 +40,9 @@ type fakeHost struct {
 	// with no connection lost, as a QEMU that cannot run does.
 	startsKilledByDaemon, startsStopAtOnce int
 	killedByDaemon                         map[string]bool
+	// startsKilledQuietly are like startsKilledByDaemon with the lost connection unseen: it fell between
+	// two calls, and the next call was made on a new one.
+	startsKilledQuietly int
 	// rootsGoneAtDefine make the next domain definitions find their root volume gone, as when a delete of
 	// an attempt cut short reaches the daemon after the next attempt made the volume again.
 	rootsGoneAtDefine int
@@ -199,6 +202,9 @@ func (f *fakeHost) DomainCreate(dom libvirt.Domain) error {
 			f.killedByDaemon = map[string]bool{}
 		}
 		f.killedByDaemon[dom.Name] = true
+	case f.startsKilledQuietly > 0:
+		f.startsKilledQuietly--
+		d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffDaemon)
 	case f.startsStopAtOnce > 0:
 		f.startsStopAtOnce--
 		d.state, d.reason = int32(libvirt.DomainShutoff), int32(libvirt.DomainShutoffShutdown)

@@ -80,7 +80,10 @@ func (b *Backend) listHost(ctx context.Context, host, owner string) ([]backend.I
 		found = append(found, leftovers...)
 		return err
 	})
-	return found, classify("kvm host "+host, err)
+	if err != nil {
+		return nil, classify("kvm host "+host, err) // found is fn's, which may still run: see Get
+	}
+	return found, nil
 }
 
 // stateFromStats reads state.state and state.reason from a domain's stats record.

@@ -94,7 +94,10 @@ func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain,
 		err := backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
 			var ip string
 			err := c.do(ctx, func(l api) error { ip = guestAddress(l, dom, p); return nil })
-			return ip != "", classify("", err)
+			if err != nil {
+				return false, classify("", err) // ip is fn's, which may still run: see Get
+			}
+			return ip != "", nil
 		})
 		if err != nil {
 			return "", fmt.Errorf("waiting for the guest to take its address %s: %w", p.IP, err)

@@ -18,9 +18,10 @@ import (
 // the domain again only if it is still shut off.
 //
 // A domain found shut off after a start that libvirt confirmed is a QEMU that stopped at once, and a
-// Permanent error; unless the connection was lost in between. The connection goes when libvirtd dies, and a
-// libvirtd that comes back kills the QEMU of a start it had not finished recording (libvirt 9.0 was seen doing
-// so under random connection cuts). Such a domain is started again, at most maxRestarts times.
+// Permanent error; unless the connection was lost in between, or libvirt says the daemon killed it. The
+// connection goes when libvirtd dies, and a libvirtd that comes back kills the QEMU of a start it had not
+// finished recording (libvirt 9.0 was seen doing so under random connection cuts). Such a domain is started
+// again, at most maxRestarts times.
 func (b *Backend) start(ctx context.Context, c *conn, dom libvirt.Domain, fresh bool, inst *backend.Instance) error {
 	progress := startProgress{askFirst: !fresh}
 	return backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
@@ -104,7 +105,10 @@ func (p *startProgress) step(l api, dom libvirt.Domain) error {
 		return err
 	}
 	if off() {
-		if p.interrupted && p.restarts < maxRestarts {
+		// libvirt's own reason says the daemon killed it, which only a restarting daemon does: the lost
+		// connection that goes with it may have fallen between two attempts, where no call saw it.
+		killedByDaemon := p.state == libvirt.DomainShutoff && libvirt.DomainShutoffReason(p.reason) == libvirt.DomainShutoffDaemon
+		if (p.interrupted || killedByDaemon) && p.restarts < maxRestarts {
 			p.restarts++
 			p.started, p.interrupted = false, false
 			return nil
@@ -147,11 +151,16 @@ func shutoffReason(state libvirt.DomainState, reason int32) string {
 // waitForAddress polls the host until the proxy has an address or ctx ends.
 func (b *Backend) waitForAddress(ctx context.Context, c *conn, dom libvirt.Domain, m metadata, inst *backend.Instance) error {
 	return backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
+		found := *inst // fn may still run when c.do gave up on it: see Get
 		err := c.do(ctx, func(l api) error {
-			addressFromHost(l, dom, m, inst)
+			addressFromHost(l, dom, m, &found)
 			return nil
 		})
-		return inst.InternalAddress != "", classify("", err)
+		if err != nil {
+			return false, classify("", err)
+		}
+		*inst = found
+		return inst.InternalAddress != "", nil
 	})
 }
 
