@@ -77,12 +77,14 @@ func privateLibvirtd(t *testing.T, instance string) (uri string, restarts func()
 	if uri == "" {
 		t.Fatalf("scripts/libvirt-env.sh start (instance %s) printed no EGRESS_LIBVIRT_URI:\n%s", instance, out)
 	}
-	t.Cleanup(func() { // registered after the stop, so it runs before it
+	stateDir := "/var/lib/egress-" + instance // the script's STATE_DIR for the instance
+	// Registered after the stop, so it runs before it.
+	t.Cleanup(func() {
 		if t.Failed() {
-			reportPrivateLibvirtd(t, instance, uri)
+			reportPrivateLibvirtd(t, stateDir, uri)
 		}
 	})
-	restartLog := "/var/lib/egress-" + instance + "/daemon-restarts"
+	restartLog := stateDir + "/daemon-restarts"
 	restarts = func() []string {
 		b, err := os.ReadFile(restartLog)
 		if err != nil {
@@ -198,9 +200,8 @@ resource "egress_proxy" "p" {
 // reportPrivateLibvirtd logs what a failed test needs to tell a libvirt fault from a provider one: each
 // domain's state and reason, the end of its QEMU log, and the private daemon's own log about the domains
 // that are not running (libvirt-env.sh turns that log on for private instances).
-func reportPrivateLibvirtd(t *testing.T, instance, uri string) {
+func reportPrivateLibvirtd(t *testing.T, dir, uri string) {
 	t.Helper()
-	dir := "/var/lib/egress-" + instance
 	virsh := func(args ...string) string {
 		out, err := exec.Command("virsh", append([]string{"-c", uri}, args...)...).CombinedOutput()
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/hashicorp/terraform-plugin-log/tflogtest"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
@@ -46,27 +47,16 @@ func clearStaleFaultReservations(t *testing.T, b *Backend) {
 		return false
 	}
 	err := c.do(t.Context(), func(l api) error {
-		n, err := lookupNetwork(l, c.host.Network)
-		if err != nil {
-			return err
-		}
-		hosts, err := dhcpHosts(l, n)
-		if err != nil {
-			return err
-		}
-		for _, h := range hosts {
+		return removeHosts(l, c.host.Network, func(h libvirtxml.NetworkDHCPHost) bool {
 			if !inRange(h.IP) {
-				continue
+				return false
 			}
 			if _, err := l.DomainLookupByName(h.Name); !isCode(err, libvirt.ErrNoDomain) {
-				continue // its domain exists, or it is not known whether it does
+				return false // its domain exists, or it is not known whether it does
 			}
 			t.Logf("removing the stale reservation of %s for %s (%s): its domain is gone", h.IP, h.Name, h.MAC)
-			if err := unreserve(l, c.host.Network, h.Name, h.MAC); err != nil {
-				return err
-			}
-		}
-		return nil
+			return true
+		})
 	})
 	if err != nil {
 		t.Fatalf("clearing stale reservations: %v", err)

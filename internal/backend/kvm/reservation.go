@@ -54,6 +54,13 @@ func reserve(l api, network, name, mac, ip string) error {
 
 // unreserve removes every host entry named name or carrying mac (the MAC is empty when not known).
 func unreserve(l api, network, name, mac string) error {
+	return removeHosts(l, network, func(h libvirtxml.NetworkDHCPHost) bool {
+		return h.Name == name || (mac != "" && strings.EqualFold(h.MAC, mac))
+	})
+}
+
+// removeHosts removes the network's host entries that match; a network that does not exist has none.
+func removeHosts(l api, network string, match func(libvirtxml.NetworkDHCPHost) bool) error {
 	n, err := l.NetworkLookupByName(network)
 	if isCode(err, libvirt.ErrNoNetwork) {
 		return nil
@@ -66,7 +73,7 @@ func unreserve(l api, network, name, mac string) error {
 		return err
 	}
 	for _, h := range hosts {
-		if h.Name != name && (mac == "" || !strings.EqualFold(h.MAC, mac)) {
+		if !match(h) {
 			continue
 		}
 		entry, err := (&libvirtxml.NetworkDHCPHost{MAC: h.MAC, Name: h.Name, IP: h.IP}).Marshal()
