@@ -32,8 +32,7 @@ command -v debugfs >/dev/null || need+=(e2fsprogs)
 command -v systemd-nspawn >/dev/null || need+=(systemd-container)
 if ((${#need[@]})); then
 	log "installing ${need[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2 ||
-		{ apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2; }
+	"$(dirname "$0")/install-packages.sh" "${need[@]}"
 fi
 
 exec 9>"$tree.lock"

@@ -104,8 +104,7 @@ for tool in debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk mkfs.ext4:e
 done
 if ((${#need[@]})); then
 	log "installing ${need[*]}"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2 ||
-		{ apt-get update >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2; }
+	"$(dirname "$0")/install-packages.sh" "${need[@]}"
 fi
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/egress-image.XXXXXX")

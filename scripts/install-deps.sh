@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests run for real (squid-openssl, the Squid build the proxy image runs, for
-# the data-plane tests; xorriso/genisoimage to read back seed ISOs, openssh-server for the kvm backend's ssh
-# transport test, tcpdump for the tests that look at the bytes between client and proxy); libvirt's own packages are
-# installed by scripts/libvirt-env.sh, which must keep their daemons out of the root network namespace. Quick
-# when everything is present.
+# install-deps.sh [quickstart|test]
+#
+# The Debian packages a flow needs beyond what its environment script installs (libvirt's by
+# scripts/libvirt-env.sh, the cluster's by scripts/k8s-env.sh, the image tools by the image builds), through
+# scripts/install-packages.sh, which starts and enables no service. `quickstart` (the default) is what
+# `make quickstart` needs: curl and Python for the demo's web server. `test` adds what the tests run for real:
+# squid-openssl (the Squid build the proxy image runs) for the data-plane tests, apache2-utils for htpasswd,
+# genisoimage to read back seed ISOs, jq, openssh-server for the kvm backend's ssh transport test (its sshd is
+# started by the test on a loopback port, never as the machine's service) and tcpdump for the tests that look
+# at the bytes between client and proxy. Quick when everything is present.
 set -euo pipefail
-packages=(squid-openssl apache2-utils genisoimage curl jq openssh-server tcpdump)
-missing=()
-for p in "${packages[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" != 0 ]; then
-	echo "install-deps: need root to install ${missing[*]}" >&2
-	exit 1
-fi
-# Package scripts must not start squid or sshd as system services: tests start their own on loopback ports.
-policy=/usr/sbin/policy-rc.d made=
-if [ ! -e "$policy" ]; then
-	printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made=1
-fi
-trap '[ -n "$made" ] && rm -f "$policy"' EXIT
-DEBIAN_FRONTEND=noninteractive apt-get update -q
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+here=$(cd "$(dirname "$0")" && pwd)
+packages=(curl python3 ca-certificates)
+case "${1:-quickstart}" in
+quickstart) ;;
+test) packages+=(squid-openssl apache2-utils genisoimage jq openssh-server tcpdump) ;;
+*)
+	echo "usage: $0 [quickstart|test]" >&2
+	exit 2
+	;;
+esac
+exec "$here/install-packages.sh" "${packages[@]}"

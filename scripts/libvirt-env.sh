@@ -1,49 +1,56 @@
 #!/usr/bin/env bash
-# libvirt-env.sh start|stop|status|restart
+# libvirt-env.sh packages|start|stop|status|restart
 #
-# The local libvirt + QEMU environment the kvm backend's integration and acceptance tests run against.
-# libvirtd runs inside a network namespace of its own, so every bridge, dnsmasq and firewall rule it makes stays
-# there; the provider still reaches it through /var/run/libvirt/libvirt-sock, a filesystem object shared by all
-# namespaces. Nothing here touches the root namespace's links, routes or firewall. Every step is idempotent.
+# A private libvirt + QEMU environment, the only kind this project runs: the kvm backend's integration and
+# acceptance tests (instance "test", the default) and the quickstart (instance "quickstart") each get one.
+# An instance NAME is a libvirtd and virtlogd of its own, running in network namespace egress-NAME and in a
+# mount namespace of its own, where libvirt's run, state, config, log and cache folders (and /run/dbus, so
+# libvirt registers nothing with the machine's systemd) are folders under /var/lib/egress-NAME. Its socket is
+# /var/lib/egress-NAME/run/libvirt-sock: the provider reaches it as qemu:///system?socket=THAT (status and
+# start print the URI). Every bridge, dnsmasq and firewall rule it makes stays in its network namespace.
 #
-# EGRESS_LIBVIRT_INSTANCE=NAME starts a private daemon instead, for a test that may take its daemon down: it
-# runs in network namespace egress-NAME and in a mount namespace of its own, where libvirt's run, state,
-# config, log and cache folders are folders under /var/lib/egress-NAME, so it shares nothing with the shared
-# daemon (not a pid file, a definition or a socket). Its socket is /var/lib/egress-NAME/run/libvirt-sock
-# (status prints the URI). Like systemd's libvirtd.service (Restart=on-failure), a supervisor starts the
-# daemon again when it dies, and counts those restarts in /var/lib/egress-NAME/daemon-restarts.
-# It also does the one repair a host's administrator must do by hand after libvirtd 9.0 (Debian 12) aborts
-# in the middle of a domain's start, before QEMU ran: the domain's status file, saved with pid 0 and the
-# start job, would make the next daemon hold that job for ever, the domain paused (starting up), refusing
-# even destroy ("cannot acquire state change lock"). The supervisor removes such a status file before the
-# restart, so the domain is merely defined and shut off, and logs it in daemon-restarts. The daemon has
-# been seen aborting ("corrupted double-linked list") when a connection is cut while domains start.
+# The machine's own libvirt is never touched: nothing here writes under /etc/libvirt, /run/libvirt or
+# /var/lib/libvirt, talks to /var/run/libvirt/libvirt-sock, or stops, signals or reconfigures a daemon it did
+# not start. The packages it installs (scripts/install-packages.sh) are the daemons' binaries without Debian's
+# libvirt-daemon-system (its units, default network and config), and nothing they bring is started or
+# enabled. The users libvirt's Debian build runs QEMU and dnsmasq as exist only in the instance's own copy of
+# /etc/passwd and /etc/group. `stop` ends the processes in its network namespace (the namespace is its own)
+# and removes the namespace and the state folder, nothing else. Every step is idempotent.
+#
+# Like systemd's libvirtd.service (Restart=on-failure), a supervisor starts the daemon again when it dies,
+# and counts those restarts in /var/lib/egress-NAME/daemon-restarts. It also does the one repair a host's
+# administrator must do by hand after libvirtd 9.0 (Debian 12) aborts in the middle of a domain's start,
+# before QEMU ran: the domain's status file, saved with pid 0 and the start job, would make the next daemon
+# hold that job for ever, the domain paused (starting up), refusing even destroy ("cannot acquire state change
+# lock"). The supervisor removes such a status file before the restart, so the domain is merely defined and
+# shut off, and logs it in daemon-restarts. The daemon has been seen aborting ("corrupted double-linked
+# list") when a connection is cut while domains start.
 set -euo pipefail
 
-INSTANCE=${EGRESS_LIBVIRT_INSTANCE:-}
-if [ -n "$INSTANCE" ]; then
-	NETNS=egress-$INSTANCE
-	STATE_DIR=/var/lib/egress-$INSTANCE
-	SOCKET=$STATE_DIR/run/libvirt-sock
-	URI="qemu:///system?socket=$SOCKET"
-else
-	NETNS=${EGRESS_NETNS:-egress-test}
-	STATE_DIR=${EGRESS_LIBVIRT_STATE:-/var/lib/egress-test}
-	SOCKET=/var/run/libvirt/libvirt-sock
-	URI=qemu:///system
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+INSTANCE=${EGRESS_LIBVIRT_INSTANCE:-test}
+if [[ ! $INSTANCE =~ ^[a-z0-9][a-z0-9-]{0,20}$ ]]; then
+	echo "libvirt-env: EGRESS_LIBVIRT_INSTANCE=$INSTANCE: want lowercase letters, digits and dashes, at most 21" >&2
+	exit 2
 fi
+NETNS=egress-$INSTANCE
+STATE_DIR=/var/lib/egress-$INSTANCE
+SOCKET=$STATE_DIR/run/libvirt-sock
+URI="qemu:///system?socket=$SOCKET"
 NETWORK=${EGRESS_LIBVIRT_NETWORK:-egress-test}
 BRIDGE=${EGRESS_LIBVIRT_BRIDGE:-virbr-egress}
 POOL=${EGRESS_LIBVIRT_POOL:-egress-test}
 POOL_DIR="$STATE_DIR/pool"
 BASE_VOLUME=${EGRESS_LIBVIRT_BASE_VOLUME:-egress-base.qcow2}
-# The folders a private daemon gets of its own, as mount point=folder under STATE_DIR.
-PRIVATE_DIRS=(/run/libvirt=run /var/lib/libvirt=lib /etc/libvirt=etc /var/log/libvirt=log /var/cache/libvirt=cache)
+# The folders the daemon gets of its own, as mount point=folder under STATE_DIR.
+PRIVATE_DIRS=(/run/libvirt=run /var/lib/libvirt=lib /etc/libvirt=etc /var/log/libvirt=log /var/cache/libvirt=cache /run/dbus=dbus)
+# The users Debian's libvirt runs QEMU and dnsmasq as by default (libvirt-daemon-system creates them); the
+# instance's qemu.conf runs QEMU as root, but the QEMU driver looks its default user up when it starts.
+LIBVIRT_USERS=(libvirt-qemu libvirt-dnsmasq)
 # passt: libvirt's backend for user-mode networking with port forwards. Debian 12's libvirt 9.0 is built
 # without it (its Disable-passt-support patch), and the kvm backend then forwards with QEMU's own user network;
 # a libvirt that has it (newer Debian, backports, other distributions) uses it.
-PACKAGES=(libvirt-daemon libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt)
-DAEMONS=(libvirtd virtlogd virtlockd)
+PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt)
 
 log() { echo "libvirt-env: $*" >&2; }
 virsh_() { virsh -q -c "$URI" "$@"; }
@@ -56,27 +63,7 @@ need_root() {
 }
 
 install_packages() {
-	local missing=()
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return
-	log "installing ${missing[*]}"
-	# Package scripts would start libvirtd in the root namespace, which autostarts the default network and
-	# creates virbr0 plus firewall rules there. policy-rc.d forbids service starts for the install only.
-	local policy=/usr/sbin/policy-rc.d made_policy=
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy"
-		chmod 755 "$policy"
-		made_policy=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get update -q
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || {
-		[ -n "$made_policy" ] && rm -f "$policy"
-		exit 1
-	}
-	[ -n "$made_policy" ] && rm -f "$policy"
-	return 0
+	"$HERE/install-packages.sh" "${PACKAGES[@]}"
 }
 
 # netns_of prints the network namespace name a pid lives in, or nothing for the root namespace.
@@ -85,34 +72,34 @@ netns_of() { ip netns identify "$1" 2>/dev/null || true; }
 # daemon_pids prints the pids of one of libvirt's daemons.
 daemon_pids() { pgrep -x "$1" || true; }
 
-# kill_stray_daemons stops libvirt daemons running in the root network namespace (a package install may start
-# them); those in a namespace are ours, the shared daemon or a private one.
-kill_stray_daemons() {
-	local d pid
-	for d in "${DAEMONS[@]}"; do
-		for pid in $(daemon_pids "$d"); do
-			if [ -z "$(netns_of "$pid")" ]; then
-				log "stopping $d (pid $pid) running outside any network namespace"
-				kill "$pid" 2>/dev/null || true
-			fi
-		done
-	done
-}
-
+# configure writes the instance's own configuration folder, the one its daemons see as /etc/libvirt, and
+# its copies of /etc/passwd and /etc/group. Nothing of the machine's is copied or changed.
 configure() {
-	id libvirt-qemu >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin libvirt-qemu
-	mkdir -p /etc/libvirt
-	# Root-owned QEMU without relabelling: the pool lives in a plain folder and there is no SELinux/AppArmor
-	# profile in this environment.
-	cat >/etc/libvirt/qemu.conf <<-'EOF'
-		# Written by scripts/libvirt-env.sh for the egress provider's test environment.
+	mkdir -p "$STATE_DIR/etc/qemu/networks" "$STATE_DIR/etc/storage"
+	# Root-owned QEMU without relabelling: the pool lives in a plain folder and no SELinux/AppArmor profile
+	# confines the instance's QEMU. No cgroups either: the machine's cgroup tree keeps no folder of ours.
+	cat >"$STATE_DIR/etc/qemu.conf" <<-'EOF'
+		# Written by scripts/libvirt-env.sh for this private libvirt instance only.
 		user = "root"
 		group = "root"
 		dynamic_ownership = 0
 		security_driver = "none"
+		cgroup_controllers = [ ]
 	EOF
-	# No network may autostart: libvirtd would bring up virbr0 on start.
-	rm -f /etc/libvirt/qemu/networks/autostart/*.xml
+	# A test that takes its daemon down reads this log when it fails: the QEMU driver's and the domain
+	# jobs' debug messages say what libvirtd did with a domain between two cuts.
+	cat >"$STATE_DIR/etc/libvirtd.conf" <<-'EOF'
+		# Written by scripts/libvirt-env.sh for this private libvirt instance only.
+		log_filters="1:qemu.qemu_process 1:qemu.qemu_driver 1:qemu.qemu_domain 1:qemu.qemu_domainjob 1:hypervisor.domain_job 3:qemu.qemu_monitor 3:rpc"
+		log_outputs="1:file:/var/log/libvirt/libvirtd.log"
+	EOF
+	local u
+	cp /etc/passwd "$STATE_DIR/passwd"
+	cp /etc/group "$STATE_DIR/group"
+	for u in "${LIBVIRT_USERS[@]}"; do
+		grep -q "^$u:" "$STATE_DIR/passwd" || echo "$u:x:64055:64055:$u (egress private libvirt):/nonexistent:/usr/sbin/nologin" >>"$STATE_DIR/passwd"
+		grep -q "^$u:" "$STATE_DIR/group" || echo "$u:x:64055:" >>"$STATE_DIR/group"
+	done
 }
 
 ensure_netns() {
@@ -131,31 +118,27 @@ running_in_netns() { # $1 = daemon name
 	return 1
 }
 
-# private_daemons starts a private instance's virtlogd and its supervised libvirtd (see the header), in a new
-# mount namespace that lives as long as they do. Its configuration is the shared one's files without their
-# definitions of domains, networks and pools.
-private_daemons() {
+# start_daemons starts the instance's virtlogd and its supervised libvirtd (see the header), in a new mount
+# namespace that lives as long as they do.
+start_daemons() {
+	if running_in_netns libvirtd; then
+		wait_for_daemon
+		return
+	fi
 	local pair mounts=
 	for pair in "${PRIVATE_DIRS[@]}"; do
-		mkdir -p "${pair%%=*}" "$STATE_DIR/${pair#*=}"
-		mounts+="mount --bind $STATE_DIR/${pair#*=} ${pair%%=*}; "
+		mkdir -p "$STATE_DIR/${pair#*=}"
+		mounts+="mkdir -p ${pair%%=*} && mount --bind $STATE_DIR/${pair#*=} ${pair%%=*}; "
 	done
-	if [ ! -e "$STATE_DIR/etc/libvirtd.conf" ]; then
-		cp -a /etc/libvirt/. "$STATE_DIR/etc/"
-		find "$STATE_DIR/etc/qemu" "$STATE_DIR/etc/storage" -name '*.xml' -delete 2>/dev/null || true
-		# A test that takes its daemon down reads this log when it fails: the QEMU driver's and the domain
-		# jobs' debug messages say what libvirtd did with a domain between two cuts.
-		cat >>"$STATE_DIR/etc/libvirtd.conf" <<-'CONF'
-			log_filters="1:qemu.qemu_process 1:qemu.qemu_driver 1:qemu.qemu_domain 1:qemu.qemu_domainjob 1:hypervisor.domain_job 3:qemu.qemu_monitor 3:rpc"
-			log_outputs="1:file:/var/log/libvirt/libvirtd.log"
-		CONF
-	fi
+	mounts+="mount --bind $STATE_DIR/passwd /etc/passwd; mount --bind $STATE_DIR/group /etc/group; "
 	rm -f "$STATE_DIR/stopping"
 	touch "$STATE_DIR/daemon-restarts"
-	# setsid: the supervisor outlives this script and the test that called it, until stop.
+	# setsid: the supervisor outlives this script and the test that called it, until stop. It lives in the
+	# network namespace, so stop finds it there with everything it started.
 	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- bash -c "
 		set -u
 		$mounts
+		echo \$\$ >'$STATE_DIR/supervisor.pid'
 		virtlogd -d -p /run/libvirt/virtlogd.pid
 		while :; do
 			libvirtd -p /run/libvirt/libvirtd.pid
@@ -170,24 +153,6 @@ private_daemons() {
 			sleep 1
 		done
 	" </dev/null >>"$STATE_DIR/supervisor.log" 2>&1 &
-}
-
-start_daemons() {
-	if [ -n "$INSTANCE" ]; then
-		running_in_netns libvirtd || private_daemons
-		wait_for_daemon
-		return
-	fi
-	mkdir -p /var/run/libvirt /var/log/libvirt
-	if ! running_in_netns virtlogd; then
-		log "starting virtlogd in $NETNS"
-		ip netns exec "$NETNS" virtlogd -d
-	fi
-	if ! running_in_netns libvirtd; then
-		log "starting libvirtd in $NETNS"
-		rm -f /var/run/libvirtd.pid
-		ip netns exec "$NETNS" libvirtd -d
-	fi
 	wait_for_daemon
 }
 
@@ -260,36 +225,26 @@ print_env() {
 start() {
 	need_root
 	install_packages
-	kill_stray_daemons
-	configure
 	ensure_netns
+	mkdir -p "$STATE_DIR"
+	running_in_netns libvirtd || configure
 	start_daemons
 	ensure_network
 	ensure_pool
 	print_env
 }
 
+# stop ends everything in the instance's network namespace (libvirtd, virtlogd, the supervisor, dnsmasq and
+# every QEMU: the namespace is the instance's own, so all of it is), then removes the namespace and the state
+# folder with the domains' definitions and volumes. It never talks to a libvirt daemon.
 stop() {
 	need_root
-	# A private instance's supervisor must not start the daemon again while it is being stopped.
-	[ -n "$INSTANCE" ] && [ -d "$STATE_DIR" ] && touch "$STATE_DIR/stopping"
-	if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
-		local d
-		for d in $(virsh_ list --all --name); do
-			virsh_ destroy "$d" >/dev/null 2>&1 || true
-			virsh_ undefine "$d" --managed-save --snapshots-metadata --nvram >/dev/null 2>&1 ||
-				virsh_ undefine "$d" >/dev/null 2>&1 || true
-		done
-		virsh_ net-destroy "$NETWORK" >/dev/null 2>&1 || true
-		virsh_ net-undefine "$NETWORK" >/dev/null 2>&1 || true
-		virsh_ pool-destroy "$POOL" >/dev/null 2>&1 || true
-		virsh_ pool-undefine "$POOL" >/dev/null 2>&1 || true
-	fi
+	# The supervisor must not start the daemon again while it is being stopped.
+	[ -d "$STATE_DIR" ] && touch "$STATE_DIR/stopping"
 	if ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
 		local pid pids alive
-		# Everything in the namespace is ours: libvirtd, virtlogd, dnsmasq and any QEMU left behind. The pids
-		# are taken once: an exiting process already drops out of `ip netns pids` while it still runs, and a
-		# following start must not find it.
+		# The pids are taken once: an exiting process already drops out of `ip netns pids` while it still
+		# runs, and a following start must not find it.
 		pids=$(ip netns pids "$NETNS")
 		for pid in $pids; do kill "$pid" 2>/dev/null || true; done
 		for _ in $(seq 1 40); do
@@ -332,11 +287,11 @@ status() {
 	return $ok
 }
 
-# restart stops and starts libvirtd alone, as a package upgrade does: QEMU, dnsmasq and virtlogd keep running
-# and the new daemon takes its domains and networks back, while every client connection breaks. The daemon
-# is shared by everyone's tests, so the restart holds the lock that VM-booting tests hold
-# (EGRESS_RESTART_LOCK, /tmp/egress-vmboot.lock; EGRESS_RESTART_LOCK_HELD=1 when the caller holds it) and is quick: SIGTERM, wait for the exit, start, wait for
-# an answer.
+# restart stops libvirtd alone, as a package upgrade does, and lets the supervisor start it again: QEMU,
+# dnsmasq and virtlogd keep running and the new daemon takes its domains and networks back, while every
+# client connection breaks. It holds the lock that VM-booting tests hold (EGRESS_RESTART_LOCK,
+# /tmp/egress-vmboot.lock; EGRESS_RESTART_LOCK_HELD=1 when the caller holds it) and is quick: SIGTERM, wait
+# for the exit, wait for an answer.
 restart() {
 	need_root
 	local lock=${EGRESS_RESTART_LOCK:-/tmp/egress-vmboot.lock}
@@ -365,18 +320,21 @@ restart() {
 		sleep 0.25
 	done
 	[ -n "$alive" ] && kill -9 "${pids[@]}" 2>/dev/null
-	# A private instance's supervisor starts it again by itself.
-	if [ -n "$INSTANCE" ]; then wait_for_daemon; else start_daemons; fi
+	wait_for_daemon
 	log "libvirtd restarted"
 }
 
 case "${1:-}" in
+packages)
+	need_root
+	install_packages
+	;;
 start) start ;;
 stop) stop ;;
 status) status ;;
 restart) restart ;;
 *)
-	echo "usage: $0 start|stop|status|restart" >&2
+	echo "usage: $0 packages|start|stop|status|restart" >&2
 	exit 2
 	;;
 esac

@@ -2,15 +2,18 @@
 # The README's first command: make an egress proxy VM on a local, confined libvirt environment and show it at
 # work. `scripts/quickstart.sh destroy` removes it.
 #
-# Everything runs on this machine: libvirtd in its own network namespace (scripts/libvirt-env.sh), the proxy VM
-# on that namespace's libvirt network, and two small web servers there (allowed.test and denied.test, named on
-# the network's DNS) for the proxy to let through or refuse.
+# Everything runs on this machine: a private libvirtd of the quickstart's own (scripts/libvirt-env.sh instance
+# "quickstart": its own network and mount namespaces, folders and socket; the machine's own libvirt, if it has
+# one, is never touched), the proxy VM on that namespace's libvirt network, and two small web servers there
+# (allowed.test and denied.test, named on the network's DNS) for the proxy to let through or refuse. `destroy`
+# removes the proxy, then the private libvirtd with everything it had.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 work=$cache/quickstart
-netns=${EGRESS_LIBVIRT_NETNS:-egress-test}
-uri=qemu:///system
+export EGRESS_LIBVIRT_INSTANCE=quickstart
+netns=egress-$EGRESS_LIBVIRT_INSTANCE
+uri=qemu:///system?socket=/var/lib/egress-$EGRESS_LIBVIRT_INSTANCE/run/libvirt-sock
 gateway=198.18.0.1
 dns_entry="<host ip='$gateway'><hostname>allowed.test</hostname><hostname>denied.test</hostname></host>"
 
@@ -45,14 +48,18 @@ image=$(scripts/build-image.sh)
 
 if [[ ${1:-} == destroy ]]; then
 	say "destroying the quickstart proxy"
-	"$tofu" -chdir="$work" destroy -auto-approve -var "image_file=$image"
+	if [[ -S ${uri#*socket=} ]]; then
+		"$tofu" -chdir="$work" destroy -auto-approve -var "image_file=$image" -var "libvirt_uri=$uri"
+	fi
 	stop_upstream
-	virsh -q -c "$uri" net-update egress-test delete dns-host "$dns_entry" --live 2>/dev/null || true
+	scripts/libvirt-env.sh stop
+	# The proxy went with the private libvirtd, if the destroy could not reach it.
+	rm -f "$work"/terraform.tfstate "$work"/terraform.tfstate.backup
 	exit 0
 fi
 
 say "starting the confined libvirt environment"
-scripts/install-deps.sh
+scripts/install-deps.sh quickstart
 scripts/libvirt-env.sh start >/dev/null
 
 say "starting allowed.test and denied.test inside the namespace"
@@ -65,7 +72,8 @@ ip netns exec "$netns" python3 -m http.server 80 --bind "$gateway" --directory "
 echo $! >"$upstream_pid"
 
 say "applying examples/quickstart with OpenTofu (the VM boots under QEMU: a few minutes)"
-"$tofu" -chdir="$work" apply -auto-approve -var "image_file=$image"
+"$tofu" -chdir="$work" apply -auto-approve -var "image_file=$image" -var "libvirt_uri=$uri" \
+	-var "domain_type=${QUICKSTART_DOMAIN_TYPE:-qemu}"
 proxy=$("$tofu" -chdir="$work" output -raw proxy_url)
 proxy=${proxy#http://}
 
@@ -81,4 +89,4 @@ ip netns exec "$netns" curl -sS -i --max-time 10 -x "http://$proxy" http://allow
 say "a destination outside allowed_destinations"
 ip netns exec "$netns" curl -sS -o /dev/null -w 'HTTP %{http_code} (refused by the proxy)\n' --max-time 10 -x "http://$proxy" http://denied.test/
 
-say "done. The proxy is $proxy on the namespace's network; remove it with: make quickstart-destroy"
+say "done. The proxy is $proxy on the namespace's network; remove it and its private libvirtd with: make quickstart-destroy"

@@ -13,9 +13,18 @@ variable "image_file" {
   type        = string
 }
 
+# The quickstart's private libvirtd (scripts/libvirt-env.sh, instance "quickstart"), on a socket of its own:
+# the machine's own libvirt is left alone. On your own libvirt, "qemu:///system".
 variable "libvirt_uri" {
   type    = string
-  default = "qemu:///system"
+  default = "qemu:///system?socket=/var/lib/egress-quickstart/run/libvirt-sock"
+}
+
+# QEMU's software emulation by default: on the machines the quickstart was tried on, /dev/kvm exists but guests
+# hang under it. "kvm" where hardware virtualisation works (make quickstart QUICKSTART_DOMAIN_TYPE=kvm).
+variable "domain_type" {
+  type    = string
+  default = "qemu"
 }
 
 provider "egress" {
@@ -24,7 +33,7 @@ provider "egress" {
     hosts       = { local = { uri = var.libvirt_uri } }
     pool        = "egress-test"
     network     = "egress-test"
-    domain_type = "qemu" # kvm guests hang on some CI machines; use "auto" on your own
+    domain_type = var.domain_type
   }
 }
 

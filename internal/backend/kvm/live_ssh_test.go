@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +48,10 @@ type sshServer struct {
 	clientKey string
 	// caKey is the public key line of the CA that signed the ed25519 host key's certificate.
 	caKey string
-	log   *testutil.LockedBuffer
+	// socket is the far side's libvirtd socket: the test instance's own (scripts/libvirt-env.sh), which
+	// the ssh transport must be told of as a qemu+ssh URI copied from virsh would tell it.
+	socket string
+	log    *testutil.LockedBuffer
 }
 
 func TestLiveSSH(t *testing.T) {
@@ -303,7 +307,7 @@ func startSSHD(t *testing.T) *sshServer {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	s := &sshServer{dir: dir, clientKey: filepath.Join(dir, "client_ed25519"), log: &testutil.LockedBuffer{}}
+	s := &sshServer{dir: dir, clientKey: filepath.Join(dir, "client_ed25519"), socket: liveSocket(t), log: &testutil.LockedBuffer{}}
 	s.hostKey = sshKeygen(t, "ed25519", filepath.Join(dir, "host_ed25519"))
 	// A second host key of the type x/crypto prefers, as every stock sshd has (RSA, ECDSA and ed25519):
 	// known_hosts lists only the ed25519 one, as `ssh-keyscan -t ed25519` or a hand-written entry would.
@@ -410,7 +414,11 @@ func greets(port int) bool {
 }
 
 func (s *sshServer) uri(query string) string {
-	return fmt.Sprintf("qemu+ssh://root@127.0.0.1:%d/system%s", s.port, query)
+	params := "socket=" + url.QueryEscape(s.socket)
+	if query != "" {
+		params = strings.TrimPrefix(query, "?") + "&" + params
+	}
+	return fmt.Sprintf("qemu+ssh://root@127.0.0.1:%d/system?%s", s.port, params)
 }
 
 // knownHosts writes a known_hosts file that lists key for this server, in OpenSSH's own format for a host

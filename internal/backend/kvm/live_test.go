@@ -3,6 +3,7 @@ package kvm
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -41,6 +42,21 @@ func liveHostConfig(t testing.TB) HostConfig {
 		// kvm guests hang on this kind of machine although it advertises kvm: see DESIGN.md.
 		DomainType: DomainTypeQEMU,
 	}
+}
+
+// liveSocket is the unix socket of the test's libvirtd, the socket parameter of EGRESS_LIBVIRT_URI
+// (scripts/libvirt-env.sh runs a private instance with a socket of its own, never the machine's): the test
+// driver and the ssh transport's far side reach the same daemon through it.
+func liveSocket(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(liveHostConfig(t).URI)
+	if err != nil {
+		t.Fatalf("EGRESS_LIBVIRT_URI: %v", err)
+	}
+	if s := u.Query().Get("socket"); s != "" {
+		return s
+	}
+	return systemSocket
 }
 
 func liveBackend(t testing.TB) *Backend {

@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -10,13 +11,12 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// libvirt's test driver (test:///default), served by the same namespaced daemon, runs everything that needs
+// libvirt's test driver (test:///default), served by the same private daemon on its own socket, runs everything that needs
 // no real guest: metadata written and read by libvirt itself, states, listing among foreign domains.
 func testDriverBackend(t *testing.T) *Backend {
 	t.Helper()
-	liveHostConfig(t) // the daemon must be there
 	b, err := New(Config{Hosts: map[string]HostConfig{liveHost: {
-		URI: "test:///default", Pool: "default-pool", Network: "default", BaseVolume: "base.img", DomainType: "qemu",
+		URI: "test:///default?socket=" + url.QueryEscape(liveSocket(t)), Pool: "default-pool", Network: "default", BaseVolume: "base.img", DomainType: "qemu",
 	}}})
 	if err != nil {
 		t.Fatal(err)
