@@ -46,7 +46,7 @@ func cutSeed(t *testing.T) uint64 {
 
 // privateLibvirtd starts a libvirtd of the test's own through the environment script
 // (EGRESS_LIBVIRT_INSTANCE: its own network and mount namespaces, pool, network and blank base volume under the
-// names the shared one uses) and stops it, with everything it ran, when the test ends. It returns the daemon's
+// names every instance uses) and stops it, with everything it ran, when the test ends. It returns the daemon's
 // URI and a function that reads the supervisor's log: each time the daemon died and was started again, and
 // each wedged start it cleared.
 func privateLibvirtd(t *testing.T, instance string) (uri string, restarts func() []string) {
@@ -106,8 +106,9 @@ func privateLibvirtd(t *testing.T, instance string) (uri string, restarts func()
 // ten, over a libvirt connection that a proxy cuts after a random 0.3 to 2 seconds of life: every apply
 // succeeds, nothing is tainted, nothing leaks, and the plan after each apply is empty.
 //
-// It runs against a libvirtd of its own (privateLibvirtd), never the shared one: a run of it once took a
-// shared libvirtd (Debian 12's 9.0) down, with ten creates' streams cut at once, and every other test with it.
+// It runs against a libvirtd of its own (privateLibvirtd), not the acceptance tests' one: a run of it once took
+// a libvirtd shared with other tests (Debian 12's 9.0) down, with ten creates' streams cut at once, and every
+// other test with it.
 // That daemon is supervised as systemd supervises libvirtd.service; the test reports how often it died.
 func TestAccProxyKVM_randomConnectionCuts(t *testing.T) {
 	kvmAccPreCheck(t)

@@ -19,7 +19,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
-// vmBootLock is the lock every test that boots a VM or restarts the shared libvirtd holds (see the README).
+// vmBootLock is the lock every test that boots a VM or restarts the tests' libvirtd holds (see the README).
 const vmBootLock = "/tmp/egress-vmboot.lock"
 
 // holdVMBootLock takes the lock, waiting while another developer's test holds it, and returns its release.
@@ -48,7 +48,8 @@ func holdVMBootLock(t *testing.T, limit time.Duration) (release func()) {
 	return release
 }
 
-// restartLibvirtd restarts the shared daemon through the environment script; the caller holds the lock.
+// restartLibvirtd restarts the acceptance tests' private daemon (EGRESS_LIBVIRT_INSTANCE) through the
+// environment script; the caller holds the lock.
 func restartLibvirtd(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, "../../scripts/libvirt-env.sh", "restart")
 	cmd.Env = append(os.Environ(), "EGRESS_RESTART_LOCK_HELD=1")

@@ -33,7 +33,7 @@ func kvmAccPreCheck(t *testing.T) string {
 	testAccPreCheck(t)
 	uri := os.Getenv("EGRESS_LIBVIRT_URI")
 	if uri == "" {
-		t.Fatal("EGRESS_LIBVIRT_URI must name the test libvirtd (qemu:///system): run `scripts/libvirt-env.sh start` or `make testacc`")
+		t.Fatal("EGRESS_LIBVIRT_URI must name the test libvirtd (the URI `scripts/libvirt-env.sh start` prints): run `make test-provider`, or start the environment and `make testacc`")
 	}
 	return uri
 }

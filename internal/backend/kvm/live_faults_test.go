@@ -283,7 +283,7 @@ func TestLiveCreateSurvivesACutAtEveryCall(t *testing.T) {
 	}
 	t.Logf("an uncut Create makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, faultTable{title: "Create, cut once at call k", parallel: true}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, faultTable{title: "Create, cut once at call k", parallel: true, keep: cutsKept(t, createCutStride)}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		spec := faultSpec(owner, i)
 		cleanupProxy(t, ref, spec.Name)
 		b := backendVia(t, p)
@@ -333,7 +333,7 @@ func TestLiveDeleteSurvivesACutAtEveryCall(t *testing.T) {
 	calls, took := measure(t, startFaultProxy(t), func(b *Backend) error { return b.Delete(ctxFor(t, 2*time.Minute), id) })
 	t.Logf("an uncut Delete makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, faultTable{title: "Delete, cut once at call k", parallel: true}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, faultTable{title: "Delete, cut once at call k", parallel: true, keep: cutsKept(t, deleteCutStride)}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		id := make1(t, i)
 		b := backendVia(t, p)
 		p.Reset() // make1 went around the proxy; counting starts with the Delete
@@ -430,7 +430,7 @@ func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
 	})
 	t.Logf("an uncut Update makes %d calls: %s", len(calls), callNames(calls))
 
-	runFaultCases(t, faultTable{title: "Update, cut once at call k"}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
+	runFaultCases(t, faultTable{title: "Update, cut once at call k", keep: cutsKept(t, updateCutStride)}, calls, took, func(t *testing.T, i int, p *libvirtfault.Proxy, row *faultRow) []string {
 		b := backendVia(t, p)
 		label := fmt.Sprintf("case-%d", i)
 		start := time.Now()
@@ -454,31 +454,43 @@ func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
 	})
 }
 
-// reconfigureCutsKept chooses the calls the Reconfigure table cuts. Each case is a reconfiguration of a guest
-// under emulation, about five seconds, and a Reconfigure makes over a hundred calls: EGRESS_TEST_RECONFIGURE_CUTS=all
-// cuts every one (about half an hour); by default one call in reconfigureCutStride from an offset drawn per
-// run and printed, =N (0 <= N < stride) from offset N.
-func reconfigureCutsKept(t *testing.T) func(k int) bool {
+// cutsKept chooses the calls a cut table cuts: by default one call in stride, from an offset drawn once per run
+// and printed (the same draw for every table of the run), so that runs over time cover every call while one
+// run stays short; EGRESS_TEST_CUTS=N replays a run's choice (offset N mod stride in each table), =all cuts
+// every call of every table.
+func cutsKept(t *testing.T, stride int) func(k int) bool {
 	t.Helper()
-	v := os.Getenv("EGRESS_TEST_RECONFIGURE_CUTS")
-	if v == "all" {
-		t.Log("cutting every call (EGRESS_TEST_RECONFIGURE_CUTS=all)")
+	v := os.Getenv("EGRESS_TEST_CUTS")
+	if v == "all" || stride <= 1 {
+		t.Log("cutting every call")
 		return nil
 	}
-	offset := int(time.Now().UnixNano() % reconfigureCutStride)
+	draw := cutDraw
 	if v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n >= reconfigureCutStride {
-			t.Fatalf("EGRESS_TEST_RECONFIGURE_CUTS=%q: want all or an offset from 0 to %d", v, reconfigureCutStride-1)
+		if err != nil || n < 0 {
+			t.Fatalf("EGRESS_TEST_CUTS=%q: want all or the number a run printed", v)
 		}
-		offset = n
+		draw = n
 	}
-	t.Logf("cutting calls k with k %% %d == %d (EGRESS_TEST_RECONFIGURE_CUTS=%d replays this choice, =all cuts every call)",
-		reconfigureCutStride, offset, offset)
-	return func(k int) bool { return k%reconfigureCutStride == offset }
+	offset := draw % stride
+	t.Logf("cutting calls k with k %% %d == %d (EGRESS_TEST_CUTS=%d replays this run's choice, =all cuts every call)",
+		stride, offset, draw)
+	return func(k int) bool { return k%stride == offset }
 }
 
-const reconfigureCutStride = 5
+// cutDraw is this run's draw for cutsKept.
+var cutDraw = int(time.Now().UnixNano() % 1000)
+
+// The tables' strides. Create and Delete cases run side by side, about a minute per table when every call is
+// cut; Update's are cheap; a Reconfigure case is a reconfiguration of a guest under emulation, about five
+// seconds, and a Reconfigure makes over a hundred calls (about half an hour for every call).
+const (
+	createCutStride      = 2
+	deleteCutStride      = 2
+	updateCutStride      = 1
+	reconfigureCutStride = 5
+)
 
 // seedsOnly gives up on a volume stream that moves nothing for 15 s instead of the backend's half minute: b
 // moves nothing bigger than a seed, which takes milliseconds, and go-libvirt deadlocks on about one seed
@@ -495,7 +507,7 @@ func seedsOnly(b *Backend) *Backend {
 // calls than the uncut one did: a case whose k it never reached is shown as such and proves nothing.
 func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
 	spec := bootedSpec(t, testOwner())
-	keep := reconfigureCutsKept(t)
+	keep := cutsKept(t, reconfigureCutStride)
 	ref := seedsOnly(probeFromNamespace(liveBackend(t)))
 	upstreamPort := serveUpstreamInNetns(t)
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}

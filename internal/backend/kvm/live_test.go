@@ -32,7 +32,7 @@ func liveHostConfig(t testing.TB) HostConfig {
 	t.Helper()
 	uri := os.Getenv("EGRESS_LIBVIRT_URI")
 	if uri == "" {
-		t.Skip("EGRESS_LIBVIRT_URI is not set: run scripts/libvirt-env.sh start and set EGRESS_LIBVIRT_URI=qemu:///system")
+		t.Skip("EGRESS_LIBVIRT_URI is not set: run `make test-kvm`, or scripts/libvirt-env.sh start and set EGRESS_LIBVIRT_URI to the URI it prints")
 	}
 	return HostConfig{
 		URI:        uri,
