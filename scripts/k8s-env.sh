@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# k8s-env.sh start|stop|status
+# k8s-env.sh packages|start|stop|status
 #
 # The single-node Kubernetes cluster the kubernetes backend's acceptance tests run against: etcd, the API
 # server, controller manager, scheduler, kubelet and kube-proxy (one binary, scripts/build-k8s.sh), Debian's
 # containerd and runc, and the bridge CNI plugin, all inside a network namespace of their own and a private
 # mount namespace. Pods, their bridge, the service range and kube-proxy's iptables rules exist only there.
 # The root namespace gets nothing but one socat process listening on 127.0.0.1 that forwards to the API
-# server, through a unix socket the namespace's side listens on.
+# server, through a unix socket the namespace's side listens on, and the namespace's own mount under
+# /run/netns.
+#
+# Safe beside a containerd, kubelet or Docker the machine runs itself: ours reads its own config from $STATE,
+# and its /run (socket /run/containerd/containerd.sock, state) and /var/lib (root /var/lib/containerd, the
+# kubelet's folder) are folders of $STATE bound over them in the private mount namespace, so the machine's
+# are never read, written or signalled. The kubelet's cgroup root is a folder of its own (/$NETNS in every
+# cgroup hierarchy, not the usual /kubepods a machine's kubelet uses), and the machine-wide sysctls the
+# kubelet would set are files of $STATE bound over them (see inside). stop ends only what this script
+# started: the pids it recorded while they still run where it started them, the processes in its network
+# namespace, those in its cgroup root and those carrying its mark in their environment; never a process
+# found by name.
 #
 # Written for the tests: $STATE/kubeconfig (admin), the Squid image imported into containerd, a name server
 # and a small HTTP origin inside the namespace (every name under egress-k8s.test resolves to it from pods)
@@ -20,6 +31,12 @@ STATE=${EGRESS_K8S_STATE:-/var/tmp/egress-k8s}
 API_PORT=${EGRESS_K8S_API_PORT:-16443}
 CACHE=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 NODE=egress-node
+# The kubelet's cgroup root (cgroupfs driver): every pod's cgroups live below this folder of each cgroup
+# hierarchy, which start makes and stop empties and removes. A kubelet the machine runs keeps /kubepods.
+CGROUP_ROOT=/$NETNS
+# Set in the environment of the two processes start launches (the supervisor and the forwarder), and so
+# inherited by every daemon: stop still finds them when $STATE's pid files or the namespace are gone.
+MARK=EGRESS_K8S_ENV_INSTANCE=$NETNS
 # Addresses private to the namespace: the node's own, the pods' and the services'.
 NODE_IP=172.31.255.1
 PEER_IP=172.31.255.2
@@ -30,7 +47,13 @@ SERVICE_API_IP=10.96.0.1
 # another that is served all the same.
 ORIGIN_DOMAIN=egress-k8s.test
 PACKAGES=(containerd runc containernetworking-plugins socat iptables dnsmasq-base debootstrap jq curl openssl)
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# The sysctls the kubelet (v1.37, pkg/kubelet/cm/container_manager_linux.go setupKernelTunables) sets to these
+# values unless they have them. Each is machine-wide (not per network, mount or IPC namespace): overcommit and
+# the OOM and panic policies of the whole kernel, and the key quota of root in the initial user namespace.
+# inside binds a file holding the value over each, so the kubelet finds it set and writes nothing.
+KUBELET_SYSCTLS=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
+	kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
+sysctl_file() { echo "${1//\//.}"; } # the file of $STATE/sysctl standing in for /proc/sys/$1
 
 log() { echo "k8s-env: $(date +%T) $*" >&2; }
 
@@ -38,25 +61,10 @@ need_root() {
 	[ "$(id -u)" = 0 ] || { log "must run as root"; exit 1; }
 }
 
+# The packages' scripts would start and enable containerd as the machine's service: install-packages.sh starts
+# and enables nothing.
 install_packages() {
-	local missing=() p
-	for p in "${PACKAGES[@]}"; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	[ ${#missing[@]} -eq 0 ] && return
-	log "installing ${missing[*]}"
-	# The packages' scripts would start containerd in the root namespace: forbid service starts meanwhile.
-	local policy=/usr/sbin/policy-rc.d made=
-	if [ ! -e "$policy" ]; then
-		printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && made=1
-	fi
-	DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >&2 || {
-		[ -n "$made" ] && rm -f "$policy"
-		exit 1
-	}
-	[ -n "$made" ] && rm -f "$policy"
-	return 0
+	"$HERE/install-packages.sh" "${PACKAGES[@]}"
 }
 
 api() { # api PATH: GET from the API server as admin, through the forwarded port
@@ -74,6 +82,46 @@ node_ready() {
 # namespace, the forwarder with our port on its command line).
 in_netns() { [ "$(ip netns identify "$1" 2>/dev/null)" = "$NETNS" ]; }
 cmdline_has() { [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -qF -- "$2"; }
+netns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qxF -- "$NETNS"; }
+
+# cgroup_mounts lists where the machine's cgroup hierarchies are mounted (v1 controllers, name=systemd, the
+# v2 one): the kubelet's cgroup root is a folder in each.
+cgroup_mounts() {
+	awk '{ for (i = 7; $i != "-"; i++); if ($(i + 1) == "cgroup" || $(i + 1) == "cgroup2") print $5 }' /proc/self/mountinfo |
+		sort -u
+}
+
+# marked_pids prints the processes that carry this instance's MARK: the ones start launched and their children.
+marked_pids() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" != $$ ] && [ "${p#/proc/}" != "$BASHPID" ] &&
+			grep -qzxF -- "$MARK" "$p/environ" 2>/dev/null && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# ours_cgroup DIR: DIR is shaped like the cgroup root start made, no process of its own and no child but the
+# kubelet's kubepods. A guard against a name that happens to be one of the machine's cgroups (the names
+# are the namespace's): stop leaves any other alone.
+ours_cgroup() {
+	local c
+	[ -d "$1" ] && [ -z "$(cat "$1/cgroup.procs" 2>/dev/null)" ] || return 1
+	for c in "$1"/*/; do
+		[ "$c" = "$1/*/" ] || [ "$c" = "$1/kubepods/" ] || return 1
+	done
+}
+
+# cgroup_pids prints the processes in the kubelet's cgroup root: the pods' (their own network namespaces
+# are not ours, so `ip netns pids` misses them).
+cgroup_pids() {
+	local m
+	for m in $(cgroup_mounts); do
+		if ours_cgroup "$m$CGROUP_ROOT"; then
+			find "$m$CGROUP_ROOT" -name cgroup.procs -exec cat {} + 2>/dev/null || true
+		fi
+	done
+}
 
 running() {
 	[ -f "$STATE/supervisor.pid" ] || return 1
@@ -136,10 +184,16 @@ root = "/var/lib/containerd"
 state = "/run/containerd"
 [grpc]
   address = "/run/containerd/containerd.sock"
+# Its default, /opt/containerd, is outside what the mount namespace replaces: it would be made on the machine.
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/opt"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "docker.io/egress-proxies/pause:debian12"
   # Root here lacks CAP_SYS_RESOURCE: without this every pod sandbox fails to start.
   restrict_oom_score_adj = true
+  # On an AppArmor machine containerd would load its cri-containerd.apparmor.d profile into the kernel,
+  # where it outlives the cluster.
+  disable_apparmor = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -161,6 +215,15 @@ kind: KubeletConfiguration
 # This kind of machine runs cgroup v1 (hybrid); the kubelet refuses it unless told.
 failCgroupV1: false
 cgroupDriver: cgroupfs
+# The pods' cgroups go under $CGROUP_ROOT/kubepods in each hierarchy (start makes $CGROUP_ROOT, the kubelet
+# checks it exists), apart from a kubelet the machine runs, whose /kubepods stop never touches.
+cgroupRoot: $CGROUP_ROOT
+cgroupsPerQOS: true
+# The kubelet wants six machine-wide sysctls set its way (vm.overcommit_memory, vm.panic_on_oom, kernel.panic,
+# kernel.panic_on_oops, kernel.keys.root_maxkeys, kernel.keys.root_maxbytes); none is per network namespace.
+# inside binds files holding its values over them; with this, a value it would have to change makes it fail
+# instead of writing to the machine.
+protectKernelDefaults: true
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 address: $NODE_IP
 authentication:
@@ -185,19 +248,33 @@ mode: iptables
 clientConnection: {kubeconfig: $c/components.kubeconfig}
 hostnameOverride: $NODE
 clusterCIDR: $POD_CIDR
-# Zero leaves the host-wide conntrack table size alone.
-conntrack: {maxPerCore: 0, min: 0}
+# Zero everywhere makes kube-proxy (v1.37, pkg/proxy/conntrack/sysctls.go) write none of the conntrack
+# sysctls (it only sets those configured above zero). maxPerCore 0: nf_conntrack_max is machine-wide (read-only
+# from any other network namespace) and raising it would also rewrite nf_conntrack's hashsize module
+# parameter. The TCP timeouts default to 24h and 1h, which kube-proxy would set; they and the UDP ones and
+# tcp_be_liberal are per network namespace on recent kernels (6.18 here), on older ones they were not:
+# leaving them alone is safe either way. (route_localnet, which kube-proxy sets for localhost node ports,
+# is net.ipv4.conf.all of our namespace only.)
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, tcpBeLiberal: false,
+  udpTimeout: 0s, udpStreamTimeout: 0s}
 YAML
 	echo "egress-k8s origin" >"$STATE/origin/index.html"
-	# The values the kubelet insists on, in plain files bind-mounted over the machine-wide sysctls it would
-	# otherwise rewrite (see inside).
-	echo 1 >"$STATE/sysctl/overcommit_memory"
-	echo 10 >"$STATE/sysctl/panic"
-	echo 1 >"$STATE/sysctl/panic_on_oops"
+	# The values the kubelet insists on (v1.37 setupKernelTunables), in plain files bind-mounted over the
+	# machine-wide sysctls it would otherwise rewrite (see inside).
+	local kv
+	for kv in "${KUBELET_SYSCTLS[@]}"; do
+		echo "${kv#*=}" >"$STATE/sysctl/$(sysctl_file "${kv%%=*}")"
+	done
 }
 
 network() {
-	ip netns list | grep -qw "^$NETNS" || ip netns add "$NETNS"
+	if ! netns_exists; then
+		# The first `ip netns add` of a machine makes /run/netns a shared mount of itself, which `ip netns del`
+		# leaves: stop unmounts it again if it was not one before and holds nothing else by then.
+		mountpoint -q /run/netns 2>/dev/null || touch "$STATE/netns-run-mount"
+		[ -d /run/netns ] || touch "$STATE/netns-run-dir"
+		ip netns add "$NETNS"
+	fi
 	local nsx=(ip netns exec "$NETNS")
 	"${nsx[@]}" ip link set lo up
 	# The node's interface: a veth pair with both ends inside the namespace (this machine has no dummy
@@ -220,16 +297,27 @@ inside() {
 	# the pid the starter saw is not the one that runs.
 	echo $$ >"$STATE/supervisor.pid"
 	trap 'echo "k8s-env: supervisor failed at line $LINENO: $BASH_COMMAND" >&2' ERR
-	# The kubelet and containerd write under /var/lib, /var/log and /run, and the kubelet sets
-	# vm.overcommit_memory, kernel.panic and kernel.panic_on_oops machine-wide: all of them land on files
-	# of this environment instead.
-	mount --bind "$STATE/var-lib" /var/lib
-	mount --bind "$STATE/var-log" /var/log
-	mount --bind "$STATE/run" /run
+	# The kubelet and containerd write under /var/lib, /var/log and /run (containerd's root /var/lib/containerd,
+	# its state and socket /run/containerd, the kubelet's /var/lib/kubelet, CNI's /var/lib/cni, the pods'
+	# network namespaces in /run/netns), and the kubelet sets machine-wide sysctls: all of them land on files
+	# of this environment instead. The mounts are private to this namespace (unshare --propagation private),
+	# so a containerd or kubelet the machine runs keeps seeing its own /run and /var/lib. -n: mount would
+	# otherwise take its lock in the machine's /run/mount (our /run is not bound yet).
+	mount -n --bind "$STATE/var-lib" /var/lib
+	mount -n --bind "$STATE/var-log" /var/log
+	mount -n --bind "$STATE/run" /run
 	mkdir -p /run/netns
-	mount --bind "$STATE/sysctl/overcommit_memory" /proc/sys/vm/overcommit_memory
-	mount --bind "$STATE/sysctl/panic" /proc/sys/kernel/panic
-	mount --bind "$STATE/sysctl/panic_on_oops" /proc/sys/kernel/panic_on_oops
+	local kv f
+	for kv in "${KUBELET_SYSCTLS[@]}"; do
+		f=${kv%%=*}
+		mount -n --bind "$STATE/sysctl/$(sysctl_file "$f")" "/proc/sys/$f"
+	done
+	# Checked, not assumed: a daemon started on the machine's own paths would meet a containerd the machine runs.
+	if [ "$(stat -c %d:%i /run)" != "$(stat -c %d:%i "$STATE/run")" ] ||
+		[ "$(stat -c %d:%i /var/lib)" != "$(stat -c %d:%i "$STATE/var-lib")" ]; then
+		echo "k8s-env: /run and /var/lib are not this environment's" >&2
+		exit 1
+	fi
 
 	local bin=$CACHE/k8s c=$STATE/config l=$STATE/log p=$STATE/pids
 	mkdir -p "$p"
@@ -284,6 +372,21 @@ inside() {
 	wait
 }
 
+# cgroups makes the kubelet's cgroup root in every hierarchy: the kubelet refuses a cgroup root that is
+# missing from any of the v1 hierarchies it uses (cpu, cpuacct, cpuset, memory, pids, name=systemd), or (v2)
+# whose cgroup.controllers lacks one it uses. It makes kubepods and the pods' cgroups below, and runc the
+# containers' below those.
+cgroups() {
+	local m
+	for m in $(cgroup_mounts); do
+		if [ -e "$m$CGROUP_ROOT" ] && ! ours_cgroup "$m$CGROUP_ROOT"; then
+			log "$m$CGROUP_ROOT exists and is not an earlier cluster's: name the cluster otherwise (EGRESS_K8S_NETNS)"
+			exit 1
+		fi
+		mkdir -p "$m$CGROUP_ROOT"
+	done
+}
+
 start() {
 	need_root
 	if running && node_ready; then
@@ -292,7 +395,7 @@ start() {
 	fi
 	# Whatever an earlier cluster left (its processes gone with a restarted machine, its sockets, pid files and
 	# netns still there) goes first: containerd's stale socket alone would make the image import fail.
-	if running || [ -e "$STATE" ] || ip netns list | grep -qw "^$NETNS"; then
+	if running || [ -e "$STATE" ] || netns_exists; then
 		stop
 	fi
 	install_packages
@@ -304,11 +407,12 @@ start() {
 	pki
 	configs
 	network
+	cgroups
 	# One process holds the private mount namespace; every daemon is its child. setsid gives it a process
 	# group of its own for stop. nsenter, not `ip netns exec`: the latter mounts a fresh /sys without the
 	# cgroup hierarchies runc needs.
 	rm -f "$STATE/supervisor.pid"
-	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- "$HERE/k8s-env.sh" _inside \
+	env "$MARK" setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- "$HERE/k8s-env.sh" _inside \
 		</dev/null >"$STATE/log/supervisor.log" 2>&1 &
 	local launcher=$! i
 	for i in $(seq 100); do
@@ -323,9 +427,11 @@ start() {
 		}
 		sleep 0.1
 	done
-	setsid socat "TCP-LISTEN:$API_PORT,bind=127.0.0.1,reuseaddr,fork" "UNIX-CONNECT:$STATE/apiserver.sock" \
-		</dev/null >"$STATE/log/forward.log" 2>&1 &
-	echo $! >"$STATE/forward.pid"
+	# The one process of the root namespace. It writes its own pid, as the supervisor does (setsid may fork), and
+	# leads a process group of its own, which holds the children it forks for each connection.
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	env "$MARK" setsid bash -c 'echo $$ >"$0/forward.pid" && exec socat "TCP-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork" \
+		"UNIX-CONNECT:$0/apiserver.sock"' "$STATE" "$API_PORT" </dev/null >"$STATE/log/forward.log" 2>&1 &
 	for i in $(seq 600); do
 		node_ready && break
 		running || { log "the cluster stopped; logs in $STATE/log"; tail -n 20 "$STATE"/log/*.log >&2; exit 1; }
@@ -348,12 +454,28 @@ kill_pidfile() { # kill_pidfile FILE: ends the daemon the file names if it still
 	return 0
 }
 
+# forwarder prints the pid of the API server's forwarder if the recorded one still runs as ours: socat with
+# our port and our socket on its command line, leading its own process group (setsid).
+forwarder() {
+	[ -f "$STATE/forward.pid" ] || return 1
+	local pid
+	pid=$(cat "$STATE/forward.pid")
+	[ -n "$pid" ] && cmdline_has "$pid" "TCP-LISTEN:$API_PORT," && cmdline_has "$pid" "UNIX-CONNECT:$STATE/apiserver.sock" &&
+		[ "$(ps -o pgid= -p "$pid" | tr -d ' ')" = "$pid" ] && echo "$pid"
+}
+
 stop() {
 	need_root
+	# Only what this script started ends here: the pids it recorded, each checked to still run where it was
+	# started (kill_pidfile, forwarder, running), the processes in its network namespace, those in its cgroup
+	# root and those carrying its MARK. Never a process picked by name: a containerd, kubelet or Docker of the
+	# machine runs on.
 	# The kubelet first, so it restarts nothing; then every container the runtime runs.
 	kill_pidfile "$STATE/pids/kubelet.pid"
 	if running; then
-		local mnt=/proc/$(cat "$STATE/supervisor.pid")/ns/mnt
+		local mnt
+		mnt=/proc/$(cat "$STATE/supervisor.pid")/ns/mnt
+		# Our containerd, through our socket: the command runs in the cluster's mount namespace.
 		local ctrx=(nsenter --mount="$mnt" --net=/run/netns/"$NETNS" ctr -n k8s.io)
 		local t
 		for t in $("${ctrx[@]}" tasks ls -q 2>/dev/null); do
@@ -364,32 +486,54 @@ stop() {
 	for f in "$STATE"/pids/*.pid; do
 		[ -e "$f" ] && kill_pidfile "$f"
 	done
-	if [ -f "$STATE/forward.pid" ]; then
-		local forward
-		forward=$(cat "$STATE/forward.pid")
-		cmdline_has "$forward" "TCP-LISTEN:$API_PORT," && kill -TERM "$forward" 2>/dev/null
+	local forward
+	# Its process group: the parent and the children serving connections.
+	if forward=$(forwarder); then
+		kill -TERM -- "-$forward" 2>/dev/null || true
 	fi
 	if running; then
 		kill -TERM -- "-$(cat "$STATE/supervisor.pid")" 2>/dev/null || true
 	fi
-	# Whatever still runs in the namespace (container shims, pod processes whose pod namespace is gone).
-	local pid i
+	# Whatever still runs in the namespace (container shims, hostNetwork pods), in the cgroup root (the pods'
+	# processes, in network namespaces of their own) or with the mark (all the rest, even when the namespace
+	# or the pid files went missing).
+	local pid i left=()
 	for i in $(seq 40); do
-		local left=()
-		if ip netns list | grep -qw "^$NETNS"; then
+		left=()
+		if netns_exists; then
 			mapfile -t left < <(ip netns pids "$NETNS" 2>/dev/null)
 		fi
-		mapfile -t -O "${#left[@]}" left < <(cat /sys/fs/cgroup/*/kubepods/cgroup.procs /sys/fs/cgroup/*/kubepods/*/cgroup.procs \
-			/sys/fs/cgroup/*/kubepods/*/*/cgroup.procs /sys/fs/cgroup/*/kubepods/*/*/*/cgroup.procs 2>/dev/null || true)
+		mapfile -t -O "${#left[@]}" left < <(cgroup_pids)
+		mapfile -t -O "${#left[@]}" left < <(marked_pids)
 		[ ${#left[@]} -eq 0 ] && break
 		for pid in "${left[@]}"; do
 			kill -"$([ "$i" -gt 10 ] && echo KILL || echo TERM)" "$pid" 2>/dev/null || true
 		done
 		sleep 0.25
 	done
-	# The kubelet's pod cgroups (cgroupfs driver) in every hierarchy, deepest first.
-	find /sys/fs/cgroup -depth -type d -path '*/kubepods*' -exec rmdir {} + 2>/dev/null || true
-	ip netns list | grep -qw "^$NETNS" && ip netns del "$NETNS"
+	[ ${#left[@]} -eq 0 ] || log "still running after SIGKILL: ${left[*]}"
+	# The kubelet's and runc's cgroups: the cgroup root in every hierarchy, deepest first. Nothing else.
+	local m
+	for m in $(cgroup_mounts); do
+		[ -d "$m$CGROUP_ROOT" ] || continue
+		if ! ours_cgroup "$m$CGROUP_ROOT"; then
+			log "left $m$CGROUP_ROOT alone: not shaped like this script's"
+			continue
+		fi
+		find "$m$CGROUP_ROOT" -depth -type d -exec rmdir {} + 2>/dev/null ||
+			log "could not remove every cgroup under $m$CGROUP_ROOT"
+	done
+	if netns_exists; then
+		ip netns del "$NETNS"
+	fi
+	# /run/netns as `ip netns add` made it, if it was not there before and no one else's namespace is in it now.
+	# -n: the mount is in no utab (ip made it with mount(2)), and without it umount would make /run/mount.
+	if [ -e "$STATE/netns-run-mount" ] && mountpoint -q /run/netns && [ -z "$(ls -A /run/netns)" ]; then
+		umount -n /run/netns
+	fi
+	if [ -e "$STATE/netns-run-dir" ] && ! mountpoint -q /run/netns; then
+		rmdir /run/netns 2>/dev/null || true
+	fi
 	rm -rf "$STATE"
 	log "stopped"
 }
@@ -403,13 +547,33 @@ status() {
 	fi
 }
 
+# The names come from the environment and decide what stop removes and ends: the namespace's name is also
+# the cgroup root's (so not . or .., no slash), and $STATE is removed whole.
+case $NETNS in
+'' | .* | *[!A-Za-z0-9_.-]*)
+	log "EGRESS_K8S_NETNS must be a plain name (letters, digits, _ . -), not '$NETNS'"
+	exit 2
+	;;
+esac
+case $STATE in
+/?*/?*) ;;
+*)
+	log "EGRESS_K8S_STATE must be a folder at least two levels below / (it is removed whole), not '$STATE'"
+	exit 2
+	;;
+esac
+
 case "${1:-}" in
+packages)
+	need_root
+	install_packages
+	;;
 start) start ;;
 stop) stop ;;
 status) status ;;
 _inside) inside ;;
 *)
-	echo "usage: $0 start|stop|status" >&2
+	echo "usage: $0 packages|start|stop|status" >&2
 	exit 2
 	;;
 esac
