@@ -66,6 +66,11 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"gcp static ip without name":  {base + "  gcp = { static_egress_ip = true }", `Missing name.*Attribute gcp.static_egress_ip is true, so name must be set`},
 		"gcp static ip name too long": {base + "  name = \"" + strings.Repeat("p", 61) + "\"\n  gcp = { static_egress_ip = true }", `Invalid name.*Attribute gcp.static_egress_ip is true, so name must suit it: the static address would be named "p{61}-ip", 64 characters.*at most 60 characters`},
 		"kubernetes namespace bad":    {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
+		// A last label in hex or octal makes the name an IPv4 address to resolvers (0x7f000001 is 127.0.0.1).
+		"destination hex":            {base + "  kvm = {}\n  allowed_destinations = [\"0x7f000001\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("0x7f000001"\)\]: destination "0x7f000001" must be a host name, not an IP address: its last label "0x7f000001" is a hexadecimal number`},
+		"destination hex last label": {base + "  kvm = {}\n  allowed_destinations = [\"api.example.com\", \"1.0x7f\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("1.0x7f"\)\]: destination "1.0x7f" must be a host name, not an IP address: its last label "0x7f" is a hexadecimal number`},
+		"destination octal":          {base + "  kvm = {}\n  allowed_destinations = [\"0177.0.0.1\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("0177.0.0.1"\)\]: destination "0177.0.0.1" must be a host name, not an IP address: its last label "1" is a decimal or octal number`},
+		"destination octal number":   {base + "  kvm = {}\n  allowed_destinations = [\"017700000001\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("017700000001"\)\]:.*"017700000001" is a decimal or octal number`},
 		// Destination guards, TLS and limits.
 		"private cidr public":                {base + "  kvm = {}\n  allowed_private_cidrs = [\"8.8.8.0/24\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("8.8.8.0/24"\)\]:.*not inside a private range`},
 		"private cidr loopback":              {base + "  kvm = {}\n  allowed_private_cidrs = [\"127.0.0.0/8\"]", `Invalid allowed private CIDR.*Attribute allowed_private_cidrs\[Value\("127.0.0.0/8"\)\]`},

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,12 +28,98 @@ import (
 // namespace of its own (unshare --net), whose loopback interface carries a stand-in public address, a private
 // one and "the proxy's own" one; nothing sent there can leave it.
 const (
-	netnsEnv    = "PROXYCONF_TEST_IN_NETNS"
-	publicAddr  = "198.51.100.10" // TEST-NET-2: a public address nobody uses
+	netnsEnv = "PROXYCONF_TEST_IN_NETNS"
+	// publicAddr stands in for the internet. It is in AS112's block (192.175.48.0/24, RFC 7534), which IANA
+	// marks globally reachable, so no guard refuses it; the documentation ranges, once used here, are refused.
+	// Nothing sent to it leaves the test's network namespace.
+	publicAddr  = "192.175.48.10"
 	privateAddr = "10.1.2.3"
-	ownAddr     = "198.51.100.20"
-	ownFileAddr = "198.51.100.21" // listed in the own-addresses file, as a VM lists its interfaces
+	ownAddr     = "192.175.48.20"
+	ownFileAddr = "192.175.48.21" // listed in the own-addresses file, as a VM lists its interfaces
 )
+
+// specialRangeNames resolve into the special-purpose ranges refused whatever the settings: with the names in
+// guardRecords for loopback, link-local, unspecified and the metadata servers, at least one name for each of
+// AlwaysRefusedRanges (TestEveryRefusedRangeHasAGuardCase checks that none is missed).
+var specialRangeNames = map[string][]string{
+	"ietf-protocol.allowed.test":  {"192.0.0.170"},     // NAT64 discovery, inside 192.0.0.0/24
+	"pcp-anycast.allowed.test":    {"192.0.0.9"},       // marked globally reachable, refused with its block
+	"test-net-1.allowed.test":     {"192.0.2.10"},      // documentation
+	"6to4-relay.allowed.test":     {"192.88.99.1"},     // deprecated 6to4 relay anycast
+	"test-net-2.allowed.test":     {"198.51.100.10"},   // documentation
+	"test-net-3.allowed.test":     {"203.0.113.10"},    // documentation
+	"multicast.allowed.test":      {"224.0.0.1"},       // all hosts on the link
+	"reserved.allowed.test":       {"240.0.0.1"},       // reserved
+	"broadcast.allowed.test":      {"255.255.255.255"}, // limited broadcast, inside 240.0.0.0/4
+	"nat64.allowed.test":          {"64:ff9b::7f00:1"}, // 127.0.0.1 through a NAT64 gateway
+	"nat64-local.allowed.test":    {"64:ff9b:1::a9fe:a9fe"},
+	"discard.allowed.test":        {"100::1"},
+	"dummy-prefix.allowed.test":   {"100:0:0:1::1"},
+	"teredo.allowed.test":         {"2001::1"},        // inside 2001::/23
+	"pcp-anycast-v6.allowed.test": {"2001:1::1"},      // marked globally reachable, refused with its block
+	"doc-v6.allowed.test":         {"2001:db8::1"},    // documentation
+	"6to4.allowed.test":           {"2002:7f00:1::1"}, // 127.0.0.1's 6to4 prefix
+	"doc-v6-new.allowed.test":     {"3fff::1"},        // documentation
+	"srv6.allowed.test":           {"5f00::1"},
+	"v6-multicast.allowed.test":   {"ff02::1"}, // all nodes on the link
+}
+
+// guardRecords are the names TestDestinationGuards resolves, and their addresses.
+var guardRecords = union(specialRangeNames, map[string][]string{
+	"public.allowed.test":        {publicAddr},
+	"loopback.allowed.test":      {"127.0.0.1"},
+	"loopback2.allowed.test":     {"127.8.9.10"},
+	"metadata.allowed.test":      {"169.254.169.254"},
+	"unspecified.allowed.test":   {"0.0.0.0"},
+	"private.allowed.test":       {privateAddr},
+	"other-private.allowed.test": {"192.168.7.7"},
+	"cgnat.allowed.test":         {"100.64.1.1"},
+	"own.allowed.test":           {ownAddr},
+	"own-file.allowed.test":      {ownFileAddr},
+	"mixed-private.allowed.test": {publicAddr, privateAddr},
+	// Many addresses, one of them refused whatever the settings, in the middle.
+	"many.allowed.test": {publicAddr, "192.175.48.11", "192.175.48.12", "169.254.169.254", "192.175.48.13", privateAddr},
+	// IPv6 forms of refused IPv4 addresses, and IPv6's own loopback and metadata addresses.
+	"mapped-loopback.allowed.test":        {"::ffff:127.0.0.1"},
+	"mapped-metadata.allowed.test":        {"::ffff:169.254.169.254"},
+	"v6-loopback.allowed.test":            {"::1"},
+	"v6-linklocal.allowed.test":           {"fe80::1"},
+	"v6-metadata.allowed.test":            {"fd00:ec2::254"},
+	"v6-gce-metadata.allowed.test":        {"fd20:ce::254"},
+	"v6-unspecified.allowed.test":         {"::"},
+	"public-and-v6-loopback.allowed.test": {publicAddr, "::1"},
+	"public.other.test":                   {publicAddr},
+})
+
+// union is a copy of the maps, later ones winning.
+func union[K comparable, V any](ms ...map[K]V) map[K]V {
+	out := map[K]V{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// TestEveryRefusedRangeHasAGuardCase: each range refused whatever the settings has a name in
+// TestDestinationGuards that resolves into it, so a range added to the list is proved on the real Squid too.
+func TestEveryRefusedRangeHasAGuardCase(t *testing.T) {
+	t.Parallel()
+	for _, r := range AlwaysRefusedRanges {
+		p := netip.MustParsePrefix(r)
+		// A name with all its addresses in the range: its refusal can only come from this range.
+		found := false
+		for _, addrs := range guardRecords {
+			inside := true
+			for _, a := range addrs {
+				inside = inside && p.Contains(netip.MustParseAddr(a))
+			}
+			found = found || inside
+		}
+		if !found {
+			t.Errorf("no name in TestDestinationGuards resolves into %s: add one to specialRangeNames", r)
+		}
+	}
+}
 
 func TestDestinationGuards(t *testing.T) {
 	t.Parallel()
@@ -48,29 +135,7 @@ func TestDestinationGuards(t *testing.T) {
 
 	b := newNamespaceBackends(t)
 	hp, tp := b.port(t, b.http), b.port(t, b.tls)
-	resolver := startResolver(t, "127.0.0.1:53", map[string][]string{
-		"public.allowed.test":        {publicAddr},
-		"loopback.allowed.test":      {"127.0.0.1"},
-		"loopback2.allowed.test":     {"127.8.9.10"},
-		"metadata.allowed.test":      {"169.254.169.254"},
-		"unspecified.allowed.test":   {"0.0.0.0"},
-		"private.allowed.test":       {privateAddr},
-		"other-private.allowed.test": {"192.168.7.7"},
-		"cgnat.allowed.test":         {"100.64.1.1"},
-		"own.allowed.test":           {ownAddr},
-		"own-file.allowed.test":      {ownFileAddr},
-		"mixed-private.allowed.test": {publicAddr, privateAddr},
-		// Many addresses, one of them refused whatever the settings, in the middle.
-		"many.allowed.test": {publicAddr, "198.51.100.11", "198.51.100.12", "169.254.169.254", "198.51.100.13", privateAddr},
-		// IPv6 forms of refused IPv4 addresses, and IPv6's own loopback and metadata addresses.
-		"mapped-loopback.allowed.test":        {"::ffff:127.0.0.1"},
-		"mapped-metadata.allowed.test":        {"::ffff:169.254.169.254"},
-		"v6-loopback.allowed.test":            {"::1"},
-		"v6-linklocal.allowed.test":           {"fe80::1"},
-		"v6-metadata.allowed.test":            {"fd00:ec2::254"},
-		"public-and-v6-loopback.allowed.test": {publicAddr, "::1"},
-		"public.other.test":                   {publicAddr},
-	})
+	resolver := startResolver(t, "127.0.0.1:53", guardRecords)
 
 	base := Settings{
 		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
@@ -82,6 +147,10 @@ func TestDestinationGuards(t *testing.T) {
 	listed.AllowedPrivateCIDRs = []string{"10.1.2.0/24", "fd00::/8"}
 
 	refused, passes := 403, 200
+	specialRefused := map[string]int{}
+	for name := range specialRangeNames {
+		specialRefused[name] = refused
+	}
 	tests := map[string]struct {
 		settings Settings
 		// want is the status for each name, over HTTP and CONNECT alike.
@@ -89,7 +158,7 @@ func TestDestinationGuards(t *testing.T) {
 	}{
 		"no private range listed": {
 			settings: base,
-			want: map[string]int{
+			want: union(specialRefused, map[string]int{
 				"public.allowed.test": passes, "loopback.allowed.test": refused, "loopback2.allowed.test": refused,
 				"metadata.allowed.test": refused, "unspecified.allowed.test": refused, "private.allowed.test": refused,
 				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "own.allowed.test": refused,
@@ -97,8 +166,9 @@ func TestDestinationGuards(t *testing.T) {
 				"mixed-private.allowed.test": refused, "many.allowed.test": refused,
 				"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
 				"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
+				"v6-gce-metadata.allowed.test": refused, "v6-unspecified.allowed.test": refused,
 				"public-and-v6-loopback.allowed.test": refused,
-			},
+			}),
 		},
 		"private range listed": {
 			settings: listed,
@@ -108,6 +178,8 @@ func TestDestinationGuards(t *testing.T) {
 				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "loopback.allowed.test": refused,
 				"metadata.allowed.test": refused, "own.allowed.test": refused, "own-file.allowed.test": refused, "many.allowed.test": refused,
 				"v6-metadata.allowed.test": refused, "mapped-loopback.allowed.test": refused,
+				// Nor any special-purpose range.
+				"nat64.allowed.test": refused, "test-net-1.allowed.test": refused, "doc-v6.allowed.test": refused,
 			},
 		},
 	}

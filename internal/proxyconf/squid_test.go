@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -148,6 +149,7 @@ type runningSquid struct {
 	proxy, health string // host:port
 	dir           string
 	output        *testutil.LockedBuffer // stdout and stderr
+	exited        <-chan struct{}        // closed when the process has exited
 }
 
 var serviceCount atomic.Int64
@@ -182,7 +184,7 @@ func startSquidCmd(t *testing.T, cmd *exec.Cmd, proxy, health, dir string) *runn
 	// Killing squid closes its helpers' stdin, and they exit with it. A squid that exited already cannot be
 	// killed: waiting for exited is what counts.
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	sq := &runningSquid{proxy: proxy, health: health, dir: dir, output: out}
+	sq := &runningSquid{proxy: proxy, health: health, dir: dir, output: out, exited: exited}
 	deadline := time.Now().Add(30 * time.Second)
 	for _, addr := range []string{proxy, health} {
 		for {
@@ -215,6 +217,13 @@ func startSquid(t *testing.T, s Settings, hosts []string) *runningSquid {
 // startSquidWith runs Squid on s rendered with opts, whose files are in dir, on a free port of 127.0.0.1.
 func startSquidWith(t *testing.T, s Settings, opts RenderOptions, dir string) *runningSquid {
 	t.Helper()
+	return startSquidUnder(t, nil, s, opts, dir)
+}
+
+// startSquidUnder is startSquidWith with Squid started by the command line wrapper, such as nice, which must
+// exec Squid in its own process so that killing it kills Squid.
+func startSquidUnder(t *testing.T, wrapper []string, s Settings, opts RenderOptions, dir string) *runningSquid {
+	t.Helper()
 	bin := squidPath(t)
 	s.Port = freePort(t)
 	conf, err := RenderSquidConf(s, opts)
@@ -234,7 +243,8 @@ func startSquidWith(t *testing.T, s Settings, opts RenderOptions, dir string) *r
 		writeSecretFile(t, opts.TLSCertPath, []byte(s.TLS.CertificatePEM))
 		writeSecretFile(t, opts.TLSKeyPath, []byte(s.TLS.PrivateKeyPEM))
 	}
-	cmd := exec.Command(bin, "-N", "-n", serviceName(t), "-f", confPath)
+	args := append(slices.Clone(wrapper), bin, "-N", "-n", serviceName(t), "-f", confPath)
+	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the test's own Squid
 	return startSquidCmd(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
 }
 
@@ -261,6 +271,7 @@ type proxyClient struct {
 	proxy       string
 	from        string // source IP, on 127.0.0.0/8
 	user, pass  string
+	timeout     time.Duration // for the whole exchange; 15 s when zero
 	tlsRoots    *x509.CertPool
 	tlsHostname string // the name in the TLS server's certificate
 }
@@ -278,7 +289,11 @@ func (c proxyClient) dial() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return conn, conn.SetDeadline(time.Now().Add(15 * time.Second))
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = 15 * time.Second
+	}
+	return conn, conn.SetDeadline(time.Now().Add(timeout))
 }
 
 func (c proxyClient) authHeader() string {
@@ -291,15 +306,24 @@ func (c proxyClient) authHeader() string {
 // get sends a plain forward-proxy request for url (absolute form) or path (origin form, as a health check).
 func (c proxyClient) get(t *testing.T, target, host string) result {
 	t.Helper()
-	conn, err := c.dial()
+	r, err := c.tryGet(target, host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conn.Close() }() // by then the exchange is over (or the test failed): nothing is left to send
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, host, c.authHeader()); err != nil {
-		t.Fatalf("sending GET %s: %v", target, err)
+	return r
+}
+
+// tryGet is get for goroutines other than the test's, which must not call t.Fatal.
+func (c proxyClient) tryGet(target, host string) (result, error) {
+	conn, err := c.dial()
+	if err != nil {
+		return result{}, err
 	}
-	return readResult(t, bufio.NewReader(conn))
+	defer func() { _ = conn.Close() }() // by then the exchange is over (or failed): nothing is left to send
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n", target, host, c.authHeader()); err != nil {
+		return result{}, fmt.Errorf("sending GET %s: %w", target, err)
+	}
+	return tryReadResult(bufio.NewReader(conn))
 }
 
 // connect opens a CONNECT tunnel to hostport and, when it is established, fetches / over TLS through it.
@@ -335,11 +359,19 @@ func (c proxyClient) connect(t *testing.T, hostport string) result {
 
 func readResult(t *testing.T, br *bufio.Reader) result {
 	t.Helper()
+	r, err := tryReadResult(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tryReadResult(br *bufio.Reader) (result, error) {
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
-		t.Fatalf("reading response: %v", err)
+		return result{}, fmt.Errorf("reading response: %w", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close() // read to the end already: closing frees nothing the test needs
-	return result{status: resp.StatusCode, body: string(body)}
+	return result{status: resp.StatusCode, body: string(body)}, nil
 }

@@ -37,6 +37,23 @@ const (
 	HealthPath        = "/squid-internal-static/icons/SN.png"
 )
 
+// The basic auth helpers. Each check is a bcrypt comparison, tens of milliseconds of CPU, and when every helper
+// is busy Squid queues the request. Once the queue has stayed longer than queue-size for 3 minutes, Squid by
+// default exits ("FATAL: Too many queued basicauthenticator requests"), so one client sending wrong passwords
+// faster than the helpers check them would take the proxy down for everyone. on-persistent-overload=ERR
+// answers the requests that arrive while that lasts as failed logins (407) instead; the queued ones are still
+// checked. (Squid 5.7 reads the action case-sensitively: "err" is a fatal configuration error.)
+//
+// authHelpers: bcrypt is CPU-bound, so helpers beyond the machine's vCPUs (1 or 2 by default) only share them;
+// 8 covers larger machines at about a megabyte each. Two start with Squid, and one is kept idle, so the first
+// login after a quiet spell does not wait for a fork. authHelperQueue, four times the helpers (Squid's
+// default is twice), absorbs a burst: a login queued behind a full queue waits about 32 checks, a few
+// seconds on one vCPU, rather than being refused.
+const (
+	authHelpers     = 8
+	authHelperQueue = 32
+)
+
 // VisibleHostname is the name Squid puts in error pages and internal URLs instead of the machine's own name.
 // The reserved .invalid domain never resolves, so a request naming it can only be served by Squid itself.
 const VisibleHostname = "egress-proxy.invalid"
@@ -194,7 +211,8 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 		// about the allow-list.
 		w.comment("Proxy basic authentication against an htpasswd file of bcrypt hashes.")
 		w.line("auth_param", "basic", "program", opts.AuthHelperPath, opts.HtpasswdPath)
-		w.line("auth_param", "basic", "children", "5", "startup=1", "idle=1")
+		w.line("auth_param", "basic", "children", strconv.Itoa(authHelpers), "startup=2", "idle=1",
+			"queue-size="+strconv.Itoa(authHelperQueue), "on-persistent-overload=ERR")
 		w.line("auth_param", "basic", "realm", "egress-proxy")
 		// Without this Squid lowercases the name and a user "Alice" never matches the file.
 		w.line("auth_param", "basic", "casesensitive", "on")

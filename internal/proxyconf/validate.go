@@ -30,10 +30,16 @@ func ValidateDestination(d string) error {
 	if len(strings.TrimPrefix(d, ".")) > 253 || !destinationRE.MatchString(d) {
 		return fmt.Errorf("destination %q must be a host name such as api.example.com, or .example.com for the domain and all its subdomains (letters, digits, hyphens and dots only)", d)
 	}
-	// No top-level domain is numeric. Refusing one keeps IP literals out: "10.0.0.1" would otherwise pass as a
-	// name, and ".0.1" would match a range of addresses nobody meant to allow.
-	if tld := d[strings.LastIndexByte(d, '.')+1:]; strings.Trim(tld, "0123456789") == "" {
-		return fmt.Errorf("destination %q must be a host name, not an IP address (its last label is numeric)", d)
+	// No top-level domain is a number. A name whose last label is one is an IPv4 address to inet_aton(3),
+	// which getaddrinfo(3) uses for numeric hosts, and to browsers and URL parsers (the WHATWG URL standard's
+	// "ends in a number" check), in any spelling: "2130706433", octal "0177.0.0.1", hex "0x7f000001" and
+	// mixes such as "127.0x1" all name 127.0.0.1. Refusing them keeps IP literals out of the allow-list, and
+	// ".0.1" from matching a range of addresses nobody meant to allow.
+	switch tld := d[strings.LastIndexByte(d, '.')+1:]; {
+	case strings.Trim(tld, "0123456789") == "":
+		return fmt.Errorf("destination %q must be a host name, not an IP address: its last label %q is a decimal or octal number, so the name is read as an IPv4 address", d, tld)
+	case strings.HasPrefix(tld, "0x") && strings.Trim(tld[2:], "0123456789abcdef") == "":
+		return fmt.Errorf("destination %q must be a host name, not an IP address: its last label %q is a hexadecimal number, so the name is read as an IPv4 address", d, tld)
 	}
 	return nil
 }

@@ -23,11 +23,17 @@ func TestValidators(t *testing.T) {
 	}{
 		"destination": {
 			validate: ValidateDestination,
-			valid:    []string{"example.com", ".example.com", "a-b.c0", "localhost", "xn--bcher-kva.example", "1.example.com", long + ".io"},
+			valid: []string{
+				"example.com", ".example.com", "a-b.c0", "localhost", "xn--bcher-kva.example", "1.example.com", long + ".io",
+				// Hex-looking labels that are not the last, or not hex numbers: names, not addresses.
+				"0x7f.example.com", "0x7f000001.example", "a.0xg", "a.0x7fz", "a.x7f", "a.00x1",
+			},
 			invalid: []string{
 				"", ".", "..a", "a..b", "a.", ".a.", "-a.com", "a-.com", "A.com", "a_b.com", "*.example.com", "a.com:443",
 				"a.com/path", "a com", "a.com\n", "a.com#", "a.com\"", "a\\.com", "a.com;", "1.2.3.4", ".0.1", "10", "::1", "[::1]",
 				long + "a.io", strings.Repeat(long+".", 4) + "io", "é.com", "a.com\x00",
+				// A last label in hex or octal: resolvers and browsers read the name as an IPv4 address.
+				"0x7f000001", "1.0x7f", "127.0x1", "0177.0.0.1", "017700000001", "a.0x", "a.0xff", ".0x7f", "www.example.0x1f",
 			},
 		},
 		"client CIDR": {
@@ -65,6 +71,37 @@ func TestValidators(t *testing.T) {
 			for _, v := range tc.invalid {
 				if tc.validate(v) == nil {
 					t.Errorf("%q: valid, want an error", v)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateDestinationNumericLastLabel: a name whose last label is a number is refused with a message that
+// says which kind of number and why it matters.
+func TestValidateDestinationNumericLastLabel(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ dest, want string }{
+		"hex, one label":       {"0x7f000001", `its last label "0x7f000001" is a hexadecimal number`},
+		"hex last label":       {"1.0x7f", `its last label "0x7f" is a hexadecimal number`},
+		"hex, no digits":       {"a.0x", `its last label "0x" is a hexadecimal number`},
+		"hex suffix domain":    {".example.0x1f", `its last label "0x1f" is a hexadecimal number`},
+		"octal dotted":         {"0177.0.0.1", `its last label "1" is a decimal or octal number`},
+		"octal, one label":     {"017700000001", `its last label "017700000001" is a decimal or octal number`},
+		"decimal, one label":   {"2130706433", `its last label "2130706433" is a decimal or octal number`},
+		"decimal dotted quad":  {"10.0.0.1", `its last label "1" is a decimal or octal number`},
+		"decimal suffix range": {".0.1", `its last label "1" is a decimal or octal number`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := ValidateDestination(tc.dest)
+			if err == nil {
+				t.Fatalf("%q: valid, want an error", tc.dest)
+			}
+			for _, want := range []string{"must be a host name, not an IP address", tc.want, "read as an IPv4 address"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%q: %v\nwant it to say %q", tc.dest, err, want)
 				}
 			}
 		})
@@ -215,7 +252,14 @@ func TestRefusedDestinations(t *testing.T) {
 	}{
 		"nothing allowed": {
 			want: []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"},
-			kept: []string{"10.1.2.3", "192.168.1.1", "fd00::1", "fd00:ec2::254"},
+			kept: []string{
+				"10.1.2.3", "192.168.1.1", "fd00::1", "fd00:ec2::254",
+				// Special-purpose ranges, including the anycast rows marked globally reachable inside a refused
+				// block, multicast, and IPv4 addresses embedded in NAT64 and 6to4.
+				"192.0.0.9", "192.0.2.1", "192.88.99.1", "198.51.100.1", "203.0.113.7", "224.0.0.1", "239.255.255.250",
+				"240.0.0.1", "255.255.255.255", "64:ff9b::7f00:1", "64:ff9b:1::1", "100::1", "100:0:0:1::1", "2001::1",
+				"2001:1::1", "2001:db8::1", "2002:a9fe:a9fe::1", "3fff::1", "5f00::1", "ff02::1", "ff0e::1",
+			},
 		},
 		"a whole private range": {
 			allowed: []string{"192.168.0.0/16", "fc00::/7"},
@@ -230,9 +274,9 @@ func TestRefusedDestinations(t *testing.T) {
 		},
 		"own addresses, one inside an allowed range": {
 			allowed: []string{"10.0.0.0/8"},
-			own:     []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("::ffff:203.0.113.7"), netip.MustParseAddr("2001:db8::7"), {}, netip.IPv4Unspecified()},
-			lifted:  []string{"10.0.0.4", "10.0.0.6"},
-			kept:    []string{"10.0.0.5", "203.0.113.7", "2001:db8::7"},
+			own:     []netip.Addr{netip.MustParseAddr("10.0.0.5"), netip.MustParseAddr("::ffff:192.175.48.7"), netip.MustParseAddr("2620:4f:8000::7"), {}, netip.IPv4Unspecified()},
+			lifted:  []string{"10.0.0.4", "10.0.0.6", "192.175.48.8", "2620:4f:8000::8"},
+			kept:    []string{"10.0.0.5", "192.175.48.7", "2620:4f:8000::7"},
 		},
 	}
 	for name, tc := range tests {
@@ -272,7 +316,9 @@ func TestRefusedDestinations(t *testing.T) {
 					t.Errorf("%s is not refused by %q", a, got)
 				}
 			}
-			for _, a := range append(tc.lifted, "8.8.8.8", "2001:4860::8888", "198.51.100.1") {
+			// Public addresses, special-purpose ones the registry marks globally reachable (AS112), and the
+			// benchmarking range the project's test networks use (see AlwaysRefusedRanges).
+			for _, a := range append(tc.lifted, "8.8.8.8", "2001:4860::8888", "192.175.48.1", "192.31.196.1", "2620:4f:8000::1", "198.18.0.1") {
 				if refused(a) {
 					t.Errorf("%s is refused by %q", a, got)
 				}
