@@ -136,6 +136,11 @@ type GCPPlacement struct {
 	EgressAddressName string
 	// WaitForProxy makes Create wait (within its ctx) until the guest reports the proxy configured.
 	WaitForProxy bool
+	// DisableShieldedVM, AllowProjectSSHKeys and DisableOSLogin opt out of the hardening every VM gets by
+	// default, so that the zero value is the hardened VM (see the gcp package).
+	DisableShieldedVM   bool
+	AllowProjectSSHKeys bool
+	DisableOSLogin      bool
 }
 
 // KubernetesPlacement holds the settings of a proxy on a Kubernetes cluster. Zero values take the backend's

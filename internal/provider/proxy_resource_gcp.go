@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
@@ -36,6 +37,10 @@ type gcpPlacementModel struct {
 	StaticEgressIP    types.Bool   `tfsdk:"static_egress_ip"`
 	EgressAddressName types.String `tfsdk:"egress_address_name"`
 	WaitForProxy      types.Bool   `tfsdk:"wait_for_proxy"`
+	// The VM hardening, on unless opted out (gcp.DefaultShieldedVM and friends).
+	ShieldedVM          types.Bool `tfsdk:"shielded_vm"`
+	OSLogin             types.Bool `tfsdk:"os_login"`
+	AllowProjectSSHKeys types.Bool `tfsdk:"allow_project_ssh_keys"`
 }
 
 func gcpPlacementSchema() schema.SingleNestedAttribute {
@@ -54,8 +59,10 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"machine_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultMachineType),
 				MarkdownDescription: "Machine type. Defaults to `" + gcp.DefaultMachineType + "`.", Validators: []validator.String{attribute_validator.Name()}},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultImage),
-				MarkdownDescription: "Boot image or image family; defaults to `" + gcp.DefaultImage + "`. Stock Debian and Ubuntu images run the startup script; cloud-init images read `user-data` as well.",
-				Validators:          []validator.String{attribute_validator.NotEmpty()}},
+				MarkdownDescription: "Boot image or image family; defaults to `" + gcp.DefaultImage + "`. " +
+					"Stock Debian and Ubuntu images run the startup script; an image with cloud-init but not the guest environment " +
+					"runs it from `user-data`. An image without UEFI support needs `shielded_vm = false`.",
+				Validators: []validator.String{attribute_validator.NotEmpty()}},
 			"network": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "VPC network, as `global/networks/NAME` or a full URL; `" + gcp.DefaultNetwork + "` when neither this nor `subnetwork` is set.",
 				Validators:          []validator.String{attribute_validator.NotEmpty()}},
@@ -86,6 +93,19 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 				Validators:          []validator.String{attribute_validator.Name(), stringvalidator.ConflictsWith(gcpPath.AtName("static_egress_ip"))}},
 			"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Wait, within the create timeout, until the VM reports (guest attribute `egress/applied`) that Squid runs its config."},
+			"shielded_vm": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultShieldedVM),
+				MarkdownDescription: fmt.Sprintf("Shielded VM: secure boot, virtual TPM and integrity monitoring. Defaults to `%t`. "+
+					"Set `false` for an image that does not support it (one without UEFI); the project's defaults then apply.", gcp.DefaultShieldedVM)},
+			"os_login": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultOSLogin),
+				MarkdownDescription: fmt.Sprintf("Set the metadata `%s=TRUE`: SSH access to the VM is granted through IAM (OS Login), "+
+					"never by keys in metadata. Defaults to `%t`. With `false` the provider sets nothing and the project's metadata decides.",
+					gcp.MetadataEnableOSLogin, gcp.DefaultOSLogin)},
+			"allow_project_ssh_keys": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultAllowProjectSSHKeys),
+				MarkdownDescription: fmt.Sprintf("Let SSH keys in the project's metadata reach the VM. Defaults to `%t`, which sets the metadata "+
+					"`%s=TRUE`; with `true` the provider sets nothing and the project's metadata decides. Needs `os_login = false`: "+
+					"with OS Login, keys in metadata are ignored.", gcp.DefaultAllowProjectSSHKeys, gcp.MetadataBlockProjectSSHKeys),
+				Validators: []validator.Bool{trueRequiresFalse(gcpPath.AtName("os_login"), gcp.DefaultOSLogin,
+					"with OS Login, Compute Engine ignores SSH keys in metadata, so project keys would still not reach the VM")}},
 		},
 	}
 }
@@ -97,6 +117,9 @@ func (g *gcpPlacementModel) placement() backend.Placement {
 		Subnetwork: g.Subnetwork.ValueString(), ServiceAccount: g.ServiceAccount.ValueString(),
 		Preemptible: g.Preemptible.ValueBool(), Spot: g.Spot.ValueBool(), StaticEgressIP: g.StaticEgressIP.ValueBool(),
 		EgressAddressName: g.EgressAddressName.ValueString(), WaitForProxy: g.WaitForProxy.ValueBool(),
+		DisableShieldedVM:   !boolOr(g.ShieldedVM, gcp.DefaultShieldedVM),
+		DisableOSLogin:      !boolOr(g.OSLogin, gcp.DefaultOSLogin),
+		AllowProjectSSHKeys: boolOr(g.AllowProjectSSHKeys, gcp.DefaultAllowProjectSSHKeys),
 	}
 	_ = g.NetworkTags.ElementsAs(context.Background(), &p.NetworkTags, false)
 	_ = g.Scopes.ElementsAs(context.Background(), &p.Scopes, false)
@@ -139,16 +162,78 @@ func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
 		ServiceAccount: optionalString(g.ServiceAccount), Scopes: scopes,
 		Preemptible: types.BoolValue(g.Preemptible), Spot: types.BoolValue(g.Spot), StaticEgressIP: types.BoolValue(g.StaticEgressIP),
 		EgressAddressName: optionalString(g.EgressAddressName), WaitForProxy: types.BoolValue(g.WaitForProxy),
+		ShieldedVM: types.BoolValue(!g.DisableShieldedVM), OSLogin: types.BoolValue(!g.DisableOSLogin),
+		AllowProjectSSHKeys: types.BoolValue(g.AllowProjectSSHKeys),
 	}
 }
 
-// setResolved records the project and zone the backend chose where the configuration left them unset.
-func (g *gcpPlacementModel) setResolved(id backend.ProviderID) {
+// setResolved records the project and zone the backend chose where the configuration left them unset, and
+// the hardening the VM has where the state has none: a state written before these attributes existed then
+// shows what the VM is, and a plan that wants otherwise says so (and replaces it) instead of guessing.
+func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
+	id := inst.ID
 	if g.Project.IsUnknown() || g.Project.IsNull() {
 		g.Project = types.StringValue(id.Target)
 	}
 	if g.Zone.IsUnknown() || g.Zone.IsNull() {
 		g.Zone = types.StringValue(id.Scope)
+	}
+	read := inst.Placement.GCP
+	if read == nil {
+		return
+	}
+	fill := func(v *types.Bool, actual bool) {
+		if v.IsNull() || v.IsUnknown() {
+			*v = types.BoolValue(actual)
+		}
+	}
+	fill(&g.ShieldedVM, !read.DisableShieldedVM)
+	fill(&g.OSLogin, !read.DisableOSLogin)
+	fill(&g.AllowProjectSSHKeys, read.AllowProjectSSHKeys)
+}
+
+// boolOr is v's value, or def where v is null or unknown.
+func boolOr(v types.Bool, def bool) bool {
+	if v.IsNull() || v.IsUnknown() {
+		return def
+	}
+	return v.ValueBool()
+}
+
+// trueRequiresFalse refuses true while the boolean at other is (or defaults to, otherDefault) true too; why
+// says what the combination would fail to do.
+func trueRequiresFalse(other path.Expression, otherDefault bool, why string) validator.Bool {
+	return trueRequiresFalseValidator{other: other, otherDefault: otherDefault, why: why}
+}
+
+type trueRequiresFalseValidator struct {
+	other        path.Expression
+	otherDefault bool
+	why          string
+}
+
+func (v trueRequiresFalseValidator) Description(context.Context) string {
+	return fmt.Sprintf("true only with %s = false: %s", v.other, v.why)
+}
+
+func (v trueRequiresFalseValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v trueRequiresFalseValidator) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !req.ConfigValue.ValueBool() {
+		return
+	}
+	paths, diags := req.Config.PathMatches(ctx, req.PathExpression.Merge(v.other))
+	resp.Diagnostics.Append(diags...)
+	for _, p := range paths {
+		var other types.Bool
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &other)...)
+		if other.IsUnknown() || !boolOr(other, v.otherDefault) {
+			continue
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "Conflicting "+req.Path.String(),
+			fmt.Sprintf("Attribute %s is true, so %s must be set to false: %s.", req.Path, p, v.why))
 	}
 }
 

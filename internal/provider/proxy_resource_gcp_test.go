@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -464,4 +465,104 @@ type planCheckFunc func(context.Context, plancheck.CheckPlanRequest, *plancheck.
 
 func (f planCheckFunc) CheckPlan(ctx context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
 	resp.Error = f(ctx, req, resp)
+}
+
+// Every VM is a Shielded VM with OS Login on and project SSH keys blocked, which the state shows; opting out
+// of all three replaces the VM with one whose insert carries none of them. A configuration asking for
+// project SSH keys while OS Login stays on is refused at plan time.
+func TestAccProxyGCP_hardeningDefaultsAndOptOuts(t *testing.T) {
+	fake := gcpFake(t)
+	proxy := func(gcpBody string) string {
+		return fmt.Sprintf(`  gcp                  = { %s }
+  allowed_client_cidrs = ["10.0.0.0/8"]`, gcpBody)
+	}
+	hardening := func(shielded, osLogin, projectKeys bool) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			rs := s.RootModule().Resources["egress_proxy.test"].Primary
+			in := fake.Instance(gcpTestProject, "us-central1-a", rs.Attributes["name"])
+			if in == nil {
+				return fmt.Errorf("no instance %s", rs.Attributes["name"])
+			}
+			sc := in.GetShieldedInstanceConfig()
+			if got := sc.GetEnableSecureBoot() && sc.GetEnableVtpm() && sc.GetEnableIntegrityMonitoring(); got != shielded || (!shielded && sc != nil) {
+				return fmt.Errorf("shieldedInstanceConfig %v, want shielded %v", sc, shielded)
+			}
+			md := map[string]string{}
+			for _, it := range in.GetMetadata().GetItems() {
+				md[it.GetKey()] = it.GetValue()
+			}
+			for key, want := range map[string]bool{gcp.MetadataEnableOSLogin: osLogin, gcp.MetadataBlockProjectSSHKeys: !projectKeys} {
+				if v, set := md[key]; (want && v != "TRUE") || (!want && set) {
+					return fmt.Errorf("metadata %s = %q (set %v), want TRUE %v", key, v, set, want)
+				}
+			}
+			return nil
+		}
+	}
+	state := func(shielded, osLogin, projectKeys bool) []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("shielded_vm"), knownvalue.Bool(shielded)),
+			statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("os_login"), knownvalue.Bool(osLogin)),
+			statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("allow_project_ssh_keys"), knownvalue.Bool(projectKeys)),
+		}
+	}
+	optedOut := proxy(`shielded_vm = false, os_login = false, allow_project_ssh_keys = true`)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{
+			{
+				Config:            gcpConfig(fake, "acc-token", proxy("")),
+				ConfigStateChecks: state(true, true, false),
+				Check:             hardening(true, true, false),
+			},
+			{
+				// An import reads the hardening back from the VM.
+				ResourceName:            "egress_proxy.test",
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				Config:      gcpConfig(fake, "acc-token", proxy(`allow_project_ssh_keys = true`)),
+				PlanOnly:    true,
+				ExpectError: wrapped(`(?s)Conflicting gcp.allow_project_ssh_keys.*gcp.os_login must be set to false.*OS Login`),
+			},
+			{
+				Config: gcpConfig(fake, "acc-token", optedOut),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
+				}},
+				ConfigStateChecks: state(false, false, true),
+				Check:             hardening(false, false, true),
+			},
+			{
+				ResourceName:            "egress_proxy.test",
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+		},
+	})
+}
+
+// A state written before the hardening attributes existed has none: a refresh fills them from what the VM
+// is, so that a configuration saying the same plans no replacement, and one that wants the defaults says
+// which of them it changes.
+func TestGCPPlacementSetResolvedFillsHardeningFromTheVM(t *testing.T) {
+	t.Parallel()
+	old := gcpPlacementModel{ShieldedVM: types.BoolNull(), OSLogin: types.BoolNull(), AllowProjectSSHKeys: types.BoolNull()}
+	kept := gcpPlacementModel{ShieldedVM: types.BoolValue(true), OSLogin: types.BoolValue(false), AllowProjectSSHKeys: types.BoolValue(true)}
+	inst := backend.Instance{
+		ID:        backend.ProviderID{Backend: backend.KindGCP, Target: "p", Scope: "z", Name: "n"},
+		Placement: backend.Placement{GCP: &backend.GCPPlacement{DisableShieldedVM: true, AllowProjectSSHKeys: true, DisableOSLogin: true}},
+	}
+	old.setResolved(inst)
+	if old.ShieldedVM.ValueBool() || old.OSLogin.ValueBool() || !old.AllowProjectSSHKeys.ValueBool() || old.Project.ValueString() != "p" {
+		t.Errorf("an earlier state after refresh: %+v, want the VM's unhardened settings", old)
+	}
+	kept.setResolved(inst)
+	if !kept.ShieldedVM.ValueBool() || kept.OSLogin.ValueBool() || !kept.AllowProjectSSHKeys.ValueBool() {
+		t.Errorf("known values were overwritten: %+v", kept)
+	}
 }

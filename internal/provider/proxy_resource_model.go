@@ -298,7 +298,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	} else if m.KVM != nil && inst.Placement.KVM != nil {
 		m.KVM.setResolved(*inst.Placement.KVM)
 	} else if m.GCP != nil {
-		m.GCP.setResolved(inst.ID)
+		m.GCP.setResolved(inst)
 	}
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)

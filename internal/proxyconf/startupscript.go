@@ -13,7 +13,8 @@ import (
 const (
 	// MetadataStartupScript is the key GCE's guest environment runs at every boot.
 	MetadataStartupScript = "startup-script"
-	// MetadataUserData is cloud-init's key, for images that run cloud-init instead.
+	// MetadataUserData is cloud-init's key, for images that run cloud-init and not the guest environment. It
+	// only runs the startup script (RenderStartupUserData): it holds no setting and no secret.
 	MetadataUserData = "user-data"
 	// MetadataSquidConf, MetadataHtpasswd hold the files; MetadataConfigID names their content, so the guest
 	// can tell whether what runs is what is asked for.
@@ -22,7 +23,7 @@ const (
 	MetadataConfigID  = "egress-config-id"
 	// MetadataTLSCert and MetadataTLSKey hold the TLS listener's certificate chain and key, only with TLS.
 	// Compute Engine has no other channel to the guest: whoever may read the instance's metadata may read
-	// the key (the docs say so).
+	// the key (the docs say so). MetadataHtpasswd and MetadataTLSKey are the only keys that hold a secret.
 	MetadataTLSCert = "egress-tls-cert"
 	MetadataTLSKey  = "egress-tls-key"
 	// GuestAttributeNamespace and GuestAttributeApplied are where the guest reports the config id it applied
@@ -57,35 +58,54 @@ type StartupScriptOptions struct {
 	StateDir string
 	// WatchInterval is how many seconds the watcher waits between reads of the metadata; 10 by default.
 	WatchInterval int
+	// OwnAddressesFile is where the script lists the VM's own addresses, which squid.conf refuses
+	// (VMRenderOptions); OwnAddressesPath by default.
+	OwnAddressesFile string
+}
+
+func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
+	if o.MetadataURL == "" {
+		o.MetadataURL = "http://metadata.google.internal/computeMetadata/v1"
+	}
+	if o.StateDir == "" {
+		o.StateDir = "/var/lib/egress-proxy"
+	}
+	if o.WatchInterval <= 0 {
+		o.WatchInterval = 10
+	}
+	if o.OwnAddressesFile == "" {
+		o.OwnAddressesFile = OwnAddressesPath
+	}
+	for name, v := range map[string]string{"metadata URL": o.MetadataURL, "state dir": o.StateDir, "own addresses file": o.OwnAddressesFile} {
+		for _, r := range v {
+			if r <= ' ' || r == 0x7f || r == '\'' || r == '"' || r == '\\' || r == '$' || r == '`' {
+				return o, fmt.Errorf("%s %q must not contain spaces, quotes, '$', '`' or '\\'", name, v)
+			}
+		}
+	}
+	return o, nil
 }
 
 // RenderStartupScript renders the startup-script of a proxy VM. It holds no setting of the proxy: everything
 // comes from the metadata attributes at run time, so the same script serves every proxy and every change.
 //
-// At every boot it applies the current config (idempotently: an id already applied and a running Squid change
-// nothing), then installs and starts a small systemd service that runs the same script in "watch" mode, which
-// applies the config again whenever egress-config-id changes. A config Squid rejects (squid -k parse) is never
-// installed: the proxy keeps its last good config and the guest reports the error in a guest attribute.
+// At every boot it lists the VM's own addresses and applies the current config (idempotently: an id already
+// applied and a running Squid change nothing), then installs and starts a small systemd service that runs the
+// same script in "watch" mode, which applies the config again whenever egress-config-id changes. A config
+// Squid rejects (squid -k parse) is never installed: the proxy keeps its last good config and the guest
+// reports the error in a guest attribute.
+//
+// The own addresses (list_own_addresses in the script) are listed again before every start of Squid, through
+// a drop-in of squid.service, and before every apply of the watcher; Squid reloads when they changed. So a VM
+// stopped and started again, which gets new ephemeral addresses, refuses the new ones from its first request.
 func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
-	if opts.MetadataURL == "" {
-		opts.MetadataURL = "http://metadata.google.internal/computeMetadata/v1"
-	}
-	if opts.StateDir == "" {
-		opts.StateDir = "/var/lib/egress-proxy"
-	}
-	if opts.WatchInterval <= 0 {
-		opts.WatchInterval = 10
-	}
-	for name, v := range map[string]string{"metadata URL": opts.MetadataURL, "state dir": opts.StateDir} {
-		for _, r := range v {
-			if r <= ' ' || r == 0x7f || r == '\'' || r == '"' || r == '\\' || r == '$' || r == '`' {
-				return nil, fmt.Errorf("%s %q must not contain spaces, quotes, '$', '`' or '\\'", name, v)
-			}
-		}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	var b bytes.Buffer
-	err := startupScript.Execute(&b, map[string]any{
-		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval,
+	err = startupScript.Execute(&b, map[string]any{
+		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval, "Own": opts.OwnAddressesFile,
 		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installSquidIfMissing,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,
@@ -98,6 +118,23 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// RenderStartupUserData renders the user-data of a proxy VM, for images that run cloud-init rather than
+// Compute Engine's guest environment: it fetches the startup script from the metadata server and runs it
+// once, and the script's watcher service does the rest at every later boot. It holds no setting of the proxy
+// and no secret, so nothing is copied into a key that more software reads (cloud-init logs and caches its
+// user-data on the VM). On images that run both, the two runs of the script at the first boot take turns.
+func RenderStartupUserData(opts StartupScriptOptions) ([]byte, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(nil, `#cloud-config
+# Written by terraform-provider-egress: runs the startup-script metadata attribute, which configures the proxy.
+runcmd:
+  - [sh, -c, 'curl -fsS -H "Metadata-Flavor: Google" %s/instance/attributes/%s >/run/egress-startup.sh && exec sh /run/egress-startup.sh']
+`, opts.MetadataURL, MetadataStartupScript), nil
+}
+
 // The script is POSIX sh and uses curl, which Debian's GCE images ship. Every value in it is a constant of
 // this package or a checked option: nothing a user typed reaches the shell.
 var startupScript = template.Must(template.New("startup").Parse(`#!/bin/sh
@@ -106,8 +143,44 @@ var startupScript = template.Must(template.New("startup").Parse(`#!/bin/sh
 set -u
 MD='{{.MD}}'
 STATE='{{.State}}'
+OWN='{{.Own}}'
 md() { curl -fsS -H 'Metadata-Flavor: Google' "$MD/instance/attributes/$1"; }
 report() { curl -fsS -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" "$MD/instance/guest-attributes/{{.NS}}/$1" >/dev/null || true; }
+
+# The VM's own addresses, which squid.conf refuses as destinations: those of its interfaces, and the external
+# addresses Compute Engine translates to it, which are on none of them. Listed at every boot and before every
+# apply, since a VM stopped and started again has new ephemeral addresses. Only address characters pass, so
+# nothing the metadata server says can become anything else in Squid's config. own_changed=1 when the list
+# in force changed.
+nic() { curl -fsS --max-time 5 -H 'Metadata-Flavor: Google' "$MD/instance/network-interfaces/$1"; }
+list_own_addresses() {
+	own_changed=0
+	mkdir -p "$(dirname "$OWN")"
+	{
+		ip -o addr show | while read -r _ _ _ a _; do echo "${a%/*}"; done
+		for n in $(nic '' 2>/dev/null); do
+			for c in $(nic "${n}access-configs/" 2>/dev/null); do
+				nic "${n}access-configs/${c}external-ip" 2>/dev/null && echo
+			done
+		done
+	} | grep -E '^[0-9A-Fa-f.:]+$' | sort -u >"$OWN.$$"
+	if cmp -s "$OWN.$$" "$OWN"; then
+		rm -f "$OWN.$$"
+		return 0
+	fi
+	# A line Squid cannot read as an address would stop it at its next start or reload: such a list is not
+	# installed, and the one in force stays.
+	if command -v squid >/dev/null; then
+		printf 'acl own_addresses dst "%s"\nhttp_access deny all\n' "$OWN.$$" >"$OWN.$$.conf"
+		if ! squid -k parse -f "$OWN.$$.conf" >/dev/null 2>&1; then
+			rm -f "$OWN.$$" "$OWN.$$.conf"
+			report {{.Error}} "squid cannot read the VM's own addresses; the previous list stays"
+			return 0
+		fi
+		rm -f "$OWN.$$.conf"
+	fi
+	chmod 0644 "$OWN.$$" && mv "$OWN.$$" "$OWN" && own_changed=1
+}
 
 # systemd calls Squid started a moment before it listens: "applied" is reported once the health port of the
 # config in force takes connections (any answer will do), so that whoever waits for it can use the proxy.
@@ -129,6 +202,7 @@ locked_apply() {
 
 apply() {
 	id=$(md {{.KeyID}}) || return 1
+	list_own_addresses
 	# A Squid still starting is not a Squid to restart.
 	i=0
 	while [ "$(systemctl is-active squid 2>/dev/null)" = activating ] && [ "$i" -lt 120 ]; do
@@ -136,6 +210,9 @@ apply() {
 		sleep 1
 	done
 	if [ "$id" = "$(cat "$STATE/applied" 2>/dev/null)" ] && systemctl is-active --quiet squid; then
+		if [ "$own_changed" = 1 ]; then
+			systemctl reload squid || { report {{.Error}} "squid did not reload the VM's own addresses"; return 1; }
+		fi
 		listening || { report {{.Error}} "squid runs config $id but does not take connections"; return 1; }
 		report {{.Applied}} "$id"
 		return 0
@@ -180,18 +257,31 @@ apply() {
 	report {{.Applied}} "$id"
 }
 
-if [ "${1:-}" = watch ]; then
+case "${1:-}" in
+own-addresses)
+	list_own_addresses
+	exit 0
+	;;
+watch)
 	while :; do
 		locked_apply
 		sleep {{.Interval}}
 	done
-fi
+	;;
+esac
 
-locked_apply
-mkdir -p "$STATE"
+mkdir -p "$STATE" /etc/systemd/system/squid.service.d
 if [ "$0" != "$STATE/startup.sh" ]; then
-	cp "$0" "$STATE/startup.sh.new" && chmod 0755 "$STATE/startup.sh.new" && mv "$STATE/startup.sh.new" "$STATE/startup.sh"
+	cp "$0" "$STATE/startup.sh.$$" && chmod 0755 "$STATE/startup.sh.$$" && mv "$STATE/startup.sh.$$" "$STATE/startup.sh"
 fi
+# Squid starts at boot before this script runs: it lists the own addresses itself first ("-": a failure to
+# list them does not keep the proxy down; the list of the last boot stays, and the next apply redoes it).
+cat >/etc/systemd/system/squid.service.d/egress-own-addresses.conf <<UNIT
+[Service]
+ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses
+UNIT
+systemctl daemon-reload
+locked_apply
 cat >/etc/systemd/system/egress-proxy-watch.service <<UNIT
 [Unit]
 Description=Apply egress proxy config changes from instance metadata

@@ -1,10 +1,15 @@
 package proxyconf
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -19,11 +24,13 @@ func TestRenderStartupScript(t *testing.T) {
 			"MD='http://metadata.google.internal/computeMetadata/v1'", "STATE='/var/lib/egress-proxy'", "sleep 10",
 			"md " + MetadataConfigID, "md " + MetadataSquidConf, "md " + MetadataHtpasswd, "report " + GuestAttributeApplied, "squid -k parse",
 			"md " + MetadataTLSCert, "md " + MetadataTLSKey, "'" + TLSCertPath + "'", "'" + TLSKeyPath + "'",
+			"OWN='" + OwnAddressesPath + "'", "ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
 			want: []string{"MD='http://127.0.0.1:8080/computeMetadata/v1'", "sleep 3"}},
 		"quote in url":    {opts: StartupScriptOptions{MetadataURL: "http://x'; rm -rf /"}, wantErr: "must not contain"},
 		"dollar in state": {opts: StartupScriptOptions{StateDir: "/var/$HOME"}, wantErr: "must not contain"},
+		"space in own":    {opts: StartupScriptOptions{OwnAddressesFile: "/etc/squid/own addresses"}, wantErr: "must not contain"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -77,5 +84,111 @@ func TestConfigIDNamesContent(t *testing.T) {
 	}
 	if id("conf", "u:hash\n", "", "") != a || len(a) != 16 || id("conf", "u:hash\n", "CERT", "KEY") != withTLS {
 		t.Fatalf("id %q is not stable or not 16 hex digits", a)
+	}
+}
+
+// The user-data of a GCE proxy VM only runs the startup script: no file, no setting, no secret in it.
+func TestRenderStartupUserData(t *testing.T) {
+	t.Parallel()
+	ud, err := RenderStartupUserData(StartupScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, files := parseUserData(t, ud)
+	if len(files) != 0 || len(cc.Packages) != 0 || len(cc.Runcmd) != 1 {
+		t.Fatalf("user-data writes %d files, installs %v and runs %v; want one command only", len(files), cc.Packages, cc.Runcmd)
+	}
+	cmd := cc.Runcmd[0]
+	want := "http://metadata.google.internal/computeMetadata/v1/instance/attributes/" + MetadataStartupScript
+	if len(cmd) != 3 || cmd[0] != "sh" || cmd[1] != "-c" || !strings.Contains(cmd[2], want) || !strings.Contains(cmd[2], "Metadata-Flavor: Google") {
+		t.Fatalf("runcmd %q does not run the startup script from %s", cmd, want)
+	}
+	if out, err := exec.Command("sh", "-n", "-c", cmd[2]).CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v\n%s", err, out)
+	}
+	if _, err := RenderStartupUserData(StartupScriptOptions{MetadataURL: "http://x'; rm -rf /"}); err == nil {
+		t.Fatal("a quote in the metadata URL was accepted")
+	}
+}
+
+// The script's own-addresses mode, which squid.conf's own_addresses ACL reads, run as at two boots with a fake
+// `ip` and a metadata server: it lists the interfaces' addresses and the external addresses the metadata
+// server names, keeps nothing that is not an address, and replaces the list whole when the addresses changed.
+func TestStartupScriptListsOwnAddresses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const external = "203.0.113.7"
+	var served atomic.Value // what the metadata server names as the first interface's external address
+	served.Store(external)
+	md := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Metadata-Flavor") != "Google" {
+			http.Error(w, "no flavor", http.StatusForbidden)
+			return
+		}
+		switch strings.TrimPrefix(r.URL.Path, "/computeMetadata/v1/instance/network-interfaces/") {
+		case "":
+			_, _ = io.WriteString(w, "0/\n1/\n")
+		case "0/access-configs/", "1/access-configs/":
+			_, _ = io.WriteString(w, "0/\n")
+		case "0/access-configs/0/external-ip":
+			_, _ = io.WriteString(w, served.Load().(string))
+		case "1/access-configs/0/external-ip":
+			_, _ = io.WriteString(w, "not an address; rm -rf /") // never reaches the list
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer md.Close()
+	own := filepath.Join(dir, "own-addresses")
+	script, err := RenderStartupScript(StartupScriptOptions{MetadataURL: md.URL + "/computeMetadata/v1", StateDir: filepath.Join(dir, "state"), OwnAddressesFile: own})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "startup.sh")
+	bin := filepath.Join(dir, "bin")
+	addrs := filepath.Join(dir, "ip-output")
+	for name, content := range map[string]string{path: string(script), filepath.Join(bin, "ip"): "#!/bin/sh\ncat '" + addrs + "'\n"} {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, squidErr := exec.LookPath("squid")
+	second := []string{"10.128.0.9", "127.0.0.1", external, "fe80::4001:aff:fe80:9"}
+	for boot, tc := range []struct {
+		ip, external string
+		want         []string
+		needsSquid   bool
+	}{
+		{ip: "1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n2: ens4    inet 10.128.0.5/32 metric 100 scope global dynamic ens4\n",
+			want: []string{"10.128.0.5", "127.0.0.1", external}},
+		{ip: "1: lo    inet 127.0.0.1/8 scope host lo\n2: ens4    inet 10.128.0.9/32 scope global ens4\n2: ens4    inet6 fe80::4001:aff:fe80:9/64 scope link\n",
+			want: second},
+		// Address characters that are no address: Squid would refuse the list and stop, so the last one stays.
+		{ip: "1: lo    inet 127.0.0.1/8 scope host lo\n", external: "1.2.3.4.5", want: second, needsSquid: true},
+	} {
+		if tc.needsSquid && squidErr != nil {
+			continue
+		}
+		if tc.external != "" {
+			served.Store(tc.external)
+		}
+		if err := os.WriteFile(addrs, []byte(tc.ip), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", path, "own-addresses")
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("boot %d: %v\n%s", boot+1, err, out)
+		}
+		b, err := os.ReadFile(own)
+		if err != nil {
+			t.Fatalf("boot %d: %v", boot+1, err)
+		}
+		if got := strings.Fields(string(b)); !slices.Equal(got, tc.want) {
+			t.Errorf("boot %d: own addresses %q, want %q", boot+1, got, tc.want)
+		}
 	}
 }

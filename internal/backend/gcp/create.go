@@ -11,14 +11,19 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// startupScript is the same for every proxy: the settings are in other metadata keys.
-var startupScript = func() []byte {
-	b, err := proxyconf.RenderStartupScript(proxyconf.StartupScriptOptions{})
+// startupScript and startupUserData are the same for every proxy: the settings are in other metadata keys.
+// The user-data, for images that run cloud-init and not the guest environment, only runs the startup script.
+var (
+	startupScript   = mustRender(proxyconf.RenderStartupScript(proxyconf.StartupScriptOptions{}))
+	startupUserData = mustRender(proxyconf.RenderStartupUserData(proxyconf.StartupScriptOptions{}))
+)
+
+func mustRender(b []byte, err error) []byte {
 	if err != nil {
 		panic(err) // constant input: a failure is a bug caught by every test
 	}
 	return b
-}()
+}
 
 // resolve fills the placement's empty fields with the backend's defaults.
 func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
@@ -194,7 +199,8 @@ func (b *Backend) waitRunning(ctx context.Context, p *project, zone, name string
 }
 
 // instanceResource is the insert body: labels, metadata with the startup script and the rendered config,
-// one NIC with an external access config (the egress address), a boot disk from the image.
+// one NIC with an external access config (the egress address), a boot disk from the image, and the hardening
+// the placement keeps (hardening.go).
 func instanceResource(spec backend.Spec, pl backend.Placement, r rendered, natIP string) *computepb.Instance {
 	g := pl.GCP
 	ac := &computepb.AccessConfig{Name: proto.String("External NAT"), Type: proto.String("ONE_TO_ONE_NAT")}
@@ -213,13 +219,14 @@ func instanceResource(spec backend.Spec, pl backend.Placement, r rendered, natIP
 		Description: proto.String(fmt.Sprintf("egress proxy %s, managed by %s", spec.UID, backend.ManagedByValue)),
 		MachineType: proto.String(machineTypeLink(pl.Scope, g.MachineType)),
 		Labels:      backend.ManagedLabels(spec),
-		Metadata:    &computepb.Metadata{Items: r.items(nil, startupScript)},
+		Metadata:    &computepb.Metadata{Items: append(r.items(nil), hardeningItems(g)...)},
 		Disks: []*computepb.AttachedDisk{{
 			Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
 			InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(g.Image), Labels: backend.ManagedLabels(spec)},
 		}},
-		NetworkInterfaces: []*computepb.NetworkInterface{nic},
-		Scheduling:        &computepb.Scheduling{},
+		NetworkInterfaces:      []*computepb.NetworkInterface{nic},
+		Scheduling:             &computepb.Scheduling{},
+		ShieldedInstanceConfig: shieldedConfig(g),
 	}
 	if len(g.NetworkTags) > 0 {
 		in.Tags = &computepb.Tags{Items: g.NetworkTags}

@@ -35,8 +35,13 @@ import (
 // google-startup-scripts.service: at every boot it fetches the startup-script attribute and runs it as root.
 // The proxy is made through the backend against the fake, so the metadata is exactly what Create writes.
 //
-// Nothing is made in the root network namespace: the upstream web server, the metadata server and the client
-// all open their sockets inside the test's namespace.
+// Nothing is made in the root network namespace: the guest's namespace holds the metadata server and the
+// guest's address; a second namespace, joined to it by a veth pair, holds the upstream web server and the
+// client, so that the upstream's address is not one of the guest's own.
+//
+// The guest lists its own addresses at every boot, and refuses them as destinations even when a name it may
+// reach resolves to one: its interface's address, the external address the metadata server names (which is
+// on no interface of the VM), and an address added to its interface between two boots.
 func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("boots the proxy image in a container: set TF_ACC (make testacc) to run it")
@@ -57,7 +62,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	fake, b := newTest(t, computefake.Options{})
 	spec := testSpec("uid-guest", "us-central1-a")
 	spec.Proxy.AllowedClientCIDRs = []string{"198.18.0.0/24"}
-	spec.Proxy.AllowedDestinations = []string{"allowed.example"}
+	spec.Proxy.AllowedDestinations = []string{"allowed.example", "own.example", "external.example", "later.example"}
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -68,36 +73,60 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		return fake.GuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied)
 	}
 
-	ns := testNetns(t)
+	ns, peer := testNetns(t)
 	serveIn(t, ns, "169.254.169.254:80", fake.MetadataHandler())
-	serveIn(t, ns, "198.18.0.1:80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serveIn(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "upstream "+r.Host)
 	}))
 
 	upper := t.TempDir()
-	writeGuestFiles(t, upper)
-	client := proxyClient{dial: netnsDialer(ns, "198.18.0.2"), proxy: "198.18.0.1:3128", user: "u", password: "correct-horse-battery"}
+	writeGuestFiles(t, upper, inst.EgressAddress)
+	client := proxyClient{dial: netnsDialer(peer, clientIP), proxy: guestIP + ":3128", user: "u", password: "correct-horse-battery"}
 
 	files := []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, "/var/lib/egress-proxy/applied"}
 	var first map[string]fileState
 	for boot := 1; boot <= 2; boot++ {
+		if boot == 2 {
+			// An address the guest did not have at its first boot: the second boot must list it.
+			ipIn(t, ns, "addr", "add", laterIP+"/24", "dev", guestLink)
+		}
 		start := time.Now()
 		guest := bootGuest(t, tree, upper, ns, boot)
 		waitFor(ctx, t, guest, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
 		t.Logf("boot %d: config applied and reported %s after start", boot, time.Since(start).Round(time.Second))
 
+		// Without the guard, a request for one of the guest's own addresses would be a 503: nothing listens
+		// there on port 80, or (the external address) there is no route to it.
 		for _, c := range []struct {
-			name string
-			url  string
-			auth bool
-			want int
+			name     string
+			url      string
+			auth     bool
+			want     int
+			fromBoot int
 		}{
-			{"allowed destination", "http://allowed.example/", true, http.StatusOK},
-			{"denied destination", "http://denied.example/", true, http.StatusForbidden},
-			{"no credentials", "http://allowed.example/", false, http.StatusProxyAuthRequired},
+			{name: "allowed destination", url: "http://allowed.example/", auth: true, want: http.StatusOK},
+			{name: "denied destination", url: "http://denied.example/", auth: true, want: http.StatusForbidden},
+			{name: "no credentials", url: "http://allowed.example/", want: http.StatusProxyAuthRequired},
+			{name: "the guest's interface address", url: "http://own.example/", auth: true, want: http.StatusForbidden},
+			{name: "the guest's external address", url: "http://external.example/", auth: true, want: http.StatusForbidden},
+			{name: "an address added since the first boot", url: "http://later.example/", auth: true, want: http.StatusForbidden, fromBoot: 2},
 		} {
+			if boot < c.fromBoot {
+				continue
+			}
 			if got := client.get(ctx, t, c.url, c.auth); got != c.want {
 				t.Errorf("boot %d, %s: %s through the guest's Squid = %d, want %d\n%s", boot, c.name, c.url, got, c.want, guest.log())
+			}
+		}
+		// The 403s above are the own-address guard's: the list the guest wrote at this boot names them.
+		own := " " + strings.Join(strings.Fields(statIn(t, upper, proxyconf.OwnAddressesPath).Content), " ") + " "
+		want := []string{guestIP, inst.EgressAddress}
+		if boot >= 2 {
+			want = append(want, laterIP)
+		}
+		for _, a := range want {
+			if !strings.Contains(own, " "+a+" ") {
+				t.Errorf("boot %d: the guest's own addresses%slack %s", boot, own, a)
 			}
 		}
 
@@ -159,7 +188,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 // writeGuestFiles puts into the container's upper layer what a GCE VM has and the image has not: the metadata
 // server's name, the guest environment's unit running the startup script, and no cloud-init (which would look
 // for a data source in vain and only slow the boot).
-func writeGuestFiles(t *testing.T, upper string) {
+func writeGuestFiles(t *testing.T, upper, externalIP string) {
 	t.Helper()
 	unit := `[Unit]
 Description=Run the startup-script metadata attribute, as the GCE guest environment does
@@ -177,7 +206,8 @@ StandardOutput=journal+console
 WantedBy=multi-user.target
 `
 	for name, content := range map[string]string{
-		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal\n198.18.0.1 allowed.example denied.example\n",
+		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal\n" + upstreamIP + " allowed.example denied.example\n" +
+			guestIP + " own.example\n" + externalIP + " external.example\n" + laterIP + " later.example\n",
 		"etc/systemd/system/google-startup-scripts.service": unit,
 		"etc/cloud/cloud-init.disabled":                     "",
 	} {
@@ -295,26 +325,49 @@ func waitFor(ctx context.Context, t *testing.T, g *guestContainer, what string, 
 	}
 }
 
-// testNetns makes a network namespace of the test's own, loopback up with the addresses the test uses: the
-// metadata server's, the upstream's (198.18.0.1, a benchmarking range the proxy's guards do not refuse, which
-// also carries the proxy) and the client's.
-func testNetns(t *testing.T) string {
+// The guest test's addresses, all in 198.18.0.0/24, a benchmarking range the proxy's guards do not refuse.
+const (
+	guestIP    = "198.18.0.1" // the guest's interface, where Squid listens
+	clientIP   = "198.18.0.2"
+	upstreamIP = "198.18.0.3"
+	laterIP    = "198.18.0.9" // added to the guest's interface between its first and second boot
+	guestLink  = "eg0"
+)
+
+// testNetns makes two network namespaces of the test's own joined by a veth pair: the guest's, with its
+// address on the link and the metadata server's on loopback, and the peer, with the client's and the
+// upstream's addresses.
+func testNetns(t *testing.T) (guest, peer string) {
 	t.Helper()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
-	ns := "egress-gcp-" + hex.EncodeToString(suffix)
-	run := func(args ...string) {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
+	guest = "egress-gcp-" + hex.EncodeToString(suffix)
+	peer = guest + "-peer"
+	for _, ns := range []string{guest, peer} {
+		ipIn(t, "", "netns", "add", ns)
+		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
+		ipIn(t, ns, "link", "set", "lo", "up")
 	}
-	run("netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-	run("-n", ns, "link", "set", "lo", "up")
-	for _, a := range []string{"169.254.169.254/32", "198.18.0.1/32", "198.18.0.2/32"} {
-		run("-n", ns, "addr", "add", a, "dev", "lo")
+	ipIn(t, guest, "link", "add", guestLink, "type", "veth", "peer", "name", "eg1", "netns", peer)
+	ipIn(t, guest, "addr", "add", "169.254.169.254/32", "dev", "lo")
+	ipIn(t, guest, "addr", "add", guestIP+"/24", "dev", guestLink)
+	ipIn(t, guest, "link", "set", guestLink, "up")
+	for _, a := range []string{clientIP, upstreamIP} {
+		ipIn(t, peer, "addr", "add", a+"/24", "dev", "eg1")
 	}
-	return ns
+	ipIn(t, peer, "link", "set", "eg1", "up")
+	return guest, peer
+}
+
+// ipIn runs ip with args, inside namespace ns unless it is empty.
+func ipIn(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	if ns != "" {
+		args = append([]string{"-n", ns}, args...)
+	}
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
 }
 
 // inNetns runs fn on a thread moved into the namespace; the thread is never moved back, and ends with its
@@ -356,7 +409,7 @@ func netnsDialer(ns, localIP string) func(ctx context.Context) (net.Conn, error)
 		var c net.Conn
 		err := inNetns(ns, func() (err error) {
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
-			c, err = d.DialContext(ctx, "tcp", "198.18.0.1:3128")
+			c, err = d.DialContext(ctx, "tcp", guestIP+":3128")
 			return err
 		})
 		return c, err

@@ -13,31 +13,20 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// metadataSpec is the metadata key holding what the instance itself cannot tell when read back: the proxy's
-// settings without the password, the image it was made from, and the address it was given.
-const metadataSpec = "egress-spec"
-
-type storedSpec struct {
-	Settings          proxyconf.Settings `json:"settings"`
-	Image             string             `json:"image"`
-	StaticEgressIP    bool               `json:"static_egress_ip,omitempty"`
-	EgressAddressName string             `json:"egress_address_name,omitempty"`
-}
-
 // rendered is everything the guest reads from metadata for one set of settings.
 type rendered struct {
 	squidConf, htpasswd []byte
 	tlsCert, tlsKey     []byte
 	configID            string
-	userData            []byte
 	spec                []byte
 }
 
-// renderProxy renders the files for settings; the stored spec keeps no password.
+// renderProxy renders the files for settings. squid.conf refuses the addresses the startup script lists at
+// every boot; the stored spec keeps no secret.
 func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 	var r rendered
 	var err error
-	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{}); err != nil {
+	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions()); err != nil {
 		return r, err
 	}
 	if s.Auth != nil {
@@ -45,34 +34,27 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 			return r, err
 		}
 	}
-	if r.userData, err = proxyconf.RenderUserData(s, proxyconf.RenderOptions{}); err != nil {
-		return r, err
-	}
 	if s.TLS != nil {
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
 	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey)
-	stored.Settings = withoutPassword(s)
-	if r.spec, err = json.Marshal(stored); err != nil {
+	if r.spec, err = json.Marshal(stored.withSettings(s)); err != nil {
 		return r, err
 	}
 	return r, nil
 }
 
-func withoutPassword(s proxyconf.Settings) proxyconf.Settings {
-	if s.Auth != nil {
-		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
-	return s
-}
-
-// items replaces the proxy's keys in existing metadata items, keeping any other key as it is.
-func (r rendered) items(existing []*computepb.Items, script []byte) []*computepb.Items {
+// items replaces the proxy's keys in existing metadata items, keeping any other key as it is. The startup
+// script and the user-data that runs it are written every time, so that a VM made by an earlier version of
+// the provider runs the current script from its next boot on (and its user-data no longer holds the
+// settings and secrets it once did).
+func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	ours := map[string]string{
-		proxyconf.MetadataSquidConf: string(r.squidConf),
-		proxyconf.MetadataConfigID:  r.configID,
-		proxyconf.MetadataUserData:  string(r.userData),
-		metadataSpec:                string(r.spec),
+		proxyconf.MetadataSquidConf:     string(r.squidConf),
+		proxyconf.MetadataConfigID:      r.configID,
+		proxyconf.MetadataStartupScript: string(startupScript),
+		proxyconf.MetadataUserData:      string(startupUserData),
+		metadataSpec:                    string(r.spec),
 	}
 	if r.htpasswd != nil {
 		ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
@@ -80,9 +62,6 @@ func (r rendered) items(existing []*computepb.Items, script []byte) []*computepb
 	if r.tlsCert != nil {
 		ours[proxyconf.MetadataTLSCert] = string(r.tlsCert)
 		ours[proxyconf.MetadataTLSKey] = string(r.tlsKey)
-	}
-	if script != nil {
-		ours[proxyconf.MetadataStartupScript] = string(script)
 	}
 	var out []*computepb.Items
 	for _, it := range existing {
@@ -109,18 +88,6 @@ func metadataValue(in *computepb.Instance, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func readStoredSpec(in *computepb.Instance) (storedSpec, bool) {
-	v, ok := metadataValue(in, metadataSpec)
-	if !ok {
-		return storedSpec{}, false
-	}
-	var s storedSpec
-	if err := json.Unmarshal([]byte(v), &s); err != nil {
-		return storedSpec{}, false
-	}
-	return s, true
 }
 
 // stateOf maps Compute Engine's instance status onto the contract's states.
@@ -174,8 +141,9 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 	}
 	pl.Preemptible = in.GetScheduling().GetPreemptible()
 	pl.Spot = in.GetScheduling().GetProvisioningModel() == "SPOT"
+	readHardening(in, pl)
 	if st, ok := readStoredSpec(in); ok {
-		s := st.Settings
+		s := st.settings(in)
 		out.Proxy = &s
 		out.Port = s.Port
 		pl.Image = st.Image
@@ -205,19 +173,4 @@ func machineTypeLink(zone, machineType string) string {
 		return machineType
 	}
 	return fmt.Sprintf("zones/%s/machineTypes/%s", zone, machineType)
-}
-
-// jsonOf renders settings canonically: an empty list and a missing one are the same rule.
-func jsonOf(s proxyconf.Settings) (string, error) {
-	if len(s.AllowedClientCIDRs) == 0 {
-		s.AllowedClientCIDRs = nil
-	}
-	if len(s.AllowedDestinations) == 0 {
-		s.AllowedDestinations = nil
-	}
-	if len(s.AllowedPorts) == 0 {
-		s.AllowedPorts = nil
-	}
-	b, err := json.Marshal(s)
-	return string(b), err
 }

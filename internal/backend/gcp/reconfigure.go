@@ -39,7 +39,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		if !ok || in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
 			return backend.Permanent(obj, "cannot be reconfigured: it carries no %s metadata", metadataSpec)
 		}
-		if same(stored.Settings, settings, in) {
+		if same(stored, settings, in) {
 			configID, _ = metadataValue(in, proxyconf.MetadataConfigID)
 			return nil
 		}
@@ -48,7 +48,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 			return backend.NewError(backend.ClassPermanent, obj, err)
 		}
 		configID = r.configID
-		md := &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: r.items(in.GetMetadata().GetItems(), nil)}
+		md := &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: r.items(in.GetMetadata().GetItems())}
 		op, err := p.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
 			Project: p.id, Zone: id.Scope, Instance: id.Name, MetadataResource: md,
 		})
@@ -66,10 +66,10 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	return b.Get(ctx, id)
 }
 
-// same reports whether want is what the instance already holds: equal settings without the password, and
-// the password matching the stored hash.
-func same(stored, want proxyconf.Settings, in *computepb.Instance) bool {
-	if !equalSettings(stored, withoutPassword(want)) {
+// same reports whether want is what the instance already holds: equal settings without the secrets, the same
+// TLS certificate and key (by their fingerprint), and the password matching the stored hash.
+func same(stored storedSpec, want proxyconf.Settings, in *computepb.Instance) bool {
+	if !equalSettings(stored.Settings, withoutSecrets(want)) || !stored.sameTLS(want.TLS) {
 		return false
 	}
 	if want.Auth == nil {

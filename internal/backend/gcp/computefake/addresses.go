@@ -51,7 +51,7 @@ func (s *Server) insertAddress(w http.ResponseWriter, r *http.Request, project, 
 	a.Region = proto.String(s.link(project, "regions/"+region))
 	a.SelfLink = proto.String(s.link(project, "regions/"+region+"/addresses/"+name))
 	a.CreationTimestamp = proto.String(s.now().Format("2006-01-02T15:04:05.000-07:00"))
-	a.Address = proto.String(fmt.Sprintf("198.51.100.%d", s.seq%250+1))
+	a.Address = proto.String(fmt.Sprintf("34.120.0.%d", s.seq%250+1))
 	a.Status = proto.String("RESERVING")
 	if a.AddressType == nil {
 		a.AddressType = proto.String("EXTERNAL")
@@ -164,7 +164,7 @@ func (s *Server) ReserveAddress(project, region, name string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seq++
-	ip := fmt.Sprintf("192.0.2.%d", s.seq%250+1)
+	ip := fmt.Sprintf("34.120.1.%d", s.seq%250+1) // an address of the kind Compute Engine reserves
 	s.addresses[key(project, region, name)] = &computepb.Address{
 		Name: proto.String(name), Id: proto.Uint64(2_000_000 + s.seq), Kind: proto.String("compute#address"),
 		Address: proto.String(ip), AddressType: proto.String("EXTERNAL"), Status: proto.String("RESERVED"),

@@ -1,11 +1,13 @@
 package computefake
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -65,6 +67,63 @@ func TestStrictBodiesAndUnknownRoutes(t *testing.T) {
 		_ = resp.Body.Close()
 		if resp.StatusCode != tc.want {
 			t.Errorf("%s: status %d, want %d", name, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// An insert's shieldedInstanceConfig is kept and answered on get, as Compute Engine does; the metadata
+// server names the instance's addresses under network-interfaces/ as the real one lays them out.
+func TestShieldedConfigAndNetworkInterfacePaths(t *testing.T) {
+	t.Parallel()
+	s := New(Options{})
+	defer s.Close()
+	do := func(method, path, flavor, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+		if flavor != "" {
+			req.Header.Set("Metadata-Flavor", flavor)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	const base = "/compute/v1/projects/p/zones/us-central1-a/instances"
+	insert := `{"name":"vm-1","machineType":"zones/us-central1-a/machineTypes/e2-small",
+		"disks":[{"boot":true,"initializeParams":{"sourceImage":"projects/debian-cloud/global/images/family/debian-12"}}],
+		"networkInterfaces":[{"accessConfigs":[{"name":"External NAT","type":"ONE_TO_ONE_NAT"}]}],
+		"shieldedInstanceConfig":{"enableSecureBoot":true,"enableVtpm":true,"enableIntegrityMonitoring":true}}`
+	if code, body := do(http.MethodPost, base, "", insert); code != http.StatusOK {
+		t.Fatalf("insert: %d %s", code, body)
+	}
+	code, body := do(http.MethodGet, base+"/vm-1", "", "")
+	got := &computepb.Instance{}
+	if err := protojson.Unmarshal([]byte(body), got); code != http.StatusOK || err != nil {
+		t.Fatalf("get: %d %v %s", code, err, body)
+	}
+	if sc := got.GetShieldedInstanceConfig(); !sc.GetEnableSecureBoot() || !sc.GetEnableVtpm() || !sc.GetEnableIntegrityMonitoring() {
+		t.Fatalf("get answered shieldedInstanceConfig %v, want the inserted one", sc)
+	}
+
+	s.MetadataInstance("p", "us-central1-a", "vm-1")
+	nic := got.GetNetworkInterfaces()[0]
+	const md = "/computeMetadata/v1/instance/network-interfaces/"
+	for path, want := range map[string]string{
+		"":                               "0/\n",
+		"0/ip":                           nic.GetNetworkIP(),
+		"0/access-configs/":              "0/\n",
+		"0/access-configs/0/external-ip": nic.GetAccessConfigs()[0].GetNatIP(),
+	} {
+		if code, body := do(http.MethodGet, md+path, "Google", ""); code != http.StatusOK || body != want || want == "" {
+			t.Errorf("%s: %d %q, want %q", path, code, body, want)
+		}
+	}
+	for _, path := range []string{"1/ip", "0/access-configs/1/external-ip", "0/mac", "x/ip"} {
+		if code, _ := do(http.MethodGet, md+path, "Google", ""); code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", path, code)
 		}
 	}
 }

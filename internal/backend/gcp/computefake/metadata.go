@@ -1,9 +1,13 @@
 package computefake
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
 )
 
 // MetadataInstance chooses which instance the metadata server paths describe: the one whose startup script
@@ -18,8 +22,8 @@ func (s *Server) MetadataInstance(project, zone, name string) {
 // (169.254.169.254:80 inside a network namespace).
 func (s *Server) MetadataHandler() http.Handler { return http.HandlerFunc(s.serveMetadata) }
 
-// serveMetadata answers the GCE metadata server paths the startup script uses: instance attributes (read) and
-// guest attributes (written back). Like the real server it refuses requests without Metadata-Flavor: Google,
+// serveMetadata answers the GCE metadata server paths the startup script uses: instance attributes and the
+// network interfaces' addresses (read), and guest attributes (written back). Like the real server it refuses requests without Metadata-Flavor: Google,
 // which stops a proxied or redirected request from reading it.
 func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Metadata-Flavor") != "Google" {
@@ -36,7 +40,16 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	const attrs, guest = "/computeMetadata/v1/instance/attributes/", "/computeMetadata/v1/instance/guest-attributes/"
+	const nics = "/computeMetadata/v1/instance/network-interfaces/"
 	switch {
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, nics):
+		v, ok := networkInterfaceValue(in, strings.TrimPrefix(r.URL.Path, nics))
+		if !ok {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/text")
+		_, _ = io.WriteString(w, v)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, attrs):
 		k := strings.TrimPrefix(r.URL.Path, attrs)
 		for _, it := range in.GetMetadata().GetItems() {
@@ -65,4 +78,40 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, "not implemented by computefake", http.StatusNotImplemented)
 	}
+}
+
+// networkInterfaceValue answers the paths under instance/network-interfaces/ as the metadata server does: a
+// directory lists its entries one a line, each ending in "/", and a leaf holds its value with no newline.
+// Served: N/ip, N/access-configs/ and N/access-configs/M/external-ip.
+func networkInterfaceValue(in *computepb.Instance, p string) (string, bool) {
+	list := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%d/\n", i)
+		}
+		return b.String()
+	}
+	nics := in.GetNetworkInterfaces()
+	if p == "" {
+		return list(len(nics)), true
+	}
+	parts := strings.Split(strings.TrimSuffix(p, "/"), "/")
+	n, err := strconv.Atoi(parts[0])
+	if err != nil || n < 0 || n >= len(nics) {
+		return "", false
+	}
+	nic := nics[n]
+	switch {
+	case len(parts) == 2 && parts[1] == "ip":
+		return nic.GetNetworkIP(), true
+	case len(parts) == 2 && parts[1] == "access-configs":
+		return list(len(nic.GetAccessConfigs())), true
+	case len(parts) == 4 && parts[1] == "access-configs" && parts[3] == "external-ip":
+		m, err := strconv.Atoi(parts[2])
+		if err != nil || m < 0 || m >= len(nic.GetAccessConfigs()) {
+			return "", false
+		}
+		return nic.GetAccessConfigs()[m].GetNatIP(), true
+	}
+	return "", false
 }

@@ -1,0 +1,123 @@
+package gcp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"cloud.google.com/go/compute/apiv1/computepb"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// metadataSpec is the metadata key holding what the instance itself cannot tell when read back: the proxy's
+// settings without any secret, the image it was made from, and the address it was given. Whoever may read
+// the instance may read it, and so may every process on the VM: it holds no password, hash or key.
+const metadataSpec = "egress-spec"
+
+type storedSpec struct {
+	// Settings are the proxy's settings less its secrets: the username without the password, and no TLS at
+	// all (TLS below stands for it).
+	Settings          proxyconf.Settings `json:"settings"`
+	TLS               *storedTLS         `json:"tls,omitempty"`
+	Image             string             `json:"image"`
+	StaticEgressIP    bool               `json:"static_egress_ip,omitempty"`
+	EgressAddressName string             `json:"egress_address_name,omitempty"`
+}
+
+// storedTLS tells the TLS settings apart without holding the key. The certificate itself is in its own
+// metadata key (proxyconf.MetadataTLSCert); Fingerprint covers certificate and key together, so that a new
+// key under the same certificate is still a change Reconfigure makes. A SHA-256 of a private key tells
+// nothing about it: the key is far too large a number to guess and check.
+type storedTLS struct {
+	CertificateSHA256 string `json:"certificate_sha256"`
+	Fingerprint       string `json:"fingerprint"`
+}
+
+// withSettings returns the spec holding s less its secrets.
+func (st storedSpec) withSettings(s proxyconf.Settings) storedSpec {
+	st.Settings = withoutSecrets(s)
+	st.TLS = nil
+	if s.TLS != nil {
+		st.TLS = &storedTLS{CertificateSHA256: sha256Hex([]byte(s.TLS.CertificatePEM)), Fingerprint: tlsFingerprint(*s.TLS)}
+	}
+	return st
+}
+
+// withoutSecrets is s without the password and without TLS, the two things readable metadata must not hold.
+func withoutSecrets(s proxyconf.Settings) proxyconf.Settings {
+	if s.Auth != nil {
+		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
+	}
+	s.TLS = nil
+	return s
+}
+
+// tlsFingerprint is a SHA-256 of the certificate chain and the key, length-prefixed so that bytes moved from
+// one to the other change it.
+func tlsFingerprint(t proxyconf.TLSSettings) string {
+	return sha256Hex(fmt.Appendf(nil, "%d\n%s%s", len(t.CertificatePEM), t.CertificatePEM, t.PrivateKeyPEM))
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// sameTLS reports whether want is the TLS the spec stands for. A spec written by an earlier version of the
+// provider held the TLS settings in Settings: it is never the same, so the next change rewrites it without them.
+func (st storedSpec) sameTLS(want *proxyconf.TLSSettings) bool {
+	switch {
+	case st.Settings.TLS != nil:
+		return false
+	case want == nil || st.TLS == nil:
+		return want == nil && st.TLS == nil
+	}
+	return st.TLS.Fingerprint == tlsFingerprint(*want)
+}
+
+// settings are the proxy's settings as read back: no password, and for TLS only the certificate, taken from
+// its own metadata key.
+func (st storedSpec) settings(in *computepb.Instance) proxyconf.Settings {
+	s := st.Settings
+	switch {
+	case s.TLS != nil:
+		// An earlier version's spec: it held the key, which is never read back.
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: s.TLS.CertificatePEM}
+	case st.TLS != nil:
+		cert, _ := metadataValue(in, proxyconf.MetadataTLSCert)
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert}
+	}
+	if s.Auth != nil {
+		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
+	}
+	return s
+}
+
+func readStoredSpec(in *computepb.Instance) (storedSpec, bool) {
+	v, ok := metadataValue(in, metadataSpec)
+	if !ok {
+		return storedSpec{}, false
+	}
+	var s storedSpec
+	if err := json.Unmarshal([]byte(v), &s); err != nil {
+		return storedSpec{}, false
+	}
+	return s, true
+}
+
+// jsonOf renders settings canonically: an empty list and a missing one are the same rule.
+func jsonOf(s proxyconf.Settings) (string, error) {
+	if len(s.AllowedClientCIDRs) == 0 {
+		s.AllowedClientCIDRs = nil
+	}
+	if len(s.AllowedDestinations) == 0 {
+		s.AllowedDestinations = nil
+	}
+	if len(s.AllowedPorts) == 0 {
+		s.AllowedPorts = nil
+	}
+	b, err := json.Marshal(s)
+	return string(b), err
+}
