@@ -27,7 +27,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 # One install at a time: the test groups start side by side, and dpkg takes one at a time too. What another
 # install brought meanwhile is not installed again.
-exec 8>>/tmp/egress-install-packages.lock
+# The lock is this script's own file, so nothing is left behind for it.
+exec 8<"${BASH_SOURCE[0]}"
 flock 8
 missing_packages "$@"
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -105,6 +105,11 @@ configure() {
 ensure_netns() {
 	if ! ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
 		log "creating network namespace $NETNS"
+		# The first `ip netns add` of a machine makes /run/netns a mount of itself, which `ip netns delete`
+		# leaves: stop undoes it when it was not there before and nothing else uses it by then.
+		mkdir -p "$STATE_DIR"
+		mountpoint -q /run/netns 2>/dev/null || touch "$STATE_DIR/netns-run-mount"
+		[ -d /run/netns ] || touch "$STATE_DIR/netns-run-dir"
 		ip netns add "$NETNS"
 	fi
 	ip netns exec "$NETNS" ip link set lo up
@@ -255,6 +260,10 @@ stop() {
 		done
 		for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
 		ip netns delete "$NETNS"
+	fi
+	if [ -e "$STATE_DIR/netns-run-mount" ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+		umount /run/netns 2>/dev/null || true
+		[ -e "$STATE_DIR/netns-run-dir" ] && rmdir /run/netns 2>/dev/null
 	fi
 	rm -rf "$STATE_DIR"
 	log "stopped"
