@@ -273,6 +273,15 @@ func TestListByTagOneAggregatedCall(t *testing.T) {
 	}
 }
 
+// newTestWithGuest is newTest with a guest that answers every metadata change the backend makes.
+func newTestWithGuest(t *testing.T) (*computefake.Server, *Backend, *guest) {
+	t.Helper()
+	g := &guest{}
+	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
+	g.url = fake.URL
+	return fake, b, g
+}
+
 // guest plays the guest environment through the fake's metadata server paths: after each metadata change it
 // reads the config id and reports it applied, or refused when refuse says so.
 type guest struct {
@@ -309,9 +318,7 @@ func (g guest) onDone(opType, _ string) {
 
 func TestReconfigureInPlace(t *testing.T) {
 	t.Parallel()
-	g := &guest{}
-	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-	g.url = fake.URL
+	fake, b, g := newTestWithGuest(t)
 	g.refuse = func(conf string) bool { return strings.Contains(conf, "refused.example") }
 	ctx := ctxT(t)
 	spec := testSpec("uid-r", "us-central1-a")
@@ -364,9 +371,7 @@ func TestReconfigureInPlace(t *testing.T) {
 // (a new certificate is a new config), and go from the metadata when a config has no TLS.
 func TestTLSFilesInMetadata(t *testing.T) {
 	t.Parallel()
-	g := &guest{}
-	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-	g.url = fake.URL
+	fake, b, _ := newTestWithGuest(t)
 	ctx := ctxT(t)
 	spec := testSpec("uid-tls", "us-central1-a")
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 )
 
 // Every VM is a Shielded VM with project SSH keys blocked and OS Login on, unless its placement opts out of
@@ -20,9 +19,7 @@ func TestInsertCarriesHardeningUnlessOptedOut(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			g := &guest{}
-			fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-			g.url = fake.URL
+			fake, b, _ := newTestWithGuest(t)
 			ctx := ctxT(t)
 			spec := testSpec("uid-hardening", "us-central1-a")
 			fake.MetadataInstance(testProject, "us-central1-a", spec.Name)

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
@@ -31,9 +30,7 @@ const privateKeyMarker = "PRIVATE KEY"
 // description, the rest of the instance resource or the Instance the backend hands the provider holds them.
 func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 	t.Parallel()
-	g := &guest{}
-	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-	g.url = fake.URL
+	fake, b, _ := newTestWithGuest(t)
 	ctx := ctxT(t)
 	spec := testSpec("uid-secrets", "us-central1-a")
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)

@@ -12,7 +12,6 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
@@ -34,9 +33,7 @@ func TestReconfigureNoticesTLSChanges(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			g := &guest{}
-			fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-			g.url = fake.URL
+			fake, b, _ := newTestWithGuest(t)
 			ctx := ctxT(t)
 			spec := testSpec("uid-tls-change", "us-central1-a")
 			fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
@@ -89,9 +86,7 @@ func asSEC1(t *testing.T, pkcs8 string) string {
 // secrets in user-data. Get reads it back without the key, and the first reconfiguration rewrites both.
 func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 	t.Parallel()
-	g := &guest{}
-	fake, b := newTest(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
-	g.url = fake.URL
+	fake, b, _ := newTestWithGuest(t)
 	ctx := ctxT(t)
 	spec := testSpec("uid-earlier", "us-central1-a")
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
