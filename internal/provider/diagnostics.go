@@ -11,8 +11,12 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
+// classText is what a diagnostic says about a class: its summary, and what to do.
+type classText struct{ summary, advice string }
+
 // classAdvice is the one mapping from error class to what the user reads: a summary and what to do.
-var classAdvice = map[backend.Class]struct{ summary, advice string }{
+var classAdvice = map[backend.Class]classText{
+	// On Read, Update and Delete: the proxy existed. A create's NotFound is createAdvice's.
 	backend.ClassNotFound: {"Egress proxy not found",
 		"The object no longer exists on the backend; it may have been deleted outside Terraform. " +
 			"Run terraform apply to create it again, or remove it from the configuration."},
@@ -31,11 +35,30 @@ var classAdvice = map[backend.Class]struct{ summary, advice string }{
 			"If it persists, report it to the provider's maintainers with this message."},
 }
 
+// createAdvice replaces classAdvice where a class means something else for a create. NotFound there is never
+// the proxy deleted outside Terraform, since it is being made: what it was to be made in is missing. Backends
+// turn the parents they know (namespace, zone, network, subnetwork, pool) into Permanent errors that name
+// them; this covers whatever still arrives as NotFound.
+var createAdvice = map[backend.Class]classText{
+	backend.ClassNotFound: {"Egress proxy placement not found",
+		"Something the proxy is placed in or refers to (a namespace, zone, network, subnetwork, storage pool, base volume " +
+			"or image, as the backend error names) does not exist on the backend. It was not retried. " +
+			"Create it first, or correct the placement, then apply again."},
+}
+
+// adviceFor is what the user reads about an error of class in operation.
+func adviceFor(operation string, class backend.Class) classText {
+	if a, ok := createAdvice[class]; ok && operation == "create" {
+		return a
+	}
+	return classAdvice[class]
+}
+
 // backendErrorDiagnostic explains a failed backend operation on object: what happened, on which object,
 // the error class and what to do, each said once.
 func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic {
 	class := backend.ClassOf(err)
-	a := classAdvice[class]
+	a := adviceFor(operation, class)
 	if advice := backend.AdviceOf(err); advice != "" {
 		a.advice = advice
 	}

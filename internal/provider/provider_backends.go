@@ -41,6 +41,7 @@ type kvmHostModel struct {
 	SSHKeyFile            types.String `tfsdk:"ssh_key_file"`
 	KnownHostsFile        types.String `tfsdk:"known_hosts_file"`
 	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
+	Insecure              types.Bool   `tfsdk:"insecure"`
 	ConnectTimeout        types.String `tfsdk:"connect_timeout"`
 }
 
@@ -58,8 +59,9 @@ func kubernetesProviderSchema() schema.SingleNestedAttribute {
 		Attributes: map[string]schema.Attribute{
 			"clusters": schema.MapNestedAttribute{
 				Optional: true,
-				MarkdownDescription: "Clusters by the name resources use in `kubernetes.cluster`. " +
-					"When empty, one cluster named `default` is read from `" + kubeconfigEnvVar + "`.",
+				MarkdownDescription: "Clusters by the name resources use in `kubernetes.cluster`: lowercase letters, digits and hyphens, " +
+					"as that name is part of every id. When empty, one cluster named `default` is read from `" + kubeconfigEnvVar + "`.",
+				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.NameOf("kubernetes cluster name"))},
 				NestedObject: schema.NestedAttributeObject{Attributes: withAttributes(map[string]schema.Attribute{
 					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path of the kubeconfig file. Defaults to `" + kubeconfigEnvVar + "`."},
 					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
@@ -81,8 +83,15 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.KVMHost())},
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"uri": schema.StringAttribute{Required: true,
-						MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tcp://host/system`, `qemu+tls://host/system` or `test:///default`.",
-						Validators:          []validator.String{attribute_validator.LibvirtURI()}},
+						MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tls://host/system` or `test:///default`; " +
+							"`qemu+tcp://host/system`, or `no_verify=1` on a remote URI, only with `insecure = true`.",
+						Validators: []validator.String{attribute_validator.LibvirtURI(), attribute_validator.LibvirtTransport()}},
+					"insecure": schema.BoolAttribute{Optional: true,
+						MarkdownDescription: "Accept a `uri` whose connection anyone on the path can read or take over: `qemu+tcp://` (no encryption, " +
+							"no authentication of the host) or `no_verify=1` (the host's TLS certificate or SSH host key unchecked). Creating a proxy " +
+							"sends its seed ISO over this connection, and the ISO carries the proxy's htpasswd hash and TLS private key: on such a " +
+							"connection others can read them, or pose as the host. Only for lab hosts, or a link protected otherwise (a VPN). " +
+							"Defaults to `false`."},
 					"ssh_key_file": schema.StringAttribute{Optional: true, MarkdownDescription: "Private key for `qemu+ssh://` URIs."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
@@ -148,7 +157,7 @@ func kvmBackendConfig(m *kvmProviderModel) kvm.Config {
 		cfg.Hosts[name] = kvm.HostConfig{
 			URI: h.URI.ValueString(), SSHKeyFile: h.SSHKeyFile.ValueString(),
 			SSHKnownHostsFile: h.KnownHostsFile.ValueString(), InsecureIgnoreHostKey: h.InsecureIgnoreHostKey.ValueBool(),
-			DialTimeout: connectTimeout,
+			Insecure: h.Insecure.ValueBool(), DialTimeout: connectTimeout,
 		}
 	}
 	return cfg

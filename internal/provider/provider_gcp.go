@@ -5,10 +5,12 @@ import (
 	"os"
 
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
 // The provider-level settings of the gcp backend, with the conventions of the HashiCorp Google provider.
@@ -58,11 +60,14 @@ func gcpProjectAttributes(perProject bool) map[string]schema.Attribute {
 		"impersonate_service_account": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Service account whose short-lived tokens the provider uses, obtained with the credentials above." + fallback("")},
 		"default_zone": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Zone of proxies that name none." + fallback(" Defaults to `"+gcp.DefaultZone+"`.")},
+			MarkdownDescription: "Zone of proxies that name none, such as `europe-west1-b`." + fallback(" Defaults to `"+gcp.DefaultZone+"`."),
+			Validators:          []validator.String{attribute_validator.GCPZone()}},
 		"region": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Region whose quotas `egress_backends` reports; the region of `default_zone` when unset."},
+			MarkdownDescription: "Region whose quotas `egress_backends` reports, such as `europe-west1`; the region of `default_zone` when unset.",
+			Validators:          []validator.String{attribute_validator.GCPRegion()}},
 		"compute_endpoint": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Compute Engine API endpoint, for private endpoints and tests, such as `https://compute.p.example.internal`." + fallback("")},
+			MarkdownDescription: "Compute Engine API endpoint, an `http` or `https` URL, for private endpoints and tests, such as `https://compute.p.example.internal`." + fallback(""),
+			Validators:          []validator.String{attribute_validator.URLWithScheme("http", "https")}},
 	}
 }
 

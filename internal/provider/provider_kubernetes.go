@@ -3,11 +3,14 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
 // kubernetesClusterExtra are a cluster's settings beyond the kubeconfig file and context, named as the
@@ -41,7 +44,8 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 		"client_certificate":     schema.StringAttribute{Optional: true, MarkdownDescription: "PEM client certificate, with `client_key`."},
 		"client_key":             schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: "PEM client key."},
 		"cluster_ca_certificate": schema.StringAttribute{Optional: true, MarkdownDescription: "PEM CA certificate that signed the API server's."},
-		"insecure":               schema.BoolAttribute{Optional: true, MarkdownDescription: "Skip verifying the API server's certificate. Defaults to `false`."},
+		"insecure": schema.BoolAttribute{Optional: true, MarkdownDescription: "Skip verifying the API server's certificate. Defaults to `false`. Not with `cluster_ca_certificate`.",
+			Validators: []validator.Bool{attribute_validator.TrueConflictsWith(path.MatchRelative().AtParent().AtName("cluster_ca_certificate"), kubernetes.ErrInsecureWithCA.Error())}},
 		"exec": schema.SingleNestedAttribute{Optional: true, MarkdownDescription: "Credential plugin run for a token or certificate.",
 			Attributes: map[string]schema.Attribute{
 				"api_version": schema.StringAttribute{Required: true, MarkdownDescription: "Such as `client.authentication.k8s.io/v1`."},
@@ -50,7 +54,8 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 				"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its extra environment."},
 			}},
 		"image": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Default proxy image on this cluster; `" + kubernetes.DefaultImage + "` (built by `make image`) when unset."},
+			MarkdownDescription: "Default proxy image on this cluster; `" + kubernetes.DefaultImage + "` (built by `make image`) when unset.",
+			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
 		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Namespaces the provider works in: the orphan list reads them one by one where RBAC forbids listing across the cluster, and `egress_backends` checks the credentials' permissions in each of them (across the cluster when none are listed), so that credentials bound by namespace Roles are healthy."},
 	}

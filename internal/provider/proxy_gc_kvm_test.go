@@ -77,7 +77,7 @@ func TestAccProxyGC_kvmProtocol(t *testing.T) {
   "kvm": {
     "hosts": {
       "local": {"uri": %q},
-      "down": {"uri": "qemu+tcp://127.0.0.1:1/system", "connect_timeout": "2s"}
+      "down": {"uri": "qemu+tcp://127.0.0.1:1/system", "insecure": true, "connect_timeout": "2s"}
     },
     "pool": "egress-test", "network": "egress-test", "base_volume": "egress-base.qcow2", "domain_type": "qemu"
   }

@@ -36,6 +36,8 @@ func TestAccProxy_errorClassDiagnostics(t *testing.T) {
 		"permanent":    {backend.ClassPermanent, `(?s)refused by the backend.*Error class: Permanent.*Correct the configuration`},
 		"transient":    {backend.ClassTransient, `(?s)temporarily unavailable.*Error class: Transient.*gave up after context deadline exceeded.*zone exhausted`},
 		"unclassified": {backend.ClassUnclassified, `(?s)Unexpected egress proxy backend error.*Error class: Unclassified.*last error`},
+		// What a create finds missing is where the proxy was to go, never the proxy: no advice about deletion.
+		"not found": {backend.ClassNotFound, `(?s)Egress proxy placement not found.*Error class: NotFound.*zone exhausted.*Something the proxy is placed in.*does not exist.*Create it first`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestAccProxy_errorClassDiagnostics(t *testing.T) {
 			})
 			retried := mem[backend.KindGCP].Calls("create")
 			switch tc.class {
-			case backend.ClassQuota, backend.ClassPermanent:
+			case backend.ClassQuota, backend.ClassPermanent, backend.ClassNotFound:
 				if retried != 1 {
 					t.Errorf("create was called %d times; %s errors must not be retried", retried, tc.class)
 				}

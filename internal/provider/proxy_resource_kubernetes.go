@@ -2,6 +2,7 @@ package provider
 
 import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
 // kubernetesPlacementExtra are the Kubernetes placement settings beyond cluster and namespace.
@@ -43,9 +45,14 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kubernetes.DefaultReplicas),
 			MarkdownDescription: "Proxy pods behind the Service; changes in place.", Validators: []validator.Int64{int64validator.Between(1, 100)}},
 		"image": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Squid image; the cluster's `image`, or `" + kubernetes.DefaultImage + "` (built by `make image`), when unset."},
+			MarkdownDescription: "Squid image; the cluster's `image`, or `" + kubernetes.DefaultImage + "` (built by `make image`), when unset.",
+			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
 		"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-			MarkdownDescription: "Node labels the pods must run on, such as egress nodes with known addresses."},
+			MarkdownDescription: "Node labels the pods must run on, such as egress nodes with known addresses.",
+			Validators: []validator.Map{
+				mapvalidator.KeysAre(attribute_validator.NodeSelectorKey()),
+				mapvalidator.ValueStringsAre(attribute_validator.NodeSelectorValue()),
+			}},
 		"tolerations": schema.ListNestedAttribute{Optional: true, MarkdownDescription: "Taints the pods tolerate.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 				"key":      schema.StringAttribute{Optional: true, MarkdownDescription: "Taint key; empty with `Exists` matches every taint."},
@@ -53,10 +60,15 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 				"value":    schema.StringAttribute{Optional: true, MarkdownDescription: "Taint value for `Equal`."},
 				"effect":   schema.StringAttribute{Optional: true, MarkdownDescription: "`NoSchedule`, `PreferNoSchedule` or `NoExecute`; empty matches all.", Validators: []validator.String{stringvalidator.OneOf("NoSchedule", "PreferNoSchedule", "NoExecute")}},
 			}}},
-		"resources": schema.SingleNestedAttribute{Optional: true, MarkdownDescription: "The Squid container's resource requests and limits.",
+		"resources": schema.SingleNestedAttribute{Optional: true,
+			MarkdownDescription: "The Squid container's resource requests and limits: `cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>` " +
+				"or an extended resource such as `example.com/dongle`, each a Kubernetes quantity. No request may exceed its limit.",
+			Validators: []validator.Object{attribute_validator.KubernetesRequestsWithinLimits()},
 			Attributes: map[string]schema.Attribute{
-				"requests": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ cpu = \"100m\", memory = \"128Mi\" }`."},
-				"limits":   schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ memory = \"256Mi\" }`."},
+				"requests": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ cpu = \"100m\", memory = \"128Mi\" }`.",
+					Validators: []validator.Map{attribute_validator.KubernetesResources()}},
+				"limits": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ memory = \"256Mi\" }`.",
+					Validators: []validator.Map{attribute_validator.KubernetesResources()}},
 			}},
 		"service_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultServiceType),
 			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`.", Validators: []validator.String{stringvalidator.OneOf(kubernetes.ServiceTypes...)}},

@@ -173,7 +173,7 @@ func TestAccProxyKVM_hostErrors(t *testing.T) {
 		"unreachable host fails fast and says so": {
 			`provider "egress" {
   owner = "acc-unreachable"
-  kvm   = { hosts = { local = { uri = "qemu+tcp://127.0.0.1:9/system", connect_timeout = "2s" } }, base_volume = "egress-base.qcow2" }
+  kvm   = { hosts = { local = { uri = "qemu+tcp://127.0.0.1:9/system", insecure = true, connect_timeout = "2s" } }, base_volume = "egress-base.qcow2" }
 }`, `kvm = { wait_for_address = false }`,
 			`(?s)Error: Egress proxy request refused by the backend.*Error class: Permanent.*127.0.0.1:9.*could not be reached within 2s.*is libvirtd running there`,
 		},

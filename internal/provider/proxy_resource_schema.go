@@ -124,7 +124,9 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 						MarkdownDescription: "Use QEMU user-mode networking (passt) instead of a libvirt network or bridge, with the proxy port forwarded to `forward_address`:`forward_port` on the host. For laptops without a libvirt network.",
 						Validators: []validator.Bool{boolvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("network"), path.MatchRoot("kvm").AtName("bridge"), path.MatchRoot("kvm").AtName("ip")),
 							boolvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("forward_port"))}},
-					"forward_address": schema.StringAttribute{Optional: true, MarkdownDescription: "Host address the forwarded proxy port listens on with `user_net`; all addresses when unset.",
+					"forward_address": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Host address the forwarded proxy port listens on with `user_net`. Defaults to `" + kvm.DefaultForwardAddress +
+							"`: only clients on the host itself reach the proxy. Set `0.0.0.0` to listen on every address of the host.",
 						Validators: []validator.String{attribute_validator.IPv4(), stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
 					"forward_port": schema.Int64Attribute{Optional: true, MarkdownDescription: "Host port forwarded to the proxy port with `user_net`.",
 						Validators: []validator.Int64{attribute_validator.Port(), int64validator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},

@@ -21,6 +21,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
 	// A good pair, so that the key pair's own check passes and the attribute combination is what fails.
 	goodCert, goodKey := testutil.SelfSignedPEM(t, "proxy.test")
+	k8s := func(extra string) string { return "  kubernetes = { namespace = \"ns\", " + extra + " }" }
 	goodTLS := func(keys string) string {
 		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
 	}
@@ -29,7 +30,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		want string // the diagnostic's summary, then its text naming the attribute
 	}{
 		"no backend":                  {base, `Missing Attribute Configuration.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
-		"two backends":                {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"z\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
+		"two backends":                {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"europe-west1-b\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
 		"uppercase name":              {base + "  kvm = {}\n  name = \"Proxy1\"", `Invalid proxy name.*Attribute name: "Proxy1"`},
 		"name too long":               {base + "  kvm = {}\n  name = \"a" + strings.Repeat("b", 63) + "\"", `Invalid proxy name.*Attribute name: "abbb`},
 		"name starts with digit":      {base + "  kvm = {}\n  name = \"1proxy\"", `Invalid proxy name.*Attribute name: "1proxy"`},
@@ -66,6 +67,20 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"gcp static ip without name":  {base + "  gcp = { static_egress_ip = true }", `Missing name.*Attribute gcp.static_egress_ip is true, so name must be set`},
 		"gcp static ip name too long": {base + "  name = \"" + strings.Repeat("p", 61) + "\"\n  gcp = { static_egress_ip = true }", `Invalid name.*Attribute gcp.static_egress_ip is true, so name must suit it: the static address would be named "p{61}-ip", 64 characters.*at most 60 characters`},
 		"kubernetes namespace bad":    {base + "  kubernetes = { namespace = \"Team_A\" }", `Invalid kubernetes namespace.*Attribute kubernetes.namespace: "Team_A"`},
+		// Kubernetes and GCP values the API would refuse only at apply, or that would never work.
+		"kubernetes request not a quantity":          {base + k8s(`resources = { requests = { cpu = "100 m" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.requests\["cpu"\]: resource cpu: "100 m" is not a quantity`},
+		"kubernetes limit negative":                  {base + k8s(`resources = { limits = { memory = "-1Gi" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.limits\["memory"\]: resource memory: "-1Gi" is negative`},
+		"kubernetes resource name unknown":           {base + k8s(`resources = { limits = { cpus = "1" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.limits\["cpus"\]: resource name "cpus" is not one a container can ask for`},
+		"kubernetes extended resource part":          {base + k8s(`resources = { limits = { "example.com/gpu" = "500m" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.limits\["example.com/gpu"\]: resource example.com/gpu: "500m" must be a whole number`},
+		"kubernetes request above limit":             {base + k8s(`resources = { requests = { memory = "512Mi" }, limits = { memory = "256Mi" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.requests\["memory"\]: resource memory: request 512Mi is more than the limit 256Mi`},
+		"kubernetes extended resource without limit": {base + k8s(`resources = { requests = { "example.com/dongle" = "1" } }`), `Invalid kubernetes resource.*Attribute kubernetes.resources.requests\["example.com/dongle"\]: resource example.com/dongle: a request needs a limit equal to it`},
+		"kubernetes image uppercase":                 {base + k8s(`image = "Egress/Squid:1"`), `Invalid image reference.*Attribute kubernetes.image: image "Egress/Squid:1"`},
+		"kubernetes image with space":                {base + k8s(`image = "squid:debian 12"`), `Invalid image reference.*Attribute kubernetes.image: image "squid:debian 12"`},
+		"kubernetes node selector key":               {base + k8s(`node_selector = { "-role" = "egress" }`), `Invalid node selector label key.*Attribute kubernetes.node_selector\["-role"\]`},
+		"kubernetes node selector value":             {base + k8s(`node_selector = { role = "egress nodes" }`), `Invalid node selector label value.*Attribute kubernetes.node_selector\["role"\]: label value "egress nodes"`},
+		"gcp zone is a region":                       {base + "  gcp = { zone = \"europe-west1\" }", `Invalid gcp zone.*Attribute gcp.zone: zone "europe-west1"`},
+		"gcp zone uppercase":                         {base + "  gcp = { zone = \"europe-west1-B\" }", `Invalid gcp zone.*Attribute gcp.zone: zone "europe-west1-B"`},
+		"gcp service account not an email":           {base + "  gcp = { service_account = \"proxy-sa\" }", `Invalid service account.*Attribute gcp.service_account: service account "proxy-sa" must be an email`},
 		// A last label in hex or octal makes the name an IPv4 address to resolvers (0x7f000001 is 127.0.0.1).
 		"destination hex":            {base + "  kvm = {}\n  allowed_destinations = [\"0x7f000001\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("0x7f000001"\)\]: destination "0x7f000001" must be a host name, not an IP address: its last label "0x7f000001" is a hexadecimal number`},
 		"destination hex last label": {base + "  kvm = {}\n  allowed_destinations = [\"api.example.com\", \"1.0x7f\"]", `Invalid destination.*Attribute allowed_destinations\[Value\("1.0x7f"\)\]: destination "1.0x7f" must be a host name, not an IP address: its last label "0x7f" is a hexadecimal number`},
@@ -118,6 +133,20 @@ func TestAccProvider_invalidConfig(t *testing.T) {
 		"kvm uri not libvirt":    {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "http://example.com/" } } }`, `(?s)Invalid libvirt URI.*Attribute kvm.hosts\["local"\].uri: libvirt URI "http://example.com/": driver "http" cannot run`},
 		"kvm uri empty":          {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "" } } }`, `(?s)Invalid libvirt URI.*libvirt URI is empty`},
 		"kvm host key bad":       {`owner = "t"` + "\n" + `kvm = { hosts = { "a b" = { uri = "qemu:///system" } } }`, `(?s)Invalid kvm host name.*kvm host name "a b"`},
+		// What the kubernetes and gcp backends would refuse only when first used, or never.
+		"kubernetes cluster name uppercase": {`owner = "t"` + "\n" + `kubernetes = { clusters = { Prod = { host = "https://k.example.com" } } }`, `(?s)Invalid kubernetes cluster name.*Attribute kubernetes.clusters\["Prod"\]: "Prod" must be 1 to 63 lowercase`},
+		"kubernetes insecure with ca": {`owner = "t"` + "\n" + `kubernetes = { clusters = { main = { host = "https://k.example.com", insecure = true, cluster_ca_certificate = "x" } } }`,
+			`(?s)Conflicting kubernetes.clusters\["main"\].insecure.*Attribute kubernetes.clusters\["main"\].insecure is true, so kubernetes.clusters\["main"\].cluster_ca_certificate must not be set: client-go refuses`},
+		"gcp default zone is a region": {`owner = "t"` + "\n" + `gcp = { default_zone = "europe-west1" }`, `(?s)Invalid gcp zone.*Attribute gcp.default_zone: zone "europe-west1"`},
+		"gcp project zone bad":         {`owner = "t"` + "\n" + `gcp = { projects = { p2 = { default_zone = "west1-b" } } }`, `(?s)Invalid gcp zone.*Attribute gcp.projects\["p2"\].default_zone: zone "west1-b"`},
+		"gcp region is a zone":         {`owner = "t"` + "\n" + `gcp = { region = "europe-west1-b" }`, `(?s)Invalid gcp region.*Attribute gcp.region: region "europe-west1-b"`},
+		"gcp endpoint without scheme":  {`owner = "t"` + "\n" + `gcp = { compute_endpoint = "compute.example.internal" }`, `(?s)Invalid URL.*Attribute gcp.compute_endpoint: "compute.example.internal" must be an http or https URL`},
+		"gcp endpoint other scheme":    {`owner = "t"` + "\n" + `gcp = { compute_endpoint = "ftp://compute.example.internal/" }`, `(?s)Invalid URL.*Attribute gcp.compute_endpoint: "ftp://compute.example.internal/" must be an http or https URL`},
+		// The seed ISO carries the htpasswd hash and the TLS key over the libvirt connection.
+		"kvm tcp without insecure": {`owner = "t"` + "\n" + `kvm = { hosts = { h = { uri = "qemu+tcp://kvm1.example.com/system" } } }`,
+			`(?s)Insecure libvirt transport.*Attribute kvm.hosts\["h"\].uri: libvirt URI "qemu\+tcp://kvm1.example.com/system" sends.*in clear.*insecure = true`},
+		"kvm no_verify without insecure": {`owner = "t"` + "\n" + `kvm = { hosts = { h = { uri = "qemu+tls://kvm1.example.com/system?no_verify=1" } } }`,
+			`(?s)Insecure libvirt transport.*Attribute kvm.hosts\["h"\].uri: libvirt URI "qemu\+tls://kvm1.example.com/system\?no_verify=1" does not verify.*insecure = true`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -156,4 +185,48 @@ func TestAccProxy_kvmHostNamedAsInHosts(t *testing.T) {
 			},
 		}},
 	})
+}
+
+// The plan-time checks refuse typos, not the values real configurations use: each of these plans.
+func TestAccProxy_validBackendValuesPlan(t *testing.T) {
+	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
+	tests := map[string]struct{ provider, body string }{
+		"kubernetes resources": {"", base + `  kubernetes = { namespace = "ns", resources = {
+    requests = { cpu = "100m", memory = "128Mi", "hugepages-2Mi" = "64Mi", "example.com/dongle" = "1" }
+    limits   = { cpu = "1.5", memory = "256Mi", "hugepages-2Mi" = "64Mi", "example.com/dongle" = "1", "ephemeral-storage" = "1G" }
+  } }`},
+		"kubernetes image with registry, port, tag and digest": {"", base + `  kubernetes = { namespace = "ns",
+    image = "registry.example:5000/team/squid_proxy:6.10-r1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" }`},
+		"kubernetes image of docker hub": {"", base + `  kubernetes = { namespace = "ns", image = "ubuntu/squid" }`},
+		"kubernetes node selector":       {"", base + `  kubernetes = { namespace = "ns", node_selector = { "node-role.kubernetes.io/egress" = "", "topology.kubernetes.io/zone" = "eu-1a" } }`},
+		"gcp placement":                  {"", base + `  gcp = { project = "proj-1", zone = "northamerica-northeast1-a", service_account = "proxy@proj-1.iam.gserviceaccount.com" }`},
+		"gcp default service account":    {"", base + `  gcp = { zone = "us-central1-a", service_account = "default" }`},
+		"gcp provider settings": {`  gcp = { default_zone = "europe-west1-b", region = "europe-west1", compute_endpoint = "https://compute.p.example.internal/compute/v1/"
+    projects = { p2 = { default_zone = "asia-east1-a", compute_endpoint = "http://127.0.0.1:8080" } } }`, base + "  gcp = { project = \"p2\" }"},
+		"kubernetes cluster settings": {`  kubernetes = { clusters = { default = { host = "https://k.example.com", insecure = false, cluster_ca_certificate = "x" }, edge-2 = { host = "https://e.example.com", insecure = true } } }`,
+			base + "  kubernetes = { namespace = \"ns\", cluster = \"edge-2\" }"},
+		// The insecure transports are there for lab hosts that say so.
+		"kvm tcp host marked insecure":        {`  kvm = { hosts = { local = { uri = "qemu+tcp://kvm1.example.com/system", insecure = true } } }`, base + "  kvm = {}"},
+		"kvm unverified host marked insecure": {`  kvm = { hosts = { local = { uri = "qemu+ssh://root@kvm1.example.com/system?no_verify=1", insecure = true } } }`, base + "  kvm = {}"},
+		"kvm tls and ssh hosts":               {`  kvm = { hosts = { local = { uri = "qemu+tls://kvm1.example.com/system" }, hv2 = { uri = "qemu+ssh://root@kvm2.example.com/system?no_verify=0" } } }`, base + "  kvm = {}"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			mem := newMemoryBackends()
+			providerBlock := testProviderBlock
+			if tc.provider != "" {
+				providerBlock = "provider \"egress\" {\n  owner = \"team-a\"\n" + tc.provider + "\n}\n"
+			}
+			resource.Test(t, resource.TestCase{
+				PreCheck:                 func() { testAccPreCheck(t) },
+				ProtoV6ProviderFactories: mem.protoV6(),
+				Steps: []resource.TestStep{{
+					Config:             providerBlock + "resource \"egress_proxy\" \"test\" {\n" + tc.body + "\n}\n",
+					PlanOnly:           true,
+					ExpectNonEmptyPlan: true,
+				}},
+			})
+		})
+	}
 }

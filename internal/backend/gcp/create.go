@@ -3,6 +3,7 @@ package gcp
 import (
 	"context"
 	"fmt"
+	"regexp"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
@@ -25,7 +26,51 @@ func mustRender(b []byte, err error) []byte {
 	return b
 }
 
-// resolve fills the placement's empty fields with the backend's defaults.
+// Compute Engine's names of regions and zones: a region is a geography, a direction and a number
+// (europe-west1, northamerica-northeast2, u-france-east1), a zone its region and a suffix (europe-west1-b).
+// Service accounts are named by their email, or "default" for the project's default compute account.
+var (
+	regionRE         = regexp.MustCompile(`^[a-z]+(?:-[a-z]+)+[0-9]+$`)
+	zoneRE           = regexp.MustCompile(`^[a-z]+(?:-[a-z]+)+[0-9]+-[a-z][a-z0-9]*$`)
+	serviceAccountRE = regexp.MustCompile(`^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+$`)
+)
+
+// DefaultServiceAccount names the project's default compute service account where an email is expected.
+const DefaultServiceAccount = "default"
+
+// ValidateZone accepts a zone name of Compute Engine's form; whether the zone exists only the API knows.
+func ValidateZone(zone string) error {
+	if len(zone) <= maxResourceName && zoneRE.MatchString(zone) {
+		return nil
+	}
+	if regionRE.MatchString(zone) {
+		return fmt.Errorf("zone %q is a region: a zone is a region and a suffix, such as %s-b", zone, zone)
+	}
+	return fmt.Errorf("zone %q is not a Compute Engine zone: lowercase, a region and a suffix, such as europe-west1-b", zone)
+}
+
+// ValidateRegion accepts a region name of Compute Engine's form.
+func ValidateRegion(region string) error {
+	if len(region) <= maxResourceName && regionRE.MatchString(region) {
+		return nil
+	}
+	if zoneRE.MatchString(region) {
+		return fmt.Errorf("region %q is a zone: its region is %s", region, regionOf(region))
+	}
+	return fmt.Errorf("region %q is not a Compute Engine region: lowercase, such as europe-west1", region)
+}
+
+// ValidateServiceAccount accepts a service account's email, or DefaultServiceAccount.
+func ValidateServiceAccount(email string) error {
+	if email == DefaultServiceAccount || serviceAccountRE.MatchString(email) {
+		return nil
+	}
+	return fmt.Errorf("service account %q must be an email such as proxy@PROJECT.iam.gserviceaccount.com, or %q for the project's default compute service account",
+		email, DefaultServiceAccount)
+}
+
+// resolve fills the placement's empty fields with the backend's defaults, and refuses names no API call
+// could accept.
 func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
 	if pl.Target == "" {
 		pl.Target = b.DefaultProject()
@@ -36,6 +81,14 @@ func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
 	}
 	if pl.Scope == "" {
 		pl.Scope = p.settings.DefaultZone
+	}
+	if err := ValidateZone(pl.Scope); err != nil {
+		return pl, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+	}
+	if pl.GCP != nil && pl.GCP.ServiceAccount != "" {
+		if err := ValidateServiceAccount(pl.GCP.ServiceAccount); err != nil {
+			return pl, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+		}
 	}
 	g := backend.GCPPlacement{}
 	if pl.GCP != nil {
@@ -101,7 +154,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	switch {
 	case g.StaticEgressIP:
 		if natIP, inherited, err = b.reserveAddress(ctx, p, region, reservedAddressName(spec.Name), spec); err != nil {
-			return backend.Instance{}, err
+			return backend.Instance{}, missingOnCreate(project, err)
 		}
 	case g.EgressAddressName != "":
 		if natIP, err = b.namedAddress(ctx, p, region, g.EgressAddressName, spec.Name); err != nil {
@@ -115,7 +168,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return b.adopt(ctx, p, zone, spec)
 		}
 		if err != nil {
-			return classify(obj, err)
+			return missingOnCreate(project, classify(obj, err))
 		}
 		return b.wait(ctx, op, obj)
 	})

@@ -3,9 +3,11 @@ package gcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -110,4 +112,50 @@ func operationError(object string, e *computepb.Error) error {
 func isConflict(err error) bool {
 	var ge *googleapi.Error
 	return errors.As(err, &ge) && ge.Code == http.StatusConflict
+}
+
+// missingRE finds what Compute Engine names in a 404: "The resource 'projects/p/zones/z' was not found".
+var missingRE = regexp.MustCompile(`[Tt]he resource '([^']+)' was not found`)
+
+// missingKinds are the resources a create refers to, by their collection in a resource path: what the user
+// calls one, and what to do when it is missing.
+var missingKinds = map[string]struct{ what, advice string }{
+	"zones":        {"zone", "Set gcp.zone (or the project's default_zone) to a zone that exists (gcloud compute zones list), then apply again."},
+	"regions":      {"region", "Set gcp.zone (or the project's default_zone) to a zone of a region that exists (gcloud compute regions list), then apply again."},
+	"networks":     {"network", "Create the network first, or set gcp.network to one that exists, then apply again."},
+	"subnetworks":  {"subnetwork", "Create the subnetwork first, or set gcp.subnetwork to one that exists in the zone's region, then apply again."},
+	"images":       {"image", "Set gcp.image to an image or image family that exists and that the project may use, then apply again."},
+	"machineTypes": {"machine type", "Set gcp.machine_type to a machine type the zone offers (gcloud compute machine-types list --zones ZONE), then apply again."},
+	"addresses":    {"address", "Reserve the address first, or set gcp.egress_address_name to one that exists in the zone's region, then apply again."},
+}
+
+// missingOnCreate is what a NotFound met while creating means: not the proxy gone (it is being made) but
+// something it refers to missing, a zone, region, network, subnetwork, image, machine type or address. No
+// retry brings that: Permanent, about the missing resource, with what to do. Other errors pass unchanged.
+func missingOnCreate(project string, err error) error {
+	if backend.ClassOf(err) != backend.ClassNotFound {
+		return err
+	}
+	object, inner := "", err
+	var be *backend.Error
+	if errors.As(err, &be) {
+		object, inner = be.Object, be.Err
+	}
+	m := missingRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &backend.Error{Class: backend.ClassPermanent, Object: object,
+			Err:    fmt.Errorf("refers to something that does not exist in project %s: %w", project, inner),
+			Advice: "Check the zone, network, subnetwork, image and machine type of the placement, then apply again."}
+	}
+	parts := strings.Split(m[1], "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if k, ok := missingKinds[parts[i]]; ok {
+			missing := fmt.Sprintf("gcp %s %s in project %s", k.what, strings.Join(parts[i+1:], "/"), project)
+			return &backend.Error{Class: backend.ClassPermanent, Object: missing,
+				Err: fmt.Errorf("does not exist, so %s cannot be made: %w", object, inner), Advice: k.advice}
+		}
+	}
+	return &backend.Error{Class: backend.ClassPermanent, Object: object,
+		Err:    fmt.Errorf("%s does not exist: %w", m[1], inner),
+		Advice: fmt.Sprintf("Create %s first, or correct the placement that names it, then apply again.", m[1])}
 }

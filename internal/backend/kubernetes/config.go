@@ -210,6 +210,12 @@ func (c Config) validate() error {
 		if cc.ClientCertificate != "" && cc.ClientKey == "" || cc.ClientKey != "" && cc.ClientCertificate == "" {
 			return fmt.Errorf("cluster %q: client_certificate and client_key go together", name)
 		}
+		if cc.Insecure && cc.ClusterCACertificate != "" {
+			return fmt.Errorf("cluster %q: %w", name, ErrInsecureWithCA)
+		}
+		if err := ValidateImage(c.image(cc)); err != nil {
+			return fmt.Errorf("cluster %q: %w", name, err)
+		}
 		if cc.Exec != nil && cc.Exec.Command == "" {
 			return fmt.Errorf("cluster %q: exec needs a command", name)
 		}

@@ -43,7 +43,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	ns := id.Scope
 	cs := c.cs
 
-	cm, err := adopt(ctx, objectName("ConfigMap", id), spec.UID, o.configMap,
+	cm, err := adopt(ctx, "ConfigMap", id, spec.UID, o.configMap,
 		func(ctx context.Context, x *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 			return cs.CoreV1().ConfigMaps(ns).Create(ctx, x, metav1.CreateOptions{})
 		},
@@ -55,7 +55,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	}
 	var secret *corev1.Secret
 	if o.secret != nil {
-		secret, err = adopt(ctx, objectName("Secret", id), spec.UID, o.secret,
+		secret, err = adopt(ctx, "Secret", id, spec.UID, o.secret,
 			func(ctx context.Context, x *corev1.Secret) (*corev1.Secret, error) {
 				return cs.CoreV1().Secrets(ns).Create(ctx, x, metav1.CreateOptions{})
 			},
@@ -66,7 +66,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 			return backend.Instance{}, err
 		}
 	}
-	d, err := adopt(ctx, objectName("Deployment", id), spec.UID, o.deployment,
+	d, err := adopt(ctx, "Deployment", id, spec.UID, o.deployment,
 		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
 			return cs.AppsV1().Deployments(ns).Create(ctx, x, metav1.CreateOptions{})
 		},
@@ -92,7 +92,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 		}
 	}
 	ownedBy(&o.service.ObjectMeta, d)
-	if _, err := adopt(ctx, objectName("Service", id), spec.UID, o.service,
+	if _, err := adopt(ctx, "Service", id, spec.UID, o.service,
 		func(ctx context.Context, x *corev1.Service) (*corev1.Service, error) {
 			return cs.CoreV1().Services(ns).Create(ctx, x, metav1.CreateOptions{})
 		},
@@ -103,7 +103,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	}
 	if o.networkPolicy != nil {
 		ownedBy(&o.networkPolicy.ObjectMeta, d)
-		if _, err := adopt(ctx, objectName("NetworkPolicy", id), spec.UID, o.networkPolicy,
+		if _, err := adopt(ctx, "NetworkPolicy", id, spec.UID, o.networkPolicy,
 			func(ctx context.Context, x *networkingv1.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
 				return cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, x, metav1.CreateOptions{})
 			},
@@ -140,16 +140,17 @@ func (b *Backend) render(spec backend.Spec, id backend.ProviderID) (objects, err
 
 // adopt creates want, or, when an object of that name exists already, returns it if it carries uid: a
 // retried Create finds what the crashed one made. One that belongs to anyone else is refused.
-func adopt[T metav1.Object](ctx context.Context, object, uid string, want T,
+func adopt[T metav1.Object](ctx context.Context, kind string, id backend.ProviderID, uid string, want T,
 	create func(context.Context, T) (T, error), get func(context.Context) (T, error),
 ) (T, error) {
+	object := objectName(kind, id)
 	got, err := create(ctx, want)
 	if err == nil {
 		return got, nil
 	}
 	var zero T
 	if !apierrors.IsAlreadyExists(err) {
-		return zero, classify(object, err)
+		return zero, classifyCreate(object, id, err)
 	}
 	got, err = get(ctx)
 	if err != nil {

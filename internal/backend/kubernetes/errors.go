@@ -32,6 +32,34 @@ func classify(object string, err error) error {
 	return backend.NewError(class, object, err)
 }
 
+// classifyCreate is classify for the answer to a create. NotFound there never means the object is gone, for
+// it is being made: the API server says that where it was to go is missing. In practice that is the
+// namespace (the NamespaceLifecycle admission plugin answers `namespaces "x" not found`), which no retry
+// brings: Permanent, naming the namespace and what to do. NotFound stays for lookups, where it means deleted.
+func classifyCreate(object string, id backend.ProviderID, err error) error {
+	if !apierrors.IsNotFound(err) {
+		return classify(object, err)
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		if d := status.Status().Details; d != nil && d.Kind == "namespaces" && d.Group == "" {
+			ns := namespaceObject(d.Name, id.Target)
+			return &backend.Error{Class: backend.ClassPermanent, Object: ns,
+				Err: fmt.Errorf("does not exist, so %s cannot be made in it: %w", object, err),
+				Advice: fmt.Sprintf("Create namespace %s on cluster %s first (kubectl create namespace %s, or a kubernetes_namespace resource "+
+					"this proxy depends on), or set kubernetes.namespace to a namespace that exists, then apply again.", d.Name, id.Target, d.Name)}
+		}
+	}
+	return &backend.Error{Class: backend.ClassPermanent, Object: object,
+		Err: fmt.Errorf("the API server has nothing to make it in: %w", err),
+		Advice: fmt.Sprintf("Check that namespace %s exists on cluster %s and that the cluster serves the kinds the proxy is made of "+
+			"(apps/v1 Deployment, v1 ConfigMap, Secret and Service, networking.k8s.io/v1 NetworkPolicy), then apply again.", id.Scope, id.Target)}
+}
+
+func namespaceObject(namespace, cluster string) string {
+	return fmt.Sprintf("namespace %s on cluster %s", namespace, cluster)
+}
+
 // quotaRE finds the ResourceQuota named in the API server's admission message:
 // `... is forbidden: exceeded quota: NAME, requested: ...`.
 var quotaRE = regexp.MustCompile(`exceeded quota: ([a-z0-9]([-.a-z0-9]*[a-z0-9])?)`)

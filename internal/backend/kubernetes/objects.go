@@ -142,6 +142,9 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 	if err != nil {
 		return objects{}, err
 	}
+	if err := validatePodPlacement(p); err != nil {
+		return objects{}, err
+	}
 	container := corev1.Container{
 		Name:            containerName,
 		Image:           p.Image,
@@ -250,6 +253,7 @@ type placementAnnotation struct {
 	NetworkPolicy bool              `json:"networkPolicy"`
 }
 
+// resourceRequirements checks the requests and limits as the API server would (validate.go) and parses them.
 func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequirements, error) {
 	var r corev1.ResourceRequirements
 	parse := func(in map[string]string) (corev1.ResourceList, error) {
@@ -257,12 +261,11 @@ func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequire
 			return nil, nil
 		}
 		out := corev1.ResourceList{}
-		for name, v := range in {
-			q, err := resource.ParseQuantity(v)
-			if err != nil {
-				return nil, fmt.Errorf("resource %s: %q is not a quantity: %w", name, v, err)
+		for _, name := range sortedKeys(in) {
+			if err := ValidateResource(name, in[name]); err != nil {
+				return nil, err
 			}
-			out[corev1.ResourceName(name)] = q
+			out[corev1.ResourceName(name)] = resource.MustParse(in[name])
 		}
 		return out, nil
 	}
@@ -273,7 +276,38 @@ func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequire
 	if r.Limits, err = parse(p.Limits); err != nil {
 		return r, err
 	}
+	for _, name := range sortedKeys(p.Requests) {
+		if err := ValidateRequestWithinLimit(name, p.Requests[name], p.Limits[name]); err != nil {
+			return r, err
+		}
+	}
 	return r, nil
+}
+
+// validatePodPlacement checks the image and node selector as the API server and the kubelet would
+// (validate.go), so that a placement that cannot run is refused before any object is made.
+func validatePodPlacement(p backend.KubernetesPlacement) error {
+	if err := ValidateImage(p.Image); err != nil {
+		return err
+	}
+	for _, k := range sortedKeys(p.NodeSelector) {
+		if err := ValidateNodeSelectorKey(k); err != nil {
+			return fmt.Errorf("node selector: %w", err)
+		}
+		if err := ValidateNodeSelectorValue(p.NodeSelector[k]); err != nil {
+			return fmt.Errorf("node selector %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // ownedBy makes the Deployment the owner of meta, so deleting it collects the object; with foreground

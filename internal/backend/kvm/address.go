@@ -18,7 +18,7 @@ func addressFromHost(l api, dom libvirt.Domain, m metadata, inst *backend.Instan
 		return
 	case p.UserNet:
 		// The proxy is reached through the host's forwarded port, not the guest's own address.
-		inst.InternalAddress = firstOf(p.ForwardAddress, "127.0.0.1")
+		inst.InternalAddress = firstOf(p.ForwardAddress, DefaultForwardAddress)
 		inst.Port = p.ForwardPort
 		return
 	case p.Network != "":

@@ -52,6 +52,10 @@ type HostConfig struct {
 	TLSClientKeyFile   string
 	InsecureSkipVerify bool
 
+	// Insecure allows a transport anyone on the path could read or take over: qemu+tcp://, or no_verify=1
+	// (ValidateTransport says why it takes a decision of its own).
+	Insecure bool
+
 	// DialTimeout bounds connecting: attempts are retried within it (a daemon restarting is waited for),
 	// then the host is unreachable, a Permanent error. A caller's earlier deadline ends it sooner. Zero
 	// means DefaultDialTimeout.

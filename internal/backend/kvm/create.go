@@ -156,6 +156,14 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	if capacity > pool.available {
 		return dom, metadata{}, backend.Quota("", "pool %q has %d bytes available, the proxy's disk may grow to %d", p.Pool, pool.available, capacity)
 	}
+	// The network is the host's, like the pool: one that is missing is refused here, before anything is made,
+	// instead of when the domain first starts, with its volumes made and the proxy left to replace.
+	var network libvirt.Network
+	if p.Network != "" {
+		if network, err = lookupNetwork(l, p.Network); err != nil {
+			return dom, metadata{}, err
+		}
+	}
 
 	m := newMetadata(spec, p, b.now())
 	img, err := seedImage(spec, m, b.now())
@@ -170,7 +178,7 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 		return dom, metadata{}, err
 	}
 	if p.IP != "" {
-		if err := reserve(l, p.Network, spec.Name, p.MAC, p.IP); err != nil {
+		if err := reserve(l, network, spec.Name, p.MAC, p.IP); err != nil {
 			return dom, metadata{}, err
 		}
 	}

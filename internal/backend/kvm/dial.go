@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +23,9 @@ import (
 // dialTransport opens the byte stream to libvirtd that t describes. Every transport dials with ctx, so an
 // unreachable host fails when the caller's deadline passes, not after the OS's TCP timeout.
 func dialTransport(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
+	if err := checkTransport(h.URI, t, h.Insecure); err != nil {
+		return nil, &configError{err} // before anything is sent: the plan did not see this URI, or was bypassed
+	}
 	var d net.Dialer
 	switch t.transport {
 	case "unix":
@@ -70,8 +72,7 @@ func tlsConfig(h HostConfig, t target) (*tls.Config, error) {
 	}
 	ca, cert, key = firstOf(h.TLSCACertFile, ca), firstOf(h.TLSClientCertFile, cert), firstOf(h.TLSClientKeyFile, key)
 	conf := &tls.Config{ServerName: t.host, MinVersion: tls.VersionTLS12}
-	noVerify, _ := strconv.Atoi(t.query.Get("no_verify"))
-	conf.InsecureSkipVerify = h.InsecureSkipVerify || noVerify != 0 //nolint:gosec // an explicit, documented opt-out
+	conf.InsecureSkipVerify = h.InsecureSkipVerify || noVerify(t) //nolint:gosec // an explicit, documented opt-out
 	if !conf.InsecureSkipVerify {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
@@ -167,8 +168,7 @@ func sshConfig(h HostConfig, t target, addr string) (conf *ssh.ClientConfig, don
 		return nil, nil, fmt.Errorf("no usable ssh key (%s): set the host's ssh key file, or add the key to the ssh-agent", strings.Join(tried, "; "))
 	}
 	conf = &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)}}
-	noVerify, _ := strconv.Atoi(t.query.Get("no_verify"))
-	if h.InsecureIgnoreHostKey || noVerify != 0 {
+	if h.InsecureIgnoreHostKey || noVerify(t) {
 		conf.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // an explicit, documented opt-out
 		return conf, done, nil
 	}

@@ -90,7 +90,7 @@ func domainInterface(p placement, proxyPort int) libvirtxml.DomainInterface {
 		iface.Backend = &libvirtxml.DomainInterfaceBackend{Type: "passt"}
 		iface.PortForward = []libvirtxml.DomainInterfaceSourcePortForward{{
 			Proto:   "tcp",
-			Address: p.ForwardAddress,
+			Address: p.forwardAddress(),
 			Ranges:  []libvirtxml.DomainInterfaceSourcePortForwardRange{{Start: uint(p.ForwardPort), To: uint(proxyPort)}},
 		}}
 	default:
@@ -106,7 +106,7 @@ func domainInterface(p placement, proxyPort int) libvirtxml.DomainInterface {
 // the same virtio NIC and MAC, the host the same listening address. libvirt marks such a domain tainted
 // (custom-argv) and does not list the interface, which the backend never asks for on user-mode networking.
 func slirpCommandline(p placement, proxyPort int) *libvirtxml.DomainQEMUCommandline {
-	netdev := fmt.Sprintf("user,id=egressnet0,hostfwd=tcp:%s:%d-:%d", p.ForwardAddress, p.ForwardPort, proxyPort)
+	netdev := fmt.Sprintf("user,id=egressnet0,hostfwd=tcp:%s:%d-:%d", p.forwardAddress(), p.ForwardPort, proxyPort)
 	// An explicit slot on the q35 root bus: QEMU takes arguments in order, and one it placed itself would
 	// take the slot libvirt gives its first pcie-root-port. libvirt fills slots from 1 up; 0x10 is far
 	// beyond what this domain's few devices use, and below the chipset's own at 0x1f.

@@ -32,6 +32,13 @@ func classify(object string, err error) error {
 	return withAdvice(&backend.Error{Class: classOf(err), Object: object, Err: err})
 }
 
+// missingOnHost is the error of a pool, base volume or network a proxy refers to and the host lacks. Those
+// are the host's to provide, never the provider's: Permanent, not NotFound (which would read as a proxy
+// deleted outside Terraform, and make a create's advice "create it again"), with advice on what to do.
+func missingOnHost(advice string, err error) error {
+	return &backend.Error{Class: backend.ClassPermanent, Err: err, Advice: advice}
+}
+
 // withAdvice gives a Quota error this backend's advice: a libvirt host has no quota system to raise.
 func withAdvice(e *backend.Error) *backend.Error {
 	if e.Class == backend.ClassQuota && e.Advice == "" {

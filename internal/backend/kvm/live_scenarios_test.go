@@ -241,6 +241,7 @@ func TestLiveErrorsOfUnusableHosts(t *testing.T) {
 			hc := h
 			hc.URI = tc.uri
 			hc.DialTimeout = time.Second
+			hc.Insecure = true // the tcp transport is refused before dialling otherwise, and the dial is what is tested
 			b, err := New(Config{Hosts: map[string]HostConfig{liveHost: hc}})
 			if err != nil {
 				t.Fatal(err)

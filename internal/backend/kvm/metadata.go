@@ -176,7 +176,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 		inst.InternalAddress, inst.EgressAddress = p.IP, p.IP
 	case p.UserNet:
 		// Known before the guest boots, like a fixed IP: the host's forwarded port.
-		inst.InternalAddress, inst.Port = firstOf(p.ForwardAddress, "127.0.0.1"), p.ForwardPort
+		inst.InternalAddress, inst.Port = firstOf(p.ForwardAddress, DefaultForwardAddress), p.ForwardPort
 	}
 	return inst
 }

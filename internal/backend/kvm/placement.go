@@ -28,7 +28,14 @@ const (
 	// DefaultDiskGiB is the root disk's size the provider asks for when the configuration gives none. A
 	// placement with DiskGiB 0 gets the base volume's own size instead.
 	DefaultDiskGiB = 4
+	// DefaultForwardAddress is where user-mode networking forwards the proxy port when the placement names no
+	// address: the host's loopback, so that only the host's own clients reach the proxy, not every network the
+	// host is on.
+	DefaultForwardAddress = "127.0.0.1"
 )
+
+// forwardAddress is the host address user-mode networking forwards the proxy port from.
+func (p placement) forwardAddress() string { return firstOf(p.ForwardAddress, DefaultForwardAddress) }
 
 // QuotaAdvice is what a user can do about a Quota error of this backend: a libvirt host has no quota
 // system, only the memory and disk it has.

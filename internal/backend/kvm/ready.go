@@ -86,7 +86,7 @@ func (b *Backend) waitForProxy(ctx context.Context, c *conn, dom libvirt.Domain,
 	p := m.Placement
 	host, what := inst.InternalAddress, "the host reported the guest's address"
 	if p.UserNet {
-		host, what = firstOf(p.ForwardAddress, "127.0.0.1"), "libvirt started the domain with its port forward"
+		host, what = firstOf(p.ForwardAddress, DefaultForwardAddress), "libvirt started the domain with its port forward"
 	} else if p.IP != "" {
 		// A fixed IP is known before the guest boots: probing it now would find a silent address and call
 		// it unreachable. The guest's own DHCP lease (or agent) says its network is up.

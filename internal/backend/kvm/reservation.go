@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"fmt"
 	"strings"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -15,18 +16,17 @@ import (
 func lookupNetwork(l api, name string) (libvirt.Network, error) {
 	n, err := l.NetworkLookupByName(name)
 	if isCode(err, libvirt.ErrNoNetwork) {
-		return n, backend.Permanent("", "libvirt network %q does not exist on the host: %w", name, err)
+		return n, missingOnHost(fmt.Sprintf("Create libvirt network %q on the host (virsh net-define, then net-start and net-autostart), "+
+			"or set kvm.network on the proxy, or network on the provider's kvm block, to a network that exists, then apply again.", name),
+			fmt.Errorf("libvirt network %q does not exist on the host: %w", name, err))
 	}
 	return n, err
 }
 
 // reserve adds the host entry, live and persistently. An identical entry from an earlier attempt is fine;
 // one that gives the IP or MAC to someone else is libvirt's refusal, kept as the error.
-func reserve(l api, network, name, mac, ip string) error {
-	n, err := lookupNetwork(l, network)
-	if err != nil {
-		return err
-	}
+func reserve(l api, n libvirt.Network, name, mac, ip string) error {
+	network := n.Name
 	entry, err := (&libvirtxml.NetworkDHCPHost{MAC: mac, Name: name, IP: ip}).Marshal()
 	if err != nil {
 		return err

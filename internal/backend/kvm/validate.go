@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -30,6 +31,42 @@ func ValidateURI(uri string) error {
 		return fmt.Errorf("libvirt URI %q: driver %q cannot run a proxy's QEMU domain (use %s)", uri, driver, strings.Join(uriDrivers, " or "))
 	}
 	return nil
+}
+
+// ValidateTransport refuses, unless the host is marked insecure, a URI whose connection anyone on the path
+// could read or take over: qemu+tcp:// (no encryption, no authentication of the host), and no_verify=1 on a
+// remote transport (the host's TLS certificate or SSH host key unchecked). Creating a proxy sends its seed
+// ISO over that connection, and the ISO carries the proxy's htpasswd hash and TLS private key. The provider
+// checks this at plan time and the backend again before it dials, for URIs the plan does not see
+// (LIBVIRT_DEFAULT_URI).
+func ValidateTransport(uri string, insecure bool) error {
+	t, err := parseURI(uri)
+	if err != nil {
+		return err
+	}
+	return checkTransport(uri, t, insecure)
+}
+
+func checkTransport(uri string, t target, insecure bool) error {
+	switch {
+	case insecure:
+		return nil
+	case t.transport == "tcp":
+		return fmt.Errorf("libvirt URI %q sends everything in clear and authenticates no host: each proxy's seed ISO, with its htpasswd hash "+
+			"and TLS private key, would cross the network readable by anyone on the path. Use qemu+tls:// or qemu+ssh://, "+
+			"or set insecure = true on the host in the provider's kvm.hosts to accept it", uri)
+	case t.transport != "unix" && noVerify(t):
+		return fmt.Errorf("libvirt URI %q does not verify the host (no_verify): anyone on the path could pose as it and receive each proxy's "+
+			"seed ISO, with its htpasswd hash and TLS private key. Remove no_verify, "+
+			"or set insecure = true on the host in the provider's kvm.hosts to accept it", uri)
+	}
+	return nil
+}
+
+// noVerify reports libvirt's no_verify=1 (any non-zero number): the host's certificate or key is not checked.
+func noVerify(t target) bool {
+	n, _ := strconv.Atoi(t.query.Get("no_verify"))
+	return n != 0
 }
 
 // HostNames lists the hosts cfg configures, the default host included when none is, in a stable order.

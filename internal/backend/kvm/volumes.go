@@ -23,7 +23,9 @@ type poolInfo struct {
 func activePool(l api, name string) (poolInfo, error) {
 	pool, err := l.StoragePoolLookupByName(name)
 	if isCode(err, libvirt.ErrNoStoragePool) {
-		return poolInfo{}, backend.Permanent("", "storage pool %q does not exist on the host: %w", name, err)
+		return poolInfo{}, missingOnHost(fmt.Sprintf("Create storage pool %q on the host (virsh pool-define-as, then pool-start and pool-autostart), "+
+			"or set kvm.pool on the proxy, or pool on the provider's kvm block, to a pool that exists, then apply again.", name),
+			fmt.Errorf("storage pool %q does not exist on the host: %w", name, err))
 	}
 	if err != nil {
 		return poolInfo{}, err
@@ -48,7 +50,9 @@ type baseVolume struct {
 func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error) {
 	vol, err := l.StorageVolLookupByName(pool, name)
 	if isCode(err, libvirt.ErrNoStorageVol) {
-		return baseVolume{}, backend.Permanent("", "base volume %q does not exist in pool %q: %w", name, pool.Name, err)
+		return baseVolume{}, missingOnHost(fmt.Sprintf("Upload the base image into pool %q as %q (virsh vol-upload), or set kvm.base_volume "+
+			"or kvm.image_file on the proxy, or base_volume on the provider's kvm block, to one that exists, then apply again.", pool.Name, name),
+			fmt.Errorf("base volume %q does not exist in pool %q: %w", name, pool.Name, err))
 	}
 	if err != nil {
 		return baseVolume{}, err
