@@ -39,11 +39,26 @@ func TestKubernetesFormRuns(t *testing.T) {
 		t.Fatalf("args %q must be the mounted squid.conf", k.Args)
 	}
 	conf := k.ConfigMapData[KubernetesConfigKey]
-	for _, want := range []string{"access_log stdio:/dev/stdout egress", "cache_log /dev/stderr", "pid_filename none", "auth_param basic program " + AuthHelperPath + " " + opts.HtpasswdPath} {
+	for _, want := range []string{"access_log stdio:/dev/stdout egress", "cache_log " + KubernetesTerminationLog, "pid_filename none", "auth_param basic program " + AuthHelperPath + " " + opts.HtpasswdPath} {
 		if !strings.Contains(conf, want+"\n") {
 			t.Errorf("squid.conf lacks %q", want)
 		}
 	}
+	if k.TerminationMessagePath != KubernetesTerminationLog {
+		t.Errorf("termination message path %q, want the cache log %q", k.TerminationMessagePath, KubernetesTerminationLog)
+	}
+	// The kubelet's termination message file is not on this machine: a file made as the kubelet makes it
+	// (mode 0666, so any user may write it) stands in.
+	termLog := filepath.Join(dir, "termination-log")
+	writeSecretFile(t, termLog, nil)
+	if err := os.Chmod(termLog, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	opts.CacheLog = termLog
+	if k, err = RenderKubernetes(s, opts); err != nil {
+		t.Fatal(err)
+	}
+	conf = k.ConfigMapData[KubernetesConfigKey]
 	confPath := filepath.Join(dir, KubernetesConfigKey)
 	writeSecretFile(t, confPath, []byte(conf))
 	writeSecretFile(t, opts.HtpasswdPath, k.SecretData[KubernetesSecretKey])
@@ -82,6 +97,18 @@ func TestKubernetesFormRuns(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("stdout lacks the access log line %q:\n%s", want, sq.output)
 		}
+	}
+	// The termination message, which a crash's diagnostic quotes, is the cache log: Squid's own lines, never a
+	// client's; stderr carries the same lines for kubectl logs.
+	term, err := os.ReadFile(termLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(term), "Starting Squid") || strings.Contains(string(term), "client=") {
+		t.Errorf("termination log is not the cache log alone:\n%s", term)
+	}
+	if !strings.Contains(sq.output.String(), "Starting Squid") {
+		t.Errorf("stderr lacks the cache log:\n%s", sq.output)
 	}
 	if strings.Contains(sq.output.String(), "FATAL") || strings.Contains(sq.output.String(), "Permission denied") {
 		t.Errorf("squid complained:\n%s", sq.output)

@@ -122,7 +122,7 @@ func TestAuthHelperOverload(t *testing.T) {
 		if strings.Contains(sq.file("cache.log"), overloadFatal) {
 			why = "Squid exited on the persistent overload"
 		}
-		t.Fatalf("%s %s, after %s and %d wrong passwords:\n%s", why, when, time.Since(start).Round(time.Second), sent.Load(), tail(sq.file("cache.log"), 15))
+		t.Fatalf("%s %s, after %s and %d wrong passwords:\n%s", why, when, time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.file("cache.log")))
 	}
 
 	// Probe with the right password, one request after another, until one sent after Squid began dropping
@@ -135,11 +135,11 @@ func TestAuthHelperOverload(t *testing.T) {
 		reportExit("under the flood", false)
 		if err := failed(); err != nil {
 			reportExit("under the flood", true)
-			t.Fatalf("a flood request failed: %v\n%s", err, tail(sq.file("cache.log"), 15))
+			t.Fatalf("a flood request failed: %v\n%s", err, cacheLogEnd(sq.file("cache.log")))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Squid did not act on the overload within %s of flooding (%d wrong passwords):\n%s",
-				time.Since(start).Round(time.Second), sent.Load(), tail(sq.file("cache.log"), 15))
+				time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.file("cache.log")))
 		}
 		wasDropping := strings.Contains(sq.file("cache.log"), overloadDropped)
 		if wasDropping && actedAfter == 0 {
@@ -161,7 +161,7 @@ func TestAuthHelperOverload(t *testing.T) {
 		case 407:
 			// Only a lookup Squid dropped (on-persistent-overload=ERR) refuses the right password.
 			if !cacheLogShows(sq, overloadDropped) {
-				t.Fatalf("right password during the flood: got 407 before Squid dropped any lookup:\n%s", tail(sq.file("cache.log"), 15))
+				t.Fatalf("right password during the flood: got 407 before Squid dropped any lookup:\n%s", cacheLogEnd(sq.file("cache.log")))
 			}
 			dropped++
 		default:
@@ -188,7 +188,7 @@ func TestAuthHelperOverload(t *testing.T) {
 	}
 	reportExit("after the flood", false)
 	if strings.Contains(sq.file("cache.log"), "FATAL") {
-		t.Errorf("cache.log reports a fatal error:\n%s", tail(sq.file("cache.log"), 15))
+		t.Errorf("cache.log reports a fatal error:\n%s", cacheLogEnd(sq.file("cache.log")))
 	}
 	t.Logf("%d wrong passwords in %s (%v); Squid began dropping lookups after %s; right password: %d probes, %d dropped, slowest %s",
 		sent.Load(), time.Since(start).Round(time.Second), statuses, actedAfter.Round(time.Second), probes, dropped, slowest.Round(time.Millisecond))
@@ -204,8 +204,8 @@ func cacheLogShows(sq *runningSquid, s string) bool {
 	return false
 }
 
-// tail is the last n lines of s.
-func tail(s string, n int) string {
+// cacheLogEnd is the last lines of Squid's cache log, enough to show why it stopped or dropped requests.
+func cacheLogEnd(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }

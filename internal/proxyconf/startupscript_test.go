@@ -118,8 +118,9 @@ func TestStartupScriptListsOwnAddresses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	const external = "203.0.113.7"
-	var served atomic.Value // what the metadata server names as the first interface's external address
-	served.Store(external)
+	var served atomic.Pointer[string] // what the metadata server names as the first interface's external address
+	first := external
+	served.Store(&first)
 	md := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Metadata-Flavor") != "Google" {
 			http.Error(w, "no flavor", http.StatusForbidden)
@@ -131,7 +132,7 @@ func TestStartupScriptListsOwnAddresses(t *testing.T) {
 		case "0/access-configs/", "1/access-configs/":
 			_, _ = io.WriteString(w, "0/\n")
 		case "0/access-configs/0/external-ip":
-			_, _ = io.WriteString(w, served.Load().(string))
+			_, _ = io.WriteString(w, *served.Load())
 		case "1/access-configs/0/external-ip":
 			_, _ = io.WriteString(w, "not an address; rm -rf /") // never reaches the list
 		default:
@@ -173,7 +174,7 @@ func TestStartupScriptListsOwnAddresses(t *testing.T) {
 			continue
 		}
 		if tc.external != "" {
-			served.Store(tc.external)
+			served.Store(&tc.external)
 		}
 		if err := os.WriteFile(addrs, []byte(tc.ip), 0o644); err != nil {
 			t.Fatal(err)

@@ -53,7 +53,7 @@ func hardeningItems(g *backend.GCPPlacement) []*computepb.Items {
 // these defaults existed, shows what it really is.
 func readHardening(in *computepb.Instance, pl *backend.GCPPlacement) {
 	sc := in.GetShieldedInstanceConfig()
-	pl.DisableShieldedVM = !(sc.GetEnableSecureBoot() && sc.GetEnableVtpm() && sc.GetEnableIntegrityMonitoring())
+	pl.DisableShieldedVM = !sc.GetEnableSecureBoot() || !sc.GetEnableVtpm() || !sc.GetEnableIntegrityMonitoring()
 	on := func(key string) bool {
 		v, _ := metadataValue(in, key)
 		return strings.EqualFold(strings.TrimSpace(v), metadataTrue)

@@ -87,7 +87,10 @@ func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 // metadata item, the labels, the description, and the whole resource with the secret items left out.
 func readableSurfaces(in *computepb.Instance) map[string]string {
 	out := map[string]string{}
-	rest := proto.Clone(in).(*computepb.Instance)
+	rest, ok := proto.Clone(in).(*computepb.Instance)
+	if !ok {
+		panic("proto.Clone of an Instance is an Instance")
+	}
 	var kept []*computepb.Items
 	for _, it := range rest.GetMetadata().GetItems() {
 		if documentedSecretKeys[it.GetKey()] {

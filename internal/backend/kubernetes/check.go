@@ -23,7 +23,8 @@ type permission struct {
 var permissions = []permission{
 	{"apps", "deployments", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"", "configmaps", []string{"create", "get", "list", "update", "delete"}},
-	{"", "secrets", []string{"create", "get", "list", "update", "delete"}},
+	// No list or watch: they would read every Secret in the namespace; Delete takes the proxy's by name.
+	{"", "secrets", []string{"create", "get", "update", "delete"}},
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},

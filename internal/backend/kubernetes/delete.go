@@ -47,7 +47,8 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 }
 
 // sweep deletes what still carries the proxy's UID label: with the garbage collector at work the lists are
-// empty, and this is one list per kind.
+// empty, and this is one list per kind. The Secret is the exception, taken by its name: list on Secrets
+// would let the credentials read every Secret in the namespace, so the backend's RBAC does not grant it.
 func sweep(ctx context.Context, c *client, id backend.ProviderID, uid string) error {
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelUID: uid}).String()}
 	ns := id.Scope
@@ -67,14 +68,8 @@ func sweep(ctx context.Context, c *client, id backend.ProviderID, uid string) er
 			return err
 		}
 	}
-	secrets, err := core.Secrets(ns).List(ctx, opts)
-	if err != nil {
-		return classify(objectName("Secret", id), err)
-	}
-	for _, o := range secrets.Items {
-		if err := del("Secret", o.Name, core.Secrets(ns).Delete); err != nil {
-			return err
-		}
+	if err := deleteOwnSecret(ctx, c, id, uid); err != nil {
+		return err
 	}
 	svcs, err := core.Services(ns).List(ctx, opts)
 	if err != nil {
@@ -93,6 +88,28 @@ func sweep(ctx context.Context, c *client, id backend.ProviderID, uid string) er
 		if err := del("NetworkPolicy", o.Name, netv1.NetworkPolicies(ns).Delete); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// deleteOwnSecret deletes the proxy's Secret, which has the proxy's name, when it carries the proxy's UID.
+// A Secret of that name that belongs to anyone else stays.
+func deleteOwnSecret(ctx context.Context, c *client, id backend.ProviderID, uid string) error {
+	object := objectName("Secret", id)
+	secrets := c.cs.CoreV1().Secrets(id.Scope)
+	s, err := secrets.Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return classify(object, err)
+	case s.Labels[backend.LabelUID] != uid:
+		return nil
+	}
+	// The UID precondition: a Secret made again under the name since the read is not this proxy's.
+	err = secrets.Delete(ctx, id.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return classify(object, err)
 	}
 	return nil
 }

@@ -24,8 +24,8 @@ const (
 	// annotationChecksum on the pod template is the hash of the proxy's configuration: a new configuration
 	// changes the template, and the Deployment rolls its pods onto it.
 	annotationChecksum = "egress-proxies.io/config-checksum"
-	// annotationSettings on the ConfigMap holds the proxy settings without the password, so Get and an
-	// import read back what the proxy enforces.
+	// annotationSettings on the ConfigMap holds the proxy settings without the password and the TLS key
+	// (settings_annotation.go), so Get and an import read back what the proxy enforces.
 	annotationSettings = "egress-proxies.io/settings"
 	// annotationPlacement on the Deployment holds the placement settings that are not plain to read back.
 	annotationPlacement = "egress-proxies.io/placement"
@@ -82,26 +82,6 @@ func withDefaults(p *backend.KubernetesPlacement, image string) backend.Kubernet
 	return out
 }
 
-// storedSettings is the settings annotation: the proxy's settings without the password.
-func storedSettings(s proxyconf.Settings) string {
-	if s.Auth != nil {
-		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
-	b, _ := json.Marshal(s) // plain strings and ints: cannot fail
-	return string(b)
-}
-
-func parseSettings(v string) *proxyconf.Settings {
-	if v == "" {
-		return nil
-	}
-	var s proxyconf.Settings
-	if json.Unmarshal([]byte(v), &s) != nil {
-		return nil
-	}
-	return &s
-}
-
 // checksum hashes everything the pods read from the ConfigMap and Secret.
 func checksum(k proxyconf.Kubernetes) string {
 	h := sha256.New()
@@ -149,9 +129,13 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 		Name:            containerName,
 		Image:           p.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		// Squid says why it stopped on stderr, and only there: the end of its log becomes the termination
-		// message that a crash's diagnostic quotes.
+		// A crash's diagnostic quotes the termination message, so it must hold no client data: Squid writes its
+		// cache log there (mirrored to stderr for kubectl logs), never the access log. The kubelet falls back
+		// to the container's log only when that file is empty, that is when Squid died parsing its config,
+		// before it opened any port or the access log: then stderr says why, and no client has been served.
+		TerminationMessagePath:   k.TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurityContext(),
 		Command:                  k.Command,
 		Args:                     k.Args,
 		Ports: []corev1.ContainerPort{
@@ -170,6 +154,9 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}},
 	}}}
+	scratch, scratchMounts := scratchVolumes()
+	volumes = append(volumes, scratch...)
+	container.VolumeMounts = append(container.VolumeMounts, scratchMounts...)
 	if o.secret != nil {
 		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{
@@ -196,6 +183,7 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: map[string]string{annotationChecksum: checksum(k)}},
 				Spec: corev1.PodSpec{
+					SecurityContext:               podSecurityContext(),
 					Containers:                    []corev1.Container{container},
 					Volumes:                       volumes,
 					NodeSelector:                  p.NodeSelector,

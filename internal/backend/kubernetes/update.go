@@ -63,6 +63,9 @@ func relabel(ctx context.Context, c *client, id backend.ProviderID, uid string, 
 				},
 				func(ctx context.Context, o *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 					o.Labels = copyMap(want)
+					if v, ok := o.Annotations[annotationSettings]; ok {
+						o.Annotations[annotationSettings] = withoutLegacyKey(v)
+					}
 					return cs.CoreV1().ConfigMaps(ns).Update(ctx, o, metav1.UpdateOptions{})
 				})
 		},
@@ -193,6 +196,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 			}
 			d.Spec.Template.Annotations[annotationChecksum] = sum
 			syncAuthVolume(d, id.Name, k.SecretData != nil)
+			upgradePodTemplate(&d.Spec.Template.Spec, k)
 			return cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
 		})
 	if err != nil {

@@ -50,10 +50,12 @@ func ValidateRequestWithinLimit(name, request, limit string) error {
 		}
 		return nil
 	}
-	req, err1 := resource.ParseQuantity(request)
-	lim, err2 := resource.ParseQuantity(limit)
-	if err1 != nil || err2 != nil {
-		return nil // ValidateResource says what is wrong with each
+	// A quantity that does not parse is ValidateResource's to report, with what is wrong with it: this check
+	// only compares two that do.
+	req, reqErr := resource.ParseQuantity(request)
+	lim, limErr := resource.ParseQuantity(limit)
+	if reqErr != nil || limErr != nil {
+		return nil //nolint:nilerr // ValidateResource reports it
 	}
 	switch {
 	case fixed && req.Cmp(lim) != 0:

@@ -31,11 +31,11 @@ func main() {
 	logPath := flag.String("log", "", "file that gets the whole output, as plain text")
 	noSkips := flag.Bool("no-skips", false, "fail when a test skips")
 	flag.Parse()
-	var log io.Writer = io.Discard
+	log := io.Discard
 	if *logPath != "" {
 		f, err := os.Create(*logPath)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "testsummary:", err)
+			_, _ = fmt.Fprintln(os.Stderr, "testsummary:", err)
 			os.Exit(2)
 		}
 		defer func() { _ = f.Close() }()
@@ -87,7 +87,7 @@ func summarize(in io.Reader, log, out io.Writer) summary {
 			if e.Test != "" {
 				failedTests = append(failedTests, k)
 			} else {
-				fmt.Fprintf(out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
+				_, _ = fmt.Fprintf(out, "FAIL\t%s\t%.1fs\n", e.Package, e.Elapsed)
 			}
 		case "skip":
 			if e.Test != "" {
@@ -95,23 +95,23 @@ func summarize(in io.Reader, log, out io.Writer) summary {
 			}
 		case "pass":
 			if e.Test == "" {
-				fmt.Fprintf(out, "ok\t%s\t%.1fs\n", e.Package, e.Elapsed)
+				_, _ = fmt.Fprintf(out, "ok\t%s\t%.1fs\n", e.Package, e.Elapsed)
 			}
 		}
 	}
 	if err := sc.Err(); err != nil {
-		fmt.Fprintln(out, "testsummary: reading the test output:", err)
+		_, _ = fmt.Fprintln(out, "testsummary: reading the test output:", err)
 		s.failed = true
 	}
 	for _, k := range failedTests {
-		fmt.Fprintf(out, "\n--- FAIL: %s (%s)\n%s", k.test, k.pkg, strings.Join(outputs[k], ""))
+		_, _ = fmt.Fprintf(out, "\n--- FAIL: %s (%s)\n%s", k.test, k.pkg, strings.Join(outputs[k], ""))
 	}
 	sort.Slice(s.skipped, func(i, j int) bool {
 		return s.skipped[i].pkg+" "+s.skipped[i].test < s.skipped[j].pkg+" "+s.skipped[j].test
 	})
-	fmt.Fprintf(out, "%d tests skipped\n", len(s.skipped))
+	_, _ = fmt.Fprintf(out, "%d tests skipped\n", len(s.skipped))
 	for _, k := range s.skipped {
-		fmt.Fprintf(out, "  SKIP %s %s: %s\n", k.pkg, k.test, skipReason(outputs[k]))
+		_, _ = fmt.Fprintf(out, "  SKIP %s %s: %s\n", k.pkg, k.test, skipReason(outputs[k]))
 	}
 	return s
 }

@@ -50,11 +50,14 @@ func Connect(t *testing.T, kubeconfig string) *Cluster {
 	return c
 }
 
-// Namespace makes a namespace named after prefix and a random suffix, deleted when the test ends.
+// Namespace makes a namespace named after prefix and a random suffix, deleted when the test ends. It
+// enforces the restricted Pod Security Standard, so the API server refuses a proxy pod that asks for more.
 func (c *Cluster) Namespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ns, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-", Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted",
+		}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
