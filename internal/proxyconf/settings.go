@@ -2,7 +2,12 @@
 // forms that deliver it. It is the one place that decides what the proxy allows.
 package proxyconf
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
 
 // Settings are the proxy's behaviour, the same on every backend.
 type Settings struct {
@@ -39,6 +44,34 @@ type BasicAuth struct {
 type TLSSettings struct {
 	CertificatePEM string
 	PrivateKeyPEM  string
+}
+
+// TLSFingerprints stand for a certificate and its key where the backends keep settings that more can read
+// than their secret store: enough to tell that TLS is on and whether either changed, nothing to recover them
+// from (a private key has far too much entropy for a plain SHA-256 to be reversed).
+type TLSFingerprints struct {
+	// Certificate is the SHA-256 of CertificatePEM as given (the chain), hex.
+	Certificate string
+	// Pair is the SHA-256 of certificate and key together, length-prefixed so that no other split of the same
+	// bytes hashes alike: a key replaced under the same certificate changes it.
+	Pair string
+}
+
+// Fingerprints are t's fingerprints.
+func (t TLSSettings) Fingerprints() TLSFingerprints {
+	cert := sha256.Sum256([]byte(t.CertificatePEM))
+	pair := sha256.Sum256(fmt.Appendf(nil, "%d\n%s%d\n%s", len(t.CertificatePEM), t.CertificatePEM, len(t.PrivateKeyPEM), t.PrivateKeyPEM))
+	return TLSFingerprints{Certificate: hex.EncodeToString(cert[:]), Pair: hex.EncodeToString(pair[:])}
+}
+
+// WithoutSecrets is s with the username but not the password, and without TLS: the settings a backend may
+// keep where more can read than its secret store (TLSFingerprints stand for the TLS settings there).
+func (s Settings) WithoutSecrets() Settings {
+	if s.Auth != nil {
+		s.Auth = &BasicAuth{Username: s.Auth.Username}
+	}
+	s.TLS = nil
+	return s
 }
 
 // Timeouts of the proxy. They stop one client from tying up connections and file descriptors by sending

@@ -69,7 +69,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 // same reports whether want is what the instance already holds: equal settings without the secrets, the same
 // TLS certificate and key (by their fingerprint), and the password matching the stored hash.
 func same(stored storedSpec, want proxyconf.Settings, in *computepb.Instance) bool {
-	if !equalSettings(stored.Settings, withoutSecrets(want)) || !stored.sameTLS(want.TLS) {
+	if !equalSettings(stored.Settings, want.WithoutSecrets()) || !stored.sameTLS(want.TLS) {
 		return false
 	}
 	if want.Auth == nil {

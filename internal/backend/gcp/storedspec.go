@@ -1,10 +1,7 @@
 package gcp
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
@@ -37,32 +34,13 @@ type storedTLS struct {
 
 // withSettings returns the spec holding s less its secrets.
 func (st storedSpec) withSettings(s proxyconf.Settings) storedSpec {
-	st.Settings = withoutSecrets(s)
+	st.Settings = s.WithoutSecrets()
 	st.TLS = nil
 	if s.TLS != nil {
-		st.TLS = &storedTLS{CertificateSHA256: sha256Hex([]byte(s.TLS.CertificatePEM)), Fingerprint: tlsFingerprint(*s.TLS)}
+		f := s.TLS.Fingerprints()
+		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair}
 	}
 	return st
-}
-
-// withoutSecrets is s without the password and without TLS, the two things readable metadata must not hold.
-func withoutSecrets(s proxyconf.Settings) proxyconf.Settings {
-	if s.Auth != nil {
-		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
-	s.TLS = nil
-	return s
-}
-
-// tlsFingerprint is a SHA-256 of the certificate chain and the key, length-prefixed so that bytes moved from
-// one to the other change it.
-func tlsFingerprint(t proxyconf.TLSSettings) string {
-	return sha256Hex(fmt.Appendf(nil, "%d\n%s%s", len(t.CertificatePEM), t.CertificatePEM, t.PrivateKeyPEM))
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // sameTLS reports whether want is the TLS the spec stands for. A spec written by an earlier version of the
@@ -74,7 +52,7 @@ func (st storedSpec) sameTLS(want *proxyconf.TLSSettings) bool {
 	case want == nil || st.TLS == nil:
 		return want == nil && st.TLS == nil
 	}
-	return st.TLS.Fingerprint == tlsFingerprint(*want)
+	return st.TLS.Fingerprint == want.Fingerprints().Pair
 }
 
 // settings are the proxy's settings as read back: no password, and for TLS only the certificate, taken from

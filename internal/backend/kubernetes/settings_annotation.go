@@ -1,10 +1,7 @@
 package kubernetes
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -18,34 +15,19 @@ type settingsAnnotation struct {
 	TLS *tlsFingerprints `json:"TLS,omitempty"`
 }
 
-// tlsFingerprints stand for the certificate and key: enough to tell that TLS is on and that either changed,
-// nothing to recover them from. A private key has far too much entropy for a plain SHA-256 to be reversed.
+// tlsFingerprints is the annotation's form of proxyconf.TLSFingerprints.
 type tlsFingerprints struct {
-	// CertificateSHA256 is the hash of certificate_pem as given (the chain).
 	CertificateSHA256 string `json:"certificateSHA256"`
-	// PairSHA256 hashes certificate and key together, so that a key replaced under the same certificate
-	// still changes the annotation.
-	PairSHA256 string `json:"pairSHA256"`
-}
-
-func fingerprints(t proxyconf.TLSSettings) *tlsFingerprints {
-	cert := sha256.Sum256([]byte(t.CertificatePEM))
-	pair := sha256.New()
-	// Length-prefixed, so that no other split of the same bytes into certificate and key hashes alike.
-	_, _ = fmt.Fprintf(pair, "%d\n%s%d\n%s", len(t.CertificatePEM), t.CertificatePEM, len(t.PrivateKeyPEM), t.PrivateKeyPEM)
-	return &tlsFingerprints{CertificateSHA256: hex.EncodeToString(cert[:]), PairSHA256: hex.EncodeToString(pair.Sum(nil))}
+	PairSHA256        string `json:"pairSHA256"`
 }
 
 // storedSettings is the settings annotation: the proxy's settings with the user name but not the password,
 // and fingerprints of the TLS certificate and key instead of the PEM.
 func storedSettings(s proxyconf.Settings) string {
-	a := settingsAnnotation{Settings: s}
-	if s.Auth != nil {
-		a.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
+	a := settingsAnnotation{Settings: s.WithoutSecrets()}
 	if s.TLS != nil {
-		a.Settings.TLS = nil
-		a.TLS = fingerprints(*s.TLS)
+		f := s.TLS.Fingerprints()
+		a.TLS = &tlsFingerprints{CertificateSHA256: f.Certificate, PairSHA256: f.Pair}
 	}
 	b, _ := json.Marshal(a) // plain strings and ints: cannot fail
 	return string(b)
