@@ -106,7 +106,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: fmt.Sprintf("Let SSH keys in the project's metadata reach the VM. Defaults to `%t`, which sets the metadata "+
 					"`%s=TRUE`; with `true` the provider sets nothing and the project's metadata decides. Needs `os_login = false`: "+
 					"with OS Login, keys in metadata are ignored.", gcp.DefaultAllowProjectSSHKeys, gcp.MetadataBlockProjectSSHKeys),
-				Validators: []validator.Bool{trueRequiresFalse(gcpPath.AtName("os_login"), gcp.DefaultOSLogin,
+				Validators: []validator.Bool{attribute_validator.TrueRequiresFalse(gcpPath.AtName("os_login"), gcp.DefaultOSLogin,
 					"with OS Login, Compute Engine ignores SSH keys in metadata, so project keys would still not reach the VM")}},
 		},
 	}
@@ -200,43 +200,6 @@ func boolOr(v types.Bool, def bool) bool {
 		return def
 	}
 	return v.ValueBool()
-}
-
-// trueRequiresFalse refuses true while the boolean at other is (or defaults to, otherDefault) true too; why
-// says what the combination would fail to do.
-func trueRequiresFalse(other path.Expression, otherDefault bool, why string) validator.Bool {
-	return trueRequiresFalseValidator{other: other, otherDefault: otherDefault, why: why}
-}
-
-type trueRequiresFalseValidator struct {
-	other        path.Expression
-	otherDefault bool
-	why          string
-}
-
-func (v trueRequiresFalseValidator) Description(context.Context) string {
-	return fmt.Sprintf("true only with %s = false: %s", v.other, v.why)
-}
-
-func (v trueRequiresFalseValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (v trueRequiresFalseValidator) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !req.ConfigValue.ValueBool() {
-		return
-	}
-	paths, diags := req.Config.PathMatches(ctx, req.PathExpression.Merge(v.other))
-	resp.Diagnostics.Append(diags...)
-	for _, p := range paths {
-		var other types.Bool
-		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &other)...)
-		if other.IsUnknown() || !boolOr(other, v.otherDefault) {
-			continue
-		}
-		resp.Diagnostics.AddAttributeError(req.Path, "Conflicting "+req.Path.String(),
-			fmt.Sprintf("Attribute %s is true, so %s must be set to false: %s.", req.Path, p, v.why))
-	}
 }
 
 func sameStrings(a, b []string) bool {

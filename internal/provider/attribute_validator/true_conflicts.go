@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
 type trueConflictsWith struct {
@@ -26,11 +27,10 @@ func (v trueConflictsWith) Description(context.Context) string {
 func (v trueConflictsWith) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
 func (v trueConflictsWith) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !req.ConfigValue.ValueBool() {
+	paths, isTrue := whenTrue(ctx, req, resp, v.other)
+	if !isTrue {
 		return
 	}
-	paths, diags := req.Config.PathMatches(ctx, req.PathExpression.Merge(v.other))
-	resp.Diagnostics.Append(diags...)
 	for _, p := range paths {
 		var value attr.Value
 		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &value)...)
@@ -39,5 +39,43 @@ func (v trueConflictsWith) ValidateBool(ctx context.Context, req validator.BoolR
 		}
 		resp.Diagnostics.AddAttributeError(req.Path, "Conflicting "+req.Path.String(),
 			fmt.Sprintf("Attribute %s is true, so %s must not be set: %s.", req.Path, p, v.why))
+	}
+}
+
+// TrueRequiresFalse refuses true while the boolean at other is (or defaults to, otherDefault) true too; why
+// says what the combination would fail to do.
+func TrueRequiresFalse(other path.Expression, otherDefault bool, why string) validator.Bool {
+	return trueRequiresFalseValidator{other: other, otherDefault: otherDefault, why: why}
+}
+
+type trueRequiresFalseValidator struct {
+	other        path.Expression
+	otherDefault bool
+	why          string
+}
+
+func (v trueRequiresFalseValidator) Description(context.Context) string {
+	return fmt.Sprintf("true only with %s = false: %s", v.other, v.why)
+}
+
+func (v trueRequiresFalseValidator) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (v trueRequiresFalseValidator) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
+	paths, isTrue := whenTrue(ctx, req, resp, v.other)
+	if !isTrue {
+		return
+	}
+	for _, p := range paths {
+		var other types.Bool
+		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &other)...)
+		// Unknown until apply: nothing to refuse yet. Null: the default decides.
+		on := other.ValueBool() || (other.IsNull() && v.otherDefault)
+		if other.IsUnknown() || !on {
+			continue
+		}
+		resp.Diagnostics.AddAttributeError(req.Path, "Conflicting "+req.Path.String(),
+			fmt.Sprintf("Attribute %s is true, so %s must be set to false: %s.", req.Path, p, v.why))
 	}
 }

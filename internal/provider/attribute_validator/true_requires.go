@@ -34,11 +34,10 @@ func (v trueRequires) Description(context.Context) string {
 func (v trueRequires) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
 func (v trueRequires) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || !req.ConfigValue.ValueBool() {
+	paths, isTrue := whenTrue(ctx, req, resp, v.other)
+	if !isTrue {
 		return
 	}
-	paths, diags := req.Config.PathMatches(ctx, req.PathExpression.Merge(v.other))
-	resp.Diagnostics.Append(diags...)
 	for _, p := range paths {
 		var value attr.Value
 		resp.Diagnostics.Append(req.Config.GetAttribute(ctx, p, &value)...)
