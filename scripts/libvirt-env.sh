@@ -162,8 +162,7 @@ start_daemons() {
 }
 
 wait_for_daemon() {
-	local i
-	for i in $(seq 1 60); do
+	for _ in $(seq 1 60); do
 		if [ -S "$SOCKET" ] && virsh_ version >/dev/null 2>&1; then
 			return 0
 		fi

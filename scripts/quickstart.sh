@@ -13,7 +13,7 @@ cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 work=$cache/quickstart
 export EGRESS_LIBVIRT_INSTANCE=quickstart
 netns=egress-$EGRESS_LIBVIRT_INSTANCE
-uri=qemu:///system?socket=/var/lib/egress-$EGRESS_LIBVIRT_INSTANCE/run/libvirt-sock
+uri="qemu:///system?socket=/var/lib/egress-$EGRESS_LIBVIRT_INSTANCE/run/libvirt-sock"
 gateway=198.18.0.1
 dns_entry="<host ip='$gateway'><hostname>allowed.test</hostname><hostname>denied.test</hostname></host>"
 
