@@ -43,37 +43,60 @@ func TestRetry(t *testing.T) {
 	}
 }
 
-// Retry stops promptly when the caller cancels, and reports the last error with the cancellation.
+// Retry stops when the caller cancels, in the middle of a wait far longer than the test, and reports the last
+// error with the cancellation. The bound is a minute against an hour's wait: no timing budget.
 func TestRetryHonoursCancel(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	slow := Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1}
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	start := time.Now()
-	err := Retry(ctx, slow, func(context.Context) error { return Transient("host h", "connection refused") })
-	if elapsed := time.Since(start); elapsed > 2*time.Second {
-		t.Fatalf("Retry took %v after cancel", elapsed)
-	}
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrTransient) {
-		t.Errorf("err = %v, want it to wrap context.Canceled and the last transient error", err)
+	failed := make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		result <- Retry(ctx, slow, func(context.Context) error {
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+			return Transient("host h", "connection refused")
+		})
+	}()
+	<-failed // the first attempt has failed: Retry is about to wait an hour
+	cancel()
+	select {
+	case err := <-result:
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrTransient) {
+			t.Errorf("err = %v, want it to wrap context.Canceled and the last transient error", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Retry still waiting a minute after the cancel, in an hour-long backoff")
 	}
 }
 
-// Retry does not start a wait that would outlive the deadline: it reports at once.
+// Retry does not start a wait that would outlive the deadline: it reports at once, before the deadline.
+// The deadline is an hour and the wait two: a Retry that waited would still be waiting when the test gives
+// up after a minute.
 func TestRetryRespectsDeadline(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	slow := Backoff{Initial: time.Minute, Max: time.Minute, Factor: 1}
-	start := time.Now()
+	slow := Backoff{Initial: 2 * time.Hour, Max: 2 * time.Hour, Factor: 1}
 	calls := 0
-	err := Retry(ctx, slow, func(context.Context) error { calls++; return errors.New("flaky") })
-	if elapsed := time.Since(start); elapsed > 40*time.Millisecond {
-		t.Errorf("Retry waited %v although its next wait could not fit the deadline", elapsed)
-	}
-	var gaveUp *GaveUpError
-	if !errors.As(err, &gaveUp) || gaveUp.Last.Error() != "flaky" || calls != 1 {
-		t.Errorf("err = %v after %d calls, want a GaveUpError carrying the last error", err, calls)
+	result := make(chan error, 1)
+	go func() {
+		result <- Retry(ctx, slow, func(context.Context) error { calls++; return errors.New("flaky") })
+	}()
+	select {
+	case err := <-result:
+		var gaveUp *GaveUpError
+		if !errors.As(err, &gaveUp) || gaveUp.Last.Error() != "flaky" || calls != 1 {
+			t.Errorf("err = %v after %d calls, want a GaveUpError carrying the last error", err, calls)
+		}
+		if ctx.Err() != nil {
+			t.Errorf("Retry returned after its deadline (%v), not before the wait", ctx.Err())
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Retry started a two-hour wait with an hour left before its deadline")
 	}
 }
 

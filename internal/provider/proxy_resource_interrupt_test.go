@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
@@ -22,14 +23,20 @@ import (
 
 const providerAddress = "registry.terraform.io/egress-proxies/egress"
 
-// serveForCLI serves the provider in this process and returns the TF_REATTACH_PROVIDERS value that makes a
-// CLI run use it.
+// serveForCLI serves the provider on mem in this process and returns the TF_REATTACH_PROVIDERS value that
+// makes a CLI run use it.
 func serveForCLI(t *testing.T, mem memoryBackends) string {
+	t.Helper()
+	return serveProviderForCLI(t, &egressProvider{version: "test", factories: mem.factories})
+}
+
+// serveProviderForCLI is serveForCLI for any provider value, the real one (New) included.
+func serveProviderForCLI(t *testing.T, p provider.Provider) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	configCh := make(chan *plugin.ReattachConfig, 1)
 	closeCh := make(chan struct{})
-	factory := providerserver.NewProtocol6(&egressProvider{version: "test", factories: mem.factories})
+	factory := providerserver.NewProtocol6(p)
 	go func() {
 		err := tf6server.Serve(providerAddress, func() tfprotov6.ProviderServer { return factory() },
 			tf6server.WithDebug(ctx, configCh, closeCh))
@@ -62,7 +69,9 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 	}
 	testAccPreCheck(t)
 	mem := newMemoryBackends()
-	mem[backend.KindKVM].SetFaults(memory.Faults{Delay: 10 * time.Minute})
+	// The backend stores the instance and then waits for it to run, as a real one does: the interrupt lands
+	// after something exists, so the provider must record it for a later destroy rather than leak it.
+	mem[backend.KindKVM].SetFaults(memory.Faults{NeverReady: true})
 	reattach := serveForCLI(t, mem)
 
 	dir := t.TempDir()
@@ -127,7 +136,23 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
+	created := mem[backend.KindKVM].Instances()
+	if len(created) != 1 {
+		t.Fatalf("the backend holds %d instances after the interrupted create, want the 1 it stored", len(created))
+	}
+	// The state knows the half-made instance (tainted), so a destroy removes it: nothing is leaked.
+	state, err := run("show", "-json").Output()
+	if err != nil {
+		t.Fatalf("show -json: %v", err)
+	}
+	if !strings.Contains(string(state), `"id":"`+created[0].ID.String()+`"`) {
+		t.Fatalf("the state does not record the interrupted create's instance %s:\n%s", created[0].ID, state)
+	}
+	mem[backend.KindKVM].SetFaults(memory.Faults{})
+	if out, err := run("destroy", "-auto-approve", "-no-color").CombinedOutput(); err != nil {
+		t.Fatalf("destroy after the interrupt: %v\n%s", err, out)
+	}
 	if n := len(mem[backend.KindKVM].Instances()); n != 0 {
-		t.Errorf("the interrupted create left %d instances behind", n)
+		t.Errorf("the destroy after the interrupted create left %d instances behind", n)
 	}
 }

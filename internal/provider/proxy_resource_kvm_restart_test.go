@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -105,6 +106,9 @@ resource "egress_proxy" "p" {
 		err     error
 	}
 	done := make(chan restart, 1)
+	// Set when the apply has ended (its Check runs). The apply was running when the first proxy appeared; if
+	// it still runs once the daemon is back, it ran all through the restart, so the daemon died under it.
+	var applyEnded atomic.Bool
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
@@ -121,11 +125,15 @@ resource "egress_proxy" "p" {
 						defer cancel()
 						start := time.Now()
 						running, err := restartWhenCreating(ctx, b, owner, n)
+						if err == nil && applyEnded.Load() {
+							err = fmt.Errorf("the apply had ended before libvirtd was back: the restart did not fall mid-apply")
+						}
 						done <- restart{running, time.Since(start), err}
 					}()
 				},
 				Config: config,
 				Check: func(*terraform.State) error {
+					applyEnded.Store(true)
 					r := <-done
 					if r.err != nil {
 						return r.err

@@ -206,7 +206,11 @@ func TestAccProxy_rulesChangeInPlaceOrReplace(t *testing.T) {
 
 func checkBackendDestinations(mem memoryBackends, kind backend.Kind, want ...string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		for _, inst := range mem[kind].Instances() {
+		held := mem[kind].Instances()
+		if len(held) == 0 {
+			return fmt.Errorf("the %s backend holds no proxy to check the destinations of", kind)
+		}
+		for _, inst := range held {
 			if inst.Proxy == nil || !slices.Equal(inst.Proxy.AllowedDestinations, want) {
 				return fmt.Errorf("%s enforces destinations %+v, want %v", inst.ID, inst.Proxy, want)
 			}
@@ -245,7 +249,11 @@ func checkBackendHoldsOne(mem memoryBackends, kind backend.Kind) resource.TestCh
 
 func checkBackendLabel(mem memoryBackends, kind backend.Kind, key, want string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		for _, inst := range mem[kind].Instances() {
+		held := mem[kind].Instances()
+		if len(held) == 0 {
+			return fmt.Errorf("the %s backend holds no proxy to check label %s of", kind, key)
+		}
+		for _, inst := range held {
 			if inst.Labels[key] != want {
 				return fmt.Errorf("%s label %s = %q, want %q", inst.ID, key, inst.Labels[key], want)
 			}

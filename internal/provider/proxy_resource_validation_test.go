@@ -104,9 +104,10 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 			resource.Test(t, resource.TestCase{
 				PreCheck:                 func() { testAccPreCheck(t) },
 				ProtoV6ProviderFactories: mem.protoV6(),
+				// An apply, not a plan-only step: a check that let the value through to apply would reach the
+				// backend, and the count below would see it.
 				Steps: []resource.TestStep{{
 					Config:      proxyConfig(tc.body),
-					PlanOnly:    true,
 					ExpectError: wrapped("(?s)Error: " + tc.want),
 				}},
 			})

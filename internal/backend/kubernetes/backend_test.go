@@ -86,7 +86,7 @@ func TestCreateAdoptsOnlyItsOwnObjects(t *testing.T) {
 	t.Parallel()
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: testNS, Labels: map[string]string{backend.LabelUID: "someone-else"}}}
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: testNS}}
-	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: testNS, Labels: map[string]string{backend.LabelUID: "uid-p3"}}}
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: testNS, UID: "crashed-try-configmap", Labels: map[string]string{backend.LabelUID: "uid-p3"}}}
 	tests := map[string]struct {
 		name    string
 		wantErr string
@@ -101,10 +101,29 @@ func TestCreateAdoptsOnlyItsOwnObjects(t *testing.T) {
 			ctx := testCtx(t)
 			b, cs := newFake(t, other.DeepCopy(), foreign.DeepCopy(), mine.DeepCopy())
 			controller(ctx, t, cs, nil)
-			_, err := b.Create(ctx, testSpec(tt.name))
+			inst, err := b.Create(ctx, testSpec(tt.name))
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				// Adopted: the crashed try's ConfigMap is the one in place (not replaced), now owned by the
+				// Deployment this try made, beside the rest of the proxy's objects.
+				cm, err := cs.CoreV1().ConfigMaps(testNS).Get(ctx, tt.name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := cs.AppsV1().Deployments(testNS).Get(ctx, tt.name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatalf("no Deployment beside the adopted ConfigMap: %v", err)
+				}
+				if cm.UID != mine.UID || !ownedByDeployment(cm.ObjectMeta, d) || cm.OwnerReferences[0].Name != d.Name {
+					t.Errorf("ConfigMap uid %q owners %v, want the crashed try's (%q) owned by Deployment %q", cm.UID, cm.OwnerReferences, mine.UID, d.UID)
+				}
+				if _, err := cs.CoreV1().Services(testNS).Get(ctx, tt.name, metav1.GetOptions{}); err != nil {
+					t.Errorf("no Service: %v", err)
+				}
+				if inst.ID.Name != tt.name || inst.State != backend.StateRunning {
+					t.Errorf("Create returned %s in state %v, want %s running", inst.ID, inst.State, tt.name)
 				}
 				return
 			}
