@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# build-k8s.sh: builds tools/k8scluster, the one binary holding etcd and the Kubernetes servers the
-# kubernetes backend's acceptance tests run a cluster with (scripts/k8s-env.sh). The binary is cached
+# build-k8s.sh: builds tools/k8scluster, the one binary holding etcd, the Kubernetes servers and the
+# NetworkPolicy controller (kube-router's) the kubernetes backend's acceptance tests run a cluster with
+# (scripts/k8s-env.sh). The binary is cached
 # under $HOME/.cache, never in the repository, and rebuilt only when its source changed: a stamp beside it
 # holds the hash of the module's files and the Go version it was built with.
 #
@@ -51,7 +52,7 @@ start=$(date +%s)
 (cd "$SRC" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -p "${EGRESS_K8S_BUILD_JOBS:-2}" -trimpath \
 	-ldflags "$ldflags" -o "$BIN.tmp" .)
 mv "$BIN.tmp" "$BIN"
-for c in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy; do
+for c in etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy network-policy; do
 	ln -sf k8scluster "$OUT_DIR/$c"
 done
 echo "$want" >"$STAMP"

@@ -2,9 +2,10 @@
 # k8s-env.sh packages|start|stop|status
 #
 # The single-node Kubernetes cluster the kubernetes backend's acceptance tests run against: etcd, the API
-# server, controller manager, scheduler, kubelet and kube-proxy (one binary, scripts/build-k8s.sh), Debian's
-# containerd and runc, and the bridge CNI plugin, all inside a network namespace of their own and a private
-# mount namespace. Pods, their bridge, the service range and kube-proxy's iptables rules exist only there.
+# server, controller manager, scheduler, kubelet, kube-proxy and a NetworkPolicy controller (kube-router's,
+# policies only; one binary, scripts/build-k8s.sh), Debian's containerd and runc, and the bridge CNI plugin,
+# all inside a network namespace of their own and a private mount namespace. Pods, their bridge, the service
+# range, kube-proxy's iptables rules and the policy controller's iptables rules and ipsets exist only there.
 # The root namespace gets nothing but one socat process listening on 127.0.0.1 that forwards to the API
 # server, through a unix socket the namespace's side listens on, and the namespace's own mount under
 # /run/netns.
@@ -21,8 +22,11 @@
 #
 # Written for the tests: $STATE/kubeconfig (admin), the Squid image imported into containerd, a name server
 # and a small HTTP origin inside the namespace (every name under egress-k8s.test resolves to it from pods)
-# that the tests send proxied requests to. start is idempotent; stop ends every process, removes the namespaces'
-# objects, the pods' cgroups and $STATE, and leaves nothing behind.
+# that the tests send proxied requests to; tests add names of their own as hosts files in $STATE/dns-hosts.
+# The origin answers on every address of the namespace, the metadata servers' 169.254.169.254 among them,
+# for the tests of what the proxy's network policy refuses.
+# start is idempotent; stop ends every process, removes the namespaces' objects, the pods' cgroups and
+# $STATE, and leaves nothing behind.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,7 +50,11 @@ SERVICE_API_IP=10.96.0.1
 # Every name under this domain resolves to the namespace's HTTP origin, so tests can allow one name and deny
 # another that is served all the same.
 ORIGIN_DOMAIN=egress-k8s.test
-PACKAGES=(containerd runc containernetworking-plugins socat iptables dnsmasq-base debootstrap jq curl openssl)
+# The cloud metadata servers' address, on the namespace's loopback: the origin answers there too, so a test
+# proves the proxy's NetworkPolicy is what keeps a pod from it (on a real cloud a server answers there).
+METADATA_IP=169.254.169.254
+# ipset: the NetworkPolicy controller keeps the addresses its rules match in ipsets, through the ipset tool.
+PACKAGES=(containerd runc containernetworking-plugins socat iptables ipset dnsmasq-base debootstrap jq curl openssl)
 # The sysctls the kubelet (v1.37, pkg/kubelet/cm/container_manager_linux.go setupKernelTunables) sets to these
 # values unless they have them. Each is machine-wide (not per network, mount or IPC namespace): overcommit and
 # the OOM and panic policies of the whole kernel, and the key quota of root in the initial user namespace.
@@ -75,6 +83,15 @@ api() { # api PATH: GET from the API server as admin, through the forwarded port
 node_ready() {
 	api "/api/v1/nodes/$NODE" 2>/dev/null |
 		jq -e '.status.conditions[] | select(.type == "Ready") | .status == "True"' >/dev/null 2>&1
+}
+
+# policy_controller_ready: kube-router's jump into its own chain is in the namespace's FORWARD chain. Read in
+# the cluster's network and mount namespaces, as its daemons run: the machine's rules are never listed, and an
+# iptables that takes its lock file takes the cluster's (under $STATE/run), not the machine's.
+policy_controller_ready() {
+	running || return 1
+	nsenter --mount="/proc/$(cat "$STATE/supervisor.pid")/ns/mnt" --net="/run/netns/$NETNS" iptables -S FORWARD 2>/dev/null |
+		grep -q -- '-j KUBE-ROUTER-FORWARD'
 }
 
 # The pid files outlive their processes when the machine restarts, and a pid can then belong to anything: a
@@ -175,7 +192,8 @@ KUBECONFIG
 
 configs() {
 	local c=$STATE/config
-	mkdir -p "$c" "$STATE/cni" "$STATE/sysctl" "$STATE/var-lib" "$STATE/var-log" "$STATE/run" "$STATE/log" "$STATE/origin"
+	mkdir -p "$c" "$STATE/cni" "$STATE/sysctl" "$STATE/var-lib" "$STATE/var-log" "$STATE/run" "$STATE/log" "$STATE/origin" \
+		"$STATE/dns-hosts"
 	kubeconfig "$c/components.kubeconfig" "https://$NODE_IP:6443"
 	kubeconfig "$STATE/kubeconfig" "https://127.0.0.1:$API_PORT"
 	cat >"$c/containerd.toml" <<TOML
@@ -288,6 +306,7 @@ network() {
 	"${nsx[@]}" ip link set k8s-node up
 	"${nsx[@]}" ip link set k8s-peer up
 	"${nsx[@]}" ip route replace default via "$PEER_IP" dev k8s-node
+	"${nsx[@]}" ip addr replace "$METADATA_IP/32" dev lo
 	"${nsx[@]}" sysctl -qw net.ipv4.ip_forward=1
 }
 
@@ -328,9 +347,13 @@ inside() {
 		echo $! >"$p/$name.pid"
 	}
 	daemon containerd containerd --config "$c/containerd.toml"
+	# --hostsdir: a test adds names for addresses known only once a pod runs (its own, which the proxy must
+	# refuse) as hosts files in $STATE/dns-hosts, which dnsmasq reads as they appear.
 	daemon dnsmasq dnsmasq --no-daemon --user=root --no-resolv --no-hosts --bind-interfaces --listen-address="$NODE_IP" \
-		--address="/$ORIGIN_DOMAIN/$NODE_IP" --pid-file=
-	daemon origin /usr/bin/python3 -m http.server 80 --bind "$NODE_IP" --directory "$STATE/origin"
+		--address="/$ORIGIN_DOMAIN/$NODE_IP" --hostsdir="$STATE/dns-hosts" --pid-file=
+	# On every address of the namespace (the node's, its peer's, the metadata stand-in's), so that only a
+	# network policy keeps a pod from any of them.
+	daemon origin /usr/bin/python3 -m http.server 80 --bind 0.0.0.0 --directory "$STATE/origin"
 	daemon apiserver-socket socat "UNIX-LISTEN:$STATE/apiserver.sock,fork,unlink-early,mode=600" "TCP:$NODE_IP:6443"
 	daemon etcd "$bin/etcd" --data-dir "$STATE/etcd" --listen-client-urls http://127.0.0.1:2379 \
 		--advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
@@ -369,6 +392,11 @@ inside() {
 	daemon kubelet "$bin/kubelet" --config="$c/kubelet.yaml" --kubeconfig="$c/components.kubeconfig" \
 		--hostname-override="$NODE" --node-ip="$NODE_IP" --root-dir=/var/lib/kubelet
 	daemon kube-proxy "$bin/kube-proxy" --config="$c/kube-proxy.yaml"
+	# NetworkPolicies are enforced for real (the acceptance tests prove the proxy's policy drops what it must):
+	# kube-router's policy controller, in this namespace like the rest, where its iptables chains and ipsets
+	# stay. kube-router v2.1.0 has published security advisories; it is only ever a test cluster's component.
+	daemon network-policy "$bin/network-policy" --kubeconfig="$c/components.kubeconfig" --hostname-override="$NODE" \
+		--service-cluster-ip-range="$SERVICE_CIDR"
 	wait
 }
 
@@ -438,6 +466,13 @@ start() {
 		sleep 0.5
 	done
 	node_ready || { log "node not Ready after 300s; logs in $STATE/log"; exit 1; }
+	# The policy controller hooks its chains into FORWARD once it runs; a test's policy is enforced from then on.
+	for i in $(seq 240); do
+		policy_controller_ready && break
+		running || { log "the cluster stopped; logs in $STATE/log"; tail -n 20 "$STATE"/log/*.log >&2; exit 1; }
+		sleep 0.5
+	done
+	policy_controller_ready || { log "the NetworkPolicy controller did not start in 120s; logs in $STATE/log"; exit 1; }
 	# The default ServiceAccount appears shortly after the controller manager starts; pods need it.
 	for i in $(seq 120); do
 		api /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1 && break

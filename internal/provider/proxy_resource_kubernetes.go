@@ -71,9 +71,14 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 					Validators: []validator.Map{attribute_validator.KubernetesResources()}},
 			}},
 		"service_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultServiceType),
-			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`.", Validators: []validator.String{stringvalidator.OneOf(kubernetes.ServiceTypes...)}},
+			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`. `NodePort` and `LoadBalancer` keep the clients' " +
+				"addresses for the client check (`externalTrafficPolicy: Local`); `LoadBalancer` also admits only `allowed_client_cidrs` " +
+				"(`loadBalancerSourceRanges`).",
+			Validators: []validator.String{stringvalidator.OneOf(kubernetes.ServiceTypes...)}},
 		"network_policy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(kubernetes.DefaultNetworkPolicy),
-			MarkdownDescription: "A NetworkPolicy that admits only `allowed_client_cidrs` to the proxy port."},
+			MarkdownDescription: "A NetworkPolicy, a backstop below Squid where the cluster's network plugin enforces policies: only " +
+				"`allowed_client_cidrs` reach the proxy port, and the proxy's pods reach DNS (port 53) and no address Squid refuses " +
+				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`)."},
 	}
 }
 

@@ -152,9 +152,10 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			},
 			"allowed_client_cidrs": schema.SetAttribute{
 				Required: true, ElementType: types.StringType,
-				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused.",
-				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
-				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
+				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused. " +
+					"The plan warns when it holds `0.0.0.0/0` or `::/0` and `auth` is not set.",
+				PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+				Validators:    []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
 			},
 			"allowed_destinations": schema.SetAttribute{
 				Optional: true, Computed: true, ElementType: types.StringType,

@@ -26,8 +26,14 @@ func TestKubernetesFormRuns(t *testing.T) {
 	opts := testOptions(t, dir, testHosts)
 	// Only what a pod cannot have on this machine is overridden; logs and pid file keep the container's values.
 	opts.AccessLog, opts.CacheLog, opts.PidFile = "", "", ""
+	// The pod's own address, as the downward API gives it, and a name that resolves to it: a loopback address
+	// other than the test's upstreams', which the loopback exception of the test options does not cover in
+	// the own-address list.
+	const podIP = "127.0.0.2"
+	opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
+	appendFile(t, opts.HostsFile, podIP+" pod-self.test\n")
 	auth := &BasicAuth{Username: "pod-user", Password: "pod-password"}
-	s := Settings{Port: freePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test"}, AllowedPorts: []int{hp}, Auth: auth}
+	s := Settings{Port: freePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
 	k, err := RenderKubernetes(s, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +71,7 @@ func TestKubernetesFormRuns(t *testing.T) {
 
 	// The mounted path is the only thing that differs from a pod.
 	cmd := exec.Command(k.Command[0], append(k.Command[1:], confPath)...)
+	cmd.Env = append(os.Environ(), KubernetesPodIPsEnv+"="+podIP+",fd00::2", KubernetesPodIPEnv+"="+podIP)
 	sq := startSquidCmd(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
 	// Squid's shared memory is named after its service name, "squid" here as in a pod. Stopping it the way the
 	// kubelet does, before startSquidCmd's kill (cleanups run last first), lets it remove that memory.
@@ -92,11 +99,26 @@ func TestKubernetesFormRuns(t *testing.T) {
 	if got := c.get(t, fmt.Sprintf("http://allowed.test:%d/", hp), "allowed.test"); got.status != 200 {
 		t.Errorf("with credentials: %d, want 200", got.status)
 	}
-	want := fmt.Sprintf("client=127.0.0.1 user=pod-user method=GET host=allowed.test port=%d status=200", hp)
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(sq.output.String(), want); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("stdout lacks the access log line %q:\n%s", want, sq.output)
+	// The pod's own address is refused, although its name is allowed: the start command listed it.
+	if got := c.get(t, fmt.Sprintf("http://pod-self.test:%d/", hp), "pod-self.test"); got.status != 403 {
+		t.Errorf("a request to the pod's own address: %d, want 403", got.status)
+	}
+	if own, err := os.ReadFile(opts.OwnAddressesFile); err != nil || string(own) != podIP+"\nfd00::2\n" {
+		t.Errorf("own addresses listed %q (%v), want the pod's two", own, err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("client=127.0.0.1 user=pod-user method=GET host=allowed.test port=%d status=200", hp),
+		fmt.Sprintf("host=pod-self.test port=%d status=403 squid=TCP_DENIED bytes=", hp),
+	} {
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(sq.output.String(), want); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("stdout lacks the access log line %q:\n%s", want, sq.output)
+			}
 		}
+	}
+	if !strings.Contains(sq.output.String(), "host=pod-self.test port="+fmt.Sprint(hp)+" status=403") ||
+		!strings.Contains(sq.output.String(), "reason="+ReasonDestinationAddress) {
+		t.Errorf("the refusal of the pod's own address is not the destination guard's:\n%s", sq.output)
 	}
 	// The termination message, which a crash's diagnostic quotes, is the cache log: Squid's own lines, never a
 	// client's; stderr carries the same lines for kubectl logs.
@@ -115,5 +137,74 @@ func TestKubernetesFormRuns(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "squid.pid")); err == nil {
 		t.Error("a pid file was written although the container form needs none")
+	}
+}
+
+// The container's start command lists the pod's own addresses from the downward API variables before it
+// starts Squid, and does not start Squid without one. Squid's path is swapped for echo, which prints the
+// arguments Squid would get: the command is the container's otherwise.
+func TestKubernetesStartListsOwnAddresses(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		env      []string
+		wantList string // "" for no list and no start
+	}{
+		"dual stack":        {env: []string{KubernetesPodIPsEnv + "=10.244.0.5,fd00:10:244::5", KubernetesPodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\nfd00:10:244::5\n"},
+		"one family":        {env: []string{KubernetesPodIPsEnv + "=10.244.0.5", KubernetesPodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\n"},
+		"primary only":      {env: []string{KubernetesPodIPEnv + "=fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
+		"none":              {},
+		"empty variables":   {env: []string{KubernetesPodIPsEnv + "=", KubernetesPodIPEnv + "="}},
+		"only separators":   {env: []string{KubernetesPodIPsEnv + "=,", KubernetesPodIPEnv + "=10.244.0.5"}},
+		"trailing comma":    {env: []string{KubernetesPodIPsEnv + "=10.244.0.5,"}, wantList: "10.244.0.5\n"},
+		"leading separator": {env: []string{KubernetesPodIPsEnv + "=,fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			own := filepath.Join(dir, "own-addresses")
+			k, err := RenderKubernetes(Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
+				RenderOptions{OwnAddressesFile: own})
+			if err != nil {
+				t.Fatal(err)
+			}
+			script := strings.Replace(k.Command[2], "exec "+KubernetesSquidPath+" ", "exec echo squid ", 1)
+			if script == k.Command[2] {
+				t.Fatalf("the start command does not exec %s: %s", KubernetesSquidPath, script)
+			}
+			cmd := exec.Command(k.Command[0], append([]string{k.Command[1], script}, append(k.Command[3:], k.Args...)...)...)
+			cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, tc.env...)
+			out, err := cmd.CombinedOutput()
+			list, readErr := os.ReadFile(own)
+			if tc.wantList == "" {
+				if err == nil || !strings.Contains(string(out), "own address is unknown") || strings.Contains(string(out), "squid -N") {
+					t.Errorf("without an address the command ran (%v):\n%s", err, out)
+				}
+				if readErr == nil && len(list) > 0 { // an empty list is no list: Squid did not start
+					t.Errorf("without an address the command listed %q", list)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(string(out), "squid -N -d 1 -f "+k.Args[0]) {
+				t.Errorf("the command did not start Squid (%v):\n%s", err, out)
+			}
+			if string(list) != tc.wantList {
+				t.Errorf("own addresses listed %q (%v), want %q", list, readErr, tc.wantList)
+			}
+		})
+	}
+}
+
+func appendFile(t *testing.T, name, text string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

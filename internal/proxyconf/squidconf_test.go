@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -314,7 +315,12 @@ func TestSquidParsesEveryConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			k, err := RenderKubernetes(s, RenderOptions{})
+			// The own-address list the container's start command writes before Squid parses its config.
+			own := filepath.Join(t.TempDir(), "own-addresses")
+			if err := os.WriteFile(own, []byte("10.244.0.5\nfd00:10:244::5\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			k, err := RenderKubernetes(s, RenderOptions{OwnAddressesFile: own})
 			if err != nil {
 				t.Fatal(err)
 			}

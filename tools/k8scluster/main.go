@@ -43,6 +43,8 @@ var commands = map[string]func() *cobra.Command{
 		return kubelet.NewKubeletCommand(context.Background())
 	},
 	"kube-proxy": proxy.NewProxyCommand,
+	// Not a Kubernetes component: kube-router's NetworkPolicy controller (netpol.go).
+	"network-policy": newNetworkPolicyCommand,
 }
 
 func main() {

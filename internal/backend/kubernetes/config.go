@@ -65,7 +65,8 @@ const (
 	DefaultReplicas = 1
 	// DefaultServiceType exposes the proxy inside the cluster only.
 	DefaultServiceType = "ClusterIP"
-	// DefaultNetworkPolicy: only the allowed client ranges reach the proxy port.
+	// DefaultNetworkPolicy: only the allowed client ranges reach the proxy port, and the proxy pods reach DNS and
+	// nothing Squid would refuse (where the cluster enforces NetworkPolicy).
 	DefaultNetworkPolicy = true
 	// kubeConfigPathEnv is the HashiCorp provider's variable; KUBECONFIG is kubectl's, a list of paths.
 	kubeConfigPathEnv = "KUBE_CONFIG_PATH"

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -138,6 +139,7 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 		SecurityContext:          containerSecurityContext(),
 		Command:                  k.Command,
 		Args:                     k.Args,
+		Env:                      fieldEnv(k),
 		Ports: []corev1.ContainerPort{
 			{Name: proxyPortName, ContainerPort: int32(k.ProxyPort), Protocol: corev1.ProtocolTCP},
 			{Name: healthPortName, ContainerPort: int32(k.Readiness.Port), Protocol: corev1.ProtocolTCP},
@@ -206,29 +208,81 @@ func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlace
 			}},
 		},
 	}
+	admitClients(&o.service.Spec, spec.Proxy.AllowedClientCIDRs)
 	if p.NetworkPolicy {
 		o.networkPolicy = networkPolicy(meta(), spec)
 	}
 	return o, nil
 }
 
-// networkPolicy admits the allowed client ranges to the proxy port and nothing else. The health port needs
-// no rule: the kubelet's probes come from the node, which network policies do not filter.
-func networkPolicy(meta metav1.ObjectMeta, spec backend.Spec) *networkingv1.NetworkPolicy {
-	peers := make([]networkingv1.NetworkPolicyPeer, 0, len(spec.Proxy.AllowedClientCIDRs))
-	for _, c := range spec.Proxy.AllowedClientCIDRs {
-		peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+// admitClients sets what keeps Squid's client check meaningful on a Service that clients outside the cluster
+// reach. With the default externalTrafficPolicy Cluster, a node forwards such a client's connection to a pod
+// on any node and rewrites its source to the node's own address, so Squid sees a node and a range of node
+// addresses in allowed_client_cidrs admits everyone. Local keeps the client's address (a node then forwards
+// only to its own pods, and a load balancer sends only to nodes that run one). A LoadBalancer Service also
+// gets the client ranges as loadBalancerSourceRanges, which the cloud's load balancer or the nodes' rules
+// enforce before a packet reaches the pod. A ClusterIP Service takes neither field (the API server refuses
+// them), and clients reach it from inside the cluster with their own addresses.
+func admitClients(svc *corev1.ServiceSpec, clientCIDRs []string) {
+	svc.ExternalTrafficPolicy, svc.LoadBalancerSourceRanges = "", nil
+	switch svc.Type {
+	case corev1.ServiceTypeLoadBalancer:
+		svc.LoadBalancerSourceRanges = slices.Clone(clientCIDRs)
+		fallthrough
+	case corev1.ServiceTypeNodePort:
+		svc.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	}
-	port := intstr.FromString(proxyPortName)
+}
+
+// fieldEnv are the Squid container's variables from the downward API: the pod's own addresses.
+func fieldEnv(k proxyconf.Kubernetes) []corev1.EnvVar {
+	env := make([]corev1.EnvVar, 0, len(k.FieldEnv))
+	for _, e := range k.FieldEnv {
+		env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: e.FieldPath},
+		}})
+	}
+	return env
+}
+
+// networkPolicy is a backstop below Squid, enforced by the cluster's network plugin. Ingress: only the allowed
+// client ranges reach the proxy port; the health port needs no rule, since the kubelet's probes come from the
+// node, which network policies do not filter. Egress: DNS, and every destination except the ranges Squid
+// refuses (proxyconf.RefusedRanges), so that a Squid bug or a name that resolves differently at connect time
+// still cannot reach the metadata server or a private network the user did not allow.
+//
+// DNS is open on port 53 to any address, not to a named resolver: where a pod's resolver is differs by cluster
+// (kube-dns pods behind a Service, a node-local cache on a link-local address, the node's own resolver, as in
+// the test cluster), and each of those lies in a refused range. Port 53 carries DNS, not the services the
+// refused ranges guard (the metadata server's HTTP API, a private network's applications).
+func networkPolicy(meta metav1.ObjectMeta, spec backend.Spec) *networkingv1.NetworkPolicy {
+	clients := make([]networkingv1.NetworkPolicyPeer, 0, len(spec.Proxy.AllowedClientCIDRs))
+	for _, c := range spec.Proxy.AllowedClientCIDRs {
+		clients = append(clients, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: c}})
+	}
+	proxyPort := intstr.FromString(proxyPortName)
+	dnsPort := intstr.FromInt32(53)
+	refusedV4, refusedV6 := proxyconf.RefusedRanges(spec.Proxy.AllowedPrivateCIDRs)
 	return &networkingv1.NetworkPolicy{
 		ObjectMeta: meta,
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
-				From:  peers,
-				Ports: []networkingv1.NetworkPolicyPort{{Port: &port, Protocol: ptr.To(corev1.ProtocolTCP)}},
+				From:  clients,
+				Ports: []networkingv1.NetworkPolicyPort{{Port: &proxyPort, Protocol: ptr.To(corev1.ProtocolTCP)}},
 			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{Ports: []networkingv1.NetworkPolicyPort{
+					{Port: &dnsPort, Protocol: ptr.To(corev1.ProtocolUDP)},
+					{Port: &dnsPort, Protocol: ptr.To(corev1.ProtocolTCP)},
+				}},
+				// An ipBlock's exceptions must lie inside its range: one block per address family.
+				{To: []networkingv1.NetworkPolicyPeer{
+					{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: refusedV4}},
+					{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: refusedV6}},
+				}},
+			},
 		},
 	}
 }

@@ -68,9 +68,10 @@ func containerSecurityContext() *corev1.SecurityContext {
 }
 
 // upgradePodTemplate brings the Squid container of a pod template, perhaps made by an older provider, to
-// today's form: command, termination message file, security contexts and scratch folders. Reconfigure runs it
-// with every rollout, so a proxy's pods never pair a new squid.conf (cache log in the termination file) with
-// an old command (no copy of it on stderr), and older proxies become restricted with their next change.
+// today's form: command, its downward API variables, termination message file, security contexts and scratch
+// folders. Reconfigure runs it with every rollout, so a proxy's pods never pair a new squid.conf (cache log
+// in the termination file, own-address list) with an old command (no copy of it on stderr, no list written),
+// and older proxies become restricted with their next change.
 func upgradePodTemplate(pod *corev1.PodSpec, k proxyconf.Kubernetes) {
 	pod.SecurityContext = podSecurityContext()
 	vols, mounts := scratchVolumes()
@@ -80,6 +81,7 @@ func upgradePodTemplate(pod *corev1.PodSpec, k proxyconf.Kubernetes) {
 			continue
 		}
 		c.Command, c.Args = k.Command, k.Args
+		c.Env = fieldEnv(k)
 		c.TerminationMessagePath = k.TerminationMessagePath
 		c.SecurityContext = containerSecurityContext()
 		for _, m := range mounts {

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -127,9 +128,10 @@ func updateObject[T metav1.Object](ctx context.Context, object, uid string,
 }
 
 // Reconfigure writes the proxy's new rules into its ConfigMap (and Secret), narrows or widens its
-// NetworkPolicy to the new client ranges, and rolls the pods onto the new configuration by changing the
-// checksum on the pod template; it returns once every pod runs it and the Service routes to no other. The Service, and so the proxy's address,
-// stays. The same settings twice change nothing.
+// NetworkPolicy and, for a LoadBalancer, its Service's source ranges to the new client ranges, and rolls the
+// pods onto the new configuration by changing the checksum on the pod template; it returns once every pod
+// runs it and the Service routes to no other. The Service, and so the proxy's address, stays. The same
+// settings twice change nothing.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
 	c, err := b.checkID(id)
 	if err != nil {
@@ -182,6 +184,22 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		if _, err := cs.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{}); err != nil {
 			return backend.Instance{}, classify(objectName("NetworkPolicy", id), err)
 		}
+	}
+	// The Service keeps its address: only the client ranges it admits follow the settings (admitClients).
+	err = updateObject(ctx, objectName("Service", id), uid,
+		func(ctx context.Context) (*corev1.Service, error) {
+			return cs.CoreV1().Services(ns).Get(ctx, id.Name, metav1.GetOptions{})
+		},
+		func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
+			before := svc.Spec.DeepCopy()
+			admitClients(&svc.Spec, settings.AllowedClientCIDRs)
+			if equality.Semantic.DeepEqual(before, &svc.Spec) {
+				return svc, nil
+			}
+			return cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+		})
+	if err != nil && !backend.IsNotFound(err) {
+		return backend.Instance{}, err
 	}
 	err = updateObject(ctx, objectName("Deployment", id), uid,
 		func(ctx context.Context) (*appsv1.Deployment, error) {

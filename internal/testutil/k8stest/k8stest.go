@@ -18,12 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
 // Cluster is the test cluster, reached as its admin.
 type Cluster struct {
 	cs   kubernetes.Interface
+	rc   *rest.Config // for exec (exec.go)
 	host string
 	ca   []byte
 }
@@ -39,7 +41,7 @@ func Connect(t *testing.T, kubeconfig string) *Cluster {
 	if err != nil {
 		t.Fatalf("client for the test cluster: %v", err)
 	}
-	c := &Cluster{cs: cs, host: rc.Host, ca: rc.CAData}
+	c := &Cluster{cs: cs, rc: rc, host: rc.Host, ca: rc.CAData}
 	// A kubeconfig left behind by a cluster that is gone would otherwise fail the test somewhere in the
 	// middle, as a provider error; this says what is wrong first.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
