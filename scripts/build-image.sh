@@ -50,10 +50,13 @@ kernel=${EGRESS_IMAGE_KERNEL:-linux-image-amd64}
 # squid-openssl, not Debian's default squid: that one is built with GnuTLS, and its Squid 5.7 TLS listener (the
 # proxy's optional tls) sends only the first certificate of the chain, so clients cannot verify a certificate
 # issued by an intermediate CA. The OpenSSL build sends the whole chain (internal/proxyconf's TLS test).
+# nftables: the guest loads the proxy's backstop below Squid with nft before Squid starts
+# (internal/proxyconf/nftables.go); minbase leaves it out.
 packages=(
 	systemd-sysv udev kmod dbus initramfs-tools
 	cloud-init cloud-guest-utils fdisk python3-cffi-backend
 	squid-openssl
+	nftables
 	ifupdown isc-dhcp-client iproute2 netbase
 	qemu-guest-agent
 )

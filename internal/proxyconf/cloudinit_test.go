@@ -44,8 +44,14 @@ func parseUserData(t *testing.T, ud []byte) (cloudConfig, map[string][]byte) {
 	}
 	files := map[string][]byte{}
 	for _, f := range cc.WriteFiles {
-		if f.Owner != "root:proxy" || f.Permissions != "0640" || f.Encoding != "b64" {
-			t.Errorf("%s: owner %q mode %q encoding %q, want root:proxy 0640 b64", f.Path, f.Owner, f.Permissions, f.Encoding)
+		// Squid's files are its group's alone (they may hold the password hash and the TLS key); the drop-in
+		// of squid.service is the system's, as the distribution's units are.
+		want := [2]string{"root:proxy", "0640"}
+		if f.Path == SquidDropInPath {
+			want = [2]string{"root:root", "0644"}
+		}
+		if f.Owner != want[0] || f.Permissions != want[1] || f.Encoding != "b64" {
+			t.Errorf("%s: owner %q mode %q encoding %q, want %s %s b64", f.Path, f.Owner, f.Permissions, f.Encoding, want[0], want[1])
 		}
 		b, err := base64.StdEncoding.DecodeString(f.Content)
 		if err != nil {
@@ -63,9 +69,10 @@ func TestRenderUserData(t *testing.T) {
 		s         Settings
 		wantFiles []string
 	}{
-		"without auth": {s: Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{ConfPath}},
-		"with auth":    {s: Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{HtpasswdPath, ConfPath}},
-		"with tls":     {s: Settings{Port: 3128, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()}}, wantFiles: []string{TLSCertPath, TLSKeyPath, ConfPath}},
+		"without auth":                {s: Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{ConfPath}},
+		"with auth":                   {s: Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{HtpasswdPath, ConfPath}},
+		"with tls":                    {s: Settings{Port: 3128, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()}}, wantFiles: []string{TLSCertPath, TLSKeyPath, ConfPath}},
+		"with allowed private ranges": {s: Settings{Port: 3128, AllowedDestinations: []string{"mirror.internal"}, AllowedPrivateCIDRs: []string{"10.1.0.0/16"}}, wantFiles: []string{ConfPath}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -79,7 +86,9 @@ func TestRenderUserData(t *testing.T) {
 			if cc.PackageUpdate || cc.PackageUpgrade || len(cc.Packages) != 0 {
 				t.Errorf("packages: update %v upgrade %v %q, want no package module at all", cc.PackageUpdate, cc.PackageUpgrade, cc.Packages)
 			}
-			want := [][]string{{"sh", "-c", listOwnAddresses(OwnAddressesPath)}, {"sh", "-c", installSquidIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			// The own addresses are listed before Squid's first start (squid -z reads the config); the drop-in,
+			// read once systemd reloads, lists them and loads the backstop before every later start.
+			want := [][]string{{"sh", PrestartPath, PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", installIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -88,8 +97,23 @@ func TestRenderUserData(t *testing.T) {
 				paths = append(paths, p)
 			}
 			slices.Sort(paths)
-			if !slices.Equal(paths, tc.wantFiles) {
-				t.Errorf("files %q, want %q", paths, tc.wantFiles)
+			wantFiles := slices.Sorted(slices.Values(append([]string{NftablesPath, PrestartPath, SquidDropInPath}, tc.wantFiles...)))
+			if !slices.Equal(paths, wantFiles) {
+				t.Errorf("files %q, want %q", paths, wantFiles)
+			}
+			if backstop, _ := RenderNftables(tc.s); string(files[NftablesPath]) != string(backstop) {
+				t.Errorf("the backstop in user-data differs from RenderNftables")
+			}
+			if string(files[PrestartPath]) != string(RenderPrestart(OwnAddressesPath)) {
+				t.Errorf("the prestart script in user-data differs from RenderPrestart")
+			}
+			for _, line := range []string{
+				"ExecStartPre=-/bin/sh " + PrestartPath + " " + PrestartOwnAddresses,
+				"ExecStartPre=/bin/sh " + PrestartPath + " " + PrestartBackstop,
+			} {
+				if !slices.Contains(strings.Split(string(files[SquidDropInPath]), "\n"), line) {
+					t.Errorf("squid.service's drop-in lacks %q:\n%s", line, files[SquidDropInPath])
+				}
 			}
 			conf, _ := RenderSquidConf(tc.s, RenderOptions{OwnAddressesFile: OwnAddressesPath})
 			if len(tc.s.AllowedDestinations) > 0 && !strings.Contains(string(conf), `acl own_addresses dst "`+OwnAddressesPath+`"`) {
@@ -117,8 +141,9 @@ func TestRenderUserData(t *testing.T) {
 	}
 }
 
-// TestUserDataFitsGCEMetadata renders the largest settings validation allows.
-func TestUserDataFitsGCEMetadata(t *testing.T) {
+// TestLargestSettingsFit renders the largest settings validation allows: the kvm seed's user-data fits its
+// bound, and the files Compute Engine carries as metadata values (squid.conf, the backstop) fit GCE's.
+func TestLargestSettingsFit(t *testing.T) {
 	t.Parallel()
 	label := strings.Repeat("a", 63)
 	s := Settings{Port: 3128, Auth: &BasicAuth{Username: strings.Repeat("u", 64), Password: strings.Repeat("p", 72)}}
@@ -152,11 +177,17 @@ func TestUserDataFitsGCEMetadata(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("user-data at maximum settings: %d bytes of %d", len(ud), MaxMetadataValueBytes)
-	if len(ud) > MaxMetadataValueBytes {
-		t.Errorf("user-data is %d bytes, over GCE's %d limit", len(ud), MaxMetadataValueBytes)
+	t.Logf("user-data at maximum settings: %d bytes of %d", len(ud), MaxUserDataBytes)
+	if len(ud) > MaxUserDataBytes {
+		t.Errorf("user-data is %d bytes, over its %d limit", len(ud), MaxUserDataBytes)
 	}
 	_, files := parseUserData(t, ud)
+	for _, f := range []string{ConfPath, NftablesPath} {
+		t.Logf("%s at maximum settings: %d bytes of GCE's %d for a metadata value", f, len(files[f]), MaxMetadataValueBytes)
+		if len(files[f]) > MaxMetadataValueBytes {
+			t.Errorf("%s is %d bytes, over GCE's %d limit for a metadata value", f, len(files[f]), MaxMetadataValueBytes)
+		}
+	}
 	if string(files[TLSKeyPath]) != key {
 		t.Errorf("user-data carries another key")
 	}
@@ -201,11 +232,20 @@ func TestRenderMetaData(t *testing.T) {
 	}
 }
 
-// The address list runs here as on a VM: it must list this machine's loopback addresses, one a line.
-func TestListOwnAddresses(t *testing.T) {
+// The prestart script runs here as on a VM: "own-addresses" must list this machine's loopback addresses,
+// one a line, and an unknown command fail.
+func TestPrestartListsOwnAddresses(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "own")
-	if out, err := exec.Command("sh", "-c", listOwnAddresses(file)).CombinedOutput(); err != nil {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "own")
+	script := filepath.Join(dir, "prestart")
+	if err := os.WriteFile(script, RenderPrestart(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("sh", "-n", script).CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("sh", script, PrestartOwnAddresses).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	b, err := os.ReadFile(file)
@@ -221,12 +261,15 @@ func TestListOwnAddresses(t *testing.T) {
 			t.Errorf("own addresses: %q is no address", l)
 		}
 	}
+	if out, err := exec.Command("sh", script, "no-such-command").CombinedOutput(); err == nil {
+		t.Errorf("an unknown command succeeded: %s", out)
+	}
 }
 
 // The install line is fixed shell; a syntax error would only show on a booted VM.
-func TestInstallSquidIfMissingIsValidShell(t *testing.T) {
+func TestInstallIfMissingIsValidShell(t *testing.T) {
 	t.Parallel()
-	if out, err := exec.Command("sh", "-n", "-c", installSquidIfMissing).CombinedOutput(); err != nil {
+	if out, err := exec.Command("sh", "-n", "-c", installIfMissing).CombinedOutput(); err != nil {
 		t.Fatalf("sh -n: %v\n%s", err, out)
 	}
 }

@@ -26,6 +26,9 @@ const (
 	// the key (the docs say so). MetadataHtpasswd and MetadataTLSKey are the only keys that hold a secret.
 	MetadataTLSCert = "egress-tls-cert"
 	MetadataTLSKey  = "egress-tls-key"
+	// MetadataBackstop holds the backstop ruleset (RenderNftables), which the guest loads before every start
+	// of Squid.
+	MetadataBackstop = "egress-backstop-nft"
 	// GuestAttributeNamespace and GuestAttributeApplied are where the guest reports the config id it applied
 	// (egress/applied), and GuestAttributeError why it refused one.
 	GuestAttributeNamespace = "egress"
@@ -33,9 +36,11 @@ const (
 	GuestAttributeError     = "error"
 )
 
-// ConfigID names the files the guest applies (squid.conf, htpasswd and, with TLS, the certificate chain and
-// key): 16 hex digits of their SHA-256, so a new certificate is a new config the guest applies.
-func ConfigID(squidConf, htpasswd, tlsCert, tlsKey []byte) string {
+// ConfigID names the files the guest applies (squid.conf, htpasswd, the backstop ruleset and, with TLS, the
+// certificate chain and key): 16 hex digits of their SHA-256, so a new certificate is a new config the guest
+// applies, and so is a new backstop (allowed_private_cidrs changed while no destination is allowed leaves
+// squid.conf as it was).
+func ConfigID(squidConf, htpasswd, tlsCert, tlsKey, backstop []byte) string {
 	h := sha256.New()
 	_, _ = fmt.Fprintf(h, "%d\n", len(squidConf)) // a hash never fails to write
 	h.Write(squidConf)
@@ -45,6 +50,10 @@ func ConfigID(squidConf, htpasswd, tlsCert, tlsKey []byte) string {
 		_, _ = fmt.Fprintf(h, "\ntls %d %d\n", len(htpasswd), len(tlsCert))
 		h.Write(tlsCert)
 		h.Write(tlsKey)
+	}
+	if len(backstop) > 0 {
+		_, _ = fmt.Fprintf(h, "\nbackstop %d %d %d\n", len(htpasswd), len(tlsCert)+len(tlsKey), len(backstop))
+		h.Write(backstop)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
@@ -98,6 +107,8 @@ func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
 // The own addresses (list_own_addresses in the script) are listed again before every start of Squid, through
 // a drop-in of squid.service, and before every apply of the watcher; Squid reloads when they changed. So a VM
 // stopped and started again, which gets new ephemeral addresses, refuses the new ones from its first request.
+// The same drop-in loads the backstop below Squid (RenderNftables, from MetadataBackstop, with the own
+// addresses and the resolvers: BackstopLoader) before every start of Squid; Squid does not start without it.
 func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -106,11 +117,13 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	var b bytes.Buffer
 	err = startupScript.Execute(&b, map[string]any{
 		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval, "Own": opts.OwnAddressesFile,
-		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installSquidIfMissing,
+		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installIfMissing,
+		"KeyBackstop": MetadataBackstop, "Backstop": NftablesPath, "DropIn": SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
-		"HealthPort": DefaultHealthPort,
+		"HealthPort":   DefaultHealthPort,
+		"LoadBackstop": BackstopLoader(NftablesPath, opts.OwnAddressesFile, ResolvConfPath),
 	})
 	if err != nil {
 		return nil, err
@@ -182,6 +195,9 @@ list_own_addresses() {
 	chmod 0644 "$OWN.$$" && mv "$OWN.$$" "$OWN" && own_changed=1
 }
 
+# The backstop below Squid: the proxy user's packets to refused ranges are rejected (RenderNftables).
+{{.LoadBackstop}}
+
 # systemd calls Squid started a moment before it listens: "applied" is reported once the health port of the
 # config in force takes connections (any answer will do), so that whoever waits for it can use the proxy.
 listening() {
@@ -211,6 +227,7 @@ apply() {
 	done
 	if [ "$id" = "$(cat "$STATE/applied" 2>/dev/null)" ] && systemctl is-active --quiet squid; then
 		if [ "$own_changed" = 1 ]; then
+			load_backstop || { report {{.Error}} "the backstop did not load with the VM's new own addresses"; return 1; }
 			systemctl reload squid || { report {{.Error}} "squid did not reload the VM's own addresses"; return 1; }
 		fi
 		listening || { report {{.Error}} "squid runs config $id but does not take connections"; return 1; }
@@ -221,6 +238,7 @@ apply() {
 	md {{.KeyConf}} >"$tmp/squid.conf" || { rm -rf "$tmp"; return 1; }
 	if md {{.KeyPass}} >"$tmp/passwd" 2>/dev/null; then haspass=1; else haspass=0; fi
 	if md {{.KeyCert}} >"$tmp/tls.crt" 2>/dev/null && md {{.KeyTLSKey}} >"$tmp/tls.key" 2>/dev/null; then hastls=1; else hastls=0; fi
+	md {{.KeyBackstop}} >"$tmp/backstop.nft" || { report {{.Error}} "config $id has no backstop ruleset ({{.KeyBackstop}})"; rm -rf "$tmp"; return 1; }
 	mkdir -p /etc/squid "$STATE"
 	# The config names the TLS files where they are installed, so they are in place before it is checked;
 	# the ones they replace come back if Squid rejects it.
@@ -232,10 +250,20 @@ apply() {
 		install -m 0640 -o root -g proxy "$tmp/tls.key" '{{.TLSKey}}'
 	fi
 	# The files go in place before Squid is installed, so its first start already uses them (--force-confold).
-	if ! command -v squid >/dev/null; then
-		install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
-		[ "$haspass" = 1 ] && install -m 0640 -o root -g proxy "$tmp/passwd" '{{.Htpasswd}}'
+	# The backstop too: the package's first start of Squid runs the drop-in, which loads it.
+	if ! command -v squid >/dev/null || ! command -v nft >/dev/null; then
+		if ! command -v squid >/dev/null; then
+			install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
+			[ "$haspass" = 1 ] && install -m 0640 -o root -g proxy "$tmp/passwd" '{{.Htpasswd}}'
+		fi
+		install -m 0640 -o root -g proxy "$tmp/backstop.nft" '{{.Backstop}}'
 		sh -c '{{.Install}}' || { rm -rf "$tmp"; return 1; }
+	fi
+	# nft -c checks the ruleset against the kernel without changing anything.
+	if ! nft -c -f "$tmp/backstop.nft" >"$tmp/parse.log" 2>&1; then
+		report {{.Error}} "nft rejected the backstop of config $id: $(tail -n 3 "$tmp/parse.log")"
+		rm -rf "$tmp"
+		return 1
 	fi
 	if ! squid -k parse -f "$tmp/squid.conf" >"$tmp/parse.log" 2>&1; then
 		report {{.Error}} "squid rejected config $id: $(tail -n 3 "$tmp/parse.log")"
@@ -247,6 +275,8 @@ apply() {
 	fi
 	[ "$haspass" = 1 ] && install -m 0640 -o root -g proxy "$tmp/passwd" '{{.Htpasswd}}'
 	install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
+	# Loaded by squid.service's drop-in at the restart below.
+	install -m 0640 -o root -g proxy "$tmp/backstop.nft" '{{.Backstop}}'
 	# A key no config uses any more does not stay on the disk.
 	[ "$hastls" = 0 ] && rm -f '{{.Cert}}' '{{.TLSKey}}'
 	rm -rf "$tmp"
@@ -262,6 +292,10 @@ own-addresses)
 	list_own_addresses
 	exit 0
 	;;
+backstop)
+	load_backstop
+	exit
+	;;
 watch)
 	while :; do
 		locked_apply
@@ -270,15 +304,17 @@ watch)
 	;;
 esac
 
-mkdir -p "$STATE" /etc/systemd/system/squid.service.d
+mkdir -p "$STATE" "$(dirname '{{.DropIn}}')"
 if [ "$0" != "$STATE/startup.sh" ]; then
 	cp "$0" "$STATE/startup.sh.$$" && chmod 0755 "$STATE/startup.sh.$$" && mv "$STATE/startup.sh.$$" "$STATE/startup.sh"
 fi
 # Squid starts at boot before this script runs: it lists the own addresses itself first ("-": a failure to
-# list them does not keep the proxy down; the list of the last boot stays, and the next apply redoes it).
-cat >/etc/systemd/system/squid.service.d/egress-own-addresses.conf <<UNIT
+# list them does not keep the proxy down; the list of the last boot stays, and the next apply redoes it),
+# then loads the backstop (no "-": Squid does not run without it).
+cat >'{{.DropIn}}' <<UNIT
 [Service]
 ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses
+ExecStartPre=/bin/sh $STATE/startup.sh backstop
 UNIT
 systemctl daemon-reload
 locked_apply

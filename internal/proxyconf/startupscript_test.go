@@ -25,6 +25,8 @@ func TestRenderStartupScript(t *testing.T) {
 			"md " + MetadataConfigID, "md " + MetadataSquidConf, "md " + MetadataHtpasswd, "report " + GuestAttributeApplied, "squid -k parse",
 			"md " + MetadataTLSCert, "md " + MetadataTLSKey, "'" + TLSCertPath + "'", "'" + TLSKeyPath + "'",
 			"OWN='" + OwnAddressesPath + "'", "ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses",
+			"md " + MetadataBackstop, "nft -c -f", "'" + NftablesPath + "'", "ExecStartPre=/bin/sh $STATE/startup.sh backstop",
+			"load_backstop() {",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
 			want: []string{"MD='http://127.0.0.1:8080/computeMetadata/v1'", "sleep 3"}},
@@ -64,7 +66,7 @@ func TestRenderStartupScript(t *testing.T) {
 func TestConfigIDNamesContent(t *testing.T) {
 	t.Parallel()
 	id := func(conf, pass, cert, key string) string {
-		return ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key))
+		return ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte("backstop"))
 	}
 	a := id("conf", "u:hash\n", "", "")
 	withTLS := id("conf", "u:hash\n", "CERT", "KEY")
@@ -77,6 +79,8 @@ func TestConfigIDNamesContent(t *testing.T) {
 		"other key":          id("conf", "u:hash\n", "CERT", "KEY2"),
 		"password into cert": id("conf", "u:has", "h\nCERT", "KEY"),
 		"cert into key":      id("conf", "u:hash\n", "CER", "TKEY"),
+		"other backstop":     ConfigID([]byte("conf"), []byte("u:hash\n"), nil, nil, []byte("backstop2")),
+		"key into backstop":  ConfigID([]byte("conf"), []byte("u:hash\n"), []byte("CERT"), []byte("KE"), []byte("Ybackstop")),
 	} {
 		if other == a || (name != "with tls" && other == withTLS) {
 			t.Errorf("%s: same id as another config", name)

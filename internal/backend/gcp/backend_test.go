@@ -85,7 +85,7 @@ func TestCreateGetUpdateDeleteWithStaticAddress(t *testing.T) {
 		t.Fatalf("proxy settings read back = %+v, want the username and no password", inst.Proxy)
 	}
 	stored := fake.Instance(testProject, "us-central1-a", spec.Name)
-	for _, k := range []string{proxyconf.MetadataStartupScript, proxyconf.MetadataUserData, proxyconf.MetadataSquidConf, proxyconf.MetadataHtpasswd, proxyconf.MetadataConfigID} {
+	for _, k := range []string{proxyconf.MetadataStartupScript, proxyconf.MetadataUserData, proxyconf.MetadataSquidConf, proxyconf.MetadataHtpasswd, proxyconf.MetadataConfigID, proxyconf.MetadataBackstop} {
 		if v, ok := metadataValue(stored, k); !ok || v == "" {
 			t.Errorf("metadata %s missing", k)
 		}
@@ -409,7 +409,8 @@ func TestTLSFilesInMetadata(t *testing.T) {
 		conf, _ := metadataValue(stored, proxyconf.MetadataSquidConf)
 		pass, _ := metadataValue(stored, proxyconf.MetadataHtpasswd)
 		id, _ := metadataValue(stored, proxyconf.MetadataConfigID)
-		if want := proxyconf.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key)); id != want {
+		backstop, _ := metadataValue(stored, proxyconf.MetadataBackstop)
+		if want := proxyconf.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte(backstop)); id != want {
 			t.Errorf("%s: config id %s, want %s (the id must cover the TLS files)", step.name, id, want)
 		}
 		if ids[id] {

@@ -118,6 +118,8 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 				t.Errorf("boot %d, %s: %s through the guest's Squid = %d, want %d\n%s", boot, c.name, c.url, got, c.want, guest.log())
 			}
 		}
+		checkBackstop(t, guest, boot)
+
 		// The 403s above are the own-address guard's: the list the guest wrote at this boot names them.
 		own := " " + strings.Join(strings.Fields(statIn(t, upper, proxyconf.OwnAddressesPath).Content), " ") + " "
 		want := []string{guestIP, inst.EgressAddress}
@@ -157,9 +159,16 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
 	withTLS := spec.Proxy
 	withTLS.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	// A private range allowed in the same change: the guest's backstop follows it.
+	withTLS.AllowedPrivateCIDRs = []string{"10.1.0.0/16"}
 	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
 		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.log())
 	}
+	if set, err := guest.exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "refused_v4"); err != nil ||
+		strings.Contains(set, "10.0.0.0/8") || !strings.Contains(set, "10.0.0.0/16") || !strings.Contains(set, "169.254.0.0/16") {
+		t.Errorf("the guest's backstop after allowing 10.1.0.0/16 in place (%v): want 10.0.0.0/8 split around it\n%s", err, set)
+	}
+	checkBackstop(t, guest, 3)
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM([]byte(cert))
 	tlsClient := client
@@ -183,6 +192,41 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		}
 	}
 	guest.stop(t)
+}
+
+// checkBackstop: the backstop below Squid, which the guest loaded at this boot before Squid started, keeps a
+// program running as the proxy user (Squid's) from the metadata server, which root in the guest reaches (the
+// startup script itself reads it there), and counts what it refused. The programs run inside the container,
+// with its own tools, through nsenter.
+func checkBackstop(t *testing.T, g *guestContainer, boot int) {
+	t.Helper()
+	metadata := "http://169.254.169.254/computeMetadata/v1/instance/attributes/"
+	curl := []string{"curl", "-sS", "-o", "/dev/null", "--max-time", "20", "-H", "Metadata-Flavor: Google", metadata}
+	if out, err := g.exec(t, curl...); err != nil {
+		t.Errorf("boot %d: root in the guest could not reach the metadata server: %v\n%s", boot, err, out)
+	}
+	out, err := g.exec(t, append([]string{"runuser", "-u", "proxy", "--"}, curl...)...)
+	if err == nil || !strings.Contains(out, "Failed to connect") {
+		t.Errorf("boot %d: the proxy user reaching the metadata server: %v %s; want it refused", boot, err, out)
+	}
+	rules, err := g.exec(t, "nft", "list", "chain", "inet", proxyconf.NftablesTable, "from_proxy")
+	if err != nil || !strings.Contains(rules, "@refused_v4 counter packets") || strings.Contains(rules, "@refused_v4 counter packets 0 ") {
+		t.Errorf("boot %d: the backstop's chain in the guest (%v):\n%s", boot, err, rules)
+	}
+}
+
+// exec runs a program inside the running container (its namespaces, its root) as root, and returns its output.
+func (g *guestContainer) exec(t *testing.T, argv ...string) (string, error) {
+	t.Helper()
+	// nspawn's child is the container's init.
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", g.cmd.Process.Pid, g.cmd.Process.Pid))
+	initPID, _, _ := strings.Cut(strings.TrimSpace(string(kids)), " ")
+	if err != nil || initPID == "" {
+		t.Fatalf("finding the container's init under nspawn (pid %d): %v %q", g.cmd.Process.Pid, err, kids)
+	}
+	args := append([]string{"--target", initPID, "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)
+	out, err := exec.Command("nsenter", args...).CombinedOutput()
+	return string(out), err
 }
 
 // writeGuestFiles puts into the container's upper layer what a GCE VM has and the image has not: the metadata
@@ -288,7 +332,9 @@ func bootGuest(t *testing.T, tree, upper, ns string, boot int) *guestContainer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.cmd = exec.Command("systemd-nspawn", "--quiet", "--boot", "--directory", tree,
+	// CAP_NET_ADMIN, which root has on a VM and nspawn drops unless it makes the network itself: the guest
+	// loads its backstop below Squid with nft. It reaches no further than the test's namespace.
+	g.cmd = exec.Command("systemd-nspawn", "--quiet", "--boot", "--directory", tree, "--capability=CAP_NET_ADMIN",
 		"--overlay", tree+":"+upper+":/", "--network-namespace-path", "/run/netns/"+ns,
 		"--register=no", "--keep-unit", "--resolv-conf=off", "--timezone=off", "--link-journal=no",
 		"--machine", ns)

@@ -17,6 +17,7 @@ import (
 type rendered struct {
 	squidConf, htpasswd []byte
 	tlsCert, tlsKey     []byte
+	backstop            []byte
 	configID            string
 	spec                []byte
 }
@@ -29,6 +30,9 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions()); err != nil {
 		return r, err
 	}
+	if r.backstop, err = proxyconf.RenderNftables(s); err != nil {
+		return r, err
+	}
 	if s.Auth != nil {
 		if r.htpasswd, err = proxyconf.RenderHtpasswd(*s.Auth); err != nil {
 			return r, err
@@ -37,7 +41,7 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 	if s.TLS != nil {
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
-	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey)
+	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop)
 	if r.spec, err = json.Marshal(stored.withSettings(s)); err != nil {
 		return r, err
 	}
@@ -51,6 +55,7 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	ours := map[string]string{
 		proxyconf.MetadataSquidConf:     string(r.squidConf),
+		proxyconf.MetadataBackstop:      string(r.backstop),
 		proxyconf.MetadataConfigID:      r.configID,
 		proxyconf.MetadataStartupScript: string(startupScript),
 		proxyconf.MetadataUserData:      string(startupUserData),

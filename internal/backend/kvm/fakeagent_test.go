@@ -24,6 +24,10 @@ type fakeAgent struct {
 	hung bool
 	// Squid's behaviour in the guest.
 	squidStopped, parseFails, reconfigureFails bool
+	// backstopRefused makes nft -c refuse a ruleset; backstopLoaded is the one the kernel holds (the file
+	// the prestart script last loaded).
+	backstopRefused bool
+	backstopLoaded  []byte
 	// restarts counts Squid's restarts (a reload that also forgets cached logins).
 	restarts int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
@@ -91,6 +95,7 @@ func (f *fakeHost) bootFromSeed(d *fakeDomain, a *fakeAgent) {
 		a.files[p] = b
 	}
 	a.files[proxyconf.CacheLogPath] = []byte("Starting Squid Cache\n" + reloadedMarker + " at conn1 local=[::]:3128\n")
+	a.backstopLoaded = a.files[proxyconf.NftablesPath]
 	a.reload()
 }
 
@@ -307,6 +312,18 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		if _, ok := a.files[argv[4]]; !ok || a.parseFails {
 			return fakeExec{code: 1, errs: "FATAL: Bungled " + argv[4] + " line 3: http_port"}
 		}
+		return fakeExec{}
+	case strings.HasPrefix(cmd, nftBin+" -c -f "):
+		if _, ok := a.files[argv[3]]; !ok || a.backstopRefused {
+			return fakeExec{code: 1, errs: argv[3] + ":12:3-9: Error: syntax error"}
+		}
+		return fakeExec{}
+	case cmd == "/bin/sh "+proxyconf.PrestartPath+" "+proxyconf.PrestartBackstop:
+		b, ok := a.files[proxyconf.NftablesPath]
+		if !ok {
+			return fakeExec{code: 1, errs: "Error: Could not open file"}
+		}
+		a.backstopLoaded = b
 		return fakeExec{}
 	case cmd == squidBin+" -k check":
 		if a.squidStopped {

@@ -259,11 +259,15 @@ func runFaultCases(t *testing.T, ft faultTable, uncut []libvirtfault.Call, took 
 				}
 				bad := run(t, i, p, row)
 				cutAt := tc.k
-				if n := len(p.Calls()); callsVary && wantCuts == 1 && len(p.Cuts()) == 0 && n < tc.k && len(bad) == 0 {
-					// The run polled less than the uncut one and ended before call k: it cut nothing, so it
-					// proved nothing. The case runs once more, cut at a call of the polling tail this run did
-					// reach (a few short of its end, as the next run may poll a little less again).
-					cutAt = max(1, n-5)
+				// A run that polled less than the uncut one can end before call k: it cut nothing, so it
+				// proved nothing. The case runs again, cut at a call the last run did reach: first a few short
+				// of its end (the polling tail), then further in, as each run may poll less again.
+				for again := 1; again <= 3 && callsVary && wantCuts == 1 && len(p.Cuts()) == 0 && len(bad) == 0; again++ {
+					n := len(p.Calls())
+					if n >= cutAt {
+						break // reached, yet not cut: reported below
+					}
+					cutAt = max(1, []int{n - 5, n * 3 / 4, n / 2}[again-1])
 					t.Logf("call %d not reached (this run made %d calls): running the case again, cut at call %d", tc.k, n, cutAt)
 					row.call = fmt.Sprintf("(tail) call %d", cutAt)
 					p.Reset()

@@ -28,7 +28,10 @@ const (
 	htpasswdNew = proxyconf.HtpasswdPath + ".egress-new"
 	confOld     = proxyconf.ConfPath + ".egress-old"
 	htpasswdOld = proxyconf.HtpasswdPath + ".egress-old"
+	backstopNew = proxyconf.NftablesPath + ".egress-new"
+	backstopOld = proxyconf.NftablesPath + ".egress-old"
 	squidBin    = "/usr/sbin/squid"
+	nftBin      = "/usr/sbin/nft"
 )
 
 // reloadedMarker is what Squid writes to its cache.log once a reconfiguration has reopened its listening
@@ -41,16 +44,20 @@ var reloadWait = 60 * time.Second
 
 // Reconfigure changes the running proxy's rules through the QEMU guest agent. In order:
 //
-//  1. Render the new squid.conf (and htpasswd) here: Settings.Validate runs, so nothing unchecked is sent.
-//  2. Read the guest's current files back: when they already say the same (the config byte for byte, the
-//     password by its bcrypt hash), the guest is not touched, which is what makes a retry or a repeated
+//  1. Render the new squid.conf (and htpasswd) and the backstop below Squid (proxyconf.RenderNftables) here:
+//     Settings.Validate runs, so nothing unchecked is sent.
+//  2. The backstop first, when the guest's differs (allowed_private_cidrs changed): write it beside the one
+//     in force, check it with `nft -c`, rename it into place and load it with the script squid.service runs
+//     before every start; a failed load puts the old file back.
+//  3. Read the guest's current Squid files back: when they already say the same (the config byte for byte,
+//     the password by its bcrypt hash), the guest is not touched, which is what makes a retry or a repeated
 //     apply one change and not several.
-//  3. Otherwise write both to temporary files in the guest, run `squid -k parse` on the new config, check
+//  4. Otherwise write both to temporary files in the guest, run `squid -k parse` on the new config, check
 //     Squid runs, copy the files in force aside, rename the new ones into place and run `squid -k
 //     reconfigure`, checking every exit status, then wait for Squid's log to say it reopened its ports, and
 //     for its health endpoint to answer. A failure before the rename removes the temporary files, one of
 //     the reload puts the copies back: the old configuration stays in force, and on the guest's disk.
-//  4. Rewrite the seed ISO's user-data, so that the seed describes what the guest runs (cloud-init writes
+//  5. Rewrite the seed ISO's user-data, so that the seed describes what the guest runs (cloud-init writes
 //     the files only on an instance's first boot; the guest's own disk keeps them over a reboot), and last
 //     the domain's metadata, from which Get reports the settings.
 //
@@ -66,13 +73,17 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
+	backstop, err := proxyconf.RenderNftables(settings)
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
+	}
 	var htpasswd []byte
 	if settings.Auth != nil {
 		if htpasswd, err = proxyconf.RenderHtpasswd(*settings.Auth); err != nil {
 			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
 		}
 	}
-	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd}
+	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop}
 	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
 	if err != nil {
 		return backend.Instance{}, err
@@ -93,6 +104,10 @@ type reconfiguration struct {
 	settings proxyconf.Settings
 	conf     []byte
 	htpasswd []byte
+	backstop []byte
+	// backstopPending is set once the new backstop may be in place and cleared once it is loaded: a load
+	// whose answer was lost is run again, though the file is current.
+	backstopPending bool
 	// guestChanged is set once the guest runs the new files, so a later attempt still rewrites the seed.
 	guestChanged bool
 	// newPassword: the guest's password file does not accept the new password (or there is none).
@@ -140,6 +155,9 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		return err
+	}
+	if err := r.syncBackstop(ctx, dom); err != nil {
 		return err
 	}
 	switch {
@@ -302,6 +320,74 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		return err
 	}
 	r.pendingReload = nil
+	return nil
+}
+
+// syncBackstop installs and loads the new backstop when the guest's differs. The one in force stays loaded
+// until the new one passed `nft -c` and loaded, and the kernel swaps the table in one transaction; should the
+// load fail, the old file comes back (and is loaded again), so that the guest's disk says what is in force.
+func (r *reconfiguration) syncBackstop(ctx context.Context, dom libvirt.Domain) error {
+	load := []string{"/bin/sh", proxyconf.PrestartPath, proxyconf.PrestartBackstop}
+	var current []byte
+	var hadOld bool
+	if err := r.c.do(ctx, func(l api) error {
+		var err error
+		current, err = guestReadFile(l, dom, proxyconf.NftablesPath)
+		hadOld = err == nil
+		return retryableOnly(err)
+	}); err != nil {
+		return err
+	}
+	if hadOld && bytes.Equal(current, r.backstop) {
+		if !r.backstopPending {
+			return nil
+		}
+		// An earlier attempt lost the answer to its rename or its load: the file is current, its load unsure.
+		if err := r.mustRun(ctx, dom, load...); err != nil {
+			return refusal(err, "the guest did not load the new backstop")
+		}
+		r.backstopPending = false
+		return nil
+	}
+	if err := r.c.do(ctx, func(l api) error { return guestWriteFile(l, dom, backstopNew, r.backstop) }); err != nil {
+		return err
+	}
+	temps := []string{"/bin/rm", "-f", backstopNew, backstopOld}
+	abandon := func(err error) error {
+		_, _ = r.run(ctx, dom, temps...) // best effort, as installInGuest's: never read by anything
+		return err
+	}
+	steps := [][]string{
+		{"/bin/chown", "root:proxy", backstopNew},
+		{"/bin/chmod", "0640", backstopNew},
+	}
+	for _, argv := range steps {
+		if err := r.mustRun(ctx, dom, argv...); err != nil {
+			return abandon(err)
+		}
+	}
+	if err := r.mustRun(ctx, dom, nftBin, "-c", "-f", backstopNew); err != nil {
+		return abandon(refusal(err, "nft in the guest refused the new backstop"))
+	}
+	if hadOld {
+		if err := r.mustRun(ctx, dom, "/bin/cp", "-p", proxyconf.NftablesPath, backstopOld); err != nil {
+			return abandon(err)
+		}
+	}
+	r.backstopPending = true
+	r.guestChanged = true
+	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", backstopNew, proxyconf.NftablesPath); err != nil {
+		return abandon(err)
+	}
+	if err := r.mustRun(ctx, dom, load...); err != nil {
+		if hadOld {
+			_, _ = r.run(ctx, dom, "/bin/mv", "-f", backstopOld, proxyconf.NftablesPath) // best effort: err says what failed
+			_, _ = r.run(ctx, dom, load...)
+		}
+		return abandon(refusal(err, "the guest did not load the new backstop"))
+	}
+	r.backstopPending = false
+	_, _ = r.run(ctx, dom, "/bin/rm", "-f", backstopOld) // best effort: a leftover copy is never read
 	return nil
 }
 
