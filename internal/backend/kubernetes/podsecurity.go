@@ -28,15 +28,18 @@ var scratchDirs = []struct{ volume, path string }{
 }
 
 // scratchLimit bounds each writable folder: Squid keeps a few small files there, no cache.
-var scratchLimit = resource.MustParse("16Mi")
+const scratchLimit = "16Mi"
 
 // scratchVolumes are the emptyDirs behind scratchDirs and their mounts.
 func scratchVolumes() ([]corev1.Volume, []corev1.VolumeMount) {
 	var vols []corev1.Volume
 	var mounts []corev1.VolumeMount
 	for _, d := range scratchDirs {
+		// A Quantity of its own for each volume: encoding one caches its string form in it, so a Quantity
+		// shared by the Deployments that proxies create side by side is written by each (a data race).
+		limit := resource.MustParse(scratchLimit)
 		vols = append(vols, corev1.Volume{Name: d.volume, VolumeSource: corev1.VolumeSource{
-			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &scratchLimit},
+			EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &limit},
 		}})
 		mounts = append(mounts, corev1.VolumeMount{Name: d.volume, MountPath: d.path})
 	}

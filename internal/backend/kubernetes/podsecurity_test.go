@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -245,5 +246,21 @@ func TestReconfigureUpgradesAnOlderPod(t *testing.T) {
 	wc := want.deployment.Spec.Template.Spec.Containers[0]
 	if c := pod.Containers[0]; !slices.Equal(c.Command, wc.Command) || c.TerminationMessagePath != wc.TerminationMessagePath || len(c.VolumeMounts) != len(wc.VolumeMounts) {
 		t.Errorf("container after Reconfigure %+v, want %+v", c, wc)
+	}
+}
+
+// Each proxy's volumes get Quantities of their own: encoding a Quantity writes its cached string form, so one
+// shared between Deployments created side by side was a data race (found under -race on the real cluster).
+func TestScratchVolumesShareNoQuantity(t *testing.T) {
+	t.Parallel()
+	a, _ := scratchVolumes()
+	b, _ := scratchVolumes()
+	seen := map[*resource.Quantity]bool{}
+	for _, v := range append(a, b...) {
+		q := v.EmptyDir.SizeLimit
+		if q == nil || seen[q] {
+			t.Fatalf("volume %s: size limit %p shared or missing", v.Name, q)
+		}
+		seen[q] = true
 	}
 }
