@@ -1,7 +1,8 @@
 terraform {
   required_providers {
     egress = {
-      source = "egress-proxies/egress"
+      source  = "egress-proxies/egress"
+      version = "~> 0.1"
     }
   }
 }

@@ -79,12 +79,12 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "OAuth scopes of the service account; logging and monitoring writes when unset.",
 				Validators:          []validator.Set{setvalidator.AlsoRequires(gcpPath.AtName("service_account"))}},
 			"preemptible": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Preemptible VM."},
+				MarkdownDescription: "Preemptible VM. Defaults to `false`."},
 			"spot": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Spot VM (stopped when reclaimed).",
+				MarkdownDescription: "Spot VM (stopped when reclaimed). Defaults to `false`.",
 				Validators:          []validator.Bool{boolvalidator.ConflictsWith(gcpPath.AtName("preemptible"))}},
 			"static_egress_ip": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Reserve a regional static external address `<name>-ip` for the proxy's egress. It is named after `name`, " +
+				MarkdownDescription: "Reserve a regional static external address `<name>-ip` for the proxy's egress. Defaults to `false`. It is named after `name`, " +
 					"which must be set: when the proxy is replaced, the address is kept and the new VM of the same name takes it, so the egress " +
 					"address does not change; it is released when the proxy is destroyed. An address left by a replacement that never finished is " +
 					"listed by `egress_proxy_orphans`. To keep an address beyond the proxy's life, reserve it yourself and set `egress_address_name`.",
@@ -94,7 +94,8 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Name of a regional static external address you reserved, to use as the egress address. The provider never releases it.",
 				Validators:          []validator.String{attribute_validator.Name(), stringvalidator.ConflictsWith(gcpPath.AtName("static_egress_ip"))}},
 			"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
-				MarkdownDescription: "Wait, within the create timeout, until the VM reports (guest attribute `egress/applied`) that Squid runs its config."},
+				MarkdownDescription: "Wait, within the create timeout, until the VM reports (guest attribute `egress/applied`) that Squid runs its config. " +
+					"Defaults to `false`: the apply returns once the VM runs, while Squid may still be installing."},
 			"shielded_vm": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultShieldedVM),
 				MarkdownDescription: fmt.Sprintf("Shielded VM: secure boot, virtual TPM and integrity monitoring. Defaults to `%t`. "+
 					"Set `false` for an image that does not support it (one without UEFI); the project's defaults then apply.", gcp.DefaultShieldedVM)},

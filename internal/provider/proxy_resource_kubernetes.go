@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"fmt"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -43,7 +45,7 @@ type resourcesModel struct {
 func kubernetesPlacementAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kubernetes.DefaultReplicas),
-			MarkdownDescription: "Proxy pods behind the Service; changes in place.", Validators: []validator.Int64{int64validator.Between(1, 100)}},
+			MarkdownDescription: fmt.Sprintf("Proxy pods behind the Service; changes in place. Defaults to `%d`.", kubernetes.DefaultReplicas), Validators: []validator.Int64{int64validator.Between(1, 100)}},
 		"image": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Squid image; the cluster's `image`, or `" + kubernetes.DefaultImage + "` (built by `make image`), when unset.",
 			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
@@ -73,12 +75,13 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 		"service_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultServiceType),
 			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`. `NodePort` and `LoadBalancer` keep the clients' " +
 				"addresses for the client check (`externalTrafficPolicy: Local`); `LoadBalancer` also admits only `allowed_client_cidrs` " +
-				"(`loadBalancerSourceRanges`).",
+				"(`loadBalancerSourceRanges`). Defaults to `" + kubernetes.DefaultServiceType + "`.",
 			Validators: []validator.String{stringvalidator.OneOf(kubernetes.ServiceTypes...)}},
 		"network_policy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(kubernetes.DefaultNetworkPolicy),
 			MarkdownDescription: "A NetworkPolicy, a backstop below Squid where the cluster's network plugin enforces policies: only " +
 				"`allowed_client_cidrs` reach the proxy port, and the proxy's pods reach DNS (port 53) and no address Squid refuses " +
-				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`)."},
+				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`). " +
+				fmt.Sprintf("Defaults to `%t`.", kubernetes.DefaultNetworkPolicy)},
 	}
 }
 

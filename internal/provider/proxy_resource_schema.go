@@ -26,10 +26,22 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
+
+// egressAddressDescription says what each backend reports, since only on gcp is it the address a destination sees
+// in every network: a user who copies it into a partner's allow-list must know which case they are in.
+const egressAddressDescription = "The proxy's outside address as its backend reports it; what that is depends on the backend. " +
+	"`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`), " +
+	"which is the source address destinations see. " +
+	"`kvm`: the guest's address on its libvirt network, the same as `internal_address` (empty with `user_net`); destinations " +
+	"see it on a bridged or routed network, but the host's address behind a NAT network such as libvirt's `default`. " +
+	"`kubernetes`: the Service's load balancer ingress address (IP or host name) when it has one, else the address of a " +
+	"node that runs a proxy pod. That is where clients may reach the proxy, not where its outbound traffic leaves from: " +
+	"destinations see the address of the node's or the cluster's egress NAT, which the cluster's operator knows."
 
 const labelRulesDescription = "Keys: lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters; " +
 	"keys starting with `egress-` that the provider uses itself are reserved. Values: at most 63 lowercase letters, digits, `-` and `_`."
@@ -89,7 +101,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider, with its ConfigMap, Secret (with `auth`), Service and NetworkPolicy.",
 				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("replicas")},
 				Attributes: withResourceAttributes(map[string]schema.Attribute{
-					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
+					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultClusterName), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`. Defaults to `" + kubernetes.DefaultClusterName + "`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
 					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.NameOf("kubernetes namespace")}},
 				}, kubernetesPlacementAttributes()),
 			},
@@ -131,9 +143,9 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 					"forward_port": schema.Int64Attribute{Optional: true, MarkdownDescription: "Host port forwarded to the proxy port with `user_net`.",
 						Validators: []validator.Int64{attribute_validator.Port(), int64validator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
 					"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-						MarkdownDescription: "Wait, within the create timeout, until the proxy answers on its health port. When the proxy's address is on no network of the machine Terraform runs on (a remote host's libvirt network, for example), it is not probed: the apply succeeds with a warning saying what it waited for instead. Ignored when `wait_for_address` is false."},
+						MarkdownDescription: "Wait, within the create timeout, until the proxy answers on its health port. Defaults to `true`. When the proxy's address is on no network of the machine Terraform runs on (a remote host's libvirt network, for example), it is not probed: the apply succeeds with a warning saying what it waited for instead. Ignored when `wait_for_address` is false."},
 					"wait_for_address": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-						MarkdownDescription: "Wait, within the create timeout, until the network's DHCP leases or the guest agent report the proxy's address. Turn off on hosts where nothing reports one."},
+						MarkdownDescription: "Wait, within the create timeout, until the network's DHCP leases or the guest agent report the proxy's address. Defaults to `true`. Turn off on hosts where nothing reports one."},
 				},
 			},
 
@@ -146,7 +158,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			},
 			"port": schema.Int64Attribute{
 				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
-				MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers.", proxyconf.DefaultHealthPort),
+				MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers. Defaults to `%d`.", proxyconf.DefaultHealthPort, proxyconf.DefaultPort),
 				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 				Validators:          []validator.Int64{attribute_validator.Port(), int64validator.NoneOf(proxyconf.DefaultHealthPort)},
 			},
@@ -176,7 +188,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				Optional: true, Computed: true, ElementType: types.StringType,
 				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
 				MarkdownDescription: "Private ranges the proxy may connect to after all, such as an internal package mirror, in canonical CIDR form inside " +
-					"`" + strings.Join(proxyconf.PrivateRanges, "`, `") + "`. Loopback, link-local (the metadata server), unspecified and the proxy's own addresses stay refused.",
+					"`" + strings.Join(proxyconf.PrivateRanges, "`, `") + "`. Loopback, link-local (the metadata server), unspecified and the proxy's own addresses stay refused. " +
+					"Empty by default: every private range refused.",
 				PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
 				Validators:    []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedPrivateCIDRs), setvalidator.ValueStringsAre(attribute_validator.AllowedPrivateCIDR())},
 			},
@@ -246,7 +259,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
 			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
-			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: "Address the proxy's outbound traffic leaves from.", PlanModifiers: keep},
+			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: keep},
 			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
 			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
 		},

@@ -49,3 +49,15 @@ resource "egress_proxy" "authenticated" {
     create = "30m"
   }
 }
+
+# A proxy on the provider's default Kubernetes cluster, in namespace "build": two pods behind a
+# ClusterIP Service that pods of the cluster's pod range reach as <name>.build.svc:3128.
+resource "egress_proxy" "in_cluster" {
+  kubernetes = {
+    namespace = "build"
+    replicas  = 2
+  }
+
+  allowed_client_cidrs = ["10.244.0.0/16"]
+  allowed_destinations = [".example.com"]
+}
