@@ -328,6 +328,8 @@ restart() {
 		sleep 0.25
 	done
 	[ -n "$alive" ] && kill -9 "${pids[@]}" 2>/dev/null
+	# A test that restarts the daemon under an apply reads this line to know the moment it was down.
+	log "libvirtd is down"
 	wait_for_daemon
 	log "libvirtd restarted"
 }

@@ -1,11 +1,13 @@
 package provider
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -50,19 +52,40 @@ func holdVMBootLock(t *testing.T, limit time.Duration) (release func()) {
 }
 
 // restartLibvirtd restarts the acceptance tests' private daemon (EGRESS_LIBVIRT_INSTANCE) through the
-// environment script; the caller holds the lock.
-func restartLibvirtd(ctx context.Context) error {
+// environment script; the caller holds the lock. down runs once the old daemon is gone, before the new one
+// is up: the script says so on its standard error.
+func restartLibvirtd(ctx context.Context, down func()) error {
 	cmd := exec.CommandContext(ctx, "../../scripts/libvirt-env.sh", "restart")
 	cmd.Env = append(os.Environ(), "EGRESS_RESTART_LOCK_HELD=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("scripts/libvirt-env.sh restart: %w: %s", err, out)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	var said strings.Builder
+	sawDown := false
+	lines := bufio.NewScanner(stderr)
+	for lines.Scan() {
+		said.WriteString(lines.Text() + "\n")
+		if !sawDown && strings.Contains(lines.Text(), "libvirtd is down") {
+			sawDown = true
+			down()
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("scripts/libvirt-env.sh restart: %w: %s", err, said.String())
+	}
+	if !sawDown {
+		return fmt.Errorf("scripts/libvirt-env.sh restart never said the daemon was down: %s", said.String())
 	}
 	return nil
 }
 
 // restartWhenCreating restarts libvirtd once the owner's first domain or volume exists and before all n
 // proxies run: the moment an apply is busiest. It reports how many ran when it restarted.
-func restartWhenCreating(ctx context.Context, b *kvm.Backend, owner string, n int) (running int, err error) {
+func restartWhenCreating(ctx context.Context, b *kvm.Backend, owner string, n int, down func()) (running int, err error) {
 	err = backend.Poll(ctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 		list, err := b.ListByTag(ctx, backend.Selector{Owner: owner})
 		if err != nil || len(list) == 0 {
@@ -82,7 +105,7 @@ func restartWhenCreating(ctx context.Context, b *kvm.Backend, owner string, n in
 	if running >= n {
 		return running, fmt.Errorf("all %d proxies ran before the restart: it did not fall mid-apply", n)
 	}
-	return running, restartLibvirtd(ctx)
+	return running, restartLibvirtd(ctx, down)
 }
 
 // TestAccProxyKVM_libvirtdRestartedMidApply restarts the daemon while five proxies are being created: every
@@ -107,7 +130,7 @@ resource "egress_proxy" "p" {
 	}
 	done := make(chan restart, 1)
 	// Set when the apply has ended (its Check runs). The apply was running when the first proxy appeared; if
-	// it still runs once the daemon is back, it ran all through the restart, so the daemon died under it.
+	// it still runs at the moment the old daemon is gone, the daemon died under it.
 	var applyEnded atomic.Bool
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
@@ -124,9 +147,10 @@ resource "egress_proxy" "p" {
 						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 						defer cancel()
 						start := time.Now()
-						running, err := restartWhenCreating(ctx, b, owner, n)
-						if err == nil && applyEnded.Load() {
-							err = fmt.Errorf("the apply had ended before libvirtd was back: the restart did not fall mid-apply")
+						var endedFirst bool
+						running, err := restartWhenCreating(ctx, b, owner, n, func() { endedFirst = applyEnded.Load() })
+						if err == nil && endedFirst {
+							err = fmt.Errorf("the apply had ended before libvirtd went down: the restart did not fall mid-apply")
 						}
 						done <- restart{running, time.Since(start), err}
 					}()
