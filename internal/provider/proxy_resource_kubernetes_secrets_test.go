@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -33,9 +32,7 @@ import (
 // KEY block. The proxy serves with them, so they did reach the pod, through the Secret.
 func TestAccProxyKubernetes_secretsOnlyInTheSecret(t *testing.T) {
 	env := k8sAccPreCheck(t)
-	logFile := filepath.Join(t.TempDir(), "trace.log")
-	t.Setenv("TF_ACC_LOG_PATH", logFile)
-	t.Setenv("TF_LOG", "TRACE")
+	logFile := traceLogTo(t)
 	owner := "sec-" + uuid.NewString()[:8]
 	ns := env.cluster.Namespace(t, "acc-secrets")
 	recording := env.cluster.Record(t, ns)
@@ -66,18 +63,7 @@ resource "egress_proxy" "sec" {
 `, ns, k8sOrigin, k8sOriginCIDR, k8sUser, password(passwordVersion), passwordVersion, strconv.Quote(cert), strconv.Quote(key))
 	}
 	// Every secret the test made; the hashes the backend wrote are found by bcryptHash wherever they are.
-	secrets := append([]string{password(1), password(2), "PRIVATE KEY"}, keyBodyLines(t, key)...)
-	noSecret := func(where, text string) error {
-		for _, secret := range secrets {
-			if strings.Contains(text, secret) {
-				return fmt.Errorf("%s holds a secret: %.12q...", where, secret)
-			}
-		}
-		if h := bcryptHash.FindString(text); h != "" {
-			return fmt.Errorf("%s holds a bcrypt hash: %.12q...", where, h)
-		}
-		return nil
-	}
+	scan := secretScan{secrets: append([]string{password(1), password(2), "PRIVATE KEY"}, keyBodyLines(t, key)...)}
 	var id backend.ProviderID
 	// The Secret holds what the pod needs, which also proves the bcrypt search would find the hash elsewhere.
 	secretHoldsThem := func(passwordVersion int) resource.TestCheckFunc {
@@ -100,25 +86,6 @@ resource "egress_proxy" "sec" {
 			return nil
 		}
 	}
-	noSecretInState := func(s *terraform.State) error {
-		for name, rs := range s.RootModule().Resources {
-			for k, v := range rs.Primary.Attributes {
-				if err := noSecret(fmt.Sprintf("state of %s, attribute %s", name, k), v); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	noSecretInPlanValues := planCheckFunc(func(_ context.Context, req plancheck.CheckPlanRequest, _ *plancheck.CheckPlanResponse) error {
-		values := *req.Plan
-		values.Config = nil // the source, where this test writes the secrets as literals
-		plan, err := json.Marshal(values)
-		if err != nil {
-			return err
-		}
-		return noSecret("the plan", string(plan))
-	})
 	// scanCluster reads the namespace as a reader without access to Secrets would, and what the recording
 	// kept of pods and events since the test began.
 	scanCluster := func(*terraform.State) error {
@@ -145,7 +112,7 @@ resource "egress_proxy" "sec" {
 		}
 		sort.Strings(where)
 		for _, w := range where {
-			if err := noSecret(w+" in namespace "+ns, texts[w]); err != nil {
+			if err := scan.find(w+" in namespace "+ns, texts[w]); err != nil {
 				return err
 			}
 		}
@@ -171,7 +138,7 @@ resource "egress_proxy" "sec" {
 		)
 	}
 	planChecks := func(action plancheck.ResourceActionType) resource.ConfigPlanChecks {
-		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.sec", action), noSecretInPlanValues}}
+		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.sec", action), scan.inPlan()}}
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { k8sAccPreCheck(t) },
@@ -181,26 +148,15 @@ resource "egress_proxy" "sec" {
 			{
 				Config:           config(1),
 				ConfigPlanChecks: planChecks(plancheck.ResourceActionCreate),
-				Check:            resource.ComposeTestCheckFunc(secretHoldsThem(1), noSecretInState, serves(1), scanCluster),
+				Check:            resource.ComposeTestCheckFunc(secretHoldsThem(1), scan.inState, serves(1), scanCluster),
 			},
 			{
 				// A new password, in place: new Secret data, a new ConfigMap annotation, a rollout.
 				Config:           config(2),
 				ConfigPlanChecks: planChecks(plancheck.ResourceActionUpdate),
-				Check:            resource.ComposeTestCheckFunc(secretHoldsThem(2), noSecretInState, serves(2), sawTermination),
+				Check:            resource.ComposeTestCheckFunc(secretHoldsThem(2), scan.inState, serves(2), sawTermination),
 			},
 		},
 	})
-	trace, err := os.ReadFile(logFile)
-	if err != nil {
-		t.Fatalf("reading the trace log: %v", err)
-	}
-	logged := withoutConfigEchoes(string(trace))
-	// The provider's own TRACE lines must be there, or the search below would prove nothing.
-	if !strings.Contains(logged, "ApplyResourceChange") || !strings.Contains(logged, "kubernetes/test/"+ns+"/") {
-		t.Fatal("the trace log holds no provider RPC for the proxy: the search would prove nothing")
-	}
-	if err := noSecret("the TRACE log "+logFile, logged); err != nil {
-		t.Error(err)
-	}
+	scan.inTraceLog(t, logFile, "kubernetes/test/"+ns+"/")
 }
