@@ -165,35 +165,8 @@ func TestReconfigureKeepsTheServiceFiltering(t *testing.T) {
 // lists the own addresses the start command writes from them, and without them the pod would not start.
 func TestReconfigureGivesAnOlderPodItsAddresses(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
-	b, cs := newFake(t)
-	controller(ctx, t, cs, nil)
-	spec := testSpec("p1")
-	if _, err := b.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	d, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Env = nil
-	if _, err := cs.AppsV1().Deployments(testNS).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	next := spec.Proxy
-	next.AllowedDestinations = []string{"example.org"}
-	if _, err := b.Reconfigure(ctx, testID(), next); err != nil {
-		t.Fatal(err)
-	}
-	d, err = cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := b.render(spec, testID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(want.deployment.Spec.Template.Spec.Containers[0].Env, d.Spec.Template.Spec.Containers[0].Env); diff != "" {
+	got, want := reconfigureAnOlderPod(t, func(old *corev1.PodSpec) { old.Containers[0].Env = nil })
+	if diff := cmp.Diff(want.Containers[0].Env, got.Containers[0].Env); diff != "" {
 		t.Errorf("env after Reconfigure (-want +got):\n%s", diff)
 	}
 }

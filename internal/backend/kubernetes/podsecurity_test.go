@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -202,10 +201,11 @@ func TestPodMeetsTheRestrictedProfile(t *testing.T) {
 	})
 }
 
-// TestReconfigureUpgradesAnOlderPod: a proxy made before the pods were restricted (root, writable root
-// filesystem, cache log on stderr) gets today's pod with its next rollout.
-func TestReconfigureUpgradesAnOlderPod(t *testing.T) {
-	t.Parallel()
+// reconfigureAnOlderPod makes proxy p1, turns its pod template into one an earlier version made (older
+// edits it), and changes its rules in place: it returns the pod template after that rollout, and the one
+// today's version renders for the new rules.
+func reconfigureAnOlderPod(t *testing.T, older func(*corev1.PodSpec)) (got, want corev1.PodSpec) {
+	t.Helper()
 	ctx := testCtx(t)
 	b, cs := newFake(t)
 	controller(ctx, t, cs, nil)
@@ -217,10 +217,7 @@ func TestReconfigureUpgradesAnOlderPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := &d.Spec.Template.Spec
-	old.SecurityContext, old.Containers[0].SecurityContext, old.Containers[0].TerminationMessagePath = nil, nil, ""
-	old.Containers[0].Command = []string{"/bin/sh", "-c", "exec /usr/sbin/squid -N -f \"$1\"", "egress-proxy"}
-	old.Volumes, old.Containers[0].VolumeMounts = old.Volumes[:1], old.Containers[0].VolumeMounts[:1]
+	older(&d.Spec.Template.Spec)
 	if _, err := cs.AppsV1().Deployments(testNS).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -233,17 +230,29 @@ func TestReconfigureUpgradesAnOlderPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := b.render(backend.Spec{Name: "p1", UID: spec.UID, Owner: spec.Owner, Placement: spec.Placement, Proxy: next}, testID())
+	spec.Proxy = next
+	rendered, err := b.render(spec, testID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := d.Spec.Template.Spec
+	return d.Spec.Template.Spec, rendered.deployment.Spec.Template.Spec
+}
+
+// TestReconfigureUpgradesAnOlderPod: a proxy made before the pods were restricted (root, writable root
+// filesystem, cache log on stderr) gets today's pod with its next rollout.
+func TestReconfigureUpgradesAnOlderPod(t *testing.T) {
+	t.Parallel()
+	pod, wantPod := reconfigureAnOlderPod(t, func(old *corev1.PodSpec) {
+		old.SecurityContext, old.Containers[0].SecurityContext, old.Containers[0].TerminationMessagePath = nil, nil, ""
+		old.Containers[0].Command = []string{"/bin/sh", "-c", "exec /usr/sbin/squid -N -f \"$1\"", "egress-proxy"}
+		old.Volumes, old.Containers[0].VolumeMounts = old.Volumes[:1], old.Containers[0].VolumeMounts[:1]
+	})
 	for rule, check := range restrictedRules {
 		if err := check(pod); err != nil {
 			t.Errorf("%s: %v", rule, err)
 		}
 	}
-	wc := want.deployment.Spec.Template.Spec.Containers[0]
+	wc := wantPod.Containers[0]
 	if c := pod.Containers[0]; !slices.Equal(c.Command, wc.Command) || c.TerminationMessagePath != wc.TerminationMessagePath || len(c.VolumeMounts) != len(wc.VolumeMounts) {
 		t.Errorf("container after Reconfigure %+v, want %+v", c, wc)
 	}
