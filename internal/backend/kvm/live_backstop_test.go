@@ -3,19 +3,14 @@ package kvm
 import (
 	"fmt"
 	"net"
-	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
-	"golang.org/x/sys/unix"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
@@ -283,38 +278,5 @@ func addNetnsAddress(t *testing.T, addr string) {
 // every request with 200; it returns the port.
 func listenEverywhereInNetns(t *testing.T) int {
 	t.Helper()
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, not reused elsewhere
-		f, err := os.Open(filepath.Join("/var/run/netns", liveNetns()))
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer func() { _ = f.Close() }() // read only: needed just to enter the namespace
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		l, err := net.Listen("tcp4", "0.0.0.0:0")
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listening in namespace %s: %v", liveNetns(), r.err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = fmt.Fprintf(w, "upstream %s\n", r.Host) // a failed write shows in the client's status
-	})}
-	go func() { _ = srv.Serve(r.l) }() // ends with Close below
-	t.Cleanup(func() { _ = srv.Close() })
-	addr, ok := r.l.Addr().(*net.TCPAddr)
-	if !ok {
-		t.Fatalf("listener address %v is not TCP", r.l.Addr())
-	}
-	return addr.Port
+	return serveUpstreamInNetnsOn(t, "tcp4", "0.0.0.0:0")
 }

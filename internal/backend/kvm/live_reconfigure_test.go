@@ -184,6 +184,12 @@ func runInGuest(t *testing.T, b *Backend, name string, argv ...string) {
 // thread moved there) and answers every request with 200 and the host asked for. It returns the port.
 func serveUpstreamInNetns(t *testing.T) int {
 	t.Helper()
+	return serveUpstreamInNetnsOn(t, "tcp", net.JoinHostPort(liveGateway, "0"))
+}
+
+// serveUpstreamInNetnsOn is serveUpstreamInNetns on the given network and address of the test namespace.
+func serveUpstreamInNetnsOn(t *testing.T, network, address string) int {
+	t.Helper()
 	type result struct {
 		l   net.Listener
 		err error
@@ -201,7 +207,7 @@ func serveUpstreamInNetns(t *testing.T) int {
 			ch <- result{nil, err}
 			return
 		}
-		l, err := net.Listen("tcp", net.JoinHostPort(liveGateway, "0"))
+		l, err := net.Listen(network, address)
 		ch <- result{l, err}
 	}()
 	r := <-ch
