@@ -188,6 +188,13 @@ type KVMPlacement struct {
 	// Image volumes are never deleted by the provider. Reading a proxy back reports BaseVolume as that
 	// volume's name.
 	ImageFile string
+	// ImageURL is an http or https URL of a qcow2 or raw disk image, downloaded by the provider process into
+	// Pool once and shared like ImageFile's, and ImageSHA256 the hex SHA-256 its content must have: the
+	// volume is named after it, so a proxy whose image is in the pool already downloads nothing. At most one
+	// of BaseVolume, ImageFile and ImageURL is set. Get reports neither (a URL may carry credentials, and
+	// the domain's metadata is readable by whoever may read the host's domains), only BaseVolume.
+	ImageURL    string
+	ImageSHA256 string
 
 	// The interface: at most one of Network (a libvirt network), Bridge (a host bridge) or UserNet (QEMU
 	// user-mode networking, the proxy port forwarded to ForwardAddress:ForwardPort on the host). None set
@@ -235,10 +242,17 @@ type Instance struct {
 	Owner  string
 	Labels map[string]string
 	State  State
-	// InternalAddress is where clients inside the placement reach the proxy; EgressAddress is the address its
-	// outbound traffic leaves from. Either may be empty while the backend does not know it yet.
+	// InternalAddress is where clients inside the placement reach the proxy.
 	InternalAddress string
-	EgressAddress   string
+	// EgressAddress is the source address destinations see on the proxy's outbound connections, and nothing
+	// else: empty when the backend cannot know it (traffic leaves through a NAT or gateway it does not
+	// manage), never an address clients connect to that only happens to be public.
+	EgressAddress string
+	// IngressAddress is where clients from outside the placement's network connect to the proxy (a load
+	// balancer's address, a VM's external or forwarded address); empty when there is none. It may differ from
+	// EgressAddress: a load balancer receives connections but sends none on the proxy's behalf.
+	// Any of the three may be empty while the backend does not know it yet.
+	IngressAddress string
 	// InternalName, when the backend has one, is a DNS name clients inside the placement resolve to
 	// InternalAddress (on Kubernetes the Service's); proxy_url names it instead of the address.
 	InternalName string

@@ -43,6 +43,7 @@ type proxyResourceModel struct {
 	State           types.String   `tfsdk:"state"`
 	InternalAddress types.String   `tfsdk:"internal_address"`
 	EgressAddress   types.String   `tfsdk:"egress_address"`
+	IngressAddress  types.String   `tfsdk:"ingress_address"`
 	ProxyURL        types.String   `tfsdk:"proxy_url"`
 	CreatedAt       types.String   `tfsdk:"created_at"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
@@ -68,6 +69,8 @@ type kvmPlacementModel struct {
 	MAC            types.String `tfsdk:"mac"`
 	IP             types.String `tfsdk:"ip"`
 	ImageFile      types.String `tfsdk:"image_file"`
+	ImageURL       types.String `tfsdk:"image_url"`
+	ImageSHA256    types.String `tfsdk:"image_sha256"`
 	UserNet        types.Bool   `tfsdk:"user_net"`
 	ForwardAddress types.String `tfsdk:"forward_address"`
 	ForwardPort    types.Int64  `tfsdk:"forward_port"`
@@ -125,6 +128,8 @@ func (m proxyResourceModel) placement() backend.Placement {
 				MAC:            m.KVM.MAC.ValueString(),
 				IP:             m.KVM.IP.ValueString(),
 				ImageFile:      m.KVM.ImageFile.ValueString(),
+				ImageURL:       m.KVM.ImageURL.ValueString(),
+				ImageSHA256:    m.KVM.ImageSHA256.ValueString(),
 				UserNet:        m.KVM.UserNet.ValueBool(),
 				ForwardAddress: m.KVM.ForwardAddress.ValueString(),
 				ForwardPort:    int(m.KVM.ForwardPort.ValueInt64()),
@@ -157,7 +162,10 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 			MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
 			DomainType: optionalString(k.DomainType), Pool: optionalString(k.Pool), BaseVolume: optionalString(k.BaseVolume),
 			Network: optionalString(k.Network), Bridge: optionalString(k.Bridge), MAC: optionalString(k.MAC), IP: optionalString(k.IP),
-			ImageFile: types.StringNull(), UserNet: optionalBool(k.UserNet), ForwardAddress: optionalString(k.ForwardAddress),
+			// An import cannot know where the image came from: the configuration's image is matched against
+			// the base volume when the import is planned (requires_replace_except.go).
+			ImageFile: types.StringNull(), ImageURL: types.StringNull(), ImageSHA256: types.StringNull(),
+			UserNet: optionalBool(k.UserNet), ForwardAddress: optionalString(k.ForwardAddress),
 			ForwardPort:    optionalInt(k.ForwardPort),
 			WaitForAddress: types.BoolValue(k.WaitForAddress || p.KVM == nil),
 			WaitForProxy:   types.BoolValue(k.WaitForProxy || p.KVM == nil),
@@ -285,7 +293,9 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	m.UID = types.StringValue(inst.UID)
 	m.State = types.StringValue(string(inst.State))
 	m.InternalAddress = types.StringValue(inst.InternalAddress)
-	m.EgressAddress = types.StringValue(inst.EgressAddress)
+	// Null, not "", where the backend cannot know them: an unknown egress address is not an empty one.
+	m.EgressAddress = optionalString(inst.EgressAddress)
+	m.IngressAddress = optionalString(inst.IngressAddress)
 	m.ProxyURL = types.StringValue(proxyURL(inst, m.TLS != nil || (inst.Proxy != nil && inst.Proxy.TLS != nil)))
 	m.CreatedAt = types.StringValue("")
 	if !inst.CreatedAt.IsZero() {

@@ -32,16 +32,27 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// egressAddressDescription says what each backend reports, since only on gcp is it the address a destination sees
-// in every network: a user who copies it into a partner's allow-list must know which case they are in.
-const egressAddressDescription = "The proxy's outside address as its backend reports it; what that is depends on the backend. " +
-	"`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`), " +
-	"which is the source address destinations see. " +
-	"`kvm`: the guest's address on its libvirt network, the same as `internal_address` (empty with `user_net`); destinations " +
+// egressAddressDescription says what each backend reports: a user copies it into a partner's allow-list, so it
+// is the address destinations see or null, and the one case where the backend cannot tell (kvm behind a NAT
+// network) is named.
+const egressAddressDescription = "The source address destinations see on the proxy's outbound connections, for a partner's " +
+	"allow-list; null where the backend cannot know it. " +
+	"`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`). " +
+	"`kvm`: the guest's address on its libvirt network, the same as `internal_address` (null with `user_net`); destinations " +
 	"see it on a bridged or routed network, but the host's address behind a NAT network such as libvirt's `default`. " +
-	"`kubernetes`: the Service's load balancer ingress address (IP or host name) when it has one, else the address of a " +
-	"node that runs a proxy pod. That is where clients may reach the proxy, not where its outbound traffic leaves from: " +
-	"destinations see the address of the node's or the cluster's egress NAT, which the cluster's operator knows."
+	"`kubernetes`: the public address of the node the proxy's pods run on: the node's `ExternalIP`, or an `InternalIP` that is " +
+	"a public address. Null when the nodes have only private addresses (traffic then leaves through the cluster's NAT or egress " +
+	"gateway, whose address its operator knows), when the pods run on nodes with different addresses, or when the credentials " +
+	"may not `get` Nodes (cluster-scoped: a namespace Role cannot grant it, and the proxy works without it). " +
+	"Never a load balancer's address: that is `ingress_address`."
+
+// ingressAddressDescription: where clients outside connect, which is not where the proxy's traffic leaves from
+// on kubernetes, the reason the two attributes are apart.
+const ingressAddressDescription = "Where clients outside the proxy's network connect to it, when there is such an address; " +
+	"null otherwise. `kubernetes`: the `LoadBalancer` Service's ingress IP or host name (null with `ClusterIP`, and with " +
+	"`NodePort`, where clients use any node's address and the Service's node port). `gcp`: the VM's external address, " +
+	"the same as `egress_address`. `kvm`: the guest's address, the same as `internal_address`; with `user_net`, the host's " +
+	"forwarded address."
 
 const labelRulesDescription = "Keys: lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters; " +
 	"keys starting with `egress-` that the provider uses itself are reserved. Values: at most 63 lowercase letters, digits, `-` and `_`."
@@ -107,9 +118,11 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			},
 			"gcp": gcpPlacementSchema(),
 			"kvm": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy.",
-				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy").unlessSame("image_file", imageFileOfBaseVolume)},
+				Optional: true,
+				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy, " +
+					"except `image_url` changed to another copy of the same image (same `image_sha256`).",
+				PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy").unlessSame("image_file", imageFileOfBaseVolume).
+					unlessSame("image_url", sameURLImage).unlessSame("image_sha256", sameURLImage)},
 				Attributes: map[string]schema.Attribute{
 					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`. Defaults to `" + kvm.DefaultHostName + "`.", Validators: []validator.String{attribute_validator.KVMHost()}},
 					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultVCPUs),
@@ -132,6 +145,21 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 					"image_file": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "Local path (where Terraform runs) of a qcow2 or raw disk image to use instead of `base_volume`. It is uploaded once into the pool as `egress-image-<sha256 prefix>` and shared by every proxy made from the same content; the provider never deletes image volumes.",
 						Validators:          []validator.String{attribute_validator.NotEmpty(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("base_volume"))}},
+					"image_url": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "URL (`http` or `https`) of a qcow2 or raw disk image to use instead of `base_volume` or `image_file`, such as a Debian `genericcloud` image; " +
+							"needs `image_sha256`. The machine running Terraform downloads it and streams it into the pool as `egress-image-<sha256 prefix>-<size>.qcow2` (or `.raw`), " +
+							"checking it against `image_sha256` on the way: an image that does not match, or a download that breaks off, leaves nothing in the pool. " +
+							"Every proxy of the same image shares that volume, and a proxy whose image is in the pool already downloads nothing. " +
+							"The server must send the file's `Content-Length`; a proxy between Terraform and the server is taken from `HTTPS_PROXY`/`NO_PROXY`. " +
+							"The provider never deletes image volumes.",
+						Validators: []validator.String{attribute_validator.URLWithScheme(kvm.ImageURLSchemes...),
+							stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("image_sha256")),
+							stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("base_volume"), path.MatchRoot("kvm").AtName("image_file"))}},
+					"image_sha256": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "SHA-256 of the image at `image_url`, as 64 hex digits (`sha256sum` prints it). It names the image's volume in the pool, and the download must match it. " +
+							"Changing it replaces the proxy.",
+						Validators: []validator.String{stringvalidator.RegexMatches(kvm.ImageSHA256Pattern, "must be 64 hex digits, the image's SHA-256 as sha256sum prints it"),
+							stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("image_url"))}},
 					"user_net": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Use QEMU user-mode networking (passt) instead of a libvirt network or bridge, with the proxy port forwarded to `forward_address`:`forward_port` on the host. For laptops without a libvirt network.",
 						Validators: []validator.Bool{boolvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("network"), path.MatchRoot("kvm").AtName("bridge"), path.MatchRoot("kvm").AtName("ip")),
@@ -259,7 +287,8 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 				MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
 			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
-			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: keep},
+			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
+			"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription, PlanModifiers: keep},
 			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
 			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
 		},

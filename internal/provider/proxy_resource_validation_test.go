@@ -21,6 +21,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n"
 	// A good pair, so that the key pair's own check passes and the attribute combination is what fails.
 	goodCert, goodKey := testutil.SelfSignedPEM(t, "proxy.test")
+	goodSHA := strings.Repeat("0123456789abcdef", 4)
 	k8s := func(extra string) string { return "  kubernetes = { namespace = \"ns\", " + extra + " }" }
 	goodTLS := func(keys string) string {
 		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
@@ -63,6 +64,14 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		"kvm user net without port":   {base + "  kvm = { user_net = true }", `Invalid Attribute Combination.*kvm.forward_port`},
 		"kvm user net and network":    {base + "  kvm = { user_net = true, forward_port = 13128, network = \"default\" }", `Invalid Attribute Combination.*kvm.network`},
 		"kvm image and base volume":   {base + "  kvm = { image_file = \"/tmp/x.qcow2\", base_volume = \"b\" }", `Invalid Attribute Combination.*kvm.base_volume`},
+		"kvm url without sha256":      {base + "  kvm = { image_url = \"https://images.example/d.qcow2\" }", `Invalid Attribute Combination.*Attribute "kvm.image_sha256" must be specified when "kvm.image_url" is specified`},
+		"kvm sha256 without url":      {base + "  kvm = { image_sha256 = \"" + goodSHA + "\" }", `Invalid Attribute Combination.*Attribute "kvm.image_url" must be specified when "kvm.image_sha256" is specified`},
+		"kvm sha256 not hex":          {base + "  kvm = { image_url = \"https://i.example/d.qcow2\", image_sha256 = \"" + strings.Repeat("g", 64) + "\" }", `Invalid Attribute Value Match.*Attribute kvm.image_sha256 must be 64 hex digits.*got: g{64}`},
+		"kvm sha256 too short":        {base + "  kvm = { image_url = \"https://i.example/d.qcow2\", image_sha256 = \"" + goodSHA[:40] + "\" }", `Invalid Attribute Value Match.*Attribute kvm.image_sha256 must be 64 hex digits`},
+		"kvm url not http":            {base + "  kvm = { image_url = \"ftp://i.example/d.qcow2\", image_sha256 = \"" + goodSHA + "\" }", `Invalid URL.*Attribute kvm.image_url: "ftp://i.example/d.qcow2" must be an http or https URL`},
+		"kvm url without host":        {base + "  kvm = { image_url = \"https:///d.qcow2\", image_sha256 = \"" + goodSHA + "\" }", `Invalid URL.*Attribute kvm.image_url`},
+		"kvm url and base volume":     {base + "  kvm = { image_url = \"https://i.example/d.qcow2\", image_sha256 = \"" + goodSHA + "\", base_volume = \"b\" }", `Invalid Attribute Combination.*Attribute "kvm.base_volume" cannot be specified when "kvm.image_url" is specified`},
+		"kvm url and image file":      {base + "  kvm = { image_url = \"https://i.example/d.qcow2\", image_sha256 = \"" + goodSHA + "\", image_file = \"/tmp/x.qcow2\" }", `Invalid Attribute Combination.*Attribute "kvm.image_file" cannot be specified when "kvm.image_url" is specified`},
 		"gcp spot and preemptible":    {base + "  gcp = { spot = true, preemptible = true }", `Invalid Attribute Combination.*gcp.preemptible`},
 		"gcp static ip without name":  {base + "  gcp = { static_egress_ip = true }", `Missing name.*Attribute gcp.static_egress_ip is true, so name must be set`},
 		"gcp static ip name too long": {base + "  name = \"" + strings.Repeat("p", 61) + "\"\n  gcp = { static_egress_ip = true }", `Invalid name.*Attribute gcp.static_egress_ip is true, so name must suit it: the static address would be named "p{61}-ip", 64 characters.*at most 60 characters`},

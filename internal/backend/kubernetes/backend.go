@@ -30,11 +30,13 @@ var (
 	_ backend.Checker      = (*Backend)(nil)
 )
 
-// client is one cluster's connection: the typed clientset the backend's calls go through, and the raw
-// /readyz probe the clientset has no method for.
+// client is one cluster's connection: the typed clientset the backend's calls go through, the raw /readyz
+// probe the clientset has no method for, and what it learnt of the cluster's nodes.
 type client struct {
 	cs     kubernetes.Interface
 	readyz func(ctx context.Context) error
+	// nodes caches the nodes' addresses egress addresses are read from (egress.go).
+	nodes nodeCache
 }
 
 // clientFactory builds a cluster's client. Tests hand in the fake clientset.

@@ -3,7 +3,6 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
-	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,9 +13,10 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// Get reads the proxy back: its state from the Deployment, its address from the Service, its settings from
-// the ConfigMap and the nodes it leaves from from its pods. Only a missing Deployment is NotFound; a missing
-// Service or ConfigMap leaves those fields empty (the next apply recreates the proxy if they matter).
+// Get reads the proxy back: its state from the Deployment, its addresses from the Service, its settings from
+// the ConfigMap and its egress address from its pods' nodes (egress.go). Only a missing Deployment is
+// NotFound; a missing Service or ConfigMap leaves those fields empty (the next apply recreates the proxy if
+// they matter).
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
 	c, err := b.checkID(id)
 	if err != nil {
@@ -44,7 +44,12 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if err != nil {
 		return backend.Instance{}, classify(objectName("Deployment", id), err)
 	}
-	inst := instanceOf(id.Target, d, svc, pods.Items)
+	inst := instanceOf(id.Target, d, svc)
+	nodes, err := c.nodeAddresses(ctx, id.Target, pods.Items)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	inst.EgressAddress = egressAddressOf(pods.Items, nodes)
 	if cm != nil {
 		inst.Proxy = parseSettings(cm.Annotations[annotationSettings])
 	}
@@ -61,8 +66,9 @@ func selectorLabelsOf(d *appsv1.Deployment) map[string]string {
 	return map[string]string{backend.LabelName: d.Name}
 }
 
-// instanceOf maps the objects onto the contract. svc may be nil, and pods empty (ListByTag reads none).
-func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service, pods []corev1.Pod) backend.Instance {
+// instanceOf maps the objects onto the contract. svc may be nil. The egress address is not among them: it is
+// read from the pods' nodes, which only Get reads.
+func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service) backend.Instance {
 	id := backend.ProviderID{Backend: backend.KindKubernetes, Target: cluster, Scope: d.Namespace, Name: d.Name}
 	inst := backend.Instance{
 		ID: id, Name: d.Name, UID: d.Labels[backend.LabelUID], Owner: d.Labels[backend.LabelOwner],
@@ -82,32 +88,28 @@ func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service, pods 
 			inst.Port = int(svc.Spec.Ports[0].Port)
 		}
 		inst.Placement.Kubernetes.ServiceType = string(svc.Spec.Type)
-		for _, ing := range svc.Status.LoadBalancer.Ingress {
-			if ing.IP != "" {
-				inst.EgressAddress = ing.IP
-				break
-			}
-			if ing.Hostname != "" {
-				inst.EgressAddress = ing.Hostname
-				break
-			}
-		}
-	}
-	if inst.EgressAddress == "" {
-		// Without a load balancer, traffic leaves from the nodes the pods run on (unless the cluster's
-		// network sends it elsewhere, which only the cluster's operator knows).
-		var hosts []string
-		for _, p := range pods {
-			if p.Status.HostIP != "" && p.DeletionTimestamp == nil {
-				hosts = append(hosts, p.Status.HostIP)
-			}
-		}
-		sort.Strings(hosts)
-		if len(hosts) > 0 {
-			inst.EgressAddress = hosts[0]
-		}
+		inst.IngressAddress = loadBalancerAddress(svc)
 	}
 	return inst
+}
+
+// loadBalancerAddress is where clients outside the cluster connect to a LoadBalancer Service: its first
+// ingress IP, or host name where the load balancer has no fixed IP. A NodePort Service has none: clients use
+// any node's address with the node port, neither of which is the proxy's own. The load balancer receives
+// connections and sends none on the proxy's behalf, so this is never the egress address.
+func loadBalancerAddress(svc *corev1.Service) string {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return ""
+	}
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP != "" {
+			return ing.IP
+		}
+		if ing.Hostname != "" {
+			return ing.Hostname
+		}
+	}
+	return ""
 }
 
 // stateOf maps the Deployment's status onto the contract's states.

@@ -70,7 +70,7 @@ func listNamespace(ctx context.Context, c *client, cluster, ns string, opts meta
 	out := make([]backend.Instance, 0, len(ds.Items))
 	for i := range ds.Items {
 		d := &ds.Items[i]
-		out = append(out, instanceOf(cluster, d, byKey[d.Namespace+"/"+d.Name], nil))
+		out = append(out, instanceOf(cluster, d, byKey[d.Namespace+"/"+d.Name]))
 	}
 	return out, nil
 }

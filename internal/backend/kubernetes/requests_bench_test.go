@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -39,6 +40,8 @@ func BenchmarkAPIRequests(b *testing.B) {
 				ids[i] = inst.ID
 			}
 		})
+		// A refresh is a new provider process: it starts without the node addresses Create read.
+		be.clients = map[string]*client{}
 		measure(b, cs, "Get", benchProxies, func() {
 			for _, id := range ids {
 				if _, err := be.Get(ctx, id); err != nil {
@@ -62,14 +65,18 @@ func BenchmarkAPIRequests(b *testing.B) {
 	}
 }
 
-// newBenchFake is newFake with Deployments that are Available as soon as they are written, so that the
-// requests counted are the backend's alone (no controller goroutine writing statuses alongside).
+// benchNode is the node every proxy's pod runs on, as on a small cluster: its egress address is read once.
+const benchNode = "bench-node"
+
+// newBenchFake is newFake with Deployments that are Available as soon as they are written, each with a pod
+// on benchNode, so that the requests counted are the backend's alone (no controller goroutine writing
+// statuses alongside) and Get reads the pods' node as it does on a cluster.
 func newBenchFake(b *testing.B) (*Backend, interface {
 	Actions() []k8stesting.Action
 	ClearActions()
 }) {
 	b.Helper()
-	be, cs := newFake(b)
+	be, cs := newFake(b, node(benchNode, []corev1.NodeAddress{{Type: corev1.NodeExternalIP, Address: "203.0.113.5"}}))
 	available := func(a k8stesting.Action) (bool, runtime.Object, error) {
 		written, ok := a.(interface{ GetObject() runtime.Object }) // creates and updates
 		if !ok {
@@ -84,6 +91,21 @@ func newBenchFake(b *testing.B) (*Backend, interface {
 		}
 		return false, nil, nil // the tracker stores the object as changed here
 	}
+	// Straight into the tracker: the pod is the ReplicaSet controller's doing, not a request of the backend.
+	schedule := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if d, ok := a.(k8stesting.CreateAction).GetObject().(*appsv1.Deployment); ok {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-0", Namespace: d.Namespace, Labels: selectorLabelsOf(d)},
+				Spec:       corev1.PodSpec{NodeName: benchNode},
+				Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+			}
+			if err := cs.Tracker().Add(pod); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	}
+	cs.PrependReactor("create", "deployments", schedule)
 	cs.PrependReactor("create", "deployments", available)
 	cs.PrependReactor("update", "deployments", available)
 	return be, cs

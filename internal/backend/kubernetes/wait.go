@@ -111,11 +111,13 @@ func classifyWait(object string, err error) error {
 // never will (an image that cannot be pulled, a crashing container) or the Deployment gives up. With
 // loadBalancer it then waits for the Service's ingress address.
 func (b *Backend) waitReady(ctx context.Context, c *client, id backend.ProviderID, loadBalancer bool) error {
-	ctx, cancel := context.WithCancel(ctx)
+	// The two streams' own context: cancelled when the first answers, while the load balancer's wait below
+	// still runs on ctx.
+	streams, cancel := context.WithCancel(ctx)
 	defer cancel()
 	results := make(chan error, 2)
-	go func() { results <- follow(ctx, deploymentStream(c, id)) }()
-	go func() { results <- follow(ctx, podStream(c, id)) }()
+	go func() { results <- follow(streams, deploymentStream(c, id)) }()
+	go func() { results <- follow(streams, podStream(c, id)) }()
 	// The Deployment's stream ends when it is ready or failed; the pods' only when a pod failed.
 	err := <-results
 	cancel()

@@ -19,16 +19,17 @@ func addressFromHost(l api, dom libvirt.Domain, m metadata, inst *backend.Instan
 	case p.UserNet:
 		// The proxy is reached through the host's forwarded port, not the guest's own address.
 		inst.InternalAddress = firstOf(p.ForwardAddress, DefaultForwardAddress)
+		inst.IngressAddress = inst.InternalAddress
 		inst.Port = p.ForwardPort
 		return
 	case p.Network != "":
 		if ip := leaseAddress(l, p.Network, p.MAC); ip != "" {
-			inst.InternalAddress, inst.EgressAddress = ip, ip
+			inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = ip, ip, ip
 			return
 		}
 	}
 	if ip := agentAddress(l, dom, p.MAC); ip != "" {
-		inst.InternalAddress, inst.EgressAddress = ip, ip
+		inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = ip, ip, ip
 	}
 }
 

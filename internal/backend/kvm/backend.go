@@ -7,6 +7,7 @@ package kvm
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -23,6 +24,10 @@ type Backend struct {
 	pollInterval time.Duration
 	// imageStall is how long an image volume another process uploads may stop growing (see imagevol.go).
 	imageStall time.Duration
+	// httpClient downloads images by URL; downloadIdle is how long such a download may receive nothing
+	// (see image_download.go).
+	httpClient   *http.Client
+	downloadIdle time.Duration
 	// readiness checks the proxy answers (see ready.go); tests point it elsewhere.
 	readiness readiness
 }
@@ -45,6 +50,7 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 	b := &Backend{
 		hosts: hosts, conns: map[string]*conn{}, now: time.Now, pollInterval: time.Second,
 		imageStall: defaultImageStall, readiness: defaultReadiness(),
+		httpClient: newImageHTTPClient(), downloadIdle: defaultDownloadIdle,
 	}
 	for name, h := range hosts {
 		t, _ := parseURI(h.URI) // validated by cfg.hosts

@@ -47,10 +47,15 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		missing = true
 		return nil
 	})
-	if err == nil && missing && p.ImageFile != "" {
-		// Only a proxy still to be made needs its image: an adopted one keeps what its metadata says.
-		// Outside define's single round: the upload may take minutes and waits on other uploaders.
+	// Only a proxy still to be made needs its image: an adopted one keeps what its metadata says.
+	// Outside define's single round: the upload or download may take minutes and waits on other uploaders.
+	switch {
+	case err == nil && missing && p.ImageFile != "":
 		if p, err = b.placeImageFile(ctx, c, p); err != nil {
+			return backend.Instance{}, err
+		}
+	case err == nil && missing && p.ImageURL != "":
+		if p, err = b.placeImageURL(ctx, c, p); err != nil {
 			return backend.Instance{}, err
 		}
 	}

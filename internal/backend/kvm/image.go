@@ -92,19 +92,15 @@ func hashImage(ctx context.Context, path string, st os.FileInfo) (imageInfo, err
 		return imageInfo{}, fmt.Errorf("image file: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read only: closing loses nothing
-	info := imageInfo{path: path, size: st.Size(), modTime: st.ModTime(), format: formatRaw, capacity: uint64(st.Size())}
-	header := make([]byte, 72)
+	info := imageInfo{path: path, size: st.Size(), modTime: st.ModTime()}
+	header := make([]byte, imageHeaderSize)
 	n, err := io.ReadFull(f, header)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return imageInfo{}, fmt.Errorf("reading image file %s: %w", path, err)
 	}
-	if n >= 32 && bytes.Equal(header[:4], qcow2Magic) {
-		info.format = formatQCOW2
-		// qcow2 header: backing_file_offset at 8, virtual size at 24, both big-endian uint64.
-		if binary.BigEndian.Uint64(header[8:16]) != 0 {
-			return imageInfo{}, fmt.Errorf("image file %s is a qcow2 overlay with a backing file: flatten it first (qemu-img convert -O qcow2 %s flat.qcow2)", path, path)
-		}
-		info.capacity = binary.BigEndian.Uint64(header[24:32])
+	info.format, info.capacity, err = identifyImage(header[:n], st.Size())
+	if errors.Is(err, errBackingFile) {
+		return imageInfo{}, fmt.Errorf("image file %s is a qcow2 overlay with a backing file: flatten it first (qemu-img convert -O qcow2 %s flat.qcow2)", path, path)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return imageInfo{}, err
@@ -115,6 +111,25 @@ func hashImage(ctx context.Context, path string, st os.FileInfo) (imageInfo, err
 	}
 	info.sum = hex.EncodeToString(h.Sum(nil))
 	return info, nil
+}
+
+// imageHeaderSize is how much of an image identifyImage reads: the qcow2 header fields it needs.
+const imageHeaderSize = 72
+
+// errBackingFile is a qcow2 image that is an overlay: its backing file would not be in the pool.
+var errBackingFile = errors.New("qcow2 overlay with a backing file")
+
+// identifyImage tells an image's format and the disk size it gives the guest from its first bytes: qcow2 by
+// its magic, with the virtual size from its header; anything else is raw, as large as the image itself.
+func identifyImage(header []byte, size int64) (format string, capacity uint64, err error) {
+	if len(header) < 32 || !bytes.Equal(header[:4], qcow2Magic) {
+		return formatRaw, uint64(size), nil
+	}
+	// qcow2 header: backing_file_offset at 8, virtual size at 24, both big-endian uint64.
+	if binary.BigEndian.Uint64(header[8:16]) != 0 {
+		return "", 0, errBackingFile
+	}
+	return formatQCOW2, binary.BigEndian.Uint64(header[24:32]), nil
 }
 
 // ctxReader ends a read (a hash or an upload stream) as soon as ctx ends: an upload aborted this way makes
@@ -155,13 +170,27 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 	switch {
 	case v.left == 0:
 		if got := hex.EncodeToString(v.h.Sum(nil)); got != v.sum {
-			return 0, fmt.Errorf("image file changed since it was hashed (sha256 %s, expected %s)", got, v.sum)
+			return 0, &digestError{got: got, want: v.sum}
 		}
 		return n, nil
 	case errors.Is(err, io.EOF):
-		return 0, fmt.Errorf("image file shrank while being uploaded (%d bytes missing)", v.left)
+		return 0, &shortError{missing: v.left}
 	}
 	return n, err
+}
+
+// digestError is content that does not hash to the SHA-256 it should have.
+type digestError struct{ got, want string }
+
+func (e *digestError) Error() string {
+	return fmt.Sprintf("the content's sha256 is %s, expected %s", e.got, e.want)
+}
+
+// shortError is content that ended before its announced size.
+type shortError struct{ missing int64 }
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("the content ended %d bytes short", e.missing)
 }
 
 // flights runs one function per key at a time; callers arriving meanwhile share its result. A caller whose

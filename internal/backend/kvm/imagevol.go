@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
@@ -44,8 +46,7 @@ func (b *Backend) ensureImage(ctx context.Context, c *conn, pool string, img ima
 
 func (b *Backend) placeImage(ctx context.Context, c *conn, pool string, img imageInfo) (baseVolume, error) {
 	name := img.volumeName()
-	var lastSize uint64
-	lastGrowth := time.Now()
+	var g growth
 	for {
 		var st imageVolState
 		err := c.do(ctx, func(l api) error {
@@ -65,25 +66,43 @@ func (b *Backend) placeImage(ctx context.Context, c *conn, pool string, img imag
 				return baseVolume{}, err
 			}
 			if !created { // someone else's upload started meanwhile: watch it from now
-				lastSize, lastGrowth = 0, time.Now()
+				g = growth{}
+				// libvirt reads a volume it is still building as missing: poll, do not spin on it.
+				if err := sleepCtx(ctx, b.pollInterval); err != nil {
+					return baseVolume{}, err
+				}
 			}
 			continue
-		case st.size != lastSize:
-			lastSize, lastGrowth = st.size, time.Now()
-		case time.Since(lastGrowth) > b.imageStall:
+		case g.stalled(st.size, b.imageStall):
 			// The uploader is gone. Deleting may also meet a slow one still writing: its upload then fails
 			// and, as a Transient error, is retried.
 			err := c.do(ctx, func(l api) error { return deleteVolume(l, pool, name) })
 			if err != nil {
 				return baseVolume{}, err
 			}
-			lastSize, lastGrowth = 0, time.Now()
+			g = growth{}
 			continue
 		}
 		if err := sleepCtx(ctx, b.pollInterval); err != nil {
 			return baseVolume{}, fmt.Errorf("waiting for image volume %s (%d of %d bytes) that another upload is writing: %w", name, st.size, img.size, err)
 		}
 	}
+}
+
+// growth tells an image volume that another process still writes from one whose writer is gone: the size
+// it was last seen at, and since when.
+type growth struct {
+	size  uint64
+	since time.Time
+}
+
+// stalled records size and reports whether the volume has kept it for longer than limit.
+func (g *growth) stalled(size uint64, limit time.Duration) bool {
+	if g.since.IsZero() || size != g.size {
+		g.size, g.since = size, time.Now()
+		return false
+	}
+	return time.Since(g.since) > limit
 }
 
 // imageVolState is an image volume as the pool shows it.
@@ -135,20 +154,41 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 		return false, backend.NewError(backend.ClassPermanent, "", fmt.Errorf("image file: %w", err))
 	}
 	defer func() { _ = f.Close() }() // read only: closing loses nothing
+	vol, created, err := createImageVolume(ctx, c, pool, name, img, "image file "+img.path)
+	if err != nil || !created {
+		return false, err
+	}
+	if err := streamImage(ctx, c, pool, vol, f, img); err != nil {
+		var digest *digestError
+		var short *shortError
+		switch {
+		case errors.As(err, &digest):
+			err = fmt.Errorf("image file changed since it was hashed: %w", err)
+		case errors.As(err, &short):
+			err = fmt.Errorf("image file shrank while being uploaded: %w", err)
+		}
+		return false, fmt.Errorf("uploading image file %s to volume %s: %w", img.path, name, err)
+	}
+	return true, nil
+}
+
+// createImageVolume creates an image volume named name for img, whose source (an image file, a URL) the
+// errors name. It reports false, and creates nothing, when a volume of that name exists already.
+func createImageVolume(ctx context.Context, c *conn, pool, name string, img imageInfo, source string) (libvirt.StorageVol, bool, error) {
 	var vol libvirt.StorageVol
 	exists := false
 	// The volume is created under a ctx of its own: a caller that gives up while the call is on its way
 	// must not leave a volume nobody deletes. Once it is known created, the caller's ctx ending makes the
-	// upload below fail, which deletes it.
+	// stream that follows fail, which deletes it.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callGrace)
 	defer cancel()
-	err = c.do(cctx, func(l api) error {
+	err := c.do(cctx, func(l api) error {
 		p, err := activePool(l, pool)
 		if err != nil {
 			return err
 		}
 		if uint64(img.size) > p.available {
-			return backend.Quota("", "pool %q has %d bytes available, image file %s needs %d", pool, p.available, img.path, img.size)
+			return backend.Quota("", "pool %q has %d bytes available, %s needs %d", pool, p.available, source, img.size)
 		}
 		x, err := imageVolumeXML(name, img)
 		if err != nil {
@@ -162,23 +202,70 @@ func (b *Backend) uploadImage(ctx context.Context, c *conn, pool string, img ima
 		return err
 	})
 	if err != nil || exists {
-		return false, err
+		return vol, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return false, errors.Join(err, c.do(cctx, func(l api) error { return deleteVolume(l, pool, name) }))
+		return vol, false, errors.Join(err, c.do(cctx, func(l api) error { return deleteVolume(l, pool, name) }))
 	}
-	r := &ctxReader{ctx: ctx, r: newVerifyingReader(f, img.size, img.sum)}
-	err = c.do(ctx, func(l api) error { return l.StorageVolUpload(vol, r, 0, uint64(img.size), 0) })
-	if err != nil {
-		// Whatever stopped the upload, a partial volume must not stay: others would wait for it to stall.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := c.do(dctx, func(l api) error { return deleteVolume(l, pool, name) }); derr != nil {
-			return false, fmt.Errorf("uploading image file %s to volume %s: %w (and removing the partial volume: %s)", img.path, name, err, derr.Error())
+	return vol, true, nil
+}
+
+// streamImage writes img's content, read from r, into vol, a volume createImageVolume just made, checking
+// the bytes against img's hash before the last of them goes (see verifyingReader). Whatever stops it, the
+// partial volume is deleted before it returns: others would wait for it to stall, and it must never be
+// taken for the image. Its error is what stopped the stream: the reader's own failure (a hash mismatch, a
+// short read, ctx's end) rather than libvirt's report that the stream was aborted.
+func streamImage(ctx context.Context, c *conn, pool string, vol libvirt.StorageVol, r io.Reader, img imageInfo) error {
+	src := &failureReader{r: &ctxReader{ctx: ctx, r: newVerifyingReader(r, img.size, img.sum)}}
+	err := c.do(ctx, func(l api) error { return l.StorageVolUpload(vol, src, 0, uint64(img.size), 0) })
+	if err == nil {
+		return nil
+	}
+	if cause := src.failure(); cause != nil {
+		err = cause
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if derr := c.do(dctx, func(l api) error { return deleteVolume(l, pool, vol.Name) }); derr != nil {
+		return &keptVolumeError{err: err, deleteErr: derr}
+	}
+	return err
+}
+
+// keptVolumeError is a stream that failed and left its partial volume, which could not be deleted. It does
+// no harm but to wait: the next create that needs the image deletes it once it has stopped growing.
+type keptVolumeError struct{ err, deleteErr error }
+
+func (e *keptVolumeError) Error() string {
+	return fmt.Sprintf("%v (and removing the partial volume: %v)", e.err, e.deleteErr)
+}
+
+func (e *keptVolumeError) Unwrap() error { return e.err }
+
+// failureReader remembers the first error of its reader other than io.EOF: go-libvirt aborts the stream
+// on it and returns the daemon's answer to the abort, not the reason.
+type failureReader struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (f *failureReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.mu.Lock()
+		if f.err == nil {
+			f.err = err
 		}
-		return false, fmt.Errorf("uploading image file %s to volume %s: %w", img.path, name, err)
+		f.mu.Unlock()
 	}
-	return true, nil
+	return n, err
+}
+
+func (f *failureReader) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 // imageVolumeXML starts the volume smaller than the file: a raw volume empty, a qcow2 volume as qemu-img's

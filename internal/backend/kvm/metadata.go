@@ -173,10 +173,12 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 	}
 	switch {
 	case p.IP != "":
-		inst.InternalAddress, inst.EgressAddress = p.IP, p.IP
+		inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = p.IP, p.IP, p.IP
 	case p.UserNet:
-		// Known before the guest boots, like a fixed IP: the host's forwarded port.
+		// Known before the guest boots, like a fixed IP: the host's forwarded port, which is also where clients
+		// connect (the guest has no address of its own outside QEMU).
 		inst.InternalAddress, inst.Port = firstOf(p.ForwardAddress, DefaultForwardAddress), p.ForwardPort
+		inst.IngressAddress = inst.InternalAddress
 	}
 	return inst
 }

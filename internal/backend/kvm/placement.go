@@ -71,15 +71,28 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
 	}
 	p.Pool = firstOf(p.Pool, h.Pool)
+	images := 0
+	for _, set := range []bool{p.BaseVolume != "", p.ImageFile != "", p.ImageURL != ""} {
+		if set {
+			images++
+		}
+	}
 	switch {
-	case p.ImageFile != "" && p.BaseVolume != "":
-		return placement{}, backend.Permanent(object, "set only one of base_volume and image_file")
+	case images > 1:
+		return placement{}, backend.Permanent(object, "set only one of base_volume, image_file and image_url")
+	case p.ImageURL != "":
+		// The base volume is the image's, named after image_sha256: Create finds or downloads it.
+		if _, err := parseImageSource(p.ImageURL, p.ImageSHA256); err != nil {
+			return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+		}
+	case p.ImageSHA256 != "":
+		return placement{}, backend.Permanent(object, "image_sha256 is the checksum of image_url's image: set image_url too")
 	case p.ImageFile != "":
 		// The base volume is the image's, named after its content: Create hashes the file to know it.
 	default:
 		p.BaseVolume = firstOf(p.BaseVolume, h.BaseVolume)
 		if p.BaseVolume == "" {
-			return placement{}, backend.Permanent(object, "no base volume: set base_volume or image_file on the proxy, or base_volume on kvm host %q", p.Host)
+			return placement{}, backend.Permanent(object, "no base volume: set base_volume, image_file or image_url on the proxy, or base_volume on kvm host %q", p.Host)
 		}
 	}
 	kinds := 0

@@ -183,7 +183,11 @@ func TestFakeWaitForProxyFixedIPWaitsForTheLease(t *testing.T) {
 	if _, err := b.Create(ctx, spec); !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "take its address") {
 		t.Errorf("Create without a lease = %v, want the wait for the guest ended by the caller", err)
 	}
+	// Under the fake's lock: the cancelled create's lease lookups may still be running (they return when they see
+	// the cancellation, not before).
+	f.mu.Lock()
 	f.networks["net"].leases = []libvirt.NetworkDhcpLease{{Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID("fixed-1")}, Ipaddr: "198.18.0.60", Expirytime: 1}}
+	f.mu.Unlock()
 	inst, err := b.Create(context.Background(), spec)
 	if err != nil || !strings.Contains(noteOf(inst), "fixed address") {
 		t.Errorf("Create with the lease = %v, note %q", err, noteOf(inst))

@@ -51,7 +51,7 @@ func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error
 	vol, err := l.StorageVolLookupByName(pool, name)
 	if isCode(err, libvirt.ErrNoStorageVol) {
 		return baseVolume{}, missingOnHost(fmt.Sprintf("Upload the base image into pool %q as %q (virsh vol-upload), or set kvm.base_volume "+
-			"or kvm.image_file on the proxy, or base_volume on the provider's kvm block, to one that exists, then apply again.", pool.Name, name),
+			"or kvm.image_file or kvm.image_url on the proxy, or base_volume on the provider's kvm block, to one that exists, then apply again.", pool.Name, name),
 			fmt.Errorf("base volume %q does not exist in pool %q: %w", name, pool.Name, err))
 	}
 	if err != nil {

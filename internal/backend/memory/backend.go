@@ -66,7 +66,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		existing = backend.Instance{
 			ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, Labels: copyLabels(spec.Labels),
 			State: backend.StatePending, Port: spec.Proxy.Port, CreatedAt: b.now().UTC().Truncate(time.Second),
-			InternalAddress: "10.0.0.10", EgressAddress: "203.0.113.10",
+			// Three different addresses, so that a provider test tells the attributes apart.
+			InternalAddress: "10.0.0.10", EgressAddress: "203.0.113.10", IngressAddress: "198.51.100.10",
 			Placement: spec.Placement, Proxy: storedSettings(spec.Proxy),
 		}
 		b.instances[id.String()] = existing
