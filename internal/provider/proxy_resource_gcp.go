@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
@@ -15,10 +16,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // gcpPlacementModel is the resource's gcp = { ... } attribute.
@@ -49,8 +52,11 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a Compute Engine VM, configured by a startup script from its metadata. " +
-			"Changing anything here but `wait_for_proxy` replaces the proxy.",
+			"Changing anything here but `wait_for_proxy` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
+			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
+			"fails at plan time.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+		Validators:    []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
 				MarkdownDescription: "Project ID; the provider's `gcp.project` when unset.", Validators: []validator.String{attribute_validator.Name()}},
@@ -111,6 +117,79 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 					"with OS Login, Compute Engine ignores SSH keys in metadata, so project keys would still not reach the VM")}},
 		},
 	}
+}
+
+// gcpMetadataFits refuses at plan time a proxy whose settings would not fit in a VM's metadata: it renders
+// what Create would write (gcp.CheckMetadata) from the configuration's rules and TLS settings, and names the
+// attribute that weighs most. Values not known yet are checked at the plan that knows them.
+type gcpMetadataFits struct {
+	// check is gcp.CheckMetadata unless a test stands in for it.
+	check func(proxyconf.Settings, backend.GCPPlacement) error
+}
+
+var _ validator.Object = gcpMetadataFits{}
+
+const gcpMetadataFitsDescription = "the proxy's rules and TLS certificate chain fit Compute Engine's metadata limits"
+
+func (gcpMetadataFits) Description(context.Context) string { return gcpMetadataFitsDescription }
+
+func (gcpMetadataFits) MarkdownDescription(context.Context) string { return gcpMetadataFitsDescription }
+
+// gcpMetadataInputs are the attributes the metadata's size depends on.
+var gcpMetadataInputs = []string{"port", "allowed_client_cidrs", "allowed_destinations", "allowed_ports", "allowed_private_cidrs",
+	"max_connections_per_client", "auth", "tls"}
+
+func (v gcpMetadataFits) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for _, name := range gcpMetadataInputs {
+		v, _, err := tftypes.WalkAttributePath(req.Config.Raw, tftypes.NewAttributePath().WithAttributeName(name))
+		if tv, ok := v.(tftypes.Value); err != nil || !ok || !tv.IsFullyKnown() {
+			return
+		}
+	}
+	var m proxyResourceModel
+	if diags := req.Config.Get(ctx, &m); diags.HasError() || m.GCP == nil {
+		return
+	}
+	writeOnly, diags := readWriteOnly(ctx, req.Config)
+	settings, more := m.settings(ctx, writeOnly)
+	if diags.HasError() || more.HasError() {
+		return // what is wrong with the settings themselves, their own validators report
+	}
+	// Validation sees the configuration before the schema's defaults: the port's and the image's apply here too
+	// (an empty list of ports already renders as the default's 443).
+	if m.Port.IsNull() {
+		settings.Port = proxyconf.DefaultPort
+	}
+	pl := m.GCP.placement().GCP
+	if pl.Image == "" {
+		pl.Image = gcp.DefaultImage
+	}
+	check := v.check
+	if check == nil {
+		check = gcp.CheckMetadata
+	}
+	if at, detail, ok := gcpMetadataLimitDiagnostic(check(settings, *pl)); ok {
+		resp.Diagnostics.AddAttributeError(at, "Proxy settings too large for Compute Engine metadata", detail)
+	}
+}
+
+// gcpMetadataLimitDiagnostic names the attribute a metadata limit error is about, and says what to do. ok is
+// false for any other error (settings that do not render are reported by their own validators).
+func gcpMetadataLimitDiagnostic(err error) (at path.Path, detail string, ok bool) {
+	var limit *gcp.MetadataLimitError
+	if !errors.As(err, &limit) {
+		return path.Empty(), "", false
+	}
+	at = path.Root("allowed_destinations")
+	if limit.TLS {
+		at = path.Root("tls").AtName("certificate_pem")
+	}
+	return at, fmt.Sprintf("Attribute %s: %s. Compute Engine limits each metadata value to %d bytes and all of a VM's metadata "+
+		"to less than %d bytes; the rules are written twice (squid.conf and the stored settings), the certificate chain once.",
+		at, limit, gcp.MaxMetadataValueBytes, gcp.MaxMetadataTotalBytes), true
 }
 
 // placement maps the attribute onto the contract; empty values take the backend's defaults.

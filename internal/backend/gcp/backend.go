@@ -20,10 +20,15 @@ import (
 type Backend struct {
 	cfg      Config
 	projects map[string]*project
-	// pollInitial and pollMax space operation, state and guest polls: short first, growing to pollMax.
+	// pollInitial and pollMax space operation and state polls: short first, growing to pollMax.
 	pollInitial, pollMax time.Duration
 	// retry spaces the retries of calls that failed transiently.
 	retry backend.Backoff
+	// Guest attribute polls have their own spacing, on their own clock, and share the ration of queries
+	// Compute Engine allows per VM (guestpoll.go).
+	guestPollInitial, guestPollMax time.Duration
+	clock                          clock
+	guestRation                    *guestRation
 }
 
 var (
@@ -54,6 +59,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{
 		cfg: cfg, projects: map[string]*project{},
 		pollInitial: 250 * time.Millisecond, pollMax: 5 * time.Second, retry: backend.DefaultBackoff,
+		guestPollInitial: defaultGuestPollInitial, guestPollMax: defaultGuestPollMax, clock: wallClock{}, guestRation: &guestRation{},
 	}
 	for id, p := range projects {
 		b.projects[id] = &project{id: id, settings: p}

@@ -34,6 +34,8 @@ func newTest(t *testing.T, opts computefake.Options) (*computefake.Server, *Back
 		t.Fatal(err)
 	}
 	b.pollInitial, b.pollMax = time.Millisecond, 50*time.Millisecond
+	// Guest polls start as short; the ration of guest attribute queries per VM stays the real one.
+	b.guestPollInitial, b.guestPollMax = time.Millisecond, 50*time.Millisecond
 	b.retry = backend.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond, Factor: 2}
 	t.Cleanup(func() { _ = b.Close() })
 	return fake, b

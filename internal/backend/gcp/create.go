@@ -146,6 +146,10 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
+	// Refused before anything is made (an address reserved for a VM the API then refuses would be given back).
+	if err := checkMetadataItems(append(r.items(nil), hardeningItems(g)...), r); err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
+	}
 	p, err := b.clients(ctx, project)
 	if err != nil {
 		return backend.Instance{}, err

@@ -58,8 +58,11 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
-	// The proxy, made through the backend: its metadata holds the startup script and the rendered config.
+	// The proxy, made through the backend: its metadata holds the startup script and the rendered config, and
+	// turns guest attributes on (boot 1 turns them off first, to see the report refused).
 	fake, b := newTest(t, computefake.Options{})
+	// A real guest takes seconds to apply: its reports are polled as in production, within the ration.
+	b.guestPollInitial, b.guestPollMax = defaultGuestPollInitial, defaultGuestPollMax
 	spec := testSpec("uid-guest", "us-central1-a")
 	spec.Proxy.AllowedClientCIDRs = []string{"198.18.0.0/24"}
 	spec.Proxy.AllowedDestinations = []string{"allowed.example", "own.example", "external.example", "later.example"}
@@ -91,7 +94,33 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			ipIn(t, ns, "addr", "add", laterIP+"/24", "dev", guestLink)
 		}
 		start := time.Now()
+		switch boot {
+		case 1:
+			// Guest attributes off, as on a VM whose metadata does not turn them on: the script's report is
+			// refused by the metadata server, and nothing reaches the API.
+			fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, MetadataEnableGuestAttributes, "FALSE")
+		case 2:
+			// On for the whole project and not set on the instance: the project's metadata turns them on.
+			fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, MetadataEnableGuestAttributes, "")
+			fake.SetProjectMetadata(testProject, MetadataEnableGuestAttributes, "TRUE")
+		}
 		guest := bootGuest(t, tree, upper, ns, boot)
+		if boot == 1 {
+			refused := func() bool {
+				for _, w := range fake.RefusedGuestWrites() {
+					if strings.HasSuffix(w, "/"+spec.Name+" "+proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied) {
+						return true
+					}
+				}
+				return false
+			}
+			waitFor(ctx, t, guest, "boot 1: the guest's report refused while guest attributes are off", refused)
+			if got := applied(); got != "" {
+				t.Fatalf("boot 1: with guest attributes off the guest's report reached the API: %q", got)
+			}
+			t.Logf("boot 1: report refused with guest attributes off, %s after start; turning them on as Create does", time.Since(start).Round(time.Second))
+			fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, MetadataEnableGuestAttributes, "TRUE")
+		}
 		waitFor(ctx, t, guest, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
 		t.Logf("boot %d: config applied and reported %s after start", boot, time.Since(start).Round(time.Second))
 
@@ -149,7 +178,9 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		}
 		guest.stop(t)
 		// The guest reports again at the next boot: clear what this boot reported.
-		fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, "")
+		if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Boot 3: TLS turned on in place while the guest runs. Its watch service applies the new metadata; the

@@ -25,6 +25,12 @@ const (
 	metadataTrue                = "TRUE"
 )
 
+// MetadataEnableGuestAttributes lets the VM write guest attributes, where its startup script reports the
+// config it applied. They are off unless this key is TRUE on the instance or the project ("Setting and
+// querying guest attributes"), and the instance's value wins over the project's: every proxy VM sets it, at
+// insert and at every metadata change, so neither a project without it nor one that sets FALSE silences it.
+const MetadataEnableGuestAttributes = "enable-guest-attributes"
+
 // shieldedConfig is the insert body's Shielded VM part: all three features, or none sent at all, which
 // leaves the image's and the project's defaults.
 func shieldedConfig(g *backend.GCPPlacement) *computepb.ShieldedInstanceConfig {

@@ -60,6 +60,8 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		proxyconf.MetadataStartupScript: string(startupScript),
 		proxyconf.MetadataUserData:      string(startupUserData),
 		metadataSpec:                    string(r.spec),
+		// The guest reports through guest attributes; an earlier version's VM gets the key at its next change.
+		MetadataEnableGuestAttributes: metadataTrue,
 	}
 	if r.htpasswd != nil {
 		ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
@@ -136,7 +138,9 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 		pl.Network = trimLink(nics[0].GetNetwork())
 		pl.Subnetwork = trimLink(nics[0].GetSubnetwork())
 		if acs := nics[0].GetAccessConfigs(); len(acs) > 0 {
+			// The one-to-one NAT address: the source destinations see, and where clients outside connect.
 			out.EgressAddress = acs[0].GetNatIP()
+			out.IngressAddress = out.EgressAddress
 		}
 	}
 	pl.NetworkTags = in.GetTags().GetItems()

@@ -6,7 +6,6 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"golang.org/x/crypto/bcrypt"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -49,6 +48,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		}
 		configID = r.configID
 		md := &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: r.items(in.GetMetadata().GetItems())}
+		if err := checkMetadataItems(md.Items, r); err != nil {
+			return backend.NewError(backend.ClassPermanent, obj, err) // the VM keeps its metadata and its config
+		}
 		op, err := p.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
 			Project: p.id, Zone: id.Scope, Instance: id.Name, MetadataResource: md,
 		})
@@ -88,36 +90,4 @@ func equalSettings(a, b proxyconf.Settings) bool {
 	ja, _ := jsonOf(a)
 	jb, _ := jsonOf(b)
 	return ja == jb
-}
-
-// waitApplied polls the guest attribute egress/applied until it names configID. egress/error naming it means
-// the guest refused the config: Permanent, with the guest's words.
-func (b *Backend) waitApplied(ctx context.Context, p *project, zone, name, configID string) error {
-	obj := instanceObject(p.id, zone, name)
-	return b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
-		ga, err := p.instances.GetGuestAttributes(ctx, &computepb.GetGuestAttributesInstanceRequest{
-			Project: p.id, Zone: zone, Instance: name, QueryPath: proto.String(proxyconf.GuestAttributeNamespace + "/"),
-		})
-		if err != nil {
-			err = classify(obj, err)
-			if backend.IsNotFound(err) {
-				// No guest attribute yet: the guest has not reported. The instance itself is checked by Get.
-				return false, backend.Transient(obj, "the guest has not reported config %s applied yet", configID)
-			}
-			return false, err
-		}
-		for _, e := range ga.GetQueryValue().GetItems() {
-			switch e.GetKey() {
-			case proxyconf.GuestAttributeApplied:
-				if strings.TrimSpace(e.GetValue()) == configID {
-					return true, nil
-				}
-			case proxyconf.GuestAttributeError:
-				if strings.Contains(e.GetValue(), configID) {
-					return false, backend.Permanent(obj, "the guest refused the new config: %s", e.GetValue())
-				}
-			}
-		}
-		return false, backend.Transient(obj, "the guest has not reported config %s applied yet", configID)
-	})
 }

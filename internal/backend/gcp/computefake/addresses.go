@@ -36,6 +36,10 @@ func (s *Server) insertAddress(w http.ResponseWriter, r *http.Request, project, 
 		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.name': '%s'.", name))
 		return
 	}
+	if e := checkLabels(a.GetLabels(), "resource.labels"); e != nil {
+		writeError(w, e.status, e.reason, e.message)
+		return
+	}
 	k := key(project, region, name)
 	if _, ok := s.addresses[k]; ok {
 		writeError(w, http.StatusConflict, "alreadyExists", fmt.Sprintf("The resource 'projects/%s/regions/%s/addresses/%s' already exists", project, region, name))

@@ -91,6 +91,16 @@ func (s *Server) insertInstance(w http.ResponseWriter, r *http.Request, project,
 		writeError(w, http.StatusBadRequest, "invalid", "Invalid value for field 'resource.networkInterfaces': exactly one is required by this fake.")
 		return
 	}
+	for _, e := range []*apiError{
+		checkLabels(in.GetLabels(), "resource.labels"),
+		checkLabels(in.GetDisks()[0].GetInitializeParams().GetLabels(), "resource.disks[0].initializeParams.labels"),
+		checkMetadata(in.GetMetadata().GetItems(), "resource.metadata"),
+	} {
+		if e != nil {
+			writeError(w, e.status, e.reason, e.message)
+			return
+		}
+	}
 	region := s.zones[zone]
 	nic := in.GetNetworkInterfaces()[0]
 	var natAddr *computepb.Address
@@ -232,6 +242,7 @@ func (s *Server) deleteInstance(w http.ResponseWriter, project, zone, name strin
 			s.releaseAddresses(in)
 			delete(s.instances, k)
 			delete(s.guest, k)
+			delete(s.guestQueries, k)
 		}
 		return nil
 	})
@@ -268,6 +279,10 @@ func (s *Server) setLabels(w http.ResponseWriter, r *http.Request, project, zone
 	if !ok {
 		return
 	}
+	if e := checkLabels(req.GetLabels(), "resource.labels"); e != nil {
+		writeError(w, e.status, e.reason, e.message)
+		return
+	}
 	if req.GetLabelFingerprint() != in.GetLabelFingerprint() {
 		writeError(w, http.StatusPreconditionFailed, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed")
 		return
@@ -292,6 +307,10 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request, project, zo
 	if !ok {
 		return
 	}
+	if e := checkMetadata(req.GetItems(), "resource"); e != nil {
+		writeError(w, e.status, e.reason, e.message)
+		return
+	}
 	if req.GetFingerprint() != in.GetMetadata().GetFingerprint() {
 		writeError(w, http.StatusPreconditionFailed, "conditionNotMet", "Supplied fingerprint does not match current metadata fingerprint.")
 		return
@@ -305,18 +324,34 @@ func (s *Server) setMetadata(w http.ResponseWriter, r *http.Request, project, zo
 	writeProto(w, op)
 }
 
+// getGuestAttributes answers a query of the guest attributes, within the documented rate (guestQueryAllowed;
+// beyond it the fake answers 429 rateLimitExceeded where Compute Engine documents only that writes may be
+// lost, so that a backend polling too fast fails a test instead of losing a report some day). With guest
+// attributes off nothing can have been written, and the answer is the one for an empty path.
 func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, project, zone, name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.lookup(w, project, zone, name); !ok {
+	in, ok := s.lookup(w, project, zone, name)
+	if !ok {
 		return
 	}
-	attrs := s.guest[key(project, zone, name)]
+	k := key(project, zone, name)
+	if !s.guestQueryAllowed(k) {
+		w.Header().Set("Retry-After", "6")
+		writeError(w, http.StatusTooManyRequests, "rateLimitExceeded",
+			fmt.Sprintf("Guest attributes of instance '%s' were queried more than %d times a minute or %d times a second.", name, GuestQueriesPerMinute, GuestQueriesPerSecond))
+		return
+	}
+	attrs := s.guest[k]
+	if !s.guestAttributesEnabled(project, in) {
+		attrs = nil
+	}
 	q := r.URL.Query()
 	if vk := q.Get("variableKey"); vk != "" {
 		v, ok := attrs[vk]
 		if !ok {
-			s.notFound(w, "guest attribute "+vk)
+			e := guestNotFound(vk)
+			writeError(w, e.status, e.reason, e.message)
 			return
 		}
 		writeProto(w, &computepb.GuestAttributes{Kind: proto.String("compute#guestAttributes"), VariableKey: proto.String(vk), VariableValue: proto.String(v)})
@@ -331,7 +366,8 @@ func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, proj
 		}
 	}
 	if len(paths) == 0 {
-		s.notFound(w, "guest attributes "+qp)
+		e := guestNotFound(qp)
+		writeError(w, e.status, e.reason, e.message)
 		return
 	}
 	sort.Strings(paths)

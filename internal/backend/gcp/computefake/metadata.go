@@ -23,8 +23,9 @@ func (s *Server) MetadataInstance(project, zone, name string) {
 func (s *Server) MetadataHandler() http.Handler { return http.HandlerFunc(s.serveMetadata) }
 
 // serveMetadata answers the GCE metadata server paths the startup script uses: instance attributes and the
-// network interfaces' addresses (read), and guest attributes (written back). Like the real server it refuses requests without Metadata-Flavor: Google,
-// which stops a proxied or redirected request from reading it.
+// network interfaces' addresses (read), and guest attributes (written back, and read). Like the real server it
+// refuses requests without Metadata-Flavor: Google, which stops a proxied or redirected request from reading it,
+// and guest attribute requests while guest attributes are off for the instance (guestWrite).
 func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Metadata-Flavor") != "Google" {
 		http.Error(w, "Missing Metadata-Flavor:Google header.", http.StatusForbidden)
@@ -61,20 +62,28 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 		http.Error(w, "not found", http.StatusNotFound)
 	case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, guest):
-		p := strings.TrimPrefix(r.URL.Path, guest)
-		if strings.Count(p, "/") != 1 {
-			http.Error(w, "guest attribute path must be namespace/key", http.StatusBadRequest)
-			return
-		}
 		b, err := io.ReadAll(r.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		if s.guest[s.mdKey] == nil {
-			s.guest[s.mdKey] = map[string]string{}
+		project, _, _ := strings.Cut(s.mdKey, "/")
+		if e := s.guestWrite(project, s.mdKey, in, strings.TrimPrefix(r.URL.Path, guest), string(b)); e != nil {
+			http.Error(w, e.message, e.status)
 		}
-		s.guest[s.mdKey][p] = string(b)
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, guest):
+		project, _, _ := strings.Cut(s.mdKey, "/")
+		if !s.guestAttributesEnabled(project, in) {
+			http.Error(w, GuestAttributesDisabled, http.StatusForbidden)
+			return
+		}
+		v, ok := s.guest[s.mdKey][strings.TrimPrefix(r.URL.Path, guest)]
+		if !ok {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/text")
+		_, _ = io.WriteString(w, v)
 	default:
 		http.Error(w, "not implemented by computefake", http.StatusNotImplemented)
 	}

@@ -1,6 +1,7 @@
 package computefake
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -34,9 +35,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	token := s.opts.Token
 	s.mu.Unlock()
 	status := 0
+	s.mu.Lock()
+	arrived := s.now()
+	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
-		s.log = append(s.log, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+		s.log = append(s.log, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status, Time: arrived})
 		s.mu.Unlock()
 	}()
 	if f != nil && !f.After {
@@ -45,7 +49,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
 		status = http.StatusUnauthorized
-		writeError(w, status, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token.")
+		writeError(w, status, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
+		return
+	}
+	// Every request is checked against the discovery document before any route sees it (discovery.go).
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		status = http.StatusBadRequest
+		writeError(w, status, "invalid", "reading the request body: "+err.Error())
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if e := s.checkRequest(r, body); e != nil {
+		status = e.status
+		writeError(w, status, e.reason, e.message)
 		return
 	}
 	if f != nil {

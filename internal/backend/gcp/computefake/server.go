@@ -2,9 +2,16 @@
 // calls, with request and response bodies decoded and encoded by protojson into computepb types, so what the
 // real Go client reads is exactly what it would parse from Compute Engine. Anything it does not implement
 // answers 501, so a backend that starts calling a new route fails loudly instead of passing against a guess.
+//
+// It is as strict as Compute Engine's documentation: every request is checked against the Compute discovery
+// document (field names, types, enum values, required fields, parameter patterns; discovery.go), and the
+// documented rules are enforced: metadata and label limits, fingerprints, guest attributes off unless
+// enable-guest-attributes is TRUE and their query rate, operation and address states, aggregated lists.
+// README.md lists each rule with its source, and says which could not be confirmed; rules_test.go proves each.
 package computefake
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -14,6 +21,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Options shape a Server. The zero value serves us-central1-a..c and europe-west1-b with generous quotas.
@@ -27,6 +35,9 @@ type Options struct {
 	// OnOperationDone, when set, is called (in a goroutine of its own) after each operation completed
 	// without error, with its type ("insert", "setMetadata", ...) and target URL: tests play the guest with it.
 	OnOperationDone func(opType, targetLink string)
+	// Now, when set, is the fake's clock: operation latency, timestamps and the guest attribute query limits
+	// follow it, so that a test can play minutes of polling without waiting them.
+	Now func() time.Time
 }
 
 // Request is one request the server received, for counting calls.
@@ -35,6 +46,8 @@ type Request struct {
 	Path   string
 	Query  string
 	Status int
+	// Time is when it arrived, on the fake's clock.
+	Time time.Time
 }
 
 // Server is the fake. All exported methods are safe for concurrent use with requests in flight.
@@ -58,6 +71,14 @@ type Server struct {
 	nextHost  int
 	now       func() time.Time
 	mdKey     string
+	// projectMeta is each project's common instance metadata (only what tests set: the fake serves no route
+	// for it).
+	projectMeta map[string]map[string]string
+	// guestQueries holds each instance's recent getGuestAttributes queries; guestViolations counts those
+	// beyond the documented rate; refusedGuest lists the guest writes refused because guest attributes were off.
+	guestQueries    map[string][]time.Time
+	guestViolations int
+	refusedGuest    []string
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -65,10 +86,19 @@ func New(opts Options) *Server {
 	if len(opts.Zones) == 0 {
 		opts.Zones = []string{"us-central1-a", "us-central1-b", "us-central1-c", "europe-west1-b"}
 	}
+	// The discovery document is read before the first request, so that a machine where it cannot be found
+	// fails every test at once with the reason, not each request with a 500.
+	if _, err := discovery(); err != nil {
+		panic(err)
+	}
 	s := &Server{
 		opts: opts, zones: map[string]string{}, instances: map[string]*computepb.Instance{},
 		addresses: map[string]*computepb.Address{}, ops: map[string]*operation{}, guest: map[string]map[string]string{},
 		quotas: map[string]map[string]float64{}, exhausted: map[string]bool{}, brokenZ: map[string]string{}, now: time.Now,
+		projectMeta: map[string]map[string]string{}, guestQueries: map[string][]time.Time{},
+	}
+	if opts.Now != nil {
+		s.now = opts.Now
 	}
 	for _, z := range opts.Zones {
 		s.zones[z] = RegionOf(z)
@@ -191,6 +221,7 @@ func (s *Server) DeleteInstance(project, zone, name string) bool {
 		s.releaseAddresses(in)
 		delete(s.instances, k)
 		delete(s.guest, k)
+		delete(s.guestQueries, k)
 	}
 	return ok
 }
@@ -204,15 +235,90 @@ func (s *Server) SetInstanceStatus(project, zone, name, status string) {
 	}
 }
 
-// SetGuestAttribute writes a guest attribute, as the guest does through the metadata server.
-func (s *Server) SetGuestAttribute(project, zone, name, path, value string) {
+// SetGuestAttribute writes a guest attribute ("namespace/key") as the instance's guest does through the
+// metadata server, under the same rules: the instance must exist, guest attributes must be on for it
+// (EnableGuestAttributes), and the path must be a namespace and a key. It returns the metadata server's refusal.
+func (s *Server) SetGuestAttribute(project, zone, name, path, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.advance()
 	k := key(project, zone, name)
+	in, ok := s.instances[k]
+	if !ok {
+		return fmt.Errorf("computefake: no instance %s", k)
+	}
+	if e := s.guestWrite(project, k, in, path, value); e != nil {
+		return fmt.Errorf("computefake: metadata server answered %d: %s", e.status, e.message)
+	}
+	return nil
+}
+
+// guestWrite stores a guest's write, or refuses it as the metadata server does. The caller holds s.mu.
+func (s *Server) guestWrite(project, k string, in *computepb.Instance, path, value string) *apiError {
+	if !s.guestAttributesEnabled(project, in) {
+		s.refusedGuest = append(s.refusedGuest, k+" "+path)
+		return &apiError{http.StatusForbidden, "", GuestAttributesDisabled}
+	}
+	if !guestPathRE.MatchString(path) {
+		return &apiError{http.StatusBadRequest, "", "guest attribute path must be NAMESPACE/KEY of letters, digits, '_' and '-'"}
+	}
 	if s.guest[k] == nil {
 		s.guest[k] = map[string]string{}
 	}
 	s.guest[k][path] = value
+	return nil
+}
+
+// SetProjectMetadata sets (or, with an empty value, removes) a key of the project's common instance
+// metadata, which the fake reads for EnableGuestAttributes where an instance does not set it.
+func (s *Server) SetProjectMetadata(project, key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.projectMeta[project] == nil {
+		s.projectMeta[project] = map[string]string{}
+	}
+	if value == "" {
+		delete(s.projectMeta[project], key)
+		return
+	}
+	s.projectMeta[project][key] = value
+}
+
+// SetInstanceMetadata changes one key of an instance's metadata at once (empty value: removes it), as a
+// user would in the console, with a new fingerprint.
+func (s *Server) SetInstanceMetadata(project, zone, name, mdKey, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[key(project, zone, name)]
+	if !ok {
+		return
+	}
+	var items []*computepb.Items
+	for _, it := range in.GetMetadata().GetItems() {
+		if it.GetKey() != mdKey {
+			items = append(items, it)
+		}
+	}
+	if value != "" {
+		items = append(items, &computepb.Items{Key: proto.String(mdKey), Value: proto.String(value)})
+	}
+	in.Metadata.Items = items
+	in.Metadata.Fingerprint = proto.String(metadataFingerprint(items))
+}
+
+// GuestQueryViolations is how many getGuestAttributes queries went beyond the documented rate.
+func (s *Server) GuestQueryViolations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.guestViolations
+}
+
+// RefusedGuestWrites lists the guest writes refused because guest attributes were off, as
+// "project/zone/instance namespace/key".
+func (s *Server) RefusedGuestWrites() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.refusedGuest...)
 }
 
 func key(parts ...string) string { return strings.Join(parts, "/") }
