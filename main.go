@@ -11,7 +11,9 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider"
 )
 
-// version is set at release time with -ldflags "-X main.version=...".
+// version is set at release time with -ldflags "-X main.version=..." (goreleaser: the tag without its "v"). It
+// also names the Kubernetes proxies' default image, the one published with the release (see
+// kubernetes.ReleaseImage, which reads what Go recorded when it stays "dev").
 var version = "dev"
 
 // Address is the provider's registry address; development overrides and reattach use it too.

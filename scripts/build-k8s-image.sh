@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# build-k8s-image.sh: builds the proxy's container image for Kubernetes from Debian packages, as an OCI image
-# archive that `ctr images import` (and `docker load`, `skopeo copy oci-archive:`) reads, and prints its path.
+# build-k8s-image.sh [OUT]: builds the proxy's container image for Kubernetes from Debian packages, as an OCI
+# image archive that `ctr images import` (and `docker load`, `skopeo copy oci-archive:`) reads, and prints its
+# path. The release builds the same image with this script, once per architecture, and publishes it as
+# ghcr.io/egress-proxies/squid:<provider version>, the provider's default image (.github/workflows/release.yml).
 #
 # The root filesystem is a debootstrap (minbase) tree of Debian 12 with squid-openssl, the same Squid the proxy
 # VMs run (Debian's default squid is the GnuTLS build, whose TLS listener leaves a certificate's intermediates
 # out); internal/proxyconf's Kubernetes form starts it with /bin/sh, chown and /usr/sbin/squid, all in it. One
 # layer, no registry needed. The same archive holds a second image, the pod sandbox ("pause") image of the
 # test cluster: the same layer with /bin/sleep as its process, so the cluster needs no image from a registry.
+# Each image has a ref name (org.opencontainers.image.ref.name: squid, pause) to pick it by, and the name it is
+# imported under (io.containerd.image.name): localhost/egress-proxies/squid:dev, the image a provider built
+# from a tree that follows no release defaults to (internal/backend/kubernetes/config.go), and
+# localhost/egress-proxies/pause:dev. Both are local names no registry serves: the test cluster has them
+# from the import and never pulls them.
 #
-# Cached under $HOME/.cache/terraform-provider-egress/images/ with a stamp holding the hash of this script;
-# when it matches, nothing is rebuilt. To use the image on a real cluster, push it to your registry, e.g.
-#   docker load -i squid-oci.tar && docker tag egress-proxies/squid:debian12 REGISTRY/egress/squid:debian12 &&
-#   docker push REGISTRY/egress/squid:debian12
-# (both images carry the ref name debian12; the image names are in io.containerd.image.name) and set the
-# provider's or the proxy's kubernetes image to that reference.
+# EGRESS_IMAGE_ARCH (amd64 or arm64; default: the machine's) is the image's architecture. debootstrap runs
+# the packages' scripts, so it must be the machine's own: the release builds each on a runner of that
+# architecture.
+#
+# Cached under $HOME/.cache/terraform-provider-egress/images/ with a stamp holding the hash of this script and
+# the architecture; when it matches, nothing is rebuilt. To run the image on a real cluster, push it to your
+# registry and set the provider's or the proxy's kubernetes image to that reference, e.g. from tools/ociimage:
+#   go run ./pushimage REGISTRY/egress/squid:TAG ~/.cache/terraform-provider-egress/images/squid-oci.tar
+# or with skopeo: skopeo copy oci-archive:squid-oci.tar:squid docker://REGISTRY/egress/squid:TAG
 set -euo pipefail
 
 [[ $(id -u) == 0 ]] || { echo "build-k8s-image: must run as root (debootstrap)" >&2; exit 1; }
@@ -21,17 +31,31 @@ cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 out=${1:-$cache/images/squid-oci.tar}
 mirror=${EGRESS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
-# The names the images are imported under; kubelets normalise "egress-proxies/squid:debian12" to the first.
-squid_ref=docker.io/egress-proxies/squid:debian12
-pause_ref=docker.io/egress-proxies/pause:debian12
+# The names the images are imported under (see above).
+squid_ref=localhost/egress-proxies/squid:dev
+pause_ref=localhost/egress-proxies/pause:dev
 stamp=$out.stamp
+host_arch=$(dpkg --print-architecture)
+arch=${EGRESS_IMAGE_ARCH:-$host_arch}
+case $arch in
+amd64 | arm64) ;; # Debian's and OCI's names agree for these two
+*)
+	echo "build-k8s-image: EGRESS_IMAGE_ARCH=$arch: amd64 or arm64" >&2
+	exit 2
+	;;
+esac
 
 log() { printf '%s build-k8s-image: %s\n' "$(date +%T)" "$*" >&2; }
 
-want=$(sha256sum "$0" | cut -d' ' -f1)
+# The same script builds a different archive per architecture: both go into the stamp.
+want="$(sha256sum "$0" | cut -d' ' -f1) $arch"
 if [[ -f $out && -f $stamp && $(cat "$stamp") == "$want" ]]; then
 	echo "$out"
 	exit 0
+fi
+if [[ $arch != "$host_arch" ]]; then
+	echo "build-k8s-image: an $arch image is built on an $arch machine (this one is $host_arch): debootstrap runs its packages' scripts" >&2
+	exit 2
 fi
 for tool in debootstrap jq sha256sum; do
 	command -v "$tool" >/dev/null || { echo "build-k8s-image: $tool is missing (scripts/k8s-env.sh installs it)" >&2; exit 1; }
@@ -42,8 +66,8 @@ trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
 debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
 mkdir -p "$debs" "$(dirname "$out")"
-log "debootstrap $suite (minbase, squid-openssl) from $mirror"
-if ! debootstrap --variant=minbase --cache-dir="$debs" --include=squid-openssl "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+log "debootstrap $suite $arch (minbase, squid-openssl) from $mirror"
+if ! debootstrap --arch="$arch" --variant=minbase --cache-dir="$debs" --include=squid-openssl "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
 	exit 1
 fi
@@ -77,11 +101,11 @@ blob() {
 	echo "$d $s"
 }
 
-# image REF ENTRYPOINT_JSON: writes the config and manifest of one image and prints its index entry.
+# image REF REF_NAME ENTRYPOINT_JSON: writes the config and manifest of one image and prints its index entry.
 image() {
-	local ref=$1 entrypoint=$2 config manifest
-	jq -n --arg diff "sha256:$diff_id" --argjson ep "$entrypoint" '{
-		architecture: "amd64", os: "linux", created: "1970-01-01T00:00:00Z",
+	local ref=$1 ref_name=$2 entrypoint=$3 config manifest
+	jq -n --arg diff "sha256:$diff_id" --arg arch "$arch" --argjson ep "$entrypoint" '{
+		architecture: $arch, os: "linux", created: "1970-01-01T00:00:00Z",
 		config: {Env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], Entrypoint: $ep, WorkingDir: "/"},
 		rootfs: {type: "layers", diff_ids: [$diff]},
 		history: [{created: "1970-01-01T00:00:00Z", created_by: "scripts/build-k8s-image.sh: debootstrap minbase bookworm + squid"}]
@@ -93,15 +117,15 @@ image() {
 		layers: [{mediaType: "application/vnd.oci.image.layer.v1.tar+gzip", digest: $l, size: $ls}]
 	}' >"$work/manifest.json"
 	read -r manifest manifest_size < <(blob "$work/manifest.json")
-	jq -n --arg m "sha256:$manifest" --argjson ms "$manifest_size" --arg ref "$ref" '{
+	jq -n --arg m "sha256:$manifest" --argjson ms "$manifest_size" --arg ref "$ref" --arg name "$ref_name" --arg arch "$arch" '{
 		mediaType: "application/vnd.oci.image.manifest.v1+json", digest: $m, size: $ms,
-		platform: {architecture: "amd64", os: "linux"},
-		annotations: {"io.containerd.image.name": $ref, "org.opencontainers.image.ref.name": ($ref | sub(".*:"; ""))}
+		platform: {architecture: $arch, os: "linux"},
+		annotations: {"io.containerd.image.name": $ref, "org.opencontainers.image.ref.name": $name}
 	}'
 }
 
-squid=$(image "$squid_ref" '["/usr/sbin/squid", "-N"]')
-pause=$(image "$pause_ref" '["/bin/sleep", "infinity"]')
+squid=$(image "$squid_ref" squid '["/usr/sbin/squid", "-N"]')
+pause=$(image "$pause_ref" pause '["/bin/sleep", "infinity"]')
 jq -n --argjson a "$squid" --argjson b "$pause" '{schemaVersion: 2, mediaType: "application/vnd.oci.image.index.v1+json", manifests: [$a, $b]}' >"$oci/index.json"
 echo '{"imageLayoutVersion": "1.0.0"}' >"$oci/oci-layout"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$oci" -cf "$out.tmp" .

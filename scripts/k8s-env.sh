@@ -24,7 +24,9 @@
 # and a small HTTP origin inside the namespace (every name under egress-k8s.test resolves to it from pods)
 # that the tests send proxied requests to; tests add names of their own as hosts files in $STATE/dns-hosts.
 # The origin answers on every address of the namespace, the metadata servers' 169.254.169.254 among them,
-# for the tests of what the proxy's network policy refuses.
+# for the tests of what the proxy's network policy refuses. containerd may pull over plain HTTP from one
+# registry, $REGISTRY on the node's address, which a test serves while it runs (nothing listens there
+# otherwise); no other registry host has settings of its own.
 # start is idempotent; stop ends every process, removes the namespaces' objects, the pods' cgroups and
 # $STATE, and leaves nothing behind.
 set -euo pipefail
@@ -47,6 +49,9 @@ PEER_IP=172.31.255.2
 POD_CIDR=10.244.0.0/24
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_API_IP=10.96.0.1
+# The registry the tests push images to and the cluster pulls them from (internal/provider's registry test
+# serves it here for as long as it runs): plain HTTP, allowed for this host alone in containerd's hosts config.
+REGISTRY=$NODE_IP:5000
 # Every name under this domain resolves to the namespace's HTTP origin, so tests can allow one name and deny
 # another that is served all the same.
 ORIGIN_DOMAIN=egress-k8s.test
@@ -206,7 +211,7 @@ state = "/run/containerd"
 [plugins."io.containerd.internal.v1.opt"]
   path = "$STATE/opt"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "docker.io/egress-proxies/pause:debian12"
+  sandbox_image = "localhost/egress-proxies/pause:dev"
   # Root here lacks CAP_SYS_RESOURCE: without this every pod sandbox fails to start.
   restrict_oom_score_adj = true
   # On an AppArmor machine containerd would load its cri-containerd.apparmor.d profile into the kernel,
@@ -219,6 +224,16 @@ state = "/run/containerd"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$STATE/cni"
+  # Per-registry settings, one folder per host: only the tests' registry has one.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$STATE/certs.d"
+TOML
+	mkdir -p "$STATE/certs.d/$REGISTRY"
+	cat >"$STATE/certs.d/$REGISTRY/hosts.toml" <<TOML
+# The tests' registry speaks plain HTTP: containerd may pull from it so, and from no other host.
+server = "http://$REGISTRY"
+[host."http://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
 TOML
 	cat >"$STATE/cni/10-egress-k8s.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "egress-k8s", "plugins": [

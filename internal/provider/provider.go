@@ -21,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
@@ -148,6 +149,10 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	resp.Diagnostics.Append(cfg.DefaultLabels.ElementsAs(ctx, &defaults, false)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	if cfg.Kubernetes != nil {
+		// The proxies' default image is the one published with this provider version.
+		cfg.Kubernetes.releaseImage = kubernetes.ReleaseImage(p.version)
 	}
 	factories, err := p.factories(cfg)
 	if err != nil {

@@ -19,6 +19,9 @@ import (
 
 type kubernetesProviderModel struct {
 	Clusters map[string]kubernetesClusterModel `tfsdk:"clusters"`
+	// releaseImage is not configuration (the framework leaves unexported fields alone): the image of this
+	// provider's release, which Configure sets from the provider's version (provider_kubernetes.go).
+	releaseImage string
 }
 
 type kubernetesClusterModel struct {

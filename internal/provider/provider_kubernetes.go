@@ -54,12 +54,17 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 				"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its extra environment."},
 			}},
 		"image": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Default proxy image on this cluster; `" + kubernetes.DefaultImage + "` (built by `make image`) when unset.",
+			MarkdownDescription: "Default proxy image on this cluster. " + defaultImageDescription + " Set this to serve the image from a registry of your own (a mirror of it, or your build).",
 			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
 		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Namespaces the provider works in: the orphan list reads them one by one where RBAC forbids listing across the cluster, and `egress_backends` checks the credentials' permissions in each of them (across the cluster when none are listed), so that credentials bound by namespace Roles are healthy."},
 	}
 }
+
+// defaultImageDescription says which image a proxy runs when neither it nor its cluster names one.
+const defaultImageDescription = "Defaults to `" + kubernetes.ImageRepository + ":<version>`, the image published with this provider " +
+	"version (linux/amd64 and linux/arm64: Debian 12's `squid-openssl`); a provider built from source that follows no release " +
+	"defaults to `" + kubernetes.DefaultImage + "`, the image `make k8s-image` builds, which no registry serves."
 
 // withAttributes merges more attributes into a schema's map.
 func withAttributes(m, more map[string]schema.Attribute) map[string]schema.Attribute {
@@ -77,8 +82,9 @@ func kubernetesFactory(m *kubernetesProviderModel) backend.Factory {
 
 // kubernetesBackendConfig maps the provider block onto the backend's configuration. An empty cluster map
 // means one cluster named "default" from the kubeconfig the environment names, which the backend resolves.
+// The default image is the provider's release's, or the backend's DefaultImage when it knows no release.
 func kubernetesBackendConfig(m *kubernetesProviderModel) kubernetes.Config {
-	cfg := kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{}}
+	cfg := kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{}, Image: m.releaseImage}
 	for name, c := range m.Clusters {
 		cc := kubernetes.ClusterConfig{
 			ConfigPath: c.ConfigPath.ValueString(), ConfigPaths: stringList(c.ConfigPaths),

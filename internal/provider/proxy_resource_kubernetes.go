@@ -47,7 +47,7 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 		"replicas": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kubernetes.DefaultReplicas),
 			MarkdownDescription: fmt.Sprintf("Proxy pods behind the Service; changes in place. Defaults to `%d`.", kubernetes.DefaultReplicas), Validators: []validator.Int64{int64validator.Between(1, 100)}},
 		"image": schema.StringAttribute{Optional: true,
-			MarkdownDescription: "Squid image; the cluster's `image`, or `" + kubernetes.DefaultImage + "` (built by `make image`), when unset.",
+			MarkdownDescription: "Squid image; the cluster's `image` when unset. " + defaultImageDescription,
 			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
 		"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Node labels the pods must run on, such as egress nodes with known addresses.",
@@ -119,7 +119,9 @@ func kubernetesPlacementFrom(p *backend.KubernetesPlacement) kubernetesPlacement
 		Replicas: types.Int64Value(int64(p.Replicas)), Image: optionalString(p.Image), NodeSelector: mapOrNull(p.NodeSelector),
 		ServiceType: types.StringValue(p.ServiceType), NetworkPolicy: types.BoolValue(p.NetworkPolicy),
 	}
-	if p.Image == kubernetes.DefaultImage {
+	// The image some provider version defaulted to reads as none: a proxy made with an earlier release's
+	// default image imports as a configuration that names no image, like the proxies that release made.
+	if kubernetes.IsDefaultImage(p.Image) {
 		e.Image = types.StringNull()
 	}
 	for _, t := range p.Tolerations {

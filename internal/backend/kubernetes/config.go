@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/rest"
@@ -19,6 +22,7 @@ type Config struct {
 	// Empty means one cluster named DefaultClusterName from the kubeconfig the environment names.
 	Clusters map[string]ClusterConfig
 	// Image is the default proxy image for every cluster that does not set its own; empty means DefaultImage.
+	// The provider sets it to ReleaseImage of its version.
 	Image string
 }
 
@@ -58,9 +62,15 @@ type ExecConfig struct {
 // Built-in defaults.
 const (
 	DefaultClusterName = "default"
-	// DefaultImage is the Squid image `make image` builds from Debian's squid-openssl package (see README). Without a
-	// registry host it reads as docker.io/egress-proxies/squid, the name the archive is imported under.
-	DefaultImage = "egress-proxies/squid:debian12"
+	// ImageRepository is where each release publishes the proxy image, scripts/build-k8s-image.sh's image of
+	// Debian's squid-openssl package for amd64 and arm64, tagged with the provider's version without its "v"
+	// (.github/workflows/release.yml): a release's proxies run ReleaseImage(version).
+	ImageRepository = "ghcr.io/egress-proxies/squid"
+	// DefaultImage is the image of a provider that knows no release it was built from (see ReleaseImage): the
+	// image `make k8s-image` builds from the same tree, under the local name it is imported as. No registry
+	// serves that name: a cluster has it only where it was imported (the test cluster), elsewhere a proxy
+	// needs `image` (the tree's image pushed to a registry, or a release's).
+	DefaultImage = "localhost/egress-proxies/squid:dev"
 	// DefaultReplicas is how many proxy pods run unless the placement says otherwise.
 	DefaultReplicas = 1
 	// DefaultServiceType exposes the proxy inside the cluster only.
@@ -71,6 +81,64 @@ const (
 	// kubeConfigPathEnv is the HashiCorp provider's variable; KUBECONFIG is kubectl's, a list of paths.
 	kubeConfigPathEnv = "KUBE_CONFIG_PATH"
 )
+
+// releaseVersion is a release's version as the release build sets it (the tag without its "v"; the "v" is
+// accepted too), pre-releases included. Build metadata (+...) is not: it cannot be part of an image tag.
+var releaseVersion = regexp.MustCompile(`^v?([0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.-]+)?)$`)
+
+// pseudoVersion is the version Go records for a build between releases: vX.Y.(Z+1)-0.TIME-COMMIT after vX.Y.Z,
+// vX.Y.Z-PRE.0.TIME-COMMIT after vX.Y.Z-PRE, and vX.0.0-TIME-COMMIT when no release precedes it.
+var pseudoVersion = regexp.MustCompile(`^v([0-9]+\.[0-9]+\.)([0-9]+)-(?:(.+)\.0\.|(0\.))?[0-9]{14}-[0-9a-f]{12}$`)
+
+// ReleaseImage is the image of the release a provider of this version belongs to, or "" when it knows none
+// (then DefaultImage applies). version is main.version, which the release's link flags set: a release
+// ("0.3.0", "0.3.0-rc.1") runs the image published with it. A build without those flags ("dev", or "") runs
+// the image of the release Go recorded it was built from: `go install ...@v0.3.0` records v0.3.0, and `go
+// build` in a clone (unless -buildvcs=false) the nearest tag below it as a pseudo-version, a build after
+// v0.3.0. Its proxy configuration is then that release's or a later commit's, which the release's Squid runs.
+// A build that recorded no release (no tag yet, a test binary, "test") gets "": not a guess at a tag that may
+// not exist, but DefaultImage, the image built from its own tree, which a cluster has only if it was given it.
+func ReleaseImage(version string) string {
+	if version == "" || version == "dev" {
+		if info, ok := debug.ReadBuildInfo(); ok {
+			return releaseImageOf(info.Main.Version)
+		}
+		return ""
+	}
+	return releaseImageOf(version)
+}
+
+// releaseImageOf maps a version (a release's or one Go recorded) to its release's image.
+func releaseImageOf(version string) string {
+	// A build of a modified tree: its base is still the recorded version.
+	version = strings.TrimSuffix(version, "+dirty")
+	// First: a pseudo-version has a release version's shape too.
+	m := pseudoVersion.FindStringSubmatch(version)
+	if m == nil {
+		if r := releaseVersion.FindStringSubmatch(version); r != nil {
+			return ImageRepository + ":" + r[1]
+		}
+		return ""
+	}
+	switch {
+	case m[3] != "": // after a pre-release: its version is all there
+		return ImageRepository + ":" + m[1] + m[2] + "-" + m[3]
+	case m[4] == "": // vX.0.0-TIME-COMMIT: no release before it
+		return ""
+	}
+	patch, err := strconv.Atoi(m[2])
+	if err != nil || patch == 0 { // vX.Y.0-0.TIME-COMMIT follows no release Go can name
+		return ""
+	}
+	return ImageRepository + ":" + m[1] + strconv.Itoa(patch-1)
+}
+
+// IsDefaultImage tells whether image is one a provider defaults to: DefaultImage or a tag of ImageRepository.
+// A proxy made by an earlier provider version with its default image has its release's tag.
+func IsDefaultImage(image string) bool {
+	tag, ok := strings.CutPrefix(image, ImageRepository+":")
+	return image == DefaultImage || ok && imageTagRE.MatchString(tag)
+}
 
 // ServiceTypes are the accepted Service types, for validators and documentation.
 var ServiceTypes = []string{"ClusterIP", "NodePort", "LoadBalancer"}
