@@ -8,8 +8,8 @@
 #   3. renames the schema's key from the provider's full address to `egress`, which is what tfplugindocs looks up;
 #   4. adds the list resource and action schemas, which OpenTofu leaves out, read from the provider in-process over
 #      protocol 6 (internal/cmd/protocol-schema);
-#   5. validates every example under examples/ against that schema with `tofu validate`, except those OpenTofu
-#      cannot read (actions, list resources);
+#   5. validates every example under examples/ with `tofu validate` (scripts/validate-examples.sh; `make test`
+#      runs it with Terraform too, which also reads the action and list resource examples);
 #   6. runs `tfplugindocs generate --providers-schema`.
 #
 # Usage:
@@ -95,49 +95,8 @@ fi
 step "adding the list resource and action schemas from the provider"
 (cd "$root" && go run ./internal/cmd/protocol-schema -provider egress) <"$tmp/schema-rekeyed.json" >"$tmp/schema.json"
 
-# validate_example NAME FILE...: validates the files as one root module against the schema.
-validate_example() {
-  local name=$1 dir
-  shift
-  dir="$tmp/validate/$name"
-  mkdir -p "$dir"
-  cp "$@" "$dir/"
-  if ! grep -q required_providers "$@"; then
-    echo "$requirement" >"$dir/zz_required_providers.tf"
-  fi
-  if ! "$tofu" -chdir="$dir" validate -no-color >"$dir.log" 2>&1; then
-    echo "generate-docs: example $name is not valid against the provider's schema:" >&2
-    # Past the dev_overrides warning, which tofu prints first.
-    if grep -q '^Error' "$dir.log"; then sed -n '/^Error/,$p' "$dir.log" >&2; else cat "$dir.log" >&2; fi
-    return 1
-  fi
-}
-
 step "validating the examples"
-failed=0
-n=0
-while IFS= read -r file; do
-  rel=${file#"$root/examples/"}
-  base=$(basename "$file")
-  files=("$file")
-  case "$rel" in
-    actions/*)
-      # OpenTofu 1.12 has no actions and rejects `action` blocks, so action examples cannot be validated here;
-      # list resource examples (*.tfquery.hcl) are not *.tf and are left out by the find below for the same reason.
-      continue
-      ;;
-  esac
-  case "$base" in
-    import*.tf)
-      # Import blocks need the resource they import into: the directory's resource.tf declares it.
-      files+=("$(dirname "$file")/resource.tf")
-      ;;
-  esac
-  validate_example "${rel//\//_}" "${files[@]}" || failed=1
-  n=$((n + 1))
-done < <(find "$root/examples" -name '*.tf' | LC_ALL=C sort)
-[ "$failed" = 0 ] || exit 1
-step "$n example files valid"
+"$root/scripts/validate-examples.sh" --partial "$tofu"
 
 if [ "$mode" = check ]; then
   site="$tmp/site"
