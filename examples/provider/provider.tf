@@ -25,5 +25,11 @@ provider "egress" {
         uri = "qemu:///system"
       }
     }
+    # The image the proxies' root disks overlay, a volume in the host's default pool, for the proxies that set
+    # neither their own base_volume nor image_url: a cloud image uploaded once, for example with
+    #   virsh vol-create-as default debian-12-genericcloud-amd64.qcow2 2G --format qcow2
+    #   virsh vol-upload --pool default debian-12-genericcloud-amd64.qcow2 ./debian-12-genericcloud-amd64.qcow2
+    # A proxy can instead name an image the provider downloads itself (kvm.image_url and kvm.image_sha256).
+    base_volume = "debian-12-genericcloud-amd64.qcow2"
   }
 }

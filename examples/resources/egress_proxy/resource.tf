@@ -1,10 +1,18 @@
 # A proxy on a libvirt host that lets the build network reach the package mirrors
-# of example.com and one exact API host, over HTTPS only.
+# of example.com and one exact API host, over HTTPS only. Its image is a Debian cloud
+# image the provider downloads once into the host's pool and checks against its SHA-256.
+variable "debian_image_sha256" {
+  type        = string
+  description = "SHA-256 of the image below: `curl -sL <url> | sha256sum`, once."
+}
+
 resource "egress_proxy" "example" {
   kvm = {
-    host       = "local" # a key of the provider's kvm.hosts
-    vcpus      = 1
-    memory_mib = 512
+    host         = "local" # a key of the provider's kvm.hosts
+    vcpus        = 1
+    memory_mib   = 512
+    image_url    = "https://cloud.debian.org/images/cloud/bookworm/latest/debian-12-genericcloud-amd64.qcow2"
+    image_sha256 = var.debian_image_sha256
   }
 
   allowed_client_cidrs = ["10.20.0.0/16"]
@@ -32,6 +40,7 @@ variable "proxy_password" {
   ephemeral = true
 }
 
+# Its image is the provider's kvm.base_volume.
 resource "egress_proxy" "authenticated" {
   kvm = {}
 
