@@ -204,14 +204,22 @@ func TestWaitAppliedGivesUpAtTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	// The next poll is due long after the deadline, so the wait must give up at once with what it last saw
+	// rather than sleep into the deadline. The deadline itself is far enough that the requests before the wait
+	// (get, setMetadata) meet it on any machine: the test takes no time on any machine either.
+	b.guestPollInitial, b.guestPollMax = time.Hour, time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
+	start := time.Now()
 	next := spec.Proxy
 	next.AllowedDestinations = []string{".example.org"}
 	_, err = b.Reconfigure(ctx, inst.ID, next)
 	var gaveUp *backend.GaveUpError
 	if !errors.As(err, &gaveUp) || backend.ClassOf(err) != backend.ClassTransient || !strings.Contains(err.Error(), "has not reported") {
 		t.Fatalf("Reconfigure of a silent VM = %v, want it to give up, Transient, saying the guest has not reported", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Minute {
+		t.Errorf("Reconfigure returned after %v: it slept towards the deadline instead of giving up when the next poll could not come before it", waited)
 	}
 	if !strings.Contains(backend.AdviceOf(err), "disableGuestAttributesAccess") {
 		t.Errorf("advice %q does not name the policy that silences guest attributes", backend.AdviceOf(err))
