@@ -33,13 +33,16 @@ import (
 )
 
 // egressAddressDescription says what each backend reports: a user copies it into a partner's allow-list, so it
-// is the address destinations see or null, and the one case where the backend cannot tell (kvm behind a NAT
-// network) is named.
+// is the address destinations see or null, and every case where the backend cannot tell is named.
 const egressAddressDescription = "The source address destinations see on the proxy's outbound connections, for a partner's " +
 	"allow-list; null where the backend cannot know it. " +
 	"`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`). " +
-	"`kvm`: the guest's address on its libvirt network, the same as `internal_address` (null with `user_net`); destinations " +
-	"see it on a bridged or routed network, but the host's address behind a NAT network such as libvirt's `default`. " +
+	"`kvm`: the guest's own address (the same as `internal_address`) on a host `bridge` and on a libvirt network whose " +
+	"`<forward>` mode is `route`, `open`, `bridge`, `passthrough`, `private`, `vepa` or `hostdev`. Null on a `nat` network " +
+	"such as libvirt's `default` (destinations see one of the host's addresses, chosen by its routes), unless the network " +
+	"pins its NAT to one address (`<nat><address start='X' end='X'/>`), which is then reported; null with `user_net` (the " +
+	"host's address too), on an isolated network (no `<forward>`: the guest reaches nothing outside) and until the guest " +
+	"has an address. The network's forward mode is read once per provider run: a change to it shows from the next plan. " +
 	"`kubernetes`: the public address of the node the proxy's pods run on: the node's `ExternalIP`, or an `InternalIP` that is " +
 	"a public address. Null when the nodes have only private addresses (traffic then leaves through the cluster's NAT or egress " +
 	"gateway, whose address its operator knows), when the pods run on nodes with different addresses, or when the credentials " +

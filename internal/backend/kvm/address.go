@@ -10,7 +10,8 @@ import (
 
 // addressFromHost fills inst's address from what the host knows, in the order the interface allows: the
 // fixed IP (already set from the metadata), the libvirt network's DHCP leases, the guest agent. It is best
-// effort: a guest that has not booted far enough simply has no address yet.
+// effort: a guest that has not booted far enough simply has no address yet. The guest's address is where
+// clients reach it, not necessarily what destinations see: egressAddress decides that (network_mode.go).
 func addressFromHost(l api, dom libvirt.Domain, m metadata, inst *backend.Instance) {
 	p := m.Placement
 	switch {
@@ -24,12 +25,12 @@ func addressFromHost(l api, dom libvirt.Domain, m metadata, inst *backend.Instan
 		return
 	case p.Network != "":
 		if ip := leaseAddress(l, p.Network, p.MAC); ip != "" {
-			inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = ip, ip, ip
+			inst.InternalAddress, inst.IngressAddress = ip, ip
 			return
 		}
 	}
 	if ip := agentAddress(l, dom, p.MAC); ip != "" {
-		inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = ip, ip, ip
+		inst.InternalAddress, inst.IngressAddress = ip, ip
 	}
 }
 

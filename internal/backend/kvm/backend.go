@@ -30,6 +30,8 @@ type Backend struct {
 	downloadIdle time.Duration
 	// readiness checks the proxy answers (see ready.go); tests point it elsewhere.
 	readiness readiness
+	// networks remembers what each libvirt network does to its guests' source address (see network_mode.go).
+	networks networkEgresses
 }
 
 var (
@@ -108,7 +110,10 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 			addressFromHost(l, dom, m, &inst)
 			inst.Reconfigurable = reconfigurable(l, dom)
 		}
-		return nil
+		// Not best effort like the address: a network that cannot be read would turn a known egress address
+		// into null, a change the next plan would show and an update's apply would report as inconsistent.
+		inst.EgressAddress, err = b.egressAddress(l, id.Target, m.Placement, inst.InternalAddress)
+		return err
 	})
 	if err != nil {
 		// inst is fn's, which may still run when c.do gave up on it (see conn.do): only a nil error says it ended.

@@ -100,11 +100,17 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return inst, classify(object, err)
 		}
 	}
-	// As Get reports it (agent.go): the state Create returns is what the next plan decides from.
-	// Best effort: false until the next read. Copied only when fn ended: see Get.
+	// As Get reports them (agent.go, network_mode.go): the state Create returns is what the next plan decides
+	// from. Best effort: false and no egress address until the next read. Copied only when fn ended: see Get.
 	var can bool
-	if err := c.do(ctx, func(l api) error { can = reconfigurable(l, dom); return nil }); err == nil {
-		inst.Reconfigurable = can
+	var egress string
+	guest := inst.InternalAddress
+	if err := c.do(ctx, func(l api) error {
+		can = reconfigurable(l, dom)
+		egress, _ = b.egressAddress(l, p.Host, m.Placement, guest)
+		return nil
+	}); err == nil {
+		inst.Reconfigurable, inst.EgressAddress = can, egress
 	}
 	return inst, nil
 }

@@ -53,6 +53,9 @@ type fakeHost struct {
 	startsWedged int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
+	// guestIfaces are the interfaces the guest agent reports, by domain name: how a guest on a host bridge,
+	// where libvirt has no DHCP leases, makes its address known. Without an entry, no agent answers.
+	guestIfaces map[string][]libvirt.DomainInterface
 }
 
 type fakeDomain struct {
@@ -79,8 +82,11 @@ type fakeVol struct {
 type fakeNetwork struct {
 	net    libvirt.Network
 	active bool
-	hosts  []libvirtxml.NetworkDHCPHost
-	leases []libvirt.NetworkDhcpLease
+	// forward is the network's <forward> element, nil for an isolated network. newFakeHost's "net" is NAT, as
+	// libvirt's default network is.
+	forward *libvirtxml.NetworkForward
+	hosts   []libvirtxml.NetworkDHCPHost
+	leases  []libvirt.NetworkDhcpLease
 }
 
 func newFakeHost() *fakeHost {
@@ -94,7 +100,7 @@ func newFakeHost() *fakeHost {
 		vol: libvirt.StorageVol{Pool: "pool", Name: "base.qcow2", Key: "/pool/base.qcow2"},
 		xml: `<volume><name>base.qcow2</name><capacity unit="bytes">1073741824</capacity><target><path>/pool/base.qcow2</path><format type="qcow2"/></target></volume>`,
 	}
-	f.networks["net"] = &fakeNetwork{net: libvirt.Network{Name: "net"}, active: true}
+	f.networks["net"] = &fakeNetwork{net: libvirt.Network{Name: "net"}, active: true, forward: &libvirtxml.NetworkForward{Mode: "nat"}}
 	return f
 }
 
@@ -292,7 +298,12 @@ func (f *fakeHost) DomainUndefineFlags(dom libvirt.Domain, _ libvirt.DomainUndef
 	return nil
 }
 
-func (f *fakeHost) DomainInterfaceAddresses(libvirt.Domain, uint32, uint32) ([]libvirt.DomainInterface, error) {
+func (f *fakeHost) DomainInterfaceAddresses(dom libvirt.Domain, _ uint32, _ uint32) ([]libvirt.DomainInterface, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ifaces, ok := f.guestIfaces[dom.Name]; ok {
+		return ifaces, nil
+	}
 	return nil, lvErr(libvirt.ErrAgentUnresponsive, "Guest agent is not responding: QEMU guest agent is not connected")
 }
 
@@ -480,7 +491,10 @@ func (f *fakeHost) NetworkIsActive(n libvirt.Network) (int32, error) {
 func (f *fakeHost) NetworkGetXMLDesc(n libvirt.Network, _ uint32) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	nx := libvirtxml.Network{Name: n.Name, IPs: []libvirtxml.NetworkIP{{
+	if err := f.hook("NetworkGetXMLDesc"); err != nil {
+		return "", err
+	}
+	nx := libvirtxml.Network{Name: n.Name, Forward: f.networks[n.Name].forward, IPs: []libvirtxml.NetworkIP{{
 		Address: "198.18.0.1", Netmask: "255.255.255.0",
 		DHCP: &libvirtxml.NetworkDHCP{Hosts: f.networks[n.Name].hosts},
 	}}}

@@ -171,9 +171,11 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 	if m.Proxy.AuthUser != "" {
 		inst.Proxy.Auth = &proxyconf.BasicAuth{Username: m.Proxy.AuthUser}
 	}
+	// EgressAddress depends on the libvirt network's forward mode, which the metadata does not hold: Get sets
+	// it (network_mode.go).
 	switch {
 	case p.IP != "":
-		inst.InternalAddress, inst.EgressAddress, inst.IngressAddress = p.IP, p.IP, p.IP
+		inst.InternalAddress, inst.IngressAddress = p.IP, p.IP
 	case p.UserNet:
 		// Known before the guest boots, like a fixed IP: the host's forwarded port, which is also where clients
 		// connect (the guest has no address of its own outside QEMU).

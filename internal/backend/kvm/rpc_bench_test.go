@@ -13,7 +13,9 @@ import (
 //
 // The per-domain metadata read in ListByTag is what libvirt forces: no call returns several domains'
 // metadata. Everything else is constant per host. Get is 7 for a running proxy whose address must be
-// discovered (lease, then guest agent) and whose agent is pinged (Reconfigurable), 4 with a fixed IP.
+// discovered (lease, then guest agent) and whose agent is pinged (Reconfigurable), 4 with a fixed IP, plus
+// the network's XML the first time a process reads a proxy on that network (egressAddress: its forward mode
+// decides whether destinations see the guest's address), which later Gets take from the Backend's cache.
 // Create ends with the same ping, and looks its libvirt network up before it makes anything, so that a
 // missing one is refused with nothing left behind.
 func TestRPCCallCounts(t *testing.T) {
