@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -17,7 +15,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	"golang.org/x/sys/unix"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // k8sLoadBalancerIP is the ingress address the test's load balancer stand-in gives the proxy's Service: a
@@ -36,33 +35,13 @@ type k8sOriginServer struct {
 // there, and answers every request with 200 until the test ends.
 func k8sServeOrigin(t *testing.T, netns, address string) *k8sOriginServer {
 	t.Helper()
-	type result struct {
-		l   net.Listener
-		err error
+	l, err := testutil.ListenInNetns(netns, "tcp", address)
+	if err != nil {
+		t.Fatalf("listening on %s in namespace %s: %v", address, netns, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, not reused elsewhere
-		f, err := os.Open("/run/netns/" + netns)
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer func() { _ = f.Close() }() // read only: needed just to enter the namespace
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		l, err := net.Listen("tcp", address)
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listening on %s in namespace %s: %v", address, netns, r.err)
-	}
-	addr, ok := r.l.Addr().(*net.TCPAddr)
+	addr, ok := l.Addr().(*net.TCPAddr)
 	if !ok {
-		t.Fatalf("listener address %v is not TCP", r.l.Addr())
+		t.Fatalf("listener address %v is not TCP", l.Addr())
 	}
 	o := &k8sOriginServer{port: addr.Port, seen: map[string][]string{}}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -72,7 +51,7 @@ func k8sServeOrigin(t *testing.T, netns, address string) *k8sOriginServer {
 		o.mu.Unlock()
 		_, _ = fmt.Fprintln(w, host) // a failed write shows in the client's status
 	})}
-	go func() { _ = srv.Serve(r.l) }() // ends with Close below
+	go func() { _ = srv.Serve(l) }() // ends with Close below
 	t.Cleanup(func() { _ = srv.Close() })
 	return o
 }
@@ -137,27 +116,22 @@ resource "egress_proxy" "addr" {
 		}
 		return nil
 	}
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { k8sAccPreCheck(t) },
-		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy:             k8sCheckNothingLabelled(env, owner),
-		Steps: []resource.TestStep{
-			{
-				Config: config,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("egress_proxy.addr", tfjsonpath.New("ingress_address"), knownvalue.StringExact(k8sLoadBalancerIP)),
-					// The test cluster's node has only a private address: what destinations elsewhere would see
-					// is a NAT's, which the cluster does not name.
-					statecheck.ExpectKnownValue("egress_proxy.addr", tfjsonpath.New("egress_address"), knownvalue.Null()),
-				},
-				Check: checkAddresses,
+	resource.Test(t, k8sAccTestCase(t, env, owner,
+		resource.TestStep{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("egress_proxy.addr", tfjsonpath.New("ingress_address"), knownvalue.StringExact(k8sLoadBalancerIP)),
+				// The test cluster's node has only a private address: what destinations elsewhere would see
+				// is a NAT's, which the cluster does not name.
+				statecheck.ExpectKnownValue("egress_proxy.addr", tfjsonpath.New("egress_address"), knownvalue.Null()),
 			},
-			{
-				Config:   config,
-				PlanOnly: true, // the refresh reads the same addresses: an empty plan
-			},
+			Check: checkAddresses,
 		},
-	})
+		resource.TestStep{
+			Config:   config,
+			PlanOnly: true, // the refresh reads the same addresses: an empty plan
+		},
+	))
 }
 
 // Credentials with every right in one namespace and none on the cluster's Nodes (the usual namespace Role)
@@ -168,36 +142,22 @@ func TestAccProxyKubernetes_namespaceRightsOnly(t *testing.T) {
 	owner := "acc-" + uuid.NewString()[:8]
 	ns := env.cluster.Namespace(t, "egress-nsonly")
 	creds := env.cluster.NamespaceAdminToken(t, ns, "ns-admin")
-	config := fmt.Sprintf(`
-provider "egress" {
-  owner = %q
-  kubernetes = { clusters = { test = {
-    host                   = %q
-    token                  = %q
-    cluster_ca_certificate = %q
-  } } }
-}
-
+	config := k8sTokenProviderBlock(owner, creds) + fmt.Sprintf(`
 resource "egress_proxy" "ns" {
   kubernetes           = { cluster = "test", namespace = %q }
   allowed_client_cidrs = ["10.244.0.0/16"]
   allowed_destinations = [%q]
 }
-`, owner, creds.Host, creds.Token, creds.CA, ns, k8sOrigin)
-	resource.ParallelTest(t, resource.TestCase{
-		PreCheck:                 func() { k8sAccPreCheck(t) },
-		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy:             k8sCheckNothingLabelled(env, owner),
-		Steps: []resource.TestStep{
-			{
-				Config: config,
-				ConfigStateChecks: []statecheck.StateCheck{
-					statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
-					statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("egress_address"), knownvalue.Null()),
-					statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("ingress_address"), knownvalue.Null()),
-				},
+`, ns, k8sOrigin)
+	resource.ParallelTest(t, k8sAccTestCase(t, env, owner,
+		resource.TestStep{
+			Config: config,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+				statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("egress_address"), knownvalue.Null()),
+				statecheck.ExpectKnownValue("egress_proxy.ns", tfjsonpath.New("ingress_address"), knownvalue.Null()),
 			},
-			{Config: config, PlanOnly: true},
 		},
-	})
+		resource.TestStep{Config: config, PlanOnly: true},
+	))
 }

@@ -55,17 +55,13 @@ func TestAccProxyKubernetes_imageFromRegistry(t *testing.T) {
 	ref := k8sRegistry + "/egress/squid:" + tag
 	index := pushImage(t, env.netns, bin, ref, archive, "org.opencontainers.image.version="+tag)
 	owner := "acc-" + uuid.NewString()[:8]
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { k8sAccPreCheck(t) },
-		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy:             k8sCheckNothingLabelled(env, owner),
-		Steps: []resource.TestStep{{
-			PreConfig: func() {
-				if pulled := registry.requests("containerd/"); len(pulled) > 0 {
-					t.Fatalf("containerd fetched from the registry before any proxy named the image: %v", pulled)
-				}
-			},
-			Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+	resource.Test(t, k8sAccTestCase(t, env, owner, resource.TestStep{
+		PreConfig: func() {
+			if pulled := registry.requests("containerd/"); len(pulled) > 0 {
+				t.Fatalf("containerd fetched from the registry before any proxy named the image: %v", pulled)
+			}
+		},
+		Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
 resource "egress_proxy" "pulled" {
   kubernetes            = { cluster = "test", namespace = "default", image = %q }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]
@@ -73,19 +69,18 @@ resource "egress_proxy" "pulled" {
   allowed_private_cidrs = [%q]
 }
 `, ref, k8sOrigin, k8sOriginCIDR),
-			ConfigStateChecks: []statecheck.StateCheck{
-				statecheck.ExpectKnownValue("egress_proxy.pulled", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
-				statecheck.ExpectKnownValue("egress_proxy.pulled", tfjsonpath.New("kubernetes").AtMapKey("image"), knownvalue.StringExact(ref)),
-			},
-			Check: resource.ComposeTestCheckFunc(
-				registry.checkPulled("egress/squid", tag, index),
-				k8sCheckServes(t, env, "pulled", nil,
-					k8sRequest{url: "http://" + k8sOrigin + "/", status: "200"},
-					k8sRequest{url: "http://" + k8sOther + "/", status: "403"},
-				),
+		ConfigStateChecks: []statecheck.StateCheck{
+			statecheck.ExpectKnownValue("egress_proxy.pulled", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+			statecheck.ExpectKnownValue("egress_proxy.pulled", tfjsonpath.New("kubernetes").AtMapKey("image"), knownvalue.StringExact(ref)),
+		},
+		Check: resource.ComposeTestCheckFunc(
+			registry.checkPulled("egress/squid", tag, index),
+			k8sCheckServes(t, env, "pulled", nil,
+				k8sRequest{url: "http://" + k8sOrigin + "/", status: "200"},
+				k8sRequest{url: "http://" + k8sOther + "/", status: "403"},
 			),
-		}},
-	})
+		),
+	}))
 }
 
 // buildOCIImageTools builds tools/ociimage's pushimage and registry (a module of their own: the provider

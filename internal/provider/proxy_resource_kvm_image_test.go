@@ -1,9 +1,8 @@
 package provider
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // imageVolumes lists the shared image volumes in the test pool.
@@ -41,17 +41,58 @@ func imageVolumes(t *testing.T, uri string) []string {
 	return names
 }
 
+// checkProxiesShareNewImageVolume is the check of a step that creates egress_proxy.a and egress_proxy.b from
+// one image: exactly one image volume named with prefix was added to the pool since before, and both proxies
+// run on it. The volume is kept in *volume for the test's last check, and deleted when the test ends: image
+// volumes belong to no proxy, so the provider never deletes them.
+func checkProxiesShareNewImageVolume(t *testing.T, uri string, before []string, prefix string, volume *string) resource.TestCheckFunc {
+	t.Cleanup(func() {
+		if *volume != "" {
+			_ = exec.Command("virsh", "-q", "-c", uri, "vol-delete", "--pool", "egress-test", *volume).Run()
+		}
+	})
+	return func(s *terraform.State) error {
+		var added []string
+		for _, v := range imageVolumes(t, uri) {
+			if !slices.Contains(before, v) {
+				added = append(added, v)
+			}
+		}
+		if len(added) != 1 || !strings.HasPrefix(added[0], prefix) {
+			return fmt.Errorf("image volumes added: %v, want exactly one named %s...", added, prefix)
+		}
+		*volume = added[0]
+		a := s.RootModule().Resources["egress_proxy.a"].Primary.Attributes
+		b := s.RootModule().Resources["egress_proxy.b"].Primary.Attributes
+		if a["kvm.base_volume"] != *volume || b["kvm.base_volume"] != *volume || a["state"] != "Running" || b["state"] != "Running" {
+			return fmt.Errorf("a: %s %s, b: %s %s; want both running on %s", a["kvm.base_volume"], a["state"], b["kvm.base_volume"], b["state"], *volume)
+		}
+		return nil
+	}
+}
+
+// importRecordsImageInPlace is the step that imports egress_proxy.a, a proxy running on an image volume, and
+// must plan no replacement but an update in place that records the kvm attributes the import could not know
+// (each named with the configuration's value): what names the image, not how it was found, decides.
+func importRecordsImageInPlace(kvm map[string]string) resource.TestStep {
+	checks := []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate)}
+	for _, attr := range slices.Sorted(maps.Keys(kvm)) {
+		checks = append(checks, plancheck.ExpectKnownValue("egress_proxy.a", tfjsonpath.New("kvm").AtMapKey(attr), knownvalue.StringExact(kvm[attr])))
+	}
+	return resource.TestStep{
+		ResourceName:       "egress_proxy.a",
+		ImportState:        true,
+		ImportStateKind:    resource.ImportBlockWithID,
+		ExpectNonEmptyPlan: true,
+		ImportPlanChecks:   resource.ImportPlanChecks{PreApply: checks},
+	}
+}
+
 // Two proxies created in parallel from one image file share a single uploaded volume.
 func TestAccProxyKVM_parallelProxiesShareOneImageUpload(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	// A fresh image (unique content, so a volume from an earlier run cannot stand in for the upload).
-	image := filepath.Join(t.TempDir(), "image.qcow2")
-	if out, err := exec.Command("qemu-img", "create", "-f", "qcow2", "-o", "cluster_size=65536", image, "64M").CombinedOutput(); err != nil {
-		t.Fatalf("qemu-img: %v\n%s", err, out)
-	}
-	if out, err := exec.Command("qemu-io", "-c", "write -P 0x5a 0 64k", "-c", "write -P 0x"+uuid.NewString()[:2]+" 64k 64k", image).CombinedOutput(); err != nil {
-		t.Fatalf("qemu-io: %v\n%s", err, out)
-	}
+	image := uniqueQCOW2(t)
 	before := imageVolumes(t, uri)
 	owner := "acc-" + uuid.NewString()[:8]
 	proxy := func(name string) string {
@@ -63,48 +104,19 @@ resource "egress_proxy" %q {
 `, name, image)
 	}
 	var uploaded string
-	t.Cleanup(func() {
-		if uploaded != "" {
-			_ = exec.Command("virsh", "-q", "-c", uri, "vol-delete", "--pool", "egress-test", uploaded).Run()
-		}
-	})
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
-		Steps: []resource.TestStep{{
-			// OpenTofu creates independent resources in parallel.
-			Config: kvmProviderBlock(owner, uri) + proxy("a") + proxy("b"),
-			Check: func(s *terraform.State) error {
-				after := imageVolumes(t, uri)
-				var added []string
-				for _, v := range after {
-					if !slices.Contains(before, v) {
-						added = append(added, v)
-					}
-				}
-				if len(added) != 1 {
-					return fmt.Errorf("image volumes added: %v, want exactly one", added)
-				}
-				uploaded = added[0]
-				a := s.RootModule().Resources["egress_proxy.a"].Primary.Attributes
-				b := s.RootModule().Resources["egress_proxy.b"].Primary.Attributes
-				if a["kvm.base_volume"] != uploaded || b["kvm.base_volume"] != uploaded || a["state"] != "Running" || b["state"] != "Running" {
-					return fmt.Errorf("a: %s %s, b: %s %s; want both running on %s", a["kvm.base_volume"], a["state"], b["kvm.base_volume"], b["state"], uploaded)
-				}
-				return nil
+		Steps: []resource.TestStep{
+			{
+				// OpenTofu creates independent resources in parallel.
+				Config: kvmProviderBlock(owner, uri) + proxy("a") + proxy("b"),
+				Check:  checkProxiesShareNewImageVolume(t, uri, before, "egress-image-", &uploaded),
 			},
-		}, {
 			// The import cannot know the local path; the configured file's content names the volume the proxy
 			// already runs on, so the import plans no replacement: only image_file is recorded, in place.
-			ResourceName:       "egress_proxy.a",
-			ImportState:        true,
-			ImportStateKind:    resource.ImportBlockWithID,
-			ExpectNonEmptyPlan: true,
-			ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate),
-				plancheck.ExpectKnownValue("egress_proxy.a", tfjsonpath.New("kvm").AtMapKey("image_file"), knownvalue.StringExact(image)),
-			}},
-		}},
+			importRecordsImageInPlace(map[string]string{"image_file": image}),
+		},
 	})
 	if !slices.Contains(imageVolumes(t, uri), uploaded) {
 		t.Errorf("destroying the proxies deleted the shared image volume %s", uploaded)
@@ -122,16 +134,6 @@ func imageURLServer(t *testing.T, path string) (*httptest.Server, *atomic.Int32)
 	}))
 	t.Cleanup(srv.Close)
 	return srv, &gets
-}
-
-func fileSHA256(t *testing.T, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 // uniqueQCOW2 is a small qcow2 image of content no earlier run had, so its volume is this test's alone. It
@@ -154,7 +156,7 @@ func uniqueQCOW2(t *testing.T) string {
 func TestAccProxyKVM_imageURLDownloadedOnce(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	image := uniqueQCOW2(t)
-	sum := fileSHA256(t, image)
+	sum := testutil.FileSHA256(t, image)
 	srv, gets := imageURLServer(t, image)
 	before := imageVolumes(t, uri)
 	owner := "acc-" + uuid.NewString()[:8]
@@ -167,11 +169,6 @@ resource "egress_proxy" %q {
 `, name, srv.URL+path, sum)
 	}
 	var downloaded string
-	t.Cleanup(func() {
-		if downloaded != "" {
-			_ = exec.Command("virsh", "-q", "-c", uri, "vol-delete", "--pool", "egress-test", downloaded).Run()
-		}
-	})
 	gotGets := func(want int32) resource.TestCheckFunc {
 		return func(*terraform.State) error {
 			if n := gets.Load(); n != want {
@@ -183,46 +180,24 @@ resource "egress_proxy" %q {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { kvmAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
-		Steps: []resource.TestStep{{
-			Config: kvmProviderBlock(owner, uri) + proxy("a", "/images/d.qcow2") + proxy("b", "/images/d.qcow2"),
-			Check: resource.ComposeTestCheckFunc(gotGets(1), func(s *terraform.State) error {
-				var added []string
-				for _, v := range imageVolumes(t, uri) {
-					if !slices.Contains(before, v) {
-						added = append(added, v)
-					}
-				}
-				if len(added) != 1 || !strings.HasPrefix(added[0], "egress-image-"+sum[:16]+"-") {
-					return fmt.Errorf("image volumes added: %v, want exactly one named for %s", added, sum[:16])
-				}
-				downloaded = added[0]
-				a := s.RootModule().Resources["egress_proxy.a"].Primary.Attributes
-				b := s.RootModule().Resources["egress_proxy.b"].Primary.Attributes
-				if a["kvm.base_volume"] != downloaded || b["kvm.base_volume"] != downloaded || a["state"] != "Running" || b["state"] != "Running" {
-					return fmt.Errorf("a: %s %s, b: %s %s; want both running on %s", a["kvm.base_volume"], a["state"], b["kvm.base_volume"], b["state"], downloaded)
-				}
-				return nil
-			}),
-		}, {
+		Steps: []resource.TestStep{
+			{
+				Config: kvmProviderBlock(owner, uri) + proxy("a", "/images/d.qcow2") + proxy("b", "/images/d.qcow2"),
+				Check: resource.ComposeTestCheckFunc(gotGets(1),
+					checkProxiesShareNewImageVolume(t, uri, before, "egress-image-"+sum[:16]+"-", &downloaded)),
+			},
 			// The import knows neither the URL nor the checksum; image_sha256 names the volume the proxy
 			// already runs on, so the plan records both in place.
-			ResourceName:       "egress_proxy.a",
-			ImportState:        true,
-			ImportStateKind:    resource.ImportBlockWithID,
-			ExpectNonEmptyPlan: true,
-			ImportPlanChecks: resource.ImportPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate),
-				plancheck.ExpectKnownValue("egress_proxy.a", tfjsonpath.New("kvm").AtMapKey("image_url"), knownvalue.StringExact(srv.URL+"/images/d.qcow2")),
-				plancheck.ExpectKnownValue("egress_proxy.a", tfjsonpath.New("kvm").AtMapKey("image_sha256"), knownvalue.StringExact(sum)),
-			}},
-		}, {
-			// Another copy of the same image: the proxy stays, and nothing is downloaded.
-			Config: kvmProviderBlock(owner, uri) + proxy("a", "/mirror/d.qcow2") + proxy("b", "/images/d.qcow2"),
-			ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-				plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate),
-			}},
-			Check: gotGets(1),
-		}},
+			importRecordsImageInPlace(map[string]string{"image_url": srv.URL + "/images/d.qcow2", "image_sha256": sum}),
+			{
+				// Another copy of the same image: the proxy stays, and nothing is downloaded.
+				Config: kvmProviderBlock(owner, uri) + proxy("a", "/mirror/d.qcow2") + proxy("b", "/images/d.qcow2"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.a", plancheck.ResourceActionUpdate),
+				}},
+				Check: gotGets(1),
+			},
+		},
 	})
 	if !slices.Contains(imageVolumes(t, uri), downloaded) {
 		t.Errorf("destroying the proxies deleted the shared image volume %s", downloaded)
@@ -266,8 +241,8 @@ func TestAccProxy_imageURLChanges(t *testing.T) {
 func TestAccProxyKVM_imageURLFailures(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	image := uniqueQCOW2(t)
-	sum := fileSHA256(t, image)
-	wrong := fileSHA256(t, uniqueQCOW2(t)) // another image's
+	sum := testutil.FileSHA256(t, image)
+	wrong := testutil.FileSHA256(t, uniqueQCOW2(t)) // another image's
 	data, err := os.ReadFile(image)
 	if err != nil {
 		t.Fatal(err)

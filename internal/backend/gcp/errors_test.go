@@ -134,42 +134,34 @@ func TestHealthReason(t *testing.T) {
 // fields and wording, not from anything the fake made up.
 func TestClassifyComputeEngineBodies(t *testing.T) {
 	t.Parallel()
-	body := func(code int, reason, message string) string {
-		return fmt.Sprintf(`{"error":{"code":%d,"message":%q,"errors":[{"message":%q,"domain":"global","reason":%q}]}}`, code, message, message, reason)
-	}
 	for name, tc := range map[string]struct {
-		code       int
-		body       string
-		want       backend.Class
-		onCreate   backend.Class // after missingOnCreate
-		wantObject string        // the object missingOnCreate names, when it names another
+		code            int
+		reason, message string        // the error's, as the body says them
+		want            backend.Class // of classify
+		onCreate        backend.Class // after missingOnCreate
+		wantObject      string        // the object missingOnCreate names, when it names another
 	}{
-		"instance missing": {404, body(404, "notFound", "The resource 'projects/p/zones/europe-west1-b/instances/egress-1' was not found"),
-			backend.ClassNotFound, backend.ClassPermanent, ""},
-		"zone missing on create": {404, body(404, "notFound", "The resource 'projects/p/zones/mars-1-a' was not found"),
-			backend.ClassNotFound, backend.ClassPermanent, "gcp zone mars-1-a in project p"},
+		"instance missing":       {404, "notFound", "The resource 'projects/p/zones/europe-west1-b/instances/egress-1' was not found", backend.ClassNotFound, backend.ClassPermanent, ""},
+		"zone missing on create": {404, "notFound", "The resource 'projects/p/zones/mars-1-a' was not found", backend.ClassNotFound, backend.ClassPermanent, "gcp zone mars-1-a in project p"},
 		// What getGuestAttributes answers before the guest has written anything: not yet, never "the VM is gone".
-		"guest attributes not written yet": {404, body(404, "notFound", "The resource 'egress/' of type 'Guest Attribute' was not found."),
-			backend.ClassNotFound, backend.ClassPermanent, ""},
-		"metadata changed meanwhile": {412, body(412, "conditionNotMet", "Supplied fingerprint does not match current metadata fingerprint."),
-			backend.ClassTransient, backend.ClassTransient, ""},
-		"labels changed meanwhile": {412, body(412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed"),
-			backend.ClassTransient, backend.ClassTransient, ""},
-		"address in use": {400, body(400, "resourceInUseByAnotherResource", "The address resource 'projects/p/regions/r/addresses/a' is already being used by 'projects/p/zones/z/instances/i'"),
-			backend.ClassTransient, backend.ClassTransient, ""},
-		"invalid field": {400, body(400, "invalid", "Invalid value for field 'resource.name': 'Bad'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'"),
-			backend.ClassPermanent, backend.ClassPermanent, ""},
-		"required field": {400, body(400, "required", "Required field 'resource' not specified"), backend.ClassPermanent, backend.ClassPermanent, ""},
-		"unauthenticated": {401, body(401, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential."),
-			backend.ClassPermanent, backend.ClassPermanent, ""},
-		"rate limited": {403, body(403, "rateLimitExceeded", "Rate Limit Exceeded"), backend.ClassTransient, backend.ClassTransient, ""},
-		"quota":        {403, body(403, "quotaExceeded", "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1."), backend.ClassQuota, backend.ClassQuota, ""},
-		"backend":      {503, body(503, "backendError", "Internal error. Please try again or contact Google Support."), backend.ClassTransient, backend.ClassTransient, ""},
+		"guest attributes not written yet": {404, "notFound", "The resource 'egress/' of type 'Guest Attribute' was not found.", backend.ClassNotFound, backend.ClassPermanent, ""},
+		"metadata changed meanwhile":       {412, "conditionNotMet", "Supplied fingerprint does not match current metadata fingerprint.", backend.ClassTransient, backend.ClassTransient, ""},
+		"labels changed meanwhile":         {412, "conditionNotMet", "Labels fingerprint either invalid or resource labels have changed", backend.ClassTransient, backend.ClassTransient, ""},
+		"address in use":                   {400, "resourceInUseByAnotherResource", "The address resource 'projects/p/regions/r/addresses/a' is already being used by 'projects/p/zones/z/instances/i'", backend.ClassTransient, backend.ClassTransient, ""},
+		"invalid field":                    {400, "invalid", "Invalid value for field 'resource.name': 'Bad'. Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'", backend.ClassPermanent, backend.ClassPermanent, ""},
+		"required field":                   {400, "required", "Required field 'resource' not specified", backend.ClassPermanent, backend.ClassPermanent, ""},
+		"unauthenticated":                  {401, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.", backend.ClassPermanent, backend.ClassPermanent, ""},
+		"rate limited":                     {403, "rateLimitExceeded", "Rate Limit Exceeded", backend.ClassTransient, backend.ClassTransient, ""},
+		"quota":                            {403, "quotaExceeded", "Quota 'CPUS' exceeded.  Limit: 24.0 in region us-central1.", backend.ClassQuota, backend.ClassQuota, ""},
+		"backend":                          {503, "backendError", "Internal error. Please try again or contact Google Support.", backend.ClassTransient, backend.ClassTransient, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
+			// The body Compute Engine answers with: the status again, the message, and the reason in errors[].
+			body := fmt.Sprintf(`{"error":{"code":%d,"message":%q,"errors":[{"message":%q,"domain":"global","reason":%q}]}}`,
+				tc.code, tc.message, tc.message, tc.reason)
 			resp := &http.Response{StatusCode: tc.code, Header: http.Header{"Content-Type": {"application/json; charset=UTF-8"}},
-				Body: io.NopCloser(strings.NewReader(tc.body))}
+				Body: io.NopCloser(strings.NewReader(body))}
 			err := googleapi.CheckResponse(resp)
 			if ae, ok := apierror.FromError(err); ok {
 				err = ae

@@ -8,8 +8,9 @@ import (
 )
 
 // The default image follows the provider's version: a release's own tag, the release a development build
-// was recorded as built from or after, and otherwise nothing, so DefaultImage applies.
-func TestReleaseImageOf(t *testing.T) {
+// was recorded as built from or after, and otherwise nothing, so DefaultImage applies. ReleaseImage names the
+// same image for every version: "dev" and "" send it to what Go recorded, which in a test binary is no release.
+func TestReleaseImage(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		version, want string
@@ -26,44 +27,24 @@ func TestReleaseImageOf(t *testing.T) {
 		"patch zero without a base":         {"v1.2.0-0.20260101120000-0123456789ab", ""},
 		"go's marker for an unknown build":  {"(devel)", ""},
 		"nothing recorded":                  {"", ""},
+		"main.go's version, unset":          {"dev", ""},
 		"the tests' version":                {"test", ""},
 		"build metadata, no image tag form": {"0.3.0+build.5", ""},
 		"not a version":                     {"latest", ""},
+		"not a semver":                      {"snapshot", ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if got := releaseImageOf(tc.version); got != tc.want {
-				t.Errorf("releaseImageOf(%q) = %q, want %q", tc.version, got, tc.want)
+			got, released := releaseImageOf(tc.version), ReleaseImage(tc.version)
+			if got != tc.want || released != tc.want {
+				t.Errorf("releaseImageOf(%q) = %q, ReleaseImage = %q; want %q", tc.version, got, released, tc.want)
 			}
 			if tc.want == "" {
 				return
 			}
 			if err := ValidateImage(tc.want); err != nil {
 				t.Errorf("the image of %q is no reference a kubelet takes: %v", tc.version, err)
-			}
-		})
-	}
-}
-
-// A release's version names its image whatever the binary recorded; "dev" and "" fall back to what Go
-// recorded, which in a test binary is no release.
-func TestReleaseImage(t *testing.T) {
-	t.Parallel()
-	tests := map[string]struct {
-		version, want string
-	}{
-		"release":      {"0.3.0", ImageRepository + ":0.3.0"},
-		"tests":        {"test", ""},
-		"dev":          {"dev", ""},
-		"unset":        {"", ""},
-		"not a semver": {"snapshot", ""},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			if got := ReleaseImage(tc.version); got != tc.want {
-				t.Errorf("ReleaseImage(%q) = %q, want %q", tc.version, got, tc.want)
 			}
 		})
 	}

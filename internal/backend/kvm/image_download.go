@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -296,10 +295,10 @@ func (b *Backend) downloadImage(ctx context.Context, c *conn, pool string, src i
 	if err := responseError(resp); err != nil {
 		return false, err
 	}
-	body := &downloadBody{r: resp.Body, idle: idle, after: b.downloadIdle}
+	body := &failureReader{r: &idleTimedReader{r: resp.Body, idle: idle, after: b.downloadIdle}}
 	header := make([]byte, min(imageHeaderSize, resp.ContentLength))
 	if _, err := io.ReadFull(body, header); err != nil {
-		return false, brokenDownload(ctx, dctx, body, resp.ContentLength, err, "")
+		return false, b.brokenDownload(ctx, dctx, body, resp.ContentLength, err, "")
 	}
 	info := imageInfo{size: resp.ContentLength, sum: src.sum}
 	info.format, info.capacity, err = identifyImage(header, info.size)
@@ -334,7 +333,7 @@ func (b *Backend) downloadImage(ctx context.Context, c *conn, pool string, src i
 		return false, downloadError(backend.ClassPermanent, adviceChecksum, "the downloaded image's sha256 is %s, expected %s (kvm.image_sha256), after all %d bytes; %s",
 			digest.got, digest.want, info.size, volume)
 	case body.failure() != nil, errors.As(err, &short):
-		return false, brokenDownload(ctx, dctx, body, info.size, err, "; "+volume)
+		return false, b.brokenDownload(ctx, dctx, body, info.size, err, "; "+volume)
 	}
 	// libvirt's own failure (no space left, the daemon gone): its code decides, as for any other call.
 	return false, fmt.Errorf("streaming the download into the pool: %w; %s", err, volume)
@@ -417,50 +416,28 @@ func responseError(resp *http.Response) error {
 
 // brokenDownload is a download that stopped before its end: a dropped connection, a server gone quiet.
 // after says what became of its volume, if it had one.
-func brokenDownload(ctx, dctx context.Context, body *downloadBody, size int64, err error, after string) error {
+func (b *Backend) brokenDownload(ctx, dctx context.Context, body *failureReader, size int64, err error, after string) error {
 	if ctx.Err() != nil {
 		return err
 	}
 	if errors.Is(context.Cause(dctx), errDownloadIdle) {
-		err = fmt.Errorf("%w for %s", errDownloadIdle, body.after)
+		err = fmt.Errorf("%w for %s", errDownloadIdle, b.downloadIdle)
 	}
 	return downloadError(backend.ClassTransient, adviceServer,
 		"the download broke off after %d of %d bytes: %v%s", body.count(), size, err, after)
 }
 
-// downloadBody counts what the response body gave, keeps its first error, and runs the idle timer while a
-// read waits.
-type downloadBody struct {
+// idleTimedReader runs the idle timer while a read of the response body waits on the server, and only then:
+// the time the bytes then take to reach the pool is not the server's to answer for.
+type idleTimedReader struct {
 	r     io.Reader
 	idle  *time.Timer
 	after time.Duration
-
-	mu  sync.Mutex
-	n   int64
-	err error
 }
 
-func (d *downloadBody) Read(p []byte) (int, error) {
+func (d *idleTimedReader) Read(p []byte) (int, error) {
 	d.idle.Reset(d.after)
 	n, err := d.r.Read(p)
 	d.idle.Stop()
-	d.mu.Lock()
-	d.n += int64(n)
-	if err != nil && !errors.Is(err, io.EOF) && d.err == nil {
-		d.err = err
-	}
-	d.mu.Unlock()
 	return n, err
-}
-
-func (d *downloadBody) count() int64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.n
-}
-
-func (d *downloadBody) failure() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.err
 }

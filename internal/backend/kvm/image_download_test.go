@@ -3,8 +3,6 @@ package kvm
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // imageServer serves one image file on loopback, as a static file server does (with its Content-Length),
@@ -71,16 +69,6 @@ func (s *imageServer) cutAfter(n int64) func(w http.ResponseWriter) {
 		_ = http.NewResponseController(w).Flush()
 		panic(http.ErrAbortHandler) // net/http closes the connection without a log line
 	}
-}
-
-func sha256Of(t testing.TB, path string) string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 func urlImageSpec(uid, url, sum string) backend.Spec {
@@ -162,31 +150,15 @@ func TestImageSourceValidation(t *testing.T) {
 // the file byte for byte, is named for its content and size, and outlives every proxy.
 func TestFakeImageURLSharedByParallelCreates(t *testing.T) {
 	t.Parallel()
-	f := newFakeHost()
-	f.uploadDelay = time.Millisecond
-	b, cnt := fakeBackend(f)
+	f, b, cnt := slowUploadBackend()
 	ctx := context.Background()
 	path := writeImage(t, 1<<20, true, 3*gib)
 	srv := serveImage(t, path)
-	sum := sha256Of(t, path)
+	sum := testutil.FileSHA256(t, path)
 	name := urlVolumeName(sum, 1<<20, formatQCOW2)
 
 	specs := []backend.Spec{urlImageSpec("u-1", srv.URL+"/d.qcow2", sum), urlImageSpec("u-2", srv.URL+"/d.qcow2", sum), urlImageSpec("u-3", srv.URL+"/d.qcow2", sum)}
-	var wg sync.WaitGroup
-	errs := make([]error, len(specs))
-	for i, spec := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = b.Create(ctx, spec)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Create %d: %v", i, err)
-		}
-	}
+	createSideBySide(ctx, t, b, specs)
 	if n := srv.gets.Load(); n != 1 {
 		t.Errorf("GETs = %d, want 1 for three proxies", n)
 	}
@@ -206,20 +178,14 @@ func TestFakeImageURLSharedByParallelCreates(t *testing.T) {
 
 	// The image is in the pool: another proxy needs neither the server nor an upload but its seed's.
 	srv.Close()
-	if _, err := b.Create(ctx, urlImageSpec("u-4", srv.URL+"/d.qcow2", sum)); err != nil {
+	fourth := urlImageSpec("u-4", srv.URL+"/d.qcow2", sum)
+	if _, err := b.Create(ctx, fourth); err != nil {
 		t.Fatal(err)
 	}
 	if _, per := cnt.take(); per["StorageVolUpload"] != 1 {
 		t.Errorf("fourth Create: %d uploads, want 1 (its seed)", per["StorageVolUpload"])
 	}
-	for _, uid := range []string{"u-1", "u-2", "u-3", "u-4"} {
-		if err := b.Delete(ctx, idOf(fakeSpec(uid, "o"))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if names := volNames(f); len(names) != 1 || names[0] != name {
-		t.Errorf("volumes after deleting every proxy = %v, want only the image", names)
-	}
+	deleteProxiesKeepsImage(t, b, f, name, append(specs, fourth)...)
 }
 
 // Every way a download fails leaves nothing in the pool, and says what failed with the class that fits:
@@ -289,7 +255,7 @@ func TestFakeImageURLFailuresLeaveNothing(t *testing.T) {
 			t.Parallel()
 			// An image of its own: creates of one image share a download (and its error) in a process.
 			path := writeImage(t, 600000, true, gib)
-			sum := sha256Of(t, path)
+			sum := testutil.FileSHA256(t, path)
 			if tc.wrong {
 				tc.want = append(tc.want, "sha256 is "+sum)
 				sum = other
@@ -339,7 +305,7 @@ func TestFakeImageURLAbandonedDownloadIsReplaced(t *testing.T) {
 	b, cnt := fakeBackend(f)
 	b.imageStall = 20 * time.Millisecond
 	path := writeImage(t, 300000, false, 0)
-	sum := sha256Of(t, path)
+	sum := testutil.FileSHA256(t, path)
 	data, _ := os.ReadFile(path)
 	srv := serveImage(t, path)
 
@@ -366,21 +332,11 @@ func TestFakeImageURLCancelledLeavesNothing(t *testing.T) {
 	b, _ := fakeBackend(f)
 	path := writeImage(t, 4<<20, false, 0)
 	srv := serveImage(t, path)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.onCall = func(method string) {
-		if method == "StorageVolUpload" {
-			cancel()
-		}
-	}
-	if _, err := b.Create(ctx, urlImageSpec("cancel-1", srv.URL, sha256Of(t, path))); !errors.Is(err, context.Canceled) {
+	ctx := cancelledAtFirstUpload(t, f)
+	if _, err := b.Create(ctx, urlImageSpec("cancel-1", srv.URL, testutil.FileSHA256(t, path))); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Create = %v", err)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if names := volNames(f); len(names) != 0 {
-		t.Errorf("left behind after cancel: %v", names)
-	}
+	checkNothingLeftAfterCancel(t, f)
 }
 
 func TestImageURLPlacementRules(t *testing.T) {

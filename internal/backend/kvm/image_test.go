@@ -46,6 +46,81 @@ func imageSpec(uid, path string) backend.Spec {
 	return spec
 }
 
+// sideBySide makes n calls at once, as Terraform creates independent resources, and returns each call's
+// result and error by its index: the image tests ask what calls that race for one image share.
+func sideBySide[T any](n int, call func(i int) (T, error)) ([]T, []error) {
+	results, errs := make([]T, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = call(i)
+		}()
+	}
+	wg.Wait()
+	return results, errs
+}
+
+// createSideBySide creates every proxy at once (see sideBySide) and fails the test if any Create fails.
+func createSideBySide(ctx context.Context, t testing.TB, b *Backend, specs []backend.Spec) {
+	t.Helper()
+	_, errs := sideBySide(len(specs), func(i int) (backend.Instance, error) { return b.Create(ctx, specs[i]) })
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Create %d: %v", i, err)
+		}
+	}
+}
+
+// slowUploadBackend is a fake host whose uploads pause after each chunk, so that creates started together
+// are still uploading when the others look for the image, and a backend on it that counts its calls.
+func slowUploadBackend() (*fakeHost, *Backend, *counter) {
+	f := newFakeHost()
+	f.uploadDelay = time.Millisecond
+	b, cnt := fakeBackend(f)
+	return f, b, cnt
+}
+
+// deleteProxiesKeepsImage deletes every proxy and checks that the image volume alone is left in the pool:
+// an image volume belongs to no proxy, so no Delete may take it with the proxy.
+func deleteProxiesKeepsImage(t *testing.T, b *Backend, f *fakeHost, image string, specs ...backend.Spec) {
+	t.Helper()
+	for _, spec := range specs {
+		if err := b.Delete(context.Background(), idOf(spec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names := volNames(f); len(names) != 1 || names[0] != image {
+		t.Errorf("volumes after deleting every proxy = %v, want only the image", names)
+	}
+}
+
+// cancelledAtFirstUpload is a context that ends when the backend starts its first StorageVolUpload on f,
+// so a test cancels an image upload once its volume exists and before its content is all there.
+func cancelledAtFirstUpload(t *testing.T, f *fakeHost) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f.onCall = func(method string) {
+		if method == "StorageVolUpload" {
+			cancel()
+		}
+	}
+	return ctx
+}
+
+// checkNothingLeftAfterCancel checks that a cancelled Create left no volume. The partial volume is deleted
+// before Create returns, so no wait is needed to see it gone; the pool is read under f.mu, as the fake's
+// own calls read it.
+func checkNothingLeftAfterCancel(t *testing.T, f *fakeHost) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if names := volNames(f); len(names) != 0 {
+		t.Errorf("left behind after cancel: %v", names)
+	}
+}
+
 func TestInspectImage(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -135,9 +210,7 @@ func TestVerifyingReaderWithholdsTheEnd(t *testing.T) {
 
 func TestFakeImageFileSharedByParallelCreates(t *testing.T) {
 	t.Parallel()
-	f := newFakeHost()
-	f.uploadDelay = time.Millisecond
-	b, cnt := fakeBackend(f)
+	f, b, cnt := slowUploadBackend()
 	ctx := context.Background()
 	path := writeImage(t, 1<<20, true, 3*gib)
 	info, err := inspectImage(ctx, path)
@@ -146,21 +219,7 @@ func TestFakeImageFileSharedByParallelCreates(t *testing.T) {
 	}
 
 	specs := []backend.Spec{imageSpec("img-1", path), imageSpec("img-2", path)}
-	var wg sync.WaitGroup
-	errs := make([]error, len(specs))
-	for i, spec := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = b.Create(ctx, spec)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Create %d: %v", i, err)
-		}
-	}
+	createSideBySide(ctx, t, b, specs)
 	_, per := cnt.take()
 	// One upload of the image, one seed upload per proxy.
 	if per["StorageVolUpload"] != 3 {
@@ -198,14 +257,7 @@ func TestFakeImageFileSharedByParallelCreates(t *testing.T) {
 	}
 
 	// Image volumes belong to no proxy: Delete keeps them, ListByTag does not report them.
-	for _, uid := range []string{"img-1", "img-2", "img-3"} {
-		if err := b.Delete(ctx, idOf(imageSpec(uid, path))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if names := volNames(f); len(names) != 1 || names[0] != info.volumeName() {
-		t.Errorf("volumes after deleting every proxy = %v, want only the image", names)
-	}
+	deleteProxiesKeepsImage(t, b, f, info.volumeName(), imageSpec("img-1", path), imageSpec("img-2", path), imageSpec("img-3", path))
 	if list, err := b.ListByTag(ctx, backend.Selector{Owner: "o"}); err != nil || len(list) != 0 {
 		t.Errorf("ListByTag = %v, %v; want nothing", list, err)
 	}
@@ -287,23 +339,12 @@ func TestFakeImageUploadFailureLeavesNothing(t *testing.T) {
 
 	// A cancelled upload also removes its partial volume: the ctx ends once the first chunk is written.
 	delete(f.failOn, "StorageVolUpload")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	f.onCall = func(method string) {
-		if method == "StorageVolUpload" {
-			cancel()
-		}
-	}
+	ctx := cancelledAtFirstUpload(t, f)
 	big := writeImage(t, 4<<20, false, 0)
 	if _, err := b.Create(ctx, imageSpec("fail-2", big)); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled Create = %v", err)
 	}
-	// The partial volume is deleted before Create returns: no wait is needed to see it gone.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if names := volNames(f); len(names) != 0 {
-		t.Errorf("left behind after cancel: %v", names)
-	}
+	checkNothingLeftAfterCancel(t, f)
 }
 
 func TestImagePlacementRules(t *testing.T) {

@@ -242,24 +242,32 @@ func (e *keptVolumeError) Error() string {
 
 func (e *keptVolumeError) Unwrap() error { return e.err }
 
-// failureReader remembers the first error of its reader other than io.EOF: go-libvirt aborts the stream
-// on it and returns the daemon's answer to the abort, not the reason.
+// failureReader remembers the first error of its reader other than io.EOF, and counts the bytes it gave:
+// go-libvirt aborts the stream on that error and returns the daemon's answer to the abort, not the reason,
+// and a download that breaks off says how far it got. Both streams into the pool (a file's, a download's)
+// read through one.
 type failureReader struct {
 	r   io.Reader
 	mu  sync.Mutex
+	n   int64
 	err error
 }
 
 func (f *failureReader) Read(p []byte) (int, error) {
 	n, err := f.r.Read(p)
-	if err != nil && !errors.Is(err, io.EOF) {
-		f.mu.Lock()
-		if f.err == nil {
-			f.err = err
-		}
-		f.mu.Unlock()
+	f.mu.Lock()
+	f.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) && f.err == nil {
+		f.err = err
 	}
+	f.mu.Unlock()
 	return n, err
+}
+
+func (f *failureReader) count() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
 }
 
 func (f *failureReader) failure() error {

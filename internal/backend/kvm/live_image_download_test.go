@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,21 +36,7 @@ func liveProjectImage(t *testing.T) (string, imageInfo) {
 // urlImageVolumesIn lists the pool's volumes named for the image whose SHA-256 is sum.
 func urlImageVolumesIn(t *testing.T, b *Backend, sum string) []string {
 	t.Helper()
-	var names []string
-	inspect(t, b, func(l api) error {
-		p, err := l.StoragePoolLookupByName(b.hosts[liveHost].Pool)
-		if err != nil {
-			return err
-		}
-		vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
-		for _, v := range vols {
-			if strings.HasPrefix(v.Name, imageVolumePrefix+sum[:16]+"-") {
-				names = append(names, v.Name)
-			}
-		}
-		return err
-	})
-	return names
+	return poolVolumesNamed(t, b, imageVolumePrefix+sum[:16]+"-")
 }
 
 // removeURLImageVolumes deletes the image's URL volumes now (an earlier run's) and when the test ends:
@@ -75,24 +60,64 @@ func urlSpec(owner, url, sum string) backend.Spec {
 	return spec
 }
 
-// checkImageVolume checks the pool's volume name is the image file, byte for byte, complete as the protocol
-// reads it.
-func checkImageVolume(t *testing.T, b *Backend, name, path string, info imageInfo) {
+// resolvedPlacement is the placement Create resolves spec to, which the tests hand to placeImageURL to make
+// the image ready as Create would, without booting a proxy.
+func resolvedPlacement(t *testing.T, b *Backend, spec backend.Spec) placement {
 	t.Helper()
-	var v libvirtxml.StorageVolume
-	inspect(t, b, func(l api) error {
-		s, err := l.StorageVolGetXMLDesc(volRef(b.hosts[liveHost].Pool, name), 0)
-		if err != nil {
-			return err
+	p, err := resolvePlacement(spec, b.hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// createFails creates spec, which must fail with class and an error that says every one of parts, and returns
+// the error. How long the failure took is logged: a download that cannot succeed should end the apply early.
+func createFails(t *testing.T, b *Backend, spec backend.Spec, class backend.Class, parts ...string) error {
+	t.Helper()
+	cleanupProxy(t, b, spec.Name)
+	start := time.Now()
+	_, err := b.Create(ctxFor(t, 5*time.Minute), spec)
+	t.Logf("Create failed in %s: %v", time.Since(start).Round(time.Millisecond), err)
+	if backend.ClassOf(err) != class {
+		t.Fatalf("Create = %v, want %s", err, class)
+	}
+	for _, part := range parts {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error does not say %q", part)
 		}
-		return v.Unmarshal(s)
-	})
+	}
+	return err
+}
+
+// checkNothingLeftInPool checks that a failed Create of spec left neither a volume of the image whose SHA-256
+// is sum nor one of the proxy's, and says whether that holds, for a test that goes on only from an empty pool.
+func checkNothingLeftInPool(t *testing.T, b *Backend, spec backend.Spec, sum string) bool {
+	t.Helper()
+	ok := true
+	if vols := urlImageVolumesIn(t, b, sum); len(vols) != 0 {
+		t.Errorf("image volumes left: %v", vols)
+		ok = false
+	}
+	if vols := volumesOf(t, b, spec.Name); len(vols) != 0 {
+		t.Errorf("proxy volumes left: %v", vols)
+		ok = false
+	}
+	return ok
+}
+
+// checkImageVolume checks the pool's volume name is the image file, byte for byte, complete as the protocol
+// reads it, and returns its description.
+func checkImageVolume(t *testing.T, b *Backend, name, path string, info imageInfo) libvirtxml.StorageVolume {
+	t.Helper()
+	v := volumeXML(t, b, name)
 	if v.Physical == nil || v.Physical.Value != uint64(info.size) || v.Target.Format.Type != info.format || v.Capacity.Value != info.capacity {
 		t.Errorf("image volume = physical %v format %v capacity %v; want the image's %d bytes, %s, %d", v.Physical, v.Target.Format, v.Capacity, info.size, info.format, info.capacity)
 	}
 	if out, err := exec.Command("cmp", path, v.Target.Path).CombinedOutput(); err != nil {
 		t.Errorf("image volume differs from the image: %v %s", err, out)
 	}
+	return v
 }
 
 // Ten proxies' images made ready side by side, through the call Create makes, cost one download; a proxy
@@ -105,23 +130,12 @@ func TestLiveImageURLDownloadedOnceForTenProxies(t *testing.T) {
 	name := urlVolumeName(info.sum, info.size, info.format)
 
 	spec := urlSpec(testOwner(), srv.URL+"/debian-12-squid.qcow2", info.sum)
-	p, err := resolvePlacement(spec, b.hosts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := resolvedPlacement(t, b, spec)
 	cnt.take()
 	start := time.Now()
-	placed := make([]placement, 10)
-	errs := make([]error, len(placed))
-	var wg sync.WaitGroup
-	for i := range placed {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			placed[i], errs[i] = b.placeImageURL(ctxFor(t, 10*time.Minute), b.conns[liveHost], p)
-		}()
-	}
-	wg.Wait()
+	placed, errs := sideBySide(10, func(int) (placement, error) {
+		return b.placeImageURL(ctxFor(t, 10*time.Minute), b.conns[liveHost], p)
+	})
 	t.Logf("ten proxies' image ready in %s: %d bytes downloaded and streamed into the pool", time.Since(start).Round(time.Millisecond), info.size)
 	for i, err := range errs {
 		if err != nil {
@@ -150,15 +164,7 @@ func TestLiveImageURLDownloadedOnceForTenProxies(t *testing.T) {
 	if n := srv.gets.Load(); n != 1 {
 		t.Errorf("GETs after creating a proxy = %d, want still 1", n)
 	}
-	var root libvirtxml.StorageVolume
-	inspect(t, b, func(l api) error {
-		s, err := l.StorageVolGetXMLDesc(volRef(b.hosts[liveHost].Pool, rootVolumeName(spec.Name)), 0)
-		if err != nil {
-			return err
-		}
-		return root.Unmarshal(s)
-	})
-	if root.BackingStore == nil || !strings.HasSuffix(root.BackingStore.Path, "/"+name) {
+	if root := volumeXML(t, b, rootVolumeName(spec.Name)); root.BackingStore == nil || !strings.HasSuffix(root.BackingStore.Path, "/"+name) {
 		t.Errorf("root overlay backs on %+v, want the image volume %s", root.BackingStore, name)
 	}
 	if err := b.Delete(ctxFor(t, time.Minute), idOf(spec)); err != nil {
@@ -182,27 +188,11 @@ func TestLiveImageURLChecksumMismatchLeavesNothing(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 
 	spec := urlSpec(testOwner(), srv.URL+"/debian-12-squid.qcow2", wrong)
-	cleanupProxy(t, b, spec.Name)
-	start := time.Now()
-	_, err := b.Create(ctxFor(t, 5*time.Minute), spec)
-	t.Logf("mismatch found in %s: %v", time.Since(start).Round(time.Millisecond), err)
-	if backend.ClassOf(err) != backend.ClassPermanent {
-		t.Fatalf("Create = %v, want Permanent", err)
-	}
-	for _, part := range []string{srv.URL + "/debian-12-squid.qcow2", "expected " + wrong, "sha256 is " + info.sum} {
-		if !strings.Contains(err.Error(), part) {
-			t.Errorf("error does not say %q", part)
-		}
-	}
+	err := createFails(t, b, spec, backend.ClassPermanent, srv.URL+"/debian-12-squid.qcow2", "expected "+wrong, "sha256 is "+info.sum)
 	if !strings.Contains(backend.AdviceOf(err), "kvm.image_sha256") {
 		t.Errorf("advice %q does not say what to check", backend.AdviceOf(err))
 	}
-	if vols := urlImageVolumesIn(t, b, wrong); len(vols) != 0 {
-		t.Errorf("image volumes left: %v", vols)
-	}
-	if vols := volumesOf(t, b, spec.Name); len(vols) != 0 {
-		t.Errorf("proxy volumes left: %v", vols)
-	}
+	checkNothingLeftInPool(t, b, spec, wrong)
 	if _, found := domainState(t, b, spec.Name); found {
 		t.Errorf("domain %s was made", spec.Name)
 	}
@@ -231,32 +221,19 @@ func TestLiveImageURLBrokenDownloadLeavesNothing(t *testing.T) {
 	removeURLImageVolumes(t, b, info.sum)
 
 	spec := urlSpec(testOwner(), srv.URL+"/debian-12-squid.qcow2", info.sum)
-	cleanupProxy(t, b, spec.Name)
-	start := time.Now()
-	_, err := b.Create(ctxFor(t, 5*time.Minute), spec)
-	t.Logf("broken download failed in %s: %v", time.Since(start).Round(time.Millisecond), err)
-	if backend.ClassOf(err) != backend.ClassTransient {
-		t.Fatalf("Create = %v, want Transient", err)
+	err := createFails(t, b, spec, backend.ClassTransient, srv.URL+"/debian-12-squid.qcow2", "broke off after", " of "+strconv.FormatInt(info.size, 10)+" bytes")
+	if backend.AdviceOf(err) == "" {
+		t.Errorf("error %q comes without advice", err)
 	}
-	for _, part := range []string{srv.URL + "/debian-12-squid.qcow2", "broke off after", " of " + strconv.FormatInt(info.size, 10) + " bytes"} {
-		if !strings.Contains(err.Error(), part) {
-			t.Errorf("error does not say %q", part)
-		}
-	}
-	if vols := urlImageVolumesIn(t, b, info.sum); len(vols) != 0 {
-		t.Fatalf("image volumes left: %v", vols)
-	}
-	if vols := volumesOf(t, b, spec.Name); len(vols) != 0 {
-		t.Errorf("proxy volumes left: %v", vols)
+	if !checkNothingLeftInPool(t, b, spec, info.sum) {
+		t.FailNow() // the next attempt must start from an empty pool to show it downloads the image whole
 	}
 
 	// The next attempt (the provider's retry, or the next apply), without a proxy to boot: the image whole.
-	p, err := resolvePlacement(spec, b.hosts)
+	p := resolvedPlacement(t, b, spec)
+	start := time.Now()
+	p, err = b.placeImageURL(ctxFor(t, 5*time.Minute), b.conns[liveHost], p)
 	if err != nil {
-		t.Fatal(err)
-	}
-	start = time.Now()
-	if p, err = b.placeImageURL(ctxFor(t, 5*time.Minute), b.conns[liveHost], p); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("second attempt downloaded the image in %s", time.Since(start).Round(time.Millisecond))
@@ -297,11 +274,7 @@ func TestLiveImageURLAbandonedDownloadIsNotUsed(t *testing.T) {
 		t.Fatalf("half-written volume reads as %+v, want one incomplete volume", vols)
 	}
 
-	spec := urlSpec(testOwner(), srv.URL+"/debian-12-squid.qcow2", info.sum)
-	p, err := resolvePlacement(spec, b.hosts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := resolvedPlacement(t, b, urlSpec(testOwner(), srv.URL+"/debian-12-squid.qcow2", info.sum))
 	cnt.take()
 	start := time.Now()
 	if p, err = b.placeImageURL(ctxFor(t, 5*time.Minute), c, p); err != nil {
@@ -327,17 +300,9 @@ func TestLiveImageURLProcessesShareThePool(t *testing.T) {
 		t.Fatal(err)
 	}
 	cnt.take()
-	placed := make([]placedImage, 5)
-	errs := make([]error, len(placed))
-	var wg sync.WaitGroup
-	for i := range placed {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			placed[i], errs[i] = b.placeURLImage(ctxFor(t, 5*time.Minute), b.conns[liveHost], b.hosts[liveHost].Pool, src)
-		}()
-	}
-	wg.Wait()
+	placed, errs := sideBySide(5, func(int) (placedImage, error) {
+		return b.placeURLImage(ctxFor(t, 5*time.Minute), b.conns[liveHost], b.hosts[liveHost].Pool, src)
+	})
 	name := urlVolumeName(info.sum, info.size, info.format)
 	for i, err := range errs {
 		if err != nil || placed[i].name != name {

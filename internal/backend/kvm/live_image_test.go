@@ -6,13 +6,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
-	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -80,71 +77,25 @@ func TestLiveImageFileSharedByParallelCreates(t *testing.T) {
 		cleanupProxy(t, b, specs[i].Name)
 	}
 	cnt.take()
-	var wg sync.WaitGroup
-	errs := make([]error, len(specs))
-	for i := range specs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = b.Create(ctxFor(t, 3*time.Minute), specs[i])
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Create %d: %v", i, err)
-		}
-	}
+	createSideBySide(ctxFor(t, 3*time.Minute), t, b, specs)
 	_, per := cnt.take()
 	if per["StorageVolUpload"] != 3 {
 		t.Errorf("StorageVolUpload calls = %d, want 3: the image once, a seed per proxy", per["StorageVolUpload"])
 	}
 
-	var images []string
-	var image libvirtxml.StorageVolume
-	inspect(t, b, func(l api) error {
-		p, err := l.StoragePoolLookupByName(b.hosts[liveHost].Pool)
-		if err != nil {
-			return err
-		}
-		vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
-		if err != nil {
-			return err
-		}
-		for _, v := range vols {
-			if strings.HasPrefix(v.Name, imageVolumePrefix+info.sum[:16]) {
-				images = append(images, v.Name)
-			}
-		}
-		s, err := l.StorageVolGetXMLDesc(volRef(p.Name, info.volumeName()), 0)
-		if err != nil {
-			return err
-		}
-		return image.Unmarshal(s)
-	})
-	if len(images) != 1 || images[0] != info.volumeName() {
+	if images := poolVolumesNamed(t, b, imageVolumePrefix+info.sum[:16]); len(images) != 1 || images[0] != info.volumeName() {
 		t.Fatalf("image volumes = %v, want exactly %s", images, info.volumeName())
 	}
-	if image.Physical == nil || image.Physical.Value != uint64(info.size) || image.Target.Format.Type != "qcow2" || image.Capacity.Value != info.capacity {
-		t.Errorf("image volume = physical %v format %v capacity %v; want the file's %d bytes, qcow2, %d", image.Physical, image.Target.Format, image.Capacity, info.size, info.capacity)
+	if info.format != formatQCOW2 {
+		t.Errorf("image file read as %s, want qcow2", info.format)
 	}
-	// The pool's copy is the file, byte for byte.
-	if out, err := exec.Command("cmp", path, image.Target.Path).CombinedOutput(); err != nil {
-		t.Errorf("image volume differs from the file: %v %s", err, out)
-	}
+	// The pool's copy is the file, byte for byte, with the file's format and capacity.
+	image := checkImageVolume(t, b, info.volumeName(), path, info)
 	for _, spec := range specs {
 		if st, ok := domainState(t, b, spec.Name); !ok || st != libvirt.DomainRunning {
 			t.Errorf("domain %s state %v (found %v), want running", spec.Name, st, ok)
 		}
-		var root libvirtxml.StorageVolume
-		inspect(t, b, func(l api) error {
-			s, err := l.StorageVolGetXMLDesc(volRef(b.hosts[liveHost].Pool, rootVolumeName(spec.Name)), 0)
-			if err != nil {
-				return err
-			}
-			return root.Unmarshal(s)
-		})
-		if root.BackingStore == nil || root.BackingStore.Path != image.Target.Path {
+		if root := volumeXML(t, b, rootVolumeName(spec.Name)); root.BackingStore == nil || root.BackingStore.Path != image.Target.Path {
 			t.Errorf("root overlay of %s backs on %+v, want %s", spec.Name, root.BackingStore, image.Target.Path)
 		}
 	}
@@ -154,10 +105,7 @@ func TestLiveImageFileSharedByParallelCreates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inspect(t, b, func(l api) error {
-		_, err := l.StorageVolGetXMLDesc(volRef(b.hosts[liveHost].Pool, info.volumeName()), 0)
-		return err
-	})
+	volumeXML(t, b, info.volumeName()) // fails the test if a Delete took the image along
 	list, err := b.ListByTag(ctxFor(t, time.Minute), backend.Selector{Owner: owner})
 	if err != nil || len(list) != 0 {
 		t.Errorf("ListByTag after deletes = %v, %v; want nothing (the image is nobody's orphan)", list, err)

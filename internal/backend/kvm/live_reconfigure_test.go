@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,11 +11,11 @@ import (
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
-	"golang.org/x/sys/unix"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
 )
 
 // liveGateway is the test network's bridge address in the test namespace (scripts/libvirt-env.sh): the
@@ -190,38 +188,18 @@ func serveUpstreamInNetns(t *testing.T) int {
 // serveUpstreamInNetnsOn is serveUpstreamInNetns on the given network and address of the test namespace.
 func serveUpstreamInNetnsOn(t *testing.T, network, address string) int {
 	t.Helper()
-	type result struct {
-		l   net.Listener
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, not reused elsewhere
-		f, err := os.Open("/var/run/netns/" + liveNetns())
-		if err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		defer func() { _ = f.Close() }() // read only: needed just to enter the namespace
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{nil, err}
-			return
-		}
-		l, err := net.Listen(network, address)
-		ch <- result{l, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listening in namespace %s: %v", liveNetns(), r.err)
+	l, err := testutil.ListenInNetns(liveNetns(), network, address)
+	if err != nil {
+		t.Fatalf("listening in namespace %s: %v", liveNetns(), err)
 	}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "upstream %s\n", r.Host) // a failed write shows in the client's status
 	})}
-	go func() { _ = srv.Serve(r.l) }() // ends with Close below
+	go func() { _ = srv.Serve(l) }() // ends with Close below
 	t.Cleanup(func() { _ = srv.Close() })
-	addr, ok := r.l.Addr().(*net.TCPAddr)
+	addr, ok := l.Addr().(*net.TCPAddr)
 	if !ok {
-		t.Fatalf("listener address %v is not TCP", r.l.Addr())
+		t.Fatalf("listener address %v is not TCP", l.Addr())
 	}
 	return addr.Port
 }

@@ -12,6 +12,7 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/google/uuid"
+	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -156,6 +157,14 @@ func inspect(t testing.TB, b *Backend, fn func(l api) error) {
 // volumesOf lists the pool's volumes named after the proxy.
 func volumesOf(t testing.TB, b *Backend, name string) []string {
 	t.Helper()
+	return poolVolumesNamed(t, b, name+"-")
+}
+
+// poolVolumesNamed lists the test pool's volumes whose names start with prefix. Every kind of volume the
+// backend makes (a proxy's, an image's) is known by its name's prefix, and the tests look for them as a user
+// would, outside the backend's logic.
+func poolVolumesNamed(t testing.TB, b *Backend, prefix string) []string {
+	t.Helper()
 	var out []string
 	inspect(t, b, func(l api) error {
 		p, err := l.StoragePoolLookupByName(b.hosts[liveHost].Pool)
@@ -164,13 +173,28 @@ func volumesOf(t testing.TB, b *Backend, name string) []string {
 		}
 		vols, _, err := l.StoragePoolListAllVolumes(p, 1, 0)
 		for _, v := range vols {
-			if strings.HasPrefix(v.Name, name+"-") {
+			if strings.HasPrefix(v.Name, prefix) {
 				out = append(out, v.Name)
 			}
 		}
 		return err
 	})
 	return out
+}
+
+// volumeXML reads the test pool's volume name as libvirt describes it (failing the test if there is none):
+// its size, format and backing store are what the tests check of images and overlays.
+func volumeXML(t testing.TB, b *Backend, name string) libvirtxml.StorageVolume {
+	t.Helper()
+	var v libvirtxml.StorageVolume
+	inspect(t, b, func(l api) error {
+		s, err := l.StorageVolGetXMLDesc(volRef(b.hosts[liveHost].Pool, name), 0)
+		if err != nil {
+			return err
+		}
+		return v.Unmarshal(s)
+	})
+	return v
 }
 
 func domainState(t testing.TB, b *Backend, name string) (libvirt.DomainState, bool) {
