@@ -395,6 +395,13 @@ inside() {
 		--service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range="$SERVICE_CIDR" \
 		--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction,ResourceQuota \
 		--allow-privileged=true --profiling=false
+	# The controller manager exits at once when the API server does not answer yet (it reads a ConfigMap as it
+	# starts), and nothing restarts it: a cluster without it makes no ServiceAccounts. So the components start
+	# once the API server is ready (anonymous /readyz, which every API server serves).
+	for _ in $(seq 600); do
+		curl -sf --max-time 2 --cacert "$STATE/pki/ca.crt" "https://$NODE_IP:6443/readyz" >/dev/null && break
+		sleep 0.2
+	done
 	daemon kube-controller-manager "$bin/kube-controller-manager" --kubeconfig="$c/components.kubeconfig" \
 		--authentication-kubeconfig="$c/components.kubeconfig" --authorization-kubeconfig="$c/components.kubeconfig" \
 		--service-account-private-key-file="$STATE/pki/sa.key" --root-ca-file="$STATE/pki/ca.crt" \
@@ -488,11 +495,15 @@ start() {
 		sleep 0.5
 	done
 	policy_controller_ready || { log "the NetworkPolicy controller did not start in 120s; logs in $STATE/log"; exit 1; }
-	# The default ServiceAccount appears shortly after the controller manager starts; pods need it.
-	for i in $(seq 120); do
+	# The default ServiceAccount appears shortly after the controller manager starts; pods need it. Without it
+	# the cluster is not ready: every namespace a test makes would wait for its ServiceAccount in vain.
+	for i in $(seq 240); do
 		api /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1 && break
+		running || { log "the cluster stopped; logs in $STATE/log"; tail -n 20 "$STATE"/log/*.log >&2; exit 1; }
 		sleep 0.5
 	done
+	api /api/v1/namespaces/default/serviceaccounts/default >/dev/null 2>&1 ||
+		{ log "no default ServiceAccount after 120s (the controller manager's log: $STATE/log/kube-controller-manager.log)"; exit 1; }
 	log "ready in $(($(date +%s) - t0)) s; KUBECONFIG=$STATE/kubeconfig"
 }
 
