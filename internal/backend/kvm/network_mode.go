@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -85,16 +86,12 @@ func readNetworkEgress(l api, name string) (networkEgress, error) {
 // ten proxies on one network reads it once. A failed read is not remembered; the next one tries again.
 type networkEgresses struct {
 	mu    sync.Mutex
-	reads map[networkKey]*networkRead
+	known map[networkKey]networkEgress
+	// reading shares a read in flight among the calls that want the same network meanwhile.
+	reading flights[networkEgress]
 }
 
 type networkKey struct{ host, network string }
-
-type networkRead struct {
-	done   chan struct{} // closed when egress and err are set
-	egress networkEgress
-	err    error
-}
 
 // get returns the network's egress on host, calling read only when no other call has read it or is reading it.
 // A waiter waits without a context: the read it waits for is a call on the same host, which either answers or
@@ -102,27 +99,24 @@ type networkRead struct {
 func (c *networkEgresses) get(host, network string, read func() (networkEgress, error)) (networkEgress, error) {
 	k := networkKey{host, network}
 	c.mu.Lock()
-	if c.reads == nil {
-		c.reads = map[networkKey]*networkRead{}
-	}
-	r, reading := c.reads[k]
-	if !reading {
-		r = &networkRead{done: make(chan struct{})}
-		c.reads[k] = r
-	}
+	e, ok := c.known[k]
 	c.mu.Unlock()
-	if reading {
-		<-r.done
-		return r.egress, r.err
+	if ok {
+		return e, nil
 	}
-	r.egress, r.err = read()
-	if r.err != nil {
-		c.mu.Lock()
-		delete(c.reads, k)
-		c.mu.Unlock()
-	}
-	close(r.done)
-	return r.egress, r.err
+	// Remembered before the flight ends, so a call arriving between the two finds it in known.
+	return c.reading.do(context.Background(), host+"\x00"+network, func(context.Context) (networkEgress, error) {
+		e, err := read()
+		if err == nil {
+			c.mu.Lock()
+			if c.known == nil {
+				c.known = map[networkKey]networkEgress{}
+			}
+			c.known[k] = e
+			c.mu.Unlock()
+		}
+		return e, err
+	})
 }
 
 // egressAddress is the address destinations see on the connections of a proxy placed at p on host whose own
