@@ -41,9 +41,12 @@ say() { echo "validate-examples: $*" >&2; }
 version=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' "$root/CHANGELOG.md" | head -1)
 [ -n "$version" ] || { say "CHANGELOG.md has no release heading (## X.Y.Z ...)"; exit 1; }
 platform=$(go env GOOS)_$(go env GOARCH)
+# One build, under both registry addresses the examples' `source` may resolve to.
+binary=terraform-provider-egress_v$version
+(cd "$root" && go build -o "$tmp/$binary" .)
 for a in "$address" "$tofu_address"; do
   mkdir -p "$tmp/mirror/$a/$version/$platform"
-  (cd "$root" && go build -o "$tmp/mirror/$a/$version/$platform/terraform-provider-egress_v$version" .)
+  cp "$tmp/$binary" "$tmp/mirror/$a/$version/$platform/$binary"
 done
 cat >"$tmp/clirc" <<RC
 provider_installation {
