@@ -25,6 +25,10 @@
 # lock"). The supervisor removes such a status file before the restart, so the domain is merely defined and
 # shut off, and logs it in daemon-restarts. The daemon has been seen aborting ("corrupted double-linked
 # list") when a connection is cut while domains start.
+#
+# The supervisor runs under tini as a child subreaper: the QEMU processes libvirtd daemonizes are reaped by it
+# the moment they exit. Otherwise they would fall to the machine's PID 1, which in a container may reap only
+# every second or two, and libvirt's destroy returns only once the process is gone.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,7 +54,7 @@ LIBVIRT_USERS=(libvirt-qemu libvirt-dnsmasq)
 # passt: libvirt's backend for user-mode networking with port forwards. Debian 12's libvirt 9.0 is built
 # without it (its Disable-passt-support patch), and the kvm backend then forwards with QEMU's own user network;
 # a libvirt that has it (newer Debian, backports, other distributions) uses it.
-PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt)
+PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt tini)
 
 log() { echo "libvirt-env: $*" >&2; }
 virsh_() { virsh -q -c "$URI" "$@"; }
@@ -140,7 +144,7 @@ start_daemons() {
 	touch "$STATE_DIR/daemon-restarts"
 	# setsid: the supervisor outlives this script and the test that called it, until stop. It lives in the
 	# network namespace, so stop finds it there with everything it started.
-	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- bash -c "
+	setsid unshare --mount --propagation private -- nsenter --net="/run/netns/$NETNS" -- tini -s -- bash -c "
 		set -u
 		$mounts
 		echo \$\$ >'$STATE_DIR/supervisor.pid'

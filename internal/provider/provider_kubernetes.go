@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -26,6 +28,8 @@ type kubernetesClusterExtra struct {
 	Exec                 *execModel   `tfsdk:"exec"`
 	Image                types.String `tfsdk:"image"`
 	Namespaces           types.List   `tfsdk:"namespaces"`
+	RequestsPerSecond    types.Int64  `tfsdk:"requests_per_second"`
+	RequestBurst         types.Int64  `tfsdk:"request_burst"`
 }
 
 type execModel struct {
@@ -58,6 +62,12 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
 		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Namespaces the provider works in: the orphan list reads them one by one where RBAC forbids listing across the cluster, and `egress_backends` checks the credentials' permissions in each of them (across the cluster when none are listed), so that credentials bound by namespace Roles are healthy."},
+		"requests_per_second": schema.Int64Attribute{Optional: true,
+			MarkdownDescription: fmt.Sprintf("Requests per second one provider run sends this cluster, shared by every proxy Terraform works on at once. Defaults to `%d`. The API server's own limits (API Priority and Fairness) still apply: when it answers `429 Too Many Requests`, the provider waits as its `Retry-After` says and tries again, up to ten times.", kubernetes.DefaultRequestsPerSecond),
+			Validators:          []validator.Int64{int64validator.AtLeast(1)}},
+		"request_burst": schema.Int64Attribute{Optional: true,
+			MarkdownDescription: fmt.Sprintf("Requests that may go out at once before `requests_per_second` paces them. Defaults to `%d`.", kubernetes.DefaultRequestBurst),
+			Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 	}
 }
 
@@ -92,6 +102,7 @@ func kubernetesBackendConfig(m *kubernetesProviderModel) kubernetes.Config {
 			ClientCertificate: c.ClientCertificate.ValueString(), ClientKey: c.ClientKey.ValueString(),
 			ClusterCACertificate: c.ClusterCACertificate.ValueString(), Insecure: c.Insecure.ValueBool(),
 			Image: c.Image.ValueString(), Namespaces: stringList(c.Namespaces),
+			RequestsPerSecond: int(c.RequestsPerSecond.ValueInt64()), RequestBurst: int(c.RequestBurst.ValueInt64()),
 		}
 		if c.Exec != nil {
 			cc.Exec = &kubernetes.ExecConfig{APIVersion: c.Exec.APIVersion.ValueString(), Command: c.Exec.Command.ValueString(),

@@ -14,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -271,7 +273,11 @@ func readyDeployment(name string) *appsv1.Deployment {
 	}
 }
 
-func TestDeleteIsForegroundAndIdempotent(t *testing.T) {
+// TestDeleteWaitsForThePodsAndIsIdempotent: Delete removes the Deployment without waiting on the garbage
+// collector's foreground chain, sweeps the rest, and returns only once no pod of the proxy serves: one that
+// still runs keeps it waiting until the pod is marked for deletion (what the collector does on a cluster; the
+// fake collects nothing, so the test marks it).
+func TestDeleteWaitsForThePodsAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	b, cs := newFake(t)
@@ -279,24 +285,54 @@ func TestDeleteIsForegroundAndIdempotent(t *testing.T) {
 	if _, err := b.Create(ctx, testSpec("p1")); err != nil {
 		t.Fatal(err)
 	}
-	cs.ClearActions()
-	if err := b.Delete(ctx, testID()); err != nil {
+	d, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	foreground := false
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p1-abc", Namespace: testNS, Labels: selectorLabelsOf(d)}}
+	if err := cs.Tracker().Add(pod); err != nil {
+		t.Fatal(err)
+	}
+	watching := make(chan struct{}, 1)
+	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+		return false, nil, nil
+	})
+	cs.ClearActions()
+	done := make(chan error, 1)
+	go func() { done <- b.Delete(ctx, testID()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Delete returned (%v) while a pod of the proxy still serves", err)
+	case <-watching:
+	}
+	// The collector's doing: the pod is marked, and Delete sees it on its watch.
+	marked := pod.DeepCopy()
+	marked.DeletionTimestamp = ptr.To(metav1.Now())
+	if err := cs.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), marked, testNS); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	background := false
 	for _, a := range cs.Actions() {
 		if d, ok := a.(k8stesting.DeleteAction); ok && d.GetResource().Resource == "deployments" {
-			foreground = *d.GetDeleteOptions().PropagationPolicy == metav1.DeletePropagationForeground
+			background = *d.GetDeleteOptions().PropagationPolicy == metav1.DeletePropagationBackground
 		}
 	}
-	if !foreground {
-		t.Error("the Deployment was not deleted with foreground propagation")
+	if !background {
+		t.Error("the Deployment was not deleted with background propagation")
 	}
 	// The fake has no garbage collector: the sweep by UID label must have removed the rest.
 	cms, _ := cs.CoreV1().ConfigMaps(testNS).List(ctx, metav1.ListOptions{})
 	svcs, _ := cs.CoreV1().Services(testNS).List(ctx, metav1.ListOptions{})
-	if len(cms.Items)+len(svcs.Items) != 0 {
-		t.Errorf("left behind: %d ConfigMaps, %d Services", len(cms.Items), len(svcs.Items))
+	nps, _ := cs.NetworkingV1().NetworkPolicies(testNS).List(ctx, metav1.ListOptions{})
+	if n := len(cms.Items) + len(svcs.Items) + len(nps.Items); n != 0 {
+		t.Errorf("left behind: %d ConfigMaps, %d Services, %d NetworkPolicies", len(cms.Items), len(svcs.Items), len(nps.Items))
 	}
 	if err := b.Delete(ctx, testID()); err != nil {
 		t.Errorf("a second Delete: %v", err)

@@ -28,6 +28,8 @@ var permissions = []permission{
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},
+	// Delete removes the Deployment's ReplicaSets itself, rather than wait for the garbage collector.
+	{"apps", "replicasets", []string{"list", "watch", "delete"}},
 	{"discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 }
 

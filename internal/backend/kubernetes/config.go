@@ -49,6 +49,11 @@ type ClusterConfig struct {
 	Image string
 	// Namespaces are listed one by one by ListByTag when RBAC forbids listing across the cluster.
 	Namespaces []string
+
+	// RequestsPerSecond and RequestBurst bound the requests this process sends the cluster
+	// (DefaultRequestsPerSecond and DefaultRequestBurst when zero).
+	RequestsPerSecond int
+	RequestBurst      int
 }
 
 // ExecConfig is a client-go credential plugin.
@@ -62,6 +67,16 @@ type ExecConfig struct {
 // Built-in defaults.
 const (
 	DefaultClusterName = "default"
+	// DefaultRequestsPerSecond and DefaultRequestBurst size the client-side rate limit of one provider process
+	// per cluster. client-go's own defaults (5 per second, bursts of 10) are a controller's, shared here by
+	// every proxy Terraform works on at once: at its default parallelism of 10, creates send about ten
+	// requests each in their first second and deletes about fourteen in half a second, so lower limits made
+	// applies and destroys wait on the client, not the cluster (scripts/bench-k8s.sh: a destroy of 30 proxies
+	// took 5.6 s at 50 per second, 4.5 s at 200). The API server protects itself (API Priority and Fairness):
+	// when a priority level is full it answers 429 with Retry-After, which the client honours, waiting that
+	// long and retrying up to ten times.
+	DefaultRequestsPerSecond = 200
+	DefaultRequestBurst      = 400
 	// ImageRepository is where each release publishes the proxy image, scripts/build-k8s-image.sh's image of
 	// Debian's squid-openssl package for amd64 and arm64, tagged with the provider's version without its "v"
 	// (.github/workflows/release.yml): a release's proxies run ReleaseImage(version).
@@ -253,7 +268,7 @@ func (cc ClusterConfig) restConfig() (*rest.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		return withUserAgent(cfg), nil
+		return cc.withRateLimit(withUserAgent(cfg)), nil
 	}
 	for _, p := range paths {
 		if _, err := os.Stat(p); err != nil {
@@ -265,11 +280,23 @@ func (cc ClusterConfig) restConfig() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", strings.Join(paths, ", "), err)
 	}
-	return withUserAgent(cfg), nil
+	return cc.withRateLimit(withUserAgent(cfg)), nil
 }
 
 func withUserAgent(cfg *rest.Config) *rest.Config {
 	cfg.UserAgent = "terraform-provider-egress"
+	return cfg
+}
+
+// withRateLimit sets the client-side rate limit of the cluster's clients (see DefaultRequestsPerSecond).
+func (cc ClusterConfig) withRateLimit(cfg *rest.Config) *rest.Config {
+	cfg.QPS, cfg.Burst = float32(DefaultRequestsPerSecond), DefaultRequestBurst
+	if cc.RequestsPerSecond > 0 {
+		cfg.QPS = float32(cc.RequestsPerSecond)
+	}
+	if cc.RequestBurst > 0 {
+		cfg.Burst = cc.RequestBurst
+	}
 	return cfg
 }
 
@@ -287,6 +314,9 @@ func (c Config) validate() error {
 		}
 		if cc.Exec != nil && cc.Exec.Command == "" {
 			return fmt.Errorf("cluster %q: exec needs a command", name)
+		}
+		if cc.RequestsPerSecond < 0 || cc.RequestBurst < 0 {
+			return fmt.Errorf("cluster %q: requests_per_second and request_burst must be positive", name)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -43,28 +44,34 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	ns := id.Scope
 	cs := c.cs
 
-	cm, err := adopt(ctx, "ConfigMap", id, spec.UID, o.configMap,
-		func(ctx context.Context, x *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-			return cs.CoreV1().ConfigMaps(ns).Create(ctx, x, metav1.CreateOptions{})
+	var cm *corev1.ConfigMap
+	var secret *corev1.Secret
+	err = allOf(ctx,
+		func(ctx context.Context) (err error) {
+			cm, err = adopt(ctx, "ConfigMap", id, spec.UID, o.configMap,
+				func(ctx context.Context, x *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+					return cs.CoreV1().ConfigMaps(ns).Create(ctx, x, metav1.CreateOptions{})
+				},
+				func(ctx context.Context) (*corev1.ConfigMap, error) {
+					return cs.CoreV1().ConfigMaps(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+				})
+			return err
 		},
-		func(ctx context.Context) (*corev1.ConfigMap, error) {
-			return cs.CoreV1().ConfigMaps(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+		func(ctx context.Context) (err error) {
+			if o.secret == nil {
+				return nil
+			}
+			secret, err = adopt(ctx, "Secret", id, spec.UID, o.secret,
+				func(ctx context.Context, x *corev1.Secret) (*corev1.Secret, error) {
+					return cs.CoreV1().Secrets(ns).Create(ctx, x, metav1.CreateOptions{})
+				},
+				func(ctx context.Context) (*corev1.Secret, error) {
+					return cs.CoreV1().Secrets(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+				})
+			return err
 		})
 	if err != nil {
 		return backend.Instance{}, err
-	}
-	var secret *corev1.Secret
-	if o.secret != nil {
-		secret, err = adopt(ctx, "Secret", id, spec.UID, o.secret,
-			func(ctx context.Context, x *corev1.Secret) (*corev1.Secret, error) {
-				return cs.CoreV1().Secrets(ns).Create(ctx, x, metav1.CreateOptions{})
-			},
-			func(ctx context.Context) (*corev1.Secret, error) {
-				return cs.CoreV1().Secrets(ns).Get(ctx, spec.Name, metav1.GetOptions{})
-			})
-		if err != nil {
-			return backend.Instance{}, err
-		}
 	}
 	d, err := adopt(ctx, "Deployment", id, spec.UID, o.deployment,
 		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
@@ -79,49 +86,72 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	// From here on the proxy exists: every error comes back with its id so the caller records it.
 	made := backend.Instance{ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, State: backend.StatePending, Placement: spec.Placement}
 
-	if !ownedByDeployment(cm.ObjectMeta, d) {
-		ownedBy(&cm.ObjectMeta, d)
-		if _, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			return made, classify(objectName("ConfigMap", id), err)
-		}
-	}
-	if secret != nil && !ownedByDeployment(secret.ObjectMeta, d) {
-		ownedBy(&secret.ObjectMeta, d)
-		if _, err := cs.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-			return made, classify(objectName("Secret", id), err)
-		}
-	}
-	ownedBy(&o.service.ObjectMeta, d)
-	if _, err := adopt(ctx, "Service", id, spec.UID, o.service,
-		func(ctx context.Context, x *corev1.Service) (*corev1.Service, error) {
-			return cs.CoreV1().Services(ns).Create(ctx, x, metav1.CreateOptions{})
+	// The rest goes side by side with the rollout, which takes seconds of the pods' own: the owner references
+	// on the ConfigMap and Secret, the Service and the NetworkPolicy. Each is adopted, as above, when a
+	// crashed attempt made it already.
+	svc := o.service
+	ready := d
+	err = allOf(ctx,
+		func(ctx context.Context) error {
+			if ownedByDeployment(cm.ObjectMeta, d) {
+				return nil
+			}
+			ownedBy(&cm.ObjectMeta, d)
+			_, err := cs.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+			return classify(objectName("ConfigMap", id), err)
 		},
-		func(ctx context.Context) (*corev1.Service, error) {
-			return cs.CoreV1().Services(ns).Get(ctx, spec.Name, metav1.GetOptions{})
-		}); err != nil {
-		return made, err
-	}
-	if o.networkPolicy != nil {
-		ownedBy(&o.networkPolicy.ObjectMeta, d)
-		if _, err := adopt(ctx, "NetworkPolicy", id, spec.UID, o.networkPolicy,
-			func(ctx context.Context, x *networkingv1.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
-				return cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, x, metav1.CreateOptions{})
-			},
-			func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
-				return cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, spec.Name, metav1.GetOptions{})
-			}); err != nil {
-			return made, err
-		}
-	}
-
-	if err := b.waitReady(ctx, c, id, o.service.Spec.Type == corev1.ServiceTypeLoadBalancer); err != nil {
-		return made, err
-	}
-	inst, err := b.Get(ctx, id)
+		func(ctx context.Context) error {
+			if secret == nil || ownedByDeployment(secret.ObjectMeta, d) {
+				return nil
+			}
+			ownedBy(&secret.ObjectMeta, d)
+			_, err := cs.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{})
+			return classify(objectName("Secret", id), err)
+		},
+		func(ctx context.Context) (err error) {
+			ownedBy(&o.service.ObjectMeta, d)
+			svc, err = adopt(ctx, "Service", id, spec.UID, o.service,
+				func(ctx context.Context, x *corev1.Service) (*corev1.Service, error) {
+					return cs.CoreV1().Services(ns).Create(ctx, x, metav1.CreateOptions{})
+				},
+				func(ctx context.Context) (*corev1.Service, error) {
+					return cs.CoreV1().Services(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+				})
+			return err
+		},
+		func(ctx context.Context) error {
+			if o.networkPolicy == nil {
+				return nil
+			}
+			ownedBy(&o.networkPolicy.ObjectMeta, d)
+			_, err := adopt(ctx, "NetworkPolicy", id, spec.UID, o.networkPolicy,
+				func(ctx context.Context, x *networkingv1.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
+					return cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, x, metav1.CreateOptions{})
+				},
+				func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
+					return cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+				})
+			return err
+		},
+		func(ctx context.Context) (err error) {
+			ready, err = waitRollout(ctx, c, id)
+			return err
+		})
 	if err != nil {
 		return made, err
 	}
-	return inst, nil
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if svc, err = waitLoadBalancer(ctx, c, id); err != nil {
+			return made, err
+		}
+	}
+	// What Get would read, but for the pods: the Deployment as it became ready, the Service as made (or as its
+	// load balancer left it), and the settings as written.
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabelsOf(ready)).String()})
+	if err != nil {
+		return made, classify(objectName("Deployment", id), err)
+	}
+	return b.instance(ctx, c, id, ready, svc, cm.Annotations[annotationSettings], pods.Items)
 }
 
 // render builds the proxy's objects from spec, or a Permanent error naming what is wrong with it.

@@ -3,24 +3,45 @@ package kubernetes
 import (
 	"context"
 
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// Delete removes the Deployment with foreground propagation, so the garbage collector removes its ReplicaSets,
-// pods, ConfigMap, Secret, Service and NetworkPolicy before the Deployment itself goes, and returns once the
-// Deployment is gone. Objects a crashed Create made before it could set their owner are removed by their UID
-// label afterwards. A proxy that does not exist is not an error.
+// Delete removes the proxy and returns once it can no longer serve and none of its objects remain in the API.
+//
+//  1. The Deployment is scaled to zero: the ReplicaSet controller marks every pod for deletion. A marked pod
+//     is out of the Service's endpoints, and Squid closes its listening port on the SIGTERM the kubelet sends;
+//     the kubelet removes the pod within its grace period (Squid lets open connections finish for
+//     shutdown_lifetime, a few seconds). Waiting for the pods to be gone too would add those seconds to
+//     every destroy, for processes that no longer accept a connection.
+//  2. Once every pod is marked, the Deployment is deleted, and then its ReplicaSets, here rather than by the
+//     garbage collector, whose way through the owner chain takes about a second under load.
+//  3. Beside both, the ConfigMap, Secret, Service and NetworkPolicy are deleted, found by the proxy's UID
+//     label, so that objects a crashed Create made before it could set their owner go too.
+//
+// Anything that carries a finalizer outlives its delete (a LoadBalancer Service until the cloud has released
+// its load balancer): Delete waits for it to be gone, so that a replacement of the same name does not meet
+// it. A proxy that does not exist is not an error; every step is safe to repeat after a lost answer.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	c, err := b.checkID(id)
 	if err != nil {
 		return err
 	}
 	object := objectName("Deployment", id)
-	d, err := c.cs.AppsV1().Deployments(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
+	deployments := c.cs.AppsV1().Deployments(id.Scope)
+	d, err := deployments.Get(ctx, id.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -31,65 +52,283 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue || uid == "" {
 		return backend.Permanent(object, "was not made by this provider; it is left alone")
 	}
-	foreground := metav1.DeletePropagationForeground
-	err = c.cs.AppsV1().Deployments(id.Scope).Delete(ctx, id.Name, metav1.DeleteOptions{
-		PropagationPolicy: &foreground,
-		// The UID precondition keeps a Deployment made again under the same name by someone else safe.
-		Preconditions: &metav1.Preconditions{UID: &d.UID},
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return classify(object, err)
-	}
-	if err := waitGone(ctx, c, id); err != nil {
-		return err
-	}
-	return sweep(ctx, c, id, uid)
+	selector := selectorLabelsOf(d)
+	deploymentUID, finalizers := d.UID, len(d.Finalizers) > 0
+	ns, core, netv1 := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1()
+	return allOf(ctx,
+		func(ctx context.Context) error {
+			if err := scaleToZero(ctx, c, id, d); err != nil {
+				return err
+			}
+			if err := waitPodsStopping(ctx, c, id, selector); err != nil {
+				return err
+			}
+			background := metav1.DeletePropagationBackground
+			err := deployments.Delete(ctx, id.Name, metav1.DeleteOptions{
+				PropagationPolicy: &background,
+				// The UID precondition keeps a Deployment made again under the same name by someone else safe.
+				Preconditions: &metav1.Preconditions{UID: &deploymentUID},
+			})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return classify(object, err)
+			}
+			if finalizers {
+				// Gone at once unless it carries a finalizer; then this waits for whoever removes it. (One added
+				// between the read above and the delete is not waited for.)
+				byName := func(o metav1.ListOptions) metav1.ListOptions {
+					o.FieldSelector = fields.OneTermEqualSelector("metadata.name", id.Name).String()
+					return o
+				}
+				if err := waitGone(ctx, object, id.Name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return deployments.List(ctx, byName(o))
+				}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					return deployments.Watch(ctx, byName(o))
+				}); err != nil {
+					return err
+				}
+			}
+			return deleteReplicaSets(ctx, c, id, selector)
+		},
+		func(ctx context.Context) error { return deleteOwnSecret(ctx, c, id, uid) },
+		func(ctx context.Context) error {
+			return sweep(ctx, id, uid, "ConfigMap", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return core.ConfigMaps(ns).List(ctx, o)
+			}, core.ConfigMaps(ns).Delete, core.ConfigMaps(ns).Watch)
+		},
+		func(ctx context.Context) error {
+			return sweep(ctx, id, uid, "Service", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return core.Services(ns).List(ctx, o)
+			}, core.Services(ns).Delete, core.Services(ns).Watch)
+		},
+		func(ctx context.Context) error {
+			return sweep(ctx, id, uid, "NetworkPolicy", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return netv1.NetworkPolicies(ns).List(ctx, o)
+			}, netv1.NetworkPolicies(ns).Delete, netv1.NetworkPolicies(ns).Watch)
+		},
+	)
 }
 
-// sweep deletes what still carries the proxy's UID label: with the garbage collector at work the lists are
-// empty, and this is one list per kind. The Secret is the exception, taken by its name: list on Secrets
-// would let the credentials read every Secret in the namespace, so the backend's RBAC does not grant it.
-func sweep(ctx context.Context, c *client, id backend.ProviderID, uid string) error {
-	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelUID: uid}).String()}
-	ns := id.Scope
-	core, netv1 := c.cs.CoreV1(), c.cs.NetworkingV1()
-	del := func(kind, name string, f func(context.Context, string, metav1.DeleteOptions) error) error {
-		if err := f(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return classify(objectName(kind, id), err)
+// allOf runs steps side by side and returns the first error, which cancels the others.
+func allOf(ctx context.Context, steps ...func(context.Context) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	for _, step := range steps {
+		g.Go(func() error { return step(ctx) })
+	}
+	return g.Wait()
+}
+
+// sweep deletes the objects of one kind that carry the proxy's UID label: those the garbage collector would
+// remove (owned by the Deployment) and those a crashed Create left without their owner. Secrets are not
+// swept: list on Secrets would let the credentials read every Secret in the namespace, so the backend's RBAC
+// does not grant it, and the proxy's Secret is taken by its name (deleteOwnSecret).
+//
+// An object with finalizers outlives its delete until their controllers remove them (a LoadBalancer Service
+// until the cloud has released its load balancer): sweep waits for such an object to be gone, so that a
+// replacement of the same name does not meet it. The others are gone when the delete answers.
+func sweep(ctx context.Context, id backend.ProviderID, uid, kind string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	del func(context.Context, string, metav1.DeleteOptions) error,
+	watchKind func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) error {
+	object := objectName(kind, id)
+	l, err := list(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelUID: uid}).String()})
+	if err != nil {
+		return classify(object, err)
+	}
+	return meta.EachListItem(l, func(o runtime.Object) error {
+		m, err := meta.Accessor(o)
+		if err != nil {
+			return err
 		}
+		name := m.GetName()
+		// The UID precondition: an object made again under the name since the list is not this proxy's.
+		uid := m.GetUID()
+		if err := del(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); err != nil && !apierrors.IsNotFound(err) {
+			return classify(object, err)
+		}
+		if len(m.GetFinalizers()) == 0 {
+			return nil
+		}
+		named := func(o metav1.ListOptions) metav1.ListOptions {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			return o
+		}
+		return waitGone(ctx, object, name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return list(ctx, named(o))
+		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return watchKind(ctx, named(o))
+		})
+	})
+}
+
+// waitGone waits until no object named name is left in what list and watch (both given the same name
+// selector by the caller) return.
+func waitGone(ctx context.Context, object, name string,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchKind func(context.Context, metav1.ListOptions) (watch.Interface, error),
+) error {
+	return follow(ctx, stream{
+		object: object,
+		list: func(ctx context.Context) (string, bool, error) {
+			l, err := list(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", false, err
+			}
+			lm, err := meta.ListAccessor(l)
+			if err != nil {
+				return "", false, err
+			}
+			present := false
+			err = meta.EachListItem(l, func(o runtime.Object) error {
+				m, err := meta.Accessor(o)
+				present = present || (err == nil && m.GetName() == name)
+				return nil
+			})
+			return lm.GetResourceVersion(), !present, err
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return watchKind(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
+			m, err := meta.Accessor(obj)
+			return err == nil && m.GetName() == name && t == watch.Deleted, nil
+		},
+	})
+}
+
+// waitPodsStopping waits until no pod of the proxy (selected by its Deployment's selector) serves: each is
+// terminating or gone. The garbage collector marks them once it has removed their ReplicaSet.
+func waitPodsStopping(ctx context.Context, c *client, id backend.ProviderID, selector map[string]string) error {
+	object := objectName("Deployment", id)
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
+	serving := map[string]bool{}
+	stopping := func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
+	return follow(ctx, stream{
+		object: object,
+		list: func(ctx context.Context) (string, bool, error) {
+			l, err := c.cs.CoreV1().Pods(id.Scope).List(ctx, opts)
+			if err != nil {
+				return "", false, err
+			}
+			clear(serving)
+			for i := range l.Items {
+				if !stopping(&l.Items[i]) {
+					serving[l.Items[i].Name] = true
+				}
+			}
+			return l.ResourceVersion, len(serving) == 0, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			o := opts
+			o.ResourceVersion, o.AllowWatchBookmarks = rv, true
+			return c.cs.CoreV1().Pods(id.Scope).Watch(ctx, o)
+		},
+		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return false, nil
+			}
+			if t == watch.Deleted || stopping(p) {
+				delete(serving, p.Name)
+			} else {
+				serving[p.Name] = true
+			}
+			return len(serving) == 0, nil
+		},
+	})
+}
+
+// deleteReplicaSets deletes the Deployment's ReplicaSets, which its deletion leaves to the garbage collector,
+// so that none remains when Delete returns without waiting on the collector (a ReplicaSet made again by the
+// Deployment's controller before the Deployment went is found by the list, which comes after). Credentials
+// without delete on ReplicaSets wait for the collector instead, and without list they do not wait:
+// egress_backends names the missing permission, and a destroy should not fail on what the collector does
+// by itself a moment later.
+func deleteReplicaSets(ctx context.Context, c *client, id backend.ProviderID, selector map[string]string) error {
+	object := objectName("ReplicaSet of Deployment", id)
+	sets := c.cs.AppsV1().ReplicaSets(id.Scope)
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
+	l, err := sets.List(ctx, opts)
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return classify(object, err)
+	}
+	left := map[string]bool{}
+	for _, rs := range l.Items {
+		// Background: its pods, all terminating by now, are the collector's.
+		background := metav1.DeletePropagationBackground
+		err := sets.Delete(ctx, rs.Name, metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &rs.UID}})
+		switch {
+		case apierrors.IsNotFound(err):
+		case apierrors.IsForbidden(err) || len(rs.Finalizers) > 0:
+			left[rs.Name] = true
+		case err != nil:
+			return classify(object, err)
+		}
+	}
+	if len(left) == 0 {
 		return nil
 	}
-	cms, err := core.ConfigMaps(ns).List(ctx, opts)
-	if err != nil {
-		return classify(objectName("ConfigMap", id), err)
-	}
-	for _, o := range cms.Items {
-		if err := del("ConfigMap", o.Name, core.ConfigMaps(ns).Delete); err != nil {
-			return err
+	return follow(ctx, stream{
+		object: object,
+		list: func(ctx context.Context) (string, bool, error) {
+			l, err := sets.List(ctx, opts)
+			if err != nil {
+				return "", false, err
+			}
+			clear(left)
+			for _, rs := range l.Items {
+				left[rs.Name] = true
+			}
+			return l.ResourceVersion, len(left) == 0, nil
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			o := opts
+			o.ResourceVersion, o.AllowWatchBookmarks = rv, true
+			return sets.Watch(ctx, o)
+		},
+		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
+			if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+				if t == watch.Deleted {
+					delete(left, rs.Name)
+				} else {
+					left[rs.Name] = true
+				}
+			}
+			return len(left) == 0, nil
+		},
+	})
+}
+
+// scaleToZero sets the Deployment's replicas to zero: its ReplicaSet's controller then marks every pod for
+// deletion at once, which is quicker than the garbage collector's way there after the Deployment is deleted.
+// An update, not a patch, so that the credentials need no verb beyond the documented ones; a conflict with a
+// controller's write is retried on a fresh read. A Deployment gone or made again by someone else meanwhile
+// is left to the steps after.
+func scaleToZero(ctx context.Context, c *client, id backend.ProviderID, d *appsv1.Deployment) error {
+	deployments := c.cs.AppsV1().Deployments(id.Scope)
+	uid := d.UID
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if d.UID != uid || (d.Spec.Replicas != nil && *d.Spec.Replicas == 0) {
+			return nil
 		}
-	}
-	if err := deleteOwnSecret(ctx, c, id, uid); err != nil {
+		d.Spec.Replicas = ptr.To(int32(0))
+		_, err := deployments.Update(ctx, d, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			fresh, getErr := deployments.Get(ctx, id.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			d = fresh
+		}
 		return err
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
 	}
-	svcs, err := core.Services(ns).List(ctx, opts)
-	if err != nil {
-		return classify(objectName("Service", id), err)
-	}
-	for _, o := range svcs.Items {
-		if err := del("Service", o.Name, core.Services(ns).Delete); err != nil {
-			return err
-		}
-	}
-	nps, err := netv1.NetworkPolicies(ns).List(ctx, opts)
-	if err != nil {
-		return classify(objectName("NetworkPolicy", id), err)
-	}
-	for _, o := range nps.Items {
-		if err := del("NetworkPolicy", o.Name, netv1.NetworkPolicies(ns).Delete); err != nil {
-			return err
-		}
-	}
-	return nil
+	return classify(objectName("Deployment", id), err)
 }
 
 // deleteOwnSecret deletes the proxy's Secret, which has the proxy's name, when it carries the proxy's UID.

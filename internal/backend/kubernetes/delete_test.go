@@ -1,13 +1,17 @@
 package kubernetes
 
 import (
+	"errors"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -65,5 +69,116 @@ func TestCheckAsksNoListOfSecrets(t *testing.T) {
 				t.Errorf("Check asks for %s on secrets, which Delete no longer needs", v)
 			}
 		}
+	}
+}
+
+// TestDeleteWaitsForAServiceWithFinalizers: a LoadBalancer Service keeps the cloud's finalizer until its load
+// balancer is released, so its delete only marks it. Delete returns once it is gone, not before: a replacement
+// of the same name must not meet it. (The fake knows no finalizers: a reactor marks the Service instead of
+// removing it, and the test plays the cloud's controller.)
+func TestDeleteWaitsForAServiceWithFinalizers(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	d := readyDeployment("p1")
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: testNS, Labels: d.Labels,
+		Finalizers: []string{"service.kubernetes.io/load-balancer-cleanup"}}}
+	b, cs := newFake(t, d, svc)
+	services := corev1.SchemeGroupVersion.WithResource("services")
+	cs.PrependReactor("delete", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		marked := svc.DeepCopy()
+		marked.DeletionTimestamp = ptr.To(metav1.Now())
+		return true, nil, cs.Tracker().Update(services, marked, testNS)
+	})
+	watching := make(chan struct{}, 1)
+	cs.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+		return false, nil, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- b.Delete(ctx, testID()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Delete returned (%v) while the Service still exists", err)
+	case <-watching:
+	}
+	if err := cs.Tracker().Delete(services, testNS, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeleteRemovesTheReplicaSets: Delete scales the Deployment to zero, deletes it, and deletes its
+// ReplicaSets itself rather than wait on the garbage collector. Credentials that may not delete them wait for
+// the collector (played by the test: the fake has none); credentials that may not list them do not wait.
+func TestDeleteRemovesTheReplicaSets(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		forbid   string // the verb on replicasets the credentials lack
+		wantGone bool   // by Delete's own doing
+	}{
+		"deleted by Delete":                       {wantGone: true},
+		"without delete, waits for the collector": {forbid: "delete"},
+		"without list, no wait":                   {forbid: "list"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			d := readyDeployment("p1")
+			rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "p1-abc", Namespace: testNS, Labels: selectorLabelsOf(d), UID: "rs-uid"}}
+			b, cs := newFake(t, d, rs)
+			if tt.forbid != "" {
+				cs.PrependReactor(tt.forbid, "replicasets", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(appsv1.Resource("replicasets"), "", errors.New("not granted"))
+				})
+			}
+			watching := make(chan struct{}, 1)
+			cs.PrependWatchReactor("replicasets", func(k8stesting.Action) (bool, watch.Interface, error) {
+				select {
+				case watching <- struct{}{}:
+				default:
+				}
+				return false, nil, nil
+			})
+			done := make(chan error, 1)
+			go func() { done <- b.Delete(ctx, testID()) }()
+			if tt.forbid == "delete" {
+				select {
+				case err := <-done:
+					t.Fatalf("Delete returned (%v) while the ReplicaSet remains", err)
+				case <-watching:
+				}
+				if err := cs.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("replicasets"), testNS, rs.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			got, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
+			if err == nil {
+				t.Errorf("the Deployment remains, %d replicas", *got.Spec.Replicas)
+			}
+			scaled := false
+			for _, a := range cs.Actions() {
+				if u, ok := a.(k8stesting.UpdateAction); ok {
+					if d, ok := u.GetObject().(*appsv1.Deployment); ok {
+						scaled = *d.Spec.Replicas == 0
+					}
+				}
+			}
+			if !scaled {
+				t.Error("the Deployment was not scaled to zero before its deletion")
+			}
+			_, err = cs.AppsV1().ReplicaSets(testNS).Get(ctx, rs.Name, metav1.GetOptions{})
+			if gone := apierrors.IsNotFound(err); gone != (tt.wantGone || tt.forbid == "delete") {
+				t.Errorf("ReplicaSet gone: %v (%v)", gone, err)
+			}
+		})
 	}
 }

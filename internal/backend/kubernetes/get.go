@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,49 +15,85 @@ import (
 )
 
 // Get reads the proxy back: its state from the Deployment, its addresses from the Service, its settings from
-// the ConfigMap and its egress address from its pods' nodes (egress.go). Only a missing Deployment is
-// NotFound; a missing Service or ConfigMap leaves those fields empty (the next apply recreates the proxy if
-// they matter).
+// the ConfigMap and its egress address from its pods' nodes (egress.go). The four reads go out side by side,
+// so a refresh waits for one round trip, not four. Only a missing Deployment is NotFound; a missing Service or
+// ConfigMap leaves those fields empty (the next apply recreates the proxy if they matter).
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
 	c, err := b.checkID(id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	cs := c.cs
-	d, err := cs.AppsV1().Deployments(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
-	if err != nil {
-		return backend.Instance{}, classify(objectName("Deployment", id), err)
+	cs, ns := c.cs, id.Scope
+	var (
+		d                            *appsv1.Deployment
+		svc                          *corev1.Service
+		cm                           *corev1.ConfigMap
+		pods                         *corev1.PodList
+		dErr, svcErr, cmErr, podsErr error
+		wg                           sync.WaitGroup
+	)
+	wg.Go(func() { d, dErr = cs.AppsV1().Deployments(ns).Get(ctx, id.Name, metav1.GetOptions{}) })
+	wg.Go(func() { svc, svcErr = cs.CoreV1().Services(ns).Get(ctx, id.Name, metav1.GetOptions{}) })
+	wg.Go(func() { cm, cmErr = cs.CoreV1().ConfigMaps(ns).Get(ctx, id.Name, metav1.GetOptions{}) })
+	// By the name label, as the Deployment's selector is not known yet; podsOf keeps the Deployment's own.
+	wg.Go(func() {
+		pods, podsErr = cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelName: id.Name}).String()})
+	})
+	wg.Wait()
+	// In this order, so that a proxy that is gone is NotFound whatever else failed.
+	if dErr != nil {
+		return backend.Instance{}, classify(objectName("Deployment", id), dErr)
 	}
 	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue {
 		return backend.Instance{}, backend.Permanent(objectName("Deployment", id), "exists but was not made by this provider")
 	}
-	svc, err := cs.CoreV1().Services(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return backend.Instance{}, classify(objectName("Service", id), err)
+	switch {
+	case apierrors.IsNotFound(svcErr):
+		svc = nil
+	case svcErr != nil:
+		return backend.Instance{}, classify(objectName("Service", id), svcErr)
 	}
-	cm, err := cs.CoreV1().ConfigMaps(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return backend.Instance{}, classify(objectName("ConfigMap", id), err)
+	settings := ""
+	switch {
+	case apierrors.IsNotFound(cmErr):
+	case cmErr != nil:
+		return backend.Instance{}, classify(objectName("ConfigMap", id), cmErr)
+	default:
+		settings = cm.Annotations[annotationSettings]
 	}
-	pods, err := cs.CoreV1().Pods(id.Scope).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.SelectorFromSet(selectorLabelsOf(d)).String(),
-	})
-	if err != nil {
-		return backend.Instance{}, classify(objectName("Deployment", id), err)
+	if podsErr != nil {
+		return backend.Instance{}, classify(objectName("Deployment", id), podsErr)
 	}
+	return b.instance(ctx, c, id, d, svc, settings, podsOf(d, pods.Items))
+}
+
+// instance maps what was read onto the contract: the Deployment, its Service (nil when missing), the settings
+// annotation and the Deployment's pods.
+func (b *Backend) instance(ctx context.Context, c *client, id backend.ProviderID, d *appsv1.Deployment, svc *corev1.Service, settings string, pods []corev1.Pod) (backend.Instance, error) {
 	inst := instanceOf(id.Target, d, svc)
-	nodes, err := c.nodeAddresses(ctx, id.Target, pods.Items)
+	nodes, err := c.nodeAddresses(ctx, id.Target, pods)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	inst.EgressAddress = egressAddressOf(pods.Items, nodes)
-	if cm != nil {
-		inst.Proxy = parseSettings(cm.Annotations[annotationSettings])
-	}
+	inst.EgressAddress = egressAddressOf(pods, nodes)
+	inst.Proxy = parseSettings(settings)
 	if inst.Proxy != nil && inst.Port == 0 {
 		inst.Port = inst.Proxy.Port
 	}
 	return inst, nil
+}
+
+// podsOf keeps the pods d selects: a proxy destroyed and made again under its name may leave pods of the old
+// one terminating, with the same name label and another UID.
+func podsOf(d *appsv1.Deployment, pods []corev1.Pod) []corev1.Pod {
+	sel := labels.SelectorFromSet(selectorLabelsOf(d))
+	out := make([]corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func selectorLabelsOf(d *appsv1.Deployment) map[string]string {

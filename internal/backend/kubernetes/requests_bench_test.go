@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -105,6 +106,18 @@ func newBenchFake(b *testing.B) (*Backend, interface {
 		}
 		return false, nil, nil
 	}
+	// The ReplicaSet controller's part of a delete: a Deployment scaled to zero loses its pod.
+	scaleDown := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		d, ok := a.(k8stesting.UpdateAction).GetObject().(*appsv1.Deployment)
+		if !ok || d.Spec.Replicas == nil || *d.Spec.Replicas != 0 {
+			return false, nil, nil
+		}
+		if err := cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), d.Namespace, d.Name+"-0"); err != nil && !apierrors.IsNotFound(err) {
+			return true, nil, err
+		}
+		return false, nil, nil
+	}
+	cs.PrependReactor("update", "deployments", scaleDown)
 	cs.PrependReactor("create", "deployments", schedule)
 	cs.PrependReactor("create", "deployments", available)
 	cs.PrependReactor("update", "deployments", available)

@@ -46,7 +46,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		return backend.Instance{}, err
 	}
 	if replicasChanged {
-		if err := b.waitReady(ctx, c, id, false); err != nil {
+		if _, err := waitRollout(ctx, c, id); err != nil {
 			return backend.Instance{}, err
 		}
 	}
@@ -220,7 +220,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if err := b.waitReady(ctx, c, id, false); err != nil {
+	if _, err := waitRollout(ctx, c, id); err != nil {
 		return backend.Instance{}, err
 	}
 	if err := waitServed(ctx, c, id, sum); err != nil {

@@ -107,28 +107,38 @@ func classifyWait(object string, err error) error {
 	return classify(object, err)
 }
 
-// waitReady waits until the Deployment has rolled out and is Available, failing as soon as a pod shows it
-// never will (an image that cannot be pulled, a crashing container) or the Deployment gives up. With
-// loadBalancer it then waits for the Service's ingress address.
-func (b *Backend) waitReady(ctx context.Context, c *client, id backend.ProviderID, loadBalancer bool) error {
-	// The two streams' own context: cancelled when the first answers, while the load balancer's wait below
-	// still runs on ctx.
+// waitRollout waits until the Deployment has rolled out and is Available, failing as soon as a pod shows it
+// never will (an image that cannot be pulled, a crashing container) or the Deployment gives up. It returns the
+// Deployment as it was when found ready.
+func waitRollout(ctx context.Context, c *client, id backend.ProviderID) (*appsv1.Deployment, error) {
+	// The two streams' own context: cancelled when the first answers.
 	streams, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var ready *appsv1.Deployment
 	results := make(chan error, 2)
-	go func() { results <- follow(streams, deploymentStream(c, id)) }()
+	go func() { results <- follow(streams, deploymentStream(c, id, &ready)) }()
 	go func() { results <- follow(streams, podStream(c, id)) }()
 	// The Deployment's stream ends when it is ready or failed; the pods' only when a pod failed.
 	err := <-results
 	cancel()
 	<-results //nolint:errcheck // the other stream, ended by the cancel: the first answer decides
-	if err != nil || !loadBalancer {
-		return err
+	if err != nil {
+		return nil, err
 	}
-	return follow(ctx, serviceStream(c, id))
+	return ready, nil
 }
 
-func deploymentStream(c *client, id backend.ProviderID) stream {
+// waitLoadBalancer waits for the LoadBalancer Service's ingress address and returns the Service then.
+func waitLoadBalancer(ctx context.Context, c *client, id backend.ProviderID) (*corev1.Service, error) {
+	var ready *corev1.Service
+	if err := follow(ctx, serviceStream(c, id, &ready)); err != nil {
+		return nil, err
+	}
+	return ready, nil
+}
+
+// deploymentStream follows the Deployment until it is ready, which it then stores in *ready.
+func deploymentStream(c *client, id backend.ProviderID, ready **appsv1.Deployment) stream {
 	object := objectName("Deployment", id)
 	byName := fields.OneTermEqualSelector("metadata.name", id.Name).String()
 	check := func(t watch.EventType, obj runtime.Object) (bool, error) {
@@ -139,7 +149,11 @@ func deploymentStream(c *client, id backend.ProviderID) stream {
 		if t == watch.Deleted {
 			return false, backend.NotFound(object, "was deleted while waiting for it")
 		}
-		return deploymentReady(object, d)
+		done, err := deploymentReady(object, d)
+		if done {
+			*ready = d
+		}
+		return done, err
 	}
 	return stream{
 		object: object,
@@ -272,7 +286,9 @@ func podFailure(object string, p *corev1.Pod) error {
 	return nil
 }
 
-func serviceStream(c *client, id backend.ProviderID) stream {
+// serviceStream follows the Service until it has a load balancer's ingress address; it then stores the
+// Service in *ready.
+func serviceStream(c *client, id backend.ProviderID, ready **corev1.Service) stream {
 	object := objectName("Service", id)
 	byName := fields.OneTermEqualSelector("metadata.name", id.Name).String()
 	check := func(t watch.EventType, obj runtime.Object) (bool, error) {
@@ -283,7 +299,11 @@ func serviceStream(c *client, id backend.ProviderID) stream {
 		if t == watch.Deleted {
 			return false, backend.NotFound(object, "was deleted while waiting for its load balancer")
 		}
-		return len(s.Status.LoadBalancer.Ingress) > 0, nil
+		if len(s.Status.LoadBalancer.Ingress) == 0 {
+			return false, nil
+		}
+		*ready = s
+		return true, nil
 	}
 	return stream{
 		object: object,
@@ -305,27 +325,4 @@ func serviceStream(c *client, id backend.ProviderID) stream {
 		},
 		check: check,
 	}
-}
-
-// waitGone waits until the Deployment no longer exists.
-func waitGone(ctx context.Context, c *client, id backend.ProviderID) error {
-	s := deploymentStream(c, id)
-	s.list = func(ctx context.Context) (string, bool, error) {
-		byName := fields.OneTermEqualSelector("metadata.name", id.Name).String()
-		l, err := c.cs.AppsV1().Deployments(id.Scope).List(ctx, metav1.ListOptions{FieldSelector: byName})
-		if err != nil {
-			return "", false, err
-		}
-		for _, d := range l.Items {
-			if d.Name == id.Name {
-				return l.ResourceVersion, false, nil
-			}
-		}
-		return l.ResourceVersion, true, nil
-	}
-	s.check = func(t watch.EventType, obj runtime.Object) (bool, error) {
-		d, ok := obj.(*appsv1.Deployment)
-		return ok && d.Name == id.Name && t == watch.Deleted, nil
-	}
-	return follow(ctx, s)
 }

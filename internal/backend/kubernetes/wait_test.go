@@ -32,7 +32,7 @@ func TestWaitSurvivesClosedAndExpiredWatches(t *testing.T) {
 			ctx := testCtx(t)
 			pending := readyDeployment("p1")
 			pending.Status.AvailableReplicas, pending.Status.Conditions = 0, nil
-			b, cs := newFake(t, pending)
+			_, cs := newFake(t, pending)
 			var mu sync.Mutex
 			var rvs []string
 			lists := 0
@@ -57,7 +57,7 @@ func TestWaitSurvivesClosedAndExpiredWatches(t *testing.T) {
 				return true, watch.NewFake(), nil // no pod ever fails here
 			})
 			done := make(chan error, 1)
-			go func() { done <- b.waitReady(ctx, &client{cs: cs}, testID(), false) }()
+			go func() { _, err := waitRollout(ctx, &client{cs: cs}, testID()); done <- err }()
 
 			first := <-watchers
 			still := pending.DeepCopy()

@@ -35,16 +35,27 @@ func (s *session) isLost() bool {
 // dialFunc opens a session to one configured host. Tests replace it with an in-memory fake.
 type dialFunc func(ctx context.Context, h HostConfig, t target) (*session, error)
 
-// conn is one host's connection: dialled on first use, shared by every call to that host, and dialled again
-// after the daemon drops it (a libvirtd restart must not need a provider restart).
+// conn is one host's connections: dialled on first use, shared by every call to that host, and dialled again
+// after the daemon drops them (a libvirtd restart must not need a provider restart).
+//
+// A host gets more than one connection only when operations pile up on it: libvirtd serves at most
+// max_client_requests calls of one client at a time (5 unless its administrator changed it), and some calls
+// hold their slot for seconds. DomainDestroy waits until QEMU has exited, about two seconds per domain seen
+// here, so ten proxies destroyed side by side on one connection waited in line for five slots, and took
+// three times as long as virsh did with a connection each (scripts/bench-kvm.sh). One operation always runs
+// on one connection, so what a cut connection interrupts is still one operation's call.
 type conn struct {
 	name   string
 	host   HostConfig
 	target target
 	dial   dialFunc
 
-	mu  sync.Mutex
-	cur *session
+	mu sync.Mutex
+	// sessions are the live connections (some may have broken since they were last looked at), each with the
+	// operations running on it.
+	sessions []*pooled
+	// extraDials counts the connections beyond the first being dialled.
+	extraDials int
 	// autoType caches what "auto" resolves to on this host: its capabilities do not change while it runs.
 	autoType string
 	// withoutPasst is set once the daemon refused libvirt's passt backend.
@@ -67,6 +78,21 @@ func (c *conn) stallFor(method string) time.Duration {
 		return uploadStall
 	}
 }
+
+// pooled is one of a host's connections and the number of operations running on it.
+type pooled struct {
+	s    *session
+	busy int
+}
+
+// A connection takes up to sessionLoad operations before the host gets another, and a host gets at most
+// maxSessions. An operation makes one call at a time (Delete a few once its domain is stopped), so
+// sessionLoad operations stay within libvirtd's default five calls per client; maxSessions caps what one
+// provider process asks of the daemon (its default max_workers is 20).
+const (
+	sessionLoad = 4
+	maxSessions = 4
+)
 
 // callGrace is how long a call its caller gave up on may still run. go-libvirt calls cannot be cancelled, so
 // the caller returns at once; a call still unanswered after this is taken as a stuck daemon and the
@@ -92,10 +118,11 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s, err := c.session(ctx)
+	s, release, err := c.session(ctx)
 	if err != nil {
 		return err
 	}
+	defer release()
 	// The call in flight, as fn's own: when the connection drops, it is the one whose answer was lost.
 	var mu sync.Mutex
 	var last string
@@ -179,7 +206,7 @@ func (c *conn) do(ctx context.Context, fn func(api) error) error {
 // lost drops a session that broke under call and logs it: the operation's retry redials.
 func (c *conn) lost(ctx context.Context, s *session, call string, err error) {
 	c.mu.Lock()
-	if c.cur == s {
+	if c.index(s) >= 0 {
 		c.interrupted = call
 	}
 	c.mu.Unlock()
@@ -188,32 +215,100 @@ func (c *conn) lost(ctx context.Context, s *session, call string, err error) {
 		map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": call, "error": err.Error()})
 }
 
-// session returns the live session, dialling when there is none or the last one was lost.
-func (c *conn) session(ctx context.Context) (*session, error) {
+// session returns a live session for one operation, and the release to call when the operation ends. It is
+// the least busy connection, unless that one already carries sessionLoad operations: then another is dialled,
+// up to maxSessions. The first connection is dialled (or redialled after a loss) as the host's only one;
+// when an extra one cannot be had at once, the operation shares the least busy.
+func (c *conn) session(ctx context.Context) (*session, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur != nil && !c.cur.isLost() {
-		return c.cur, nil
+	// A redial is a dial after a connection was lost, found lost here or dropped by lost.
+	redial := c.interrupted != ""
+	live := c.sessions[:0]
+	for _, p := range c.sessions {
+		if p.s.isLost() {
+			redial = true
+			p.s.close()
+			continue
+		}
+		live = append(live, p)
 	}
-	redial := c.cur != nil || c.interrupted != ""
-	if c.cur != nil {
-		c.cur.close()
-		c.cur = nil
+	clear(c.sessions[len(live):])
+	c.sessions = live
+	best := c.leastBusy()
+	if best != nil && best.busy >= sessionLoad && len(c.sessions)+c.extraDials < maxSessions {
+		if best = c.dialExtra(ctx); best == nil {
+			best = c.leastBusy() // the others may have changed while it dialled
+		}
 	}
-	start := time.Now()
-	s, err := c.dialRetrying(ctx)
+	if best != nil {
+		// The operation goes on over a connection that is up: there is no redial to report.
+		c.interrupted = ""
+	} else {
+		start := time.Now()
+		s, err := c.dialRetrying(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if redial {
+			// Which call was cut off, and what getting back cost: a flaky link shows up here before it fails
+			// anything.
+			tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection redialled",
+				map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": c.interrupted, "dial_ms": time.Since(start).Milliseconds()})
+		}
+		c.interrupted = ""
+		best = &pooled{s: s}
+		c.sessions = append(c.sessions, best)
+	}
+	best.busy++
+	p := best
+	return p.s, sync.OnceFunc(func() {
+		c.mu.Lock()
+		p.busy--
+		c.mu.Unlock()
+	}), nil
+}
+
+// dialExtra dials one more connection to a host that has one, once, without holding c.mu (the operations on
+// the others go on meanwhile, and a burst of them dials several at once), and adds it. nil: it could not be
+// had, and the caller shares one that is.
+func (c *conn) dialExtra(ctx context.Context) *pooled {
+	c.extraDials++
+	c.mu.Unlock()
+	dctx, cancel := context.WithTimeout(ctx, c.host.DialTimeout)
+	s, err := c.dial(dctx, c.host, c.target)
+	cancel()
+	c.mu.Lock()
+	c.extraDials--
 	if err != nil {
-		return nil, err
+		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "another libvirt connection could not be dialled; sharing one",
+			map[string]any{"host": c.name, "uri": c.host.URI, "error": err.Error()})
+		return nil
 	}
-	if redial {
-		// Which call was cut off, and what getting back cost: a flaky link shows up here before it fails
-		// anything.
-		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection redialled",
-			map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": c.interrupted, "dial_ms": time.Since(start).Milliseconds()})
+	p := &pooled{s: s}
+	c.sessions = append(c.sessions, p)
+	return p
+}
+
+// leastBusy is the session with the fewest operations, or nil when there is none. c.mu is held.
+func (c *conn) leastBusy() *pooled {
+	var best *pooled
+	for _, p := range c.sessions {
+		if best == nil || p.busy < best.busy {
+			best = p
+		}
 	}
-	c.interrupted = ""
-	c.cur = s
-	return s, nil
+	return best
+}
+
+// index is where s is among the host's sessions, or -1. c.mu is held.
+func (c *conn) index(s *session) int {
+	for i, p := range c.sessions {
+		if p.s == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // Dial attempts within a host's DialTimeout start dialFirstDelay apart and double up to dialMaxDelay: a
@@ -270,19 +365,19 @@ func (c *conn) drop(s *session) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s.close()
-	if c.cur == s {
-		c.cur = nil
+	if i := c.index(s); i >= 0 {
+		c.sessions = append(c.sessions[:i], c.sessions[i+1:]...)
 	}
 }
 
-// close ends the host's session, if any.
+// close ends the host's sessions, if any.
 func (c *conn) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.cur != nil {
-		c.cur.close()
-		c.cur = nil
+	for _, p := range c.sessions {
+		p.s.close()
 	}
+	c.sessions = nil
 }
 
 // dialLibvirt is the real dialFunc: the transport, then libvirt's handshake (auth list, connect open), all

@@ -2,6 +2,7 @@ package kvm
 
 import (
 	"context"
+	"sync"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
@@ -20,6 +21,11 @@ const undefineFlags = libvirt.DomainUndefineManagedSave | libvirt.DomainUndefine
 // Every step is safe to repeat when its answer was lost (a retry finds the thing gone, which is success),
 // and the domain is undefined last: its metadata says which pool, network and MAC the rest is in, so a
 // retry after a cut at any step still knows where to look, even for a proxy off the host's defaults.
+//
+// Steps that do not depend on each other run side by side (see steps): a destroy waits until QEMU has
+// exited, seconds on a busy host, and the reservation's removal, a network update the daemon makes one at
+// a time per network, need not wait for it; the volumes wait for it (a volume in use may not be deletable,
+// depending on the pool), but not for each other.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	c, err := b.connFor(id)
 	if err != nil {
@@ -37,27 +43,52 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 			if m.Placement.IP == "" {
 				network = "" // nothing was reserved
 			}
-			if err := stopDomain(l, dom); err != nil {
-				return err
-			}
 		case !isCode(err, libvirt.ErrNoDomain):
 			return err
 		}
-		if network != "" {
-			if err := unreserve(l, network, id.Name, mac); err != nil {
+		unreserved := func() error {
+			if network == "" {
+				return nil
+			}
+			return unreserve(l, network, id.Name, mac)
+		}
+		root := func() error { return deleteVolume(l, pool, rootVolumeName(id.Name)) }
+		seed := func() error { return deleteVolume(l, pool, seedVolumeName(id.Name)) }
+		if !found {
+			// Without a domain, the seed goes last: it is what makes a leftover attributable.
+			if err := steps(unreserved, root); err != nil {
 				return err
 			}
+			return seed()
 		}
-		if err := deleteVolume(l, pool, rootVolumeName(id.Name)); err != nil {
+		if err := steps(func() error { return stopDomain(l, dom) }, unreserved); err != nil {
 			return err
 		}
-		// Without a domain, the seed goes last: it is what makes a leftover attributable.
-		if err := deleteVolume(l, pool, seedVolumeName(id.Name)); err != nil || !found {
+		if err := steps(root, seed); err != nil {
 			return err
 		}
 		return undefineDomain(l, dom)
 	})
 	return classify(domainObject(id.Target, id.Name), err)
+}
+
+// steps runs fns side by side over the operation's connection (go-libvirt matches answers to calls, and the
+// daemon serves several calls of one client at once) and returns the first of their errors once all have
+// ended: a step still running when another failed may have changed the host, and the retry must find it
+// done or not begun, never running.
+func steps(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = fn() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stopDomain stops the domain at once (the proxy holds no state worth a graceful shutdown). A domain that

@@ -6,6 +6,7 @@ package k8stest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,7 +125,9 @@ func (c *Cluster) DeleteDeployment(ctx context.Context, ns, name string) error {
 }
 
 // Labelled lists every object in any namespace that carries label=value, of each kind the backend makes or
-// causes: Deployments, ReplicaSets, pods, ConfigMaps, Secrets, Services and NetworkPolicies.
+// causes: Deployments, ReplicaSets, pods, ConfigMaps, Secrets, Services and NetworkPolicies. Pods marked for
+// deletion are not listed: the backend's Delete ends there (out of their Service, their Squid told to stop),
+// and the kubelet removes them within their grace period.
 func (c *Cluster) Labelled(ctx context.Context, label, value string) ([]string, error) {
 	opts := metav1.ListOptions{LabelSelector: label + "=" + value}
 	var found []string
@@ -145,7 +148,8 @@ func (c *Cluster) Labelled(ctx context.Context, label, value string) ([]string, 
 		return nil, err
 	}
 	if l, err := c.cs.CoreV1().Pods(all).List(ctx, opts); err == nil {
-		add("Pod", metasOf(l.Items, func(i int) metav1.ObjectMeta { return l.Items[i].ObjectMeta }))
+		serving := slices.DeleteFunc(l.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
+		add("Pod", metasOf(serving, func(i int) metav1.ObjectMeta { return serving[i].ObjectMeta }))
 	} else {
 		return nil, err
 	}
