@@ -1,26 +1,45 @@
 package backend
 
 import (
-	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// The blueprint (README.md here) cites code by path:line and links files; code moves under it. These checks keep
-// every citation pointing into a file that exists and every backend package in its feature matrix, so the
-// document fails the build rather than quietly going stale.
+// The blueprint (README.md here) cites code by path#Symbol and links files; code moves under it. These checks
+// resolve every citation to a declaration in the file it names, and keep every backend package in the feature
+// matrix and every backend kind in the matrix, the provider docs and the examples, so the document fails the
+// build rather than quietly going stale.
 
-const blueprintFile = "README.md"
+const (
+	blueprintFile = "README.md"
+	docsTemplate  = "templates/index.md.tmpl"
+)
+
+// kindHeadings is the heading under which templates/index.md.tmpl introduces each backend kind, besides its
+// bullet under "## Backends". Every kind in Kinds needs an entry. memory is not a kind: it stands in for the
+// others in tests and is never offered to users, so it has a matrix column (as a backend package) but no docs
+// section and no example.
+var kindHeadings = map[Kind]string{
+	KindKubernetes: "## Kubernetes",
+	KindGCP:        "## Google Cloud",
+	KindKVM:        "### KVM on this machine",
+}
 
 var (
-	// A path:line citation: at least one directory, a file with an extension, a line number.
+	// A citation by symbol: a path with at least one directory, '#', then a declared name, or Receiver.Method.
+	symbolRefRE = regexp.MustCompile("`((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\\.[A-Za-z0-9]+)#([A-Za-z_][A-Za-z0-9_]*(?:\\.[A-Za-z_][A-Za-z0-9_]*)?)`")
+	// A citation by line, the form this document no longer uses: lines move, symbols do not.
 	lineRefRE = regexp.MustCompile(`((?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.[A-Za-z0-9]+):([0-9]+)`)
 	// A Markdown inline link; images too, which resolve the same way.
 	linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
@@ -29,36 +48,104 @@ var (
 	matrixCellRE    = regexp.MustCompile(`^(yes|partial|no)\b`)
 )
 
-// lineRefProblems reports citations that name a missing file, or a line the file does not have. Paths are
-// relative to the repository root.
-func lineRefProblems(doc, root string) []string {
+// declarations lists the top-level names a Go file declares: functions, methods as Receiver.Method (the
+// receiver's type name, without * or type parameters), types, vars and consts. Files are parsed once.
+type declarations struct {
+	mu    sync.Mutex
+	files map[string]map[string]bool
+}
+
+func (d *declarations) of(path string) (map[string]bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if names, ok := d.files[path]; ok {
+		return names, nil
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, decl := range f.Decls {
+		switch decl := decl.(type) {
+		case *ast.FuncDecl:
+			if decl.Recv == nil || len(decl.Recv.List) == 0 {
+				names[decl.Name.Name] = true
+				continue
+			}
+			if recv := receiverName(decl.Recv.List[0].Type); recv != "" {
+				names[recv+"."+decl.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, spec := range decl.Specs {
+				switch spec := spec.(type) {
+				case *ast.TypeSpec:
+					names[spec.Name.Name] = true
+				case *ast.ValueSpec:
+					for _, n := range spec.Names {
+						names[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+	if d.files == nil {
+		d.files = map[string]map[string]bool{}
+	}
+	d.files[path] = names
+	return names, nil
+}
+
+// receiverName is the type name of a method's receiver: T for T, *T, T[K] and *T[K, V].
+func receiverName(expr ast.Expr) string {
+	for {
+		switch e := expr.(type) {
+		case *ast.StarExpr:
+			expr = e.X
+		case *ast.IndexExpr:
+			expr = e.X
+		case *ast.IndexListExpr:
+			expr = e.X
+		case *ast.ParenExpr:
+			expr = e.X
+		case *ast.Ident:
+			return e.Name
+		default:
+			return ""
+		}
+	}
+}
+
+// symbolRefProblems reports citations whose file is missing, is not Go, or declares no such symbol at the top
+// level. Paths are relative to the repository root.
+func symbolRefProblems(doc, root string, decls *declarations) []string {
 	var problems []string
-	for _, m := range lineRefRE.FindAllStringSubmatch(doc, -1) {
-		path, line := m[1], m[2]
-		n, _ := strconv.Atoi(line)
-		lines, err := countLines(filepath.Join(root, filepath.FromSlash(path)))
+	for _, m := range symbolRefRE.FindAllStringSubmatch(doc, -1) {
+		ref, path, symbol := m[1]+"#"+m[2], m[1], m[2]
+		if !strings.HasSuffix(path, ".go") {
+			problems = append(problems, fmt.Sprintf("%s: not a Go file: cite a Go symbol, or link the file", ref))
+			continue
+		}
+		names, err := decls.of(filepath.Join(root, filepath.FromSlash(path)))
 		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			problems = append(problems, fmt.Sprintf("%s: no such file", ref))
 		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s:%s: %v", path, line, err))
-		case n < 1 || n > lines:
-			problems = append(problems, fmt.Sprintf("%s:%s: the file has %d lines", path, line, lines))
+			problems = append(problems, fmt.Sprintf("%s: %v", ref, err))
+		case !names[symbol]:
+			problems = append(problems, fmt.Sprintf("%s: %s declares no top-level %s (a function, Receiver.Method, type, var or const)", ref, path, symbol))
 		}
 	}
 	return problems
 }
 
-func countLines(path string) (int, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
+// lineRefProblems reports every path:line citation: the document cites by symbol, since lines move.
+func lineRefProblems(doc string) []string {
+	var problems []string
+	for _, m := range lineRefRE.FindAllString(doc, -1) {
+		problems = append(problems, fmt.Sprintf("%s: cite by symbol (path#Symbol), not by line", m))
 	}
-	n := 0
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
-	for sc.Scan() {
-		n++
-	}
-	return n, sc.Err()
+	return problems
 }
 
 // linkProblems reports relative links that resolve to nothing, from the document's directory. Links with a
@@ -166,6 +253,47 @@ func matrixProblems(doc, dir string) []string {
 	return problems
 }
 
+// kindProblems reports a backend kind that lacks its column in the blueprint's matrix, its package under
+// internal/backend, its bullet and heading in the docs template, or its example under examples/backends
+// (which the template must include). root is the repository root; template is the docs template's text.
+func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root string) []string {
+	columns, _, err := matrixColumns(doc)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	// The "## Backends" section: from its heading to the next heading of its level.
+	backends := ""
+	if _, after, ok := strings.Cut(template, "\n## Backends\n"); ok {
+		backends, _, _ = strings.Cut(after, "\n## ")
+	}
+	var problems []string
+	for _, k := range kinds {
+		if !slices.Contains(columns, string(k)) {
+			problems = append(problems, fmt.Sprintf("kind %s has no column in the feature matrix", k))
+		}
+		if _, err := os.Stat(filepath.Join(root, "internal", "backend", string(k), "backend.go")); err != nil {
+			problems = append(problems, fmt.Sprintf("kind %s has no backend package: %v", k, err))
+		}
+		if bullet := "- **`" + string(k) + "`**"; !strings.Contains(backends, bullet) {
+			problems = append(problems, fmt.Sprintf("kind %s has no bullet %q under ## Backends in %s", k, bullet, docsTemplate))
+		}
+		switch heading, ok := headings[k]; {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("kind %s has no entry in kindHeadings: add the heading %s introduces it under", k, docsTemplate))
+		case !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(heading) + `\s*$`).MatchString(template):
+			problems = append(problems, fmt.Sprintf("kind %s: %s has no heading %q", k, docsTemplate, heading))
+		}
+		example := "examples/backends/" + string(k) + "/main.tf"
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(example))); err != nil {
+			problems = append(problems, fmt.Sprintf("kind %s has no example: %v", k, err))
+		}
+		if include := `{{ tffile "` + example + `" }}`; !strings.Contains(template, include) {
+			problems = append(problems, fmt.Sprintf("kind %s: %s does not include its example (%s)", k, docsTemplate, include))
+		}
+	}
+	return problems
+}
+
 func repoRoot(t *testing.T) string {
 	t.Helper()
 	dir, err := filepath.Abs(".")
@@ -191,13 +319,19 @@ func TestBlueprint(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc, root := string(data), repoRoot(t)
-	if n := len(lineRefRE.FindAllString(doc, -1)); n < 50 {
-		t.Fatalf("found %d path:line references in %s: the pattern no longer matches how the document cites code", n, blueprintFile)
+	template, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(docsTemplate)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(symbolRefRE.FindAllString(doc, -1)); n < 100 {
+		t.Fatalf("found %d path#Symbol references in %s: the pattern no longer matches how the document cites code", n, blueprintFile)
 	}
 	for name, problems := range map[string][]string{
-		"path:line references": lineRefProblems(doc, root),
-		"relative links":       linkProblems(doc, "."),
-		"feature matrix":       matrixProblems(doc, "."),
+		"path#Symbol references": symbolRefProblems(doc, root, &declarations{}),
+		"path:line references":   lineRefProblems(doc),
+		"relative links":         linkProblems(doc, "."),
+		"feature matrix":         matrixProblems(doc, "."),
+		"backend kinds":          kindProblems(Kinds, kindHeadings, doc, string(template), root),
 	} {
 		for _, p := range problems {
 			t.Errorf("%s, %s: %s", blueprintFile, name, p)
@@ -228,27 +362,77 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 			}
 		}
 	}
+	// A tree of one complete kind, "alpha": its package, example and docs; "beta" has only its package, "gamma"
+	// only its example.
+	tree := t.TempDir()
+	for _, f := range []string{"internal/backend/alpha/backend.go", "internal/backend/beta/backend.go", "examples/backends/alpha/main.tf",
+		"examples/backends/gamma/main.tf"} {
+		p := filepath.Join(tree, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Go file declaring one of each kind of top-level name, methods on a pointer and on a generic receiver.
+	src := "package x\n\nfunc F() {}\n\ntype T struct{}\n\nfunc (*T) M() {}\n\ntype G[K any] struct{}\n\nfunc (g G[K]) N() {}\n\n" +
+		"var V = 1\n\nconst (\n\tC1 = iota\n\tC2\n)\n\nfunc init() { var local int; _ = local }\n"
+	if err := os.MkdirAll(filepath.Join(tree, "pkg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "pkg", "x.go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	matrix := func(header, row string) string {
 		return "## 5. Feature matrix\n\n" + header + "\n| --- | --- | --- | --- | --- |\n" + row + "\n\nNotes\n"
 	}
 	fullHeader := "| concern | gcp | kubernetes | kvm | memory |"
 	fullRow := "| identity | yes: a | partial: b | no: c | yes |"
+	alphaDoc := matrix("| concern | alpha |", "| identity | yes |")
+	alphaTemplate := "# Provider\n\n## Backends\n\n- **`alpha`**: the first.\n\n## Alpha\n\n{{ tffile \"examples/backends/alpha/main.tf\" }}\n"
+	symbols := func(d string) []string { return symbolRefProblems(d, tree, &declarations{}) }
+	kinds := func(ks []Kind, headings map[Kind]string, template string) func(string) []string {
+		return func(d string) []string { return kindProblems(ks, headings, d, template, tree) }
+	}
+	alpha := map[Kind]string{"alpha": "## Alpha"}
 	tests := map[string]struct {
 		check func(doc string) []string
 		doc   string
 		want  string // "" for no problem
 	}{
-		"line within file":   {func(d string) []string { return lineRefProblems(d, root) }, "see `internal/backend/backend.go:1`", ""},
-		"line past end":      {func(d string) []string { return lineRefProblems(d, root) }, "see `internal/backend/backend.go:99999`", "the file has"},
-		"line zero":          {func(d string) []string { return lineRefProblems(d, root) }, "see `internal/backend/backend.go:0`", "the file has"},
-		"missing file":       {func(d string) []string { return lineRefProblems(d, root) }, "see `internal/backend/nothere.go:3`", "no such file"},
-		"link resolves":      {func(d string) []string { return linkProblems(d, ".") }, "[c](backend.go) [k](kvm) [a](#x) [w](https://example.com/y)", ""},
-		"link broken":        {func(d string) []string { return linkProblems(d, ".") }, "[c](nothere.go#L3)", "no such file"},
-		"matrix complete":    {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, fullRow), ""},
-		"column missing":     {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | memory |", "| identity | yes | yes | yes |"), "kvm has no column"},
-		"column of nothing":  {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | kvm | memory | aws |", "| identity | yes | yes | yes | yes | no |"), "aws names no backend"},
-		"cell without value": {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, "| identity | yes | maybe | yes | yes |"), "does not start with"},
-		"no matrix":          {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"function":                     {symbols, "`pkg/x.go#F`", ""},
+		"type":                         {symbols, "`pkg/x.go#T`", ""},
+		"method, pointer receiver":     {symbols, "`pkg/x.go#T.M`", ""},
+		"method, generic receiver":     {symbols, "`pkg/x.go#G.N`", ""},
+		"var":                          {symbols, "`pkg/x.go#V`", ""},
+		"const in a group":             {symbols, "`pkg/x.go#C2`", ""},
+		"real tree":                    {func(d string) []string { return symbolRefProblems(d, root, &declarations{}) }, "`internal/backend/registry.go#Registry.Backend`", ""},
+		"missing symbol":               {symbols, "`pkg/x.go#Gone`", "declares no top-level Gone"},
+		"method on the wrong type":     {symbols, "`pkg/x.go#G.M`", "declares no top-level G.M"},
+		"method without receiver":      {symbols, "`pkg/x.go#M`", "declares no top-level M"},
+		"local variable":               {symbols, "`pkg/x.go#local`", "declares no top-level local"},
+		"missing file":                 {symbols, "`pkg/nothere.go#F`", "no such file"},
+		"not a Go file":                {symbols, "`scripts/env.sh#start`", "not a Go file"},
+		"line reference":               {lineRefProblems, "see `internal/backend/backend.go:22`", "cite by symbol"},
+		"no line reference":            {lineRefProblems, "see `internal/backend/backend.go#Kinds` and ghcr.io/x/squid:<version>", ""},
+		"link resolves":                {func(d string) []string { return linkProblems(d, ".") }, "[c](backend.go) [k](kvm) [a](#x) [w](https://example.com/y)", ""},
+		"link broken":                  {func(d string) []string { return linkProblems(d, ".") }, "[c](nothere.go#L3)", "no such file"},
+		"matrix complete":              {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, fullRow), ""},
+		"column missing":               {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | memory |", "| identity | yes | yes | yes |"), "kvm has no column"},
+		"column of nothing":            {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | kvm | memory | aws |", "| identity | yes | yes | yes | yes | no |"), "aws names no backend"},
+		"cell without value":           {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, "| identity | yes | maybe | yes | yes |"), "does not start with"},
+		"no matrix":                    {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"kind complete":                {kinds([]Kind{"alpha"}, alpha, alphaTemplate), alphaDoc, ""},
+		"kind without column":          {kinds([]Kind{"alpha"}, alpha, alphaTemplate), matrix("| concern | beta |", "| identity | yes |"), "kind alpha has no column"},
+		"kind without package":         {kinds([]Kind{"gamma"}, map[Kind]string{"gamma": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "gamma")), matrix("| concern | gamma |", "| identity | yes |"), "kind gamma has no backend package"},
+		"kind bullet outside Backends": {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "## Backends", "## Other", 1)), alphaDoc, "no bullet"},
+		"kind without bullet":          {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "- **`alpha`**", "- alpha", 1)), alphaDoc, "no bullet"},
+		"kind not in kindHeadings":     {kinds([]Kind{"alpha"}, map[Kind]string{}, alphaTemplate), alphaDoc, "no entry in kindHeadings"},
+		"kind heading gone":            {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "## Alpha", "## First", 1)), alphaDoc, "has no heading \"## Alpha\""},
+		"kind without example":         {kinds([]Kind{"beta"}, map[Kind]string{"beta": "## Beta"}, "# P\n## Backends\n- **`beta`**\n## Beta\n{{ tffile \"examples/backends/beta/main.tf\" }}\n"), matrix("| concern | beta |", "| identity | yes |"), "kind beta has no example"},
+		"kind example not included":    {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "{{ tffile", "{{ codefile", 1)), alphaDoc, "does not include its example"},
+		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alpha, alphaTemplate), "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -155,3 +155,37 @@ func Retryable(err error) bool {
 		return false
 	}
 }
+
+// Classify is the classification every backend makes of the errors its SDK returns, err about object:
+//
+//   - an error already classified keeps its class, advice and wording; one that is itself a bare
+//     classification (no object: made deep inside an operation that did not know the object's name) is
+//     given object, its advice kept;
+//   - any other error gets the class classOf gives it, and classOf's detail, when it has one, before the
+//     SDK's message, which is kept whole.
+//
+// advice, when not nil, then completes the result with the backend's own words on a class (what to do
+// about a Quota error where the backend has no quota system). nil stays nil.
+func Classify(object string, err error, classOf func(error) (Class, string), advice func(*Error)) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	var classified *Error
+	switch {
+	case errors.As(err, &classified) && classified == err && classified.Object == "": //nolint:errorlint // identity: only the bare classification itself is named, not one wrapped in more context
+		e = &Error{Class: classified.Class, Object: object, Err: classified.Err, Advice: classified.Advice}
+	case classified != nil:
+		return err
+	default:
+		class, detail := classOf(err)
+		if detail != "" {
+			err = fmt.Errorf("%s: %w", detail, err)
+		}
+		e = &Error{Class: class, Object: object, Err: err}
+	}
+	if advice != nil {
+		advice(e)
+	}
+	return e
+}

@@ -62,3 +62,53 @@ func TestErrorSentinels(t *testing.T) {
 		t.Error("NewError of a nil error must be nil")
 	}
 }
+
+// TestClassify is the one classification every backend's classify is: the drift between three copies it
+// replaced (advice dropped when a bare error was named, a bare error never named) cannot come back per backend.
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	sdkErr := errors.New("the SDK's message")
+	bare := &Error{Class: ClassQuota, Err: errors.New("out of memory"), Advice: "free some"}
+	named := &Error{Class: ClassTransient, Object: "thing a", Err: errors.New("busy")}
+	classOf := func(error) (Class, string) { return ClassPermanent, "refused by policy" }
+	quotaAdvice := func(e *Error) {
+		if e.Class == ClassQuota && e.Advice == "" {
+			e.Advice = "raise it"
+		}
+	}
+	tests := map[string]struct {
+		err         error
+		advice      func(*Error)
+		wantSame    bool // err comes back as it is
+		wantClass   Class
+		wantMessage string
+		wantAdvice  string
+	}{
+		"nil stays nil":                      {err: nil, wantSame: true},
+		"a bare classification is named":     {err: bare, wantClass: ClassQuota, wantMessage: "quota: obj: out of memory", wantAdvice: "free some"},
+		"a named one keeps its object":       {err: named, wantSame: true},
+		"a wrapped one is left as it is":     {err: fmt.Errorf("while starting: %w", bare), wantSame: true},
+		"an SDK error gets classOf's class":  {err: sdkErr, wantClass: ClassPermanent, wantMessage: "permanent: obj: refused by policy: the SDK's message"},
+		"advice completes the backend's own": {err: &Error{Class: ClassQuota, Err: sdkErr}, advice: quotaAdvice, wantClass: ClassQuota, wantMessage: "quota: obj: the SDK's message", wantAdvice: "raise it"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := Classify("obj", tt.err, classOf, tt.advice)
+			if tt.wantSame {
+				if got != tt.err { //nolint:errorlint // identity is the point
+					t.Fatalf("got %v, want the error itself (%v)", got, tt.err)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(got, &e) {
+				t.Fatalf("got %T %v, want a *Error", got, got)
+			}
+			if e.Class != tt.wantClass || e.Object != "obj" || got.Error() != tt.wantMessage || e.Advice != tt.wantAdvice {
+				t.Errorf("got class %v, object %q, message %q, advice %q; want %v, obj, %q, %q",
+					e.Class, e.Object, got.Error(), e.Advice, tt.wantClass, tt.wantMessage, tt.wantAdvice)
+			}
+		})
+	}
+}

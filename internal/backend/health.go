@@ -19,8 +19,7 @@ const (
 	HealthDegraded = "Degraded"
 	// HealthError: any other failure; DetailMessage says which.
 	HealthError = "Error"
-	// HealthBackendUnavailable: the backend itself could not be set up (its provider configuration is wrong,
-	// or it is not built into this version).
+	// HealthBackendUnavailable: the backend itself could not be set up (its provider configuration is wrong).
 	HealthBackendUnavailable = "BackendUnavailable"
 	// HealthNoHealthCheck: the backend offers no health check; it is taken as healthy.
 	HealthNoHealthCheck = "NoHealthCheck"

@@ -1,8 +1,11 @@
 package backend
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 )
 
 // ScopeError is one scope (a host, a zone, a namespace) that ListByTag could not read.
@@ -46,4 +49,36 @@ func ListErrorOf(failed []ScopeError) error {
 		return nil
 	}
 	return &ListError{Failed: failed}
+}
+
+// EachTarget runs fn for every target (a backend's hosts, projects or clusters) side by side, as Check and
+// ListByTag do so that one slow or unreachable target does not hold up the others, and returns fn's results
+// in the order of targets.
+func EachTarget[T any](ctx context.Context, targets []string, fn func(ctx context.Context, target string) T) []T {
+	out := make([]T, len(targets))
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Go(func() { out[i] = fn(ctx, target) })
+	}
+	wg.Wait()
+	return out
+}
+
+// Listed is one target's part of a ListByTag: what it found, and the scopes it could not read.
+type Listed struct {
+	Found  []Instance
+	Failed []ScopeError
+}
+
+// ListEach is ListByTag over every target side by side: the instances found, sorted by id, and the scopes
+// that failed as one ListError (nil when none did), which does not hide what the other scopes found.
+func ListEach(ctx context.Context, targets []string, list func(ctx context.Context, target string) Listed) ([]Instance, error) {
+	var all []Instance
+	var failed []ScopeError
+	for _, l := range EachTarget(ctx, targets, list) {
+		all = append(all, l.Found...)
+		failed = append(failed, l.Failed...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID.String() < all[j].ID.String() })
+	return all, ListErrorOf(failed)
 }

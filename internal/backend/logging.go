@@ -52,9 +52,6 @@ type loggedChecker struct {
 	checker Checker
 }
 
-// Unwrap gives tests and callers the decorated backend.
-func (l *logged) Unwrap() Backend { return l.next }
-
 func (l *logged) done(ctx context.Context, op, id string, start time.Time, err error) {
 	fields := map[string]any{"operation": op, "duration_ms": time.Since(start).Milliseconds()}
 	if id != "" {

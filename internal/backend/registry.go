@@ -30,13 +30,6 @@ func (e *NotConfiguredError) Error() string {
 	return fmt.Sprintf("the %s backend is not configured on this provider: add a %s = { ... } attribute to the provider block", e.Kind, e.Kind)
 }
 
-// NotBuiltError says the provider binary does not include an implementation of the backend kind.
-type NotBuiltError struct{ Kind Kind }
-
-func (e *NotBuiltError) Error() string {
-	return fmt.Sprintf("this version of the provider does not include the %s backend", e.Kind)
-}
-
 // Backend returns the backend of kind, building it on first use and wrapping it in the logging decorator.
 // A failed build is not remembered, so a later call can succeed once the cause is fixed.
 func (r *Registry) Backend(ctx context.Context, kind Kind) (Backend, error) {

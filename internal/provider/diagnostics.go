@@ -68,12 +68,6 @@ func backendErrorDiagnostic(operation, object string, err error) diag.Diagnostic
 	if errors.As(err, &notConfigured) {
 		return diag.NewErrorDiagnostic("Backend not configured", fmt.Sprintf("Could not %s %s: %s.", operation, object, message))
 	}
-	var notBuilt *backend.NotBuiltError
-	if errors.As(err, &notBuilt) {
-		return diag.NewErrorDiagnostic("Backend not in this version", fmt.Sprintf(
-			"Could not %s %s: %s. Place the proxy on a backend this version provides, or use a provider version whose CHANGELOG lists the %s backend.",
-			operation, object, message, notBuilt.Kind))
-	}
 	if errors.Is(err, context.Canceled) {
 		return diag.NewErrorDiagnostic("Egress proxy operation interrupted", fmt.Sprintf(
 			"Could not %s %s: the operation was cancelled (Ctrl-C, or the CLI stopping the provider) before it finished.\n\n"+

@@ -43,7 +43,7 @@ func New(version string) func() provider.Provider {
 
 // factoriesFunc turns a provider configuration into the backends it configures. Tests swap it for one that
 // returns in-memory backends.
-type factoriesFunc func(cfg providerModel) (map[backend.Kind]backend.Factory, error)
+type factoriesFunc func(cfg providerModel) map[backend.Kind]backend.Factory
 
 type egressProvider struct {
 	version   string
@@ -154,12 +154,7 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 		// The proxies' default image is the one published with this provider version.
 		cfg.Kubernetes.releaseImage = kubernetes.ReleaseImage(p.version)
 	}
-	factories, err := p.factories(cfg)
-	if err != nil {
-		resp.Diagnostics.AddError("Invalid backend configuration", err.Error())
-		return
-	}
-	data := &providerData{registry: backend.NewRegistry(factories), owner: owner, defaultLabels: defaults, targets: configuredTargets(cfg)}
+	data := &providerData{registry: backend.NewRegistry(p.factories(cfg)), owner: owner, defaultLabels: defaults, targets: configuredTargets(cfg)}
 	resp.ResourceData = data
 	resp.DataSourceData = data
 	resp.ListResourceData = data

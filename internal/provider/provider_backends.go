@@ -132,7 +132,7 @@ func configuredTargets(cfg providerModel) map[backend.Kind][]string {
 var targetAttribute = map[backend.Kind]string{backend.KindKubernetes: "cluster", backend.KindGCP: "project", backend.KindKVM: "host"}
 
 // defaultFactories builds the real backends; each connects on first use.
-func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
+func defaultFactories(cfg providerModel) map[backend.Kind]backend.Factory {
 	factories := map[backend.Kind]backend.Factory{}
 	if cfg.Kubernetes != nil {
 		factories[backend.KindKubernetes] = kubernetesFactory(cfg.Kubernetes)
@@ -144,7 +144,7 @@ func defaultFactories(cfg providerModel) (map[backend.Kind]backend.Factory, erro
 		kvmConfig := kvmBackendConfig(cfg.KVM)
 		factories[backend.KindKVM] = func(context.Context) (backend.Backend, error) { return kvm.New(kvmConfig) }
 	}
-	return factories, nil
+	return factories
 }
 
 // kvmBackendConfig maps the provider block onto the backend's configuration; an empty host map means one host

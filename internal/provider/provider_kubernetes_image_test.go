@@ -30,7 +30,7 @@ func TestAccProvider_kubernetesDefaultImageFollowsVersion(t *testing.T) {
 				mu   sync.Mutex
 				seen []string
 			)
-			recording := func(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
+			recording := func(cfg providerModel) map[backend.Kind]backend.Factory {
 				if cfg.Kubernetes != nil {
 					mu.Lock()
 					seen = append(seen, kubernetesBackendConfig(cfg.Kubernetes).Image)

@@ -26,7 +26,7 @@ func TestAccProvider_kubernetesClusterSettings(t *testing.T) {
 		seen []kubernetes.Config
 	)
 	// The factories the provider uses, recording what it would configure the real kubernetes backend with.
-	recording := func(cfg providerModel) (map[backend.Kind]backend.Factory, error) {
+	recording := func(cfg providerModel) map[backend.Kind]backend.Factory {
 		if cfg.Kubernetes != nil {
 			mu.Lock()
 			seen = append(seen, kubernetesBackendConfig(cfg.Kubernetes))

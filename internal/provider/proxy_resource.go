@@ -260,12 +260,16 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return err
 	})
 	if err == nil && plan.rulesDiffer(state) {
-		// Every backend from the registry has Reconfigure (WithLogging), refusing where the backend has none.
-		reconfigurer, _ := b.(backend.Reconfigurer)
-		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-			inst, err = reconfigurer.Reconfigure(ctx, id, spec.Proxy)
-			return err
-		})
+		// Asserted, not assumed: the registry's logging decorator answers for a backend without Reconfigure,
+		// but a backend handed in without it must fail the same way, not panic.
+		if reconfigurer, ok := b.(backend.Reconfigurer); ok {
+			err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+				inst, err = reconfigurer.Reconfigure(ctx, id, spec.Proxy)
+				return err
+			})
+		} else {
+			err = backend.Permanent(id.String(), "the %s backend cannot change a proxy's rules in place", id.Backend)
+		}
 	}
 	if err != nil {
 		resp.Diagnostics.Append(backendErrorDiagnostic("update", id.String(), err))

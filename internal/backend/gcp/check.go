@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/api/googleapi"
@@ -16,18 +15,7 @@ import (
 // Check reports each project's health: credentials accepted and the project reachable (the zone read), the
 // default zone UP, and the region's CPU and address quota headroom as details.
 func (b *Backend) Check(ctx context.Context) []backend.Health {
-	ids := b.Projects()
-	out := make([]backend.Health, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = b.checkProject(ctx, id)
-		}()
-	}
-	wg.Wait()
-	return out
+	return backend.EachTarget(ctx, b.Projects(), b.checkProject)
 }
 
 func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {

@@ -20,17 +20,7 @@ import (
 // classify gives err a class and names the object, keeping the API's message whole. An error already
 // classified keeps its class, and gets the object only when it had none.
 func classify(object string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *backend.Error
-	if errors.As(err, &be) {
-		if be == err && be.Object == "" { //nolint:errorlint // an identity check: only the bare classification is renamed
-			return &backend.Error{Class: be.Class, Object: object, Err: be.Err}
-		}
-		return err
-	}
-	return backend.NewError(classOf(err), object, err)
+	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" }, nil)
 }
 
 // Reasons Compute Engine puts in an error body's errors[].reason.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -22,30 +20,10 @@ const listPageSize = 500
 // ListByTag lists each project's proxies of sel.Owner with one paged aggregatedList and a label filter.
 // A zone that answers with a warning other than NO_RESULTS_ON_PAGE, or a project that fails, is a failed scope.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
-	ids := b.Projects()
-	type result struct {
-		found  []backend.Instance
-		failed []backend.ScopeError
-	}
-	results := make([]result, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			found, failed := b.listProject(ctx, id, sel.Owner)
-			results[i] = result{found, failed}
-		}()
-	}
-	wg.Wait()
-	var all []backend.Instance
-	var failed []backend.ScopeError
-	for _, r := range results {
-		all = append(all, r.found...)
-		failed = append(failed, r.failed...)
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ID.String() < all[j].ID.String() })
-	return all, backend.ListErrorOf(failed)
+	return backend.ListEach(ctx, b.Projects(), func(ctx context.Context, id string) backend.Listed {
+		found, failed := b.listProject(ctx, id, sel.Owner)
+		return backend.Listed{Found: found, Failed: failed}
+	})
 }
 
 // labelFilter selects the provider's instances of one owner. Label values are lowercase letters, digits,

@@ -18,18 +18,7 @@ import (
 // classify gives err a class and the object it is about, keeping the API server's message whole. An error
 // that is already classified keeps its class.
 func classify(object string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *backend.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	class, detail := classOf(err)
-	if detail != "" {
-		err = fmt.Errorf("%s: %w", detail, err)
-	}
-	return backend.NewError(class, object, err)
+	return backend.Classify(object, err, classOf, nil)
 }
 
 // classifyCreate is classify for the answer to a create. NotFound there never means the object is gone, for

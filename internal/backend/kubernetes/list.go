@@ -11,7 +11,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// ListByTag lists the owner's proxies on every configured cluster: one label-selector list of Deployments and
+// ListByTag lists the owner's proxies on every configured cluster at once: one label-selector list of Deployments and
 // one of Services across all namespaces per cluster, however many proxies there are. Where RBAC forbids the
 // cluster-wide list, the cluster's configured namespaces are listed one by one; a cluster or namespace that
 // cannot be listed is a failed scope and does not hide the others.
@@ -19,34 +19,33 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
 		backend.LabelManagedBy: backend.ManagedByValue, backend.LabelOwner: sel.Owner,
 	}).String()}
-	var out []backend.Instance
-	var failed []backend.ScopeError
-	for _, name := range b.clusterNames() {
+	return backend.ListEach(ctx, b.clusterNames(), func(ctx context.Context, name string) backend.Listed {
+		fail := func(scope string, err error) []backend.ScopeError {
+			return []backend.ScopeError{{Backend: backend.KindKubernetes, Scope: scope, Err: err}}
+		}
 		c, err := b.client(name)
 		if err != nil {
-			failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name, Err: err})
-			continue
+			return backend.Listed{Failed: fail(name, err)}
 		}
 		insts, err := listNamespace(ctx, c, name, metav1.NamespaceAll, opts)
 		if err == nil {
-			out = append(out, insts...)
-			continue
+			return backend.Listed{Found: insts}
 		}
 		namespaces := b.clusters[name].Namespaces
 		if !apierrors.IsForbidden(err) || len(namespaces) == 0 {
-			failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name, Err: err})
-			continue
+			return backend.Listed{Failed: fail(name, err)}
 		}
+		var l backend.Listed
 		for _, ns := range namespaces {
 			insts, err := listNamespace(ctx, c, name, ns, opts)
 			if err != nil {
-				failed = append(failed, backend.ScopeError{Backend: backend.KindKubernetes, Scope: name + "/" + ns, Err: err})
+				l.Failed = append(l.Failed, fail(name+"/"+ns, err)...)
 				continue
 			}
-			out = append(out, insts...)
+			l.Found = append(l.Found, insts...)
 		}
-	}
-	return out, backend.ListErrorOf(failed)
+		return l
+	})
 }
 
 func listNamespace(ctx context.Context, c *client, cluster, ns string, opts metav1.ListOptions) ([]backend.Instance, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
@@ -16,18 +15,7 @@ import (
 // with space left, the base volume present, the network active. It dials hosts not yet connected, which
 // is the point of a health check.
 func (b *Backend) Check(ctx context.Context) []backend.Health {
-	names := b.Hosts()
-	out := make([]backend.Health, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = b.checkHost(ctx, name)
-		}()
-	}
-	wg.Wait()
-	return out
+	return backend.EachTarget(ctx, b.Hosts(), b.checkHost)
 }
 
 // unhealthy is a failed check step and the reason it gives the host.

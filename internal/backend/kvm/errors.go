@@ -16,20 +16,8 @@ import (
 // classify gives err a class and the object it is about, keeping libvirt's message whole. An error already
 // classified keeps its class: the innermost code that knew best decided it.
 func classify(object string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var be *backend.Error
-	if errors.As(err, &be) {
-		// Identity, not a match: only an error that is itself the classification is renamed; one wrapped in
-		// more context is returned as it is.
-		if be == err && be.Object == "" { //nolint:errorlint // deliberately an identity check, see above
-			// Classified deep inside an operation that did not know the object's name: name it now.
-			return withAdvice(&backend.Error{Class: be.Class, Object: object, Err: be.Err, Advice: be.Advice})
-		}
-		return err
-	}
-	return withAdvice(&backend.Error{Class: classOf(err), Object: object, Err: err})
+	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" },
+		withAdvice)
 }
 
 // missingOnHost is the error of a pool, base volume or network a proxy refers to and the host lacks. Those
@@ -40,11 +28,10 @@ func missingOnHost(advice string, err error) error {
 }
 
 // withAdvice gives a Quota error this backend's advice: a libvirt host has no quota system to raise.
-func withAdvice(e *backend.Error) *backend.Error {
+func withAdvice(e *backend.Error) {
 	if e.Class == backend.ClassQuota && e.Advice == "" {
 		e.Advice = QuotaAdvice
 	}
-	return e
 }
 
 // classOf decides the class of an unclassified error from libvirt or from the connection to it: libvirt's

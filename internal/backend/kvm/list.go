@@ -2,9 +2,7 @@ package kvm
 
 import (
 	"context"
-	"sort"
 	"strings"
-	"sync"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
@@ -15,39 +13,19 @@ import (
 // seed volumes left in the host's pool by proxies whose domain is gone (state Failed; Delete with the
 // reported id removes them). A host that cannot be read is a failed scope; the others are still reported.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
-	type result struct {
-		host  string
-		found []backend.Instance
-		err   error
-	}
-	names := b.Hosts()
-	results := make([]result, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A listing cut short by a dropped connection is read again: it changes nothing, and a host
-			// reported as failed for a blip would hide its proxies from the orphan list.
-			var found []backend.Instance
-			err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-				found, err = b.listHost(ctx, name, sel.Owner)
-				return err
-			})
-			results[i] = result{name, found, err}
-		}()
-	}
-	wg.Wait()
-	var all []backend.Instance
-	var failed []backend.ScopeError
-	for _, r := range results {
-		all = append(all, r.found...)
-		if r.err != nil {
-			failed = append(failed, backend.ScopeError{Backend: backend.KindKVM, Scope: r.host, Err: r.err})
+	return backend.ListEach(ctx, b.Hosts(), func(ctx context.Context, host string) backend.Listed {
+		// A listing cut short by a dropped connection is read again: it changes nothing, and a host
+		// reported as failed for a blip would hide its proxies from the orphan list.
+		var found []backend.Instance
+		err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+			found, err = b.listHost(ctx, host, sel.Owner)
+			return err
+		})
+		if err != nil {
+			return backend.Listed{Failed: []backend.ScopeError{{Backend: backend.KindKVM, Scope: host, Err: err}}}
 		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ID.String() < all[j].ID.String() })
-	return all, backend.ListErrorOf(failed)
+		return backend.Listed{Found: found}
+	})
 }
 
 // listHost costs one call for every domain's state, one metadata read per domain (libvirt has no call that

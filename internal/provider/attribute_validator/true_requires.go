@@ -16,14 +16,9 @@ type trueRequires struct {
 	check func(string) error
 }
 
-// TrueRequires accepts true only when the attribute at other is set too; why says what it is needed for.
-// Unlike AlsoRequires, an explicit false needs nothing.
-func TrueRequires(other path.Expression, why string) validator.Bool {
-	return trueRequires{other, why, nil}
-}
-
-// TrueRequiresValid is TrueRequires for a string attribute at other that must also pass check, a rule that
-// holds only while this attribute is true (a name that must leave room for a suffix).
+// TrueRequiresValid accepts true only when the string attribute at other is set too and passes check, a rule
+// that holds only while this attribute is true (a name that must leave room for a suffix); why says what it is
+// needed for. Unlike AlsoRequires, an explicit false needs nothing.
 func TrueRequiresValid(other path.Expression, why string, check func(string) error) validator.Bool {
 	return trueRequires{other, why, check}
 }
