@@ -48,6 +48,11 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 			Project: id, Filter: proto.String(labelFilter(owner)), MaxResults: proto.Uint32(listPageSize),
 		})
 		for {
+			// The client's paged lists send their requests without the context: a cancelled list stops here,
+			// between pages, instead of listing on.
+			if err := ctx.Err(); err != nil {
+				return classify("gcp instances in project "+id, err)
+			}
 			pair, err := it.Next()
 			if errors.Is(err, iterator.Done) {
 				return nil
@@ -72,6 +77,9 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 	if err != nil {
 		return nil, fail(id, err)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fail(id, err)
+	}
 	kept, err := b.listKeptAddresses(ctx, p, owner)
 	if err != nil {
 		failed = append(failed, fail(id+" addresses", err)...)
@@ -91,6 +99,11 @@ func (b *Backend) listKeptAddresses(ctx context.Context, p *project, owner strin
 			Project: p.id, Filter: proto.String(labelFilter(owner)), MaxResults: proto.Uint32(listPageSize),
 		})
 		for {
+			// The client's paged lists send their requests without the context: a cancelled list stops here,
+			// between pages, instead of listing on.
+			if err := ctx.Err(); err != nil {
+				return classify("gcp addresses in project "+p.id, err)
+			}
 			pair, err := it.Next()
 			if errors.Is(err, iterator.Done) {
 				return nil
