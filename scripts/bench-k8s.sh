@@ -100,7 +100,8 @@ EGRESS_BENCH_KUBECONFIG=$KUBECONFIG EGRESS_BENCH_NAMESPACE=$ns EGRESS_BENCH_IMAG
 	api -test.run '^$' -test.bench '^BenchmarkRawREST$' -test.benchtime 1x >"$tmp/objects.log" 2>&1 ||
 	{ cat "$tmp/objects.log" >&2; exit 1; }
 
-mkdir -p "$tmp/egress" "$tmp/generic"cat >"$tmp/egress/main.tf" <<'TF'
+mkdir -p "$tmp/egress" "$tmp/generic"
+cat >"$tmp/egress/main.tf" <<'TF'
 terraform {
   required_providers {
     egress = { source = "egress-proxies/egress" }
