@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -40,6 +41,30 @@ type tolerationModel struct {
 type resourcesModel struct {
 	Requests types.Map `tfsdk:"requests"`
 	Limits   types.Map `tfsdk:"limits"`
+}
+
+// kubernetesPlacementSchema is the resource's kubernetes block: where on which cluster, then how the pods run.
+func kubernetesPlacementSchema() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider, " +
+			"with its ConfigMap, Secret (with `auth`), Service and NetworkPolicy.",
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("replicas")},
+		Attributes: mergeAttributes(map[string]schema.Attribute{
+			"cluster": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(kubernetes.DefaultClusterName),
+				MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`. Defaults to `" + kubernetes.DefaultClusterName + "`.",
+				Validators:          []validator.String{attribute_validator.NameOf("kubernetes cluster name")},
+			},
+			"namespace": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "Namespace of the proxy's objects.",
+				Validators:          []validator.String{attribute_validator.NameOf("kubernetes namespace")},
+			},
+		}, kubernetesPlacementAttributes()),
+	}
 }
 
 func kubernetesPlacementAttributes() map[string]schema.Attribute {
@@ -83,13 +108,6 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`). " +
 				fmt.Sprintf("Defaults to `%t`.", kubernetes.DefaultNetworkPolicy)},
 	}
-}
-
-func withResourceAttributes(m, more map[string]schema.Attribute) map[string]schema.Attribute {
-	for k, v := range more {
-		m[k] = v
-	}
-	return m
 }
 
 func (m kubernetesPlacementModel) backendPlacement() *backend.KubernetesPlacement {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
-	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
@@ -14,20 +13,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -102,201 +97,171 @@ func backendPaths() []path.Expression {
 }
 
 func proxyResourceSchema(ctx context.Context) schema.Schema {
-	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	return schema.Schema{
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
 			"reach only the allowed destinations, from a known address. Set exactly one of `kubernetes`, `gcp` or `kvm` " +
 			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `auth`) and `labels` " +
 			"change in place where the backend can reconfigure the running proxy; placement, `name` and `port` replace it.",
-		Attributes: map[string]schema.Attribute{
-			// Placement: exactly one.
-			"kubernetes": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider, with its ConfigMap, Secret (with `auth`), Service and NetworkPolicy.",
-				PlanModifiers:       []planmodifier.Object{requiresReplaceExcept("replicas")},
-				Attributes: withResourceAttributes(map[string]schema.Attribute{
-					"cluster":   schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultClusterName), MarkdownDescription: "Name of a cluster in the provider's `kubernetes.clusters`. Defaults to `" + kubernetes.DefaultClusterName + "`.", Validators: []validator.String{attribute_validator.NameOf("kubernetes cluster name")}},
-					"namespace": schema.StringAttribute{Required: true, MarkdownDescription: "Namespace of the proxy's objects.", Validators: []validator.String{attribute_validator.NameOf("kubernetes namespace")}},
-				}, kubernetesPlacementAttributes()),
+		Attributes: mergeAttributes(
+			map[string]schema.Attribute{
+				// Placement: exactly one.
+				"kubernetes": kubernetesPlacementSchema(),
+				"gcp":        gcpPlacementSchema(),
+				"kvm":        kvmPlacementSchema(),
 			},
-			"gcp": gcpPlacementSchema(),
-			"kvm": schema.SingleNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy, " +
-					"except `image_url` changed to another copy of the same image (same `image_sha256`).",
-				PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_address", "wait_for_proxy").unlessSame("image_file", imageFileOfBaseVolume).
-					unlessSame("image_url", sameURLImage).unlessSame("image_sha256", sameURLImage)},
-				Attributes: map[string]schema.Attribute{
-					"host": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultKVMHost), MarkdownDescription: "Name of a host in the provider's `kvm.hosts`. Defaults to `" + kvm.DefaultHostName + "`.", Validators: []validator.String{attribute_validator.KVMHost()}},
-					"vcpus": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultVCPUs),
-						MarkdownDescription: fmt.Sprintf("Virtual CPUs. Defaults to `%d`.", kvm.DefaultVCPUs), Validators: []validator.Int64{int64validator.Between(1, 64)}},
-					"memory_mib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultMemoryMiB),
-						MarkdownDescription: fmt.Sprintf("Memory in MiB. Defaults to `%d`.", kvm.DefaultMemoryMiB), Validators: []validator.Int64{int64validator.Between(128, 1<<20)}},
-					"disk_gib": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(kvm.DefaultDiskGiB),
-						MarkdownDescription: fmt.Sprintf("Root disk size in GiB. Defaults to `%d`.", kvm.DefaultDiskGiB), Validators: []validator.Int64{int64validator.Between(1, 4096)}},
-					"domain_type": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "`kvm`, `qemu` or `auto`; the host's setting when unset. Reads back as the type the host resolved.",
-						Validators: []validator.String{stringvalidator.OneOf(kvm.DomainTypes...)}},
-					"pool":        schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "Storage pool for the proxy's volumes; the host's default when unset.", Validators: []validator.String{attribute_validator.NotEmpty()}},
-					"base_volume": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "Base image volume in the pool that the root disk overlays; the host's default when unset.", Validators: []validator.String{attribute_validator.NotEmpty()}},
-					"network": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "libvirt network of the interface; the host's default when neither this nor `bridge` is set.",
-						Validators: []validator.String{attribute_validator.NotEmpty(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("bridge"))}},
-					"bridge": schema.StringAttribute{Optional: true, MarkdownDescription: "Host bridge to attach the interface to, instead of a libvirt network.", Validators: []validator.String{attribute_validator.NotEmpty()}},
-					"mac":    schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep, MarkdownDescription: "Fixed MAC address; derived from `uid` when unset.", Validators: []validator.String{attribute_validator.MAC()}},
-					"ip": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "Fixed IPv4 address on the libvirt network: it becomes a DHCP host reservation there and the proxy's address before the guest boots.",
-						Validators:          []validator.String{attribute_validator.IPv4(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("bridge"))}},
-					"image_file": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "Local path (where Terraform runs) of a qcow2 or raw disk image to use instead of `base_volume`. It is uploaded once into the pool as `egress-image-<sha256 prefix>` and shared by every proxy made from the same content; the provider never deletes image volumes.",
-						Validators:          []validator.String{attribute_validator.NotEmpty(), stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("base_volume"))}},
-					"image_url": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "URL (`http` or `https`) of a qcow2 or raw disk image to use instead of `base_volume` or `image_file`, such as a Debian `genericcloud` image; " +
-							"needs `image_sha256`. The machine running Terraform downloads it and streams it into the pool as `egress-image-<sha256 prefix>-<size>.qcow2` (or `.raw`), " +
-							"checking it against `image_sha256` on the way: an image that does not match, or a download that breaks off, leaves nothing in the pool. " +
-							"Every proxy of the same image shares that volume, and a proxy whose image is in the pool already downloads nothing. " +
-							"The server must send the file's `Content-Length`; a proxy between Terraform and the server is taken from `HTTPS_PROXY`/`NO_PROXY`. " +
-							"The provider never deletes image volumes.",
-						Validators: []validator.String{attribute_validator.URLWithScheme(kvm.ImageURLSchemes...),
-							stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("image_sha256")),
-							stringvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("base_volume"), path.MatchRoot("kvm").AtName("image_file"))}},
-					"image_sha256": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "SHA-256 of the image at `image_url`, as 64 hex digits (`sha256sum` prints it). It names the image's volume in the pool, and the download must match it. " +
-							"Changing it replaces the proxy.",
-						Validators: []validator.String{stringvalidator.RegexMatches(kvm.ImageSHA256Pattern, "must be 64 hex digits, the image's SHA-256 as sha256sum prints it"),
-							stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("image_url"))}},
-					"user_net": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "Use QEMU user-mode networking (passt) instead of a libvirt network or bridge, with the proxy port forwarded to `forward_address`:`forward_port` on the host. For laptops without a libvirt network.",
-						Validators: []validator.Bool{boolvalidator.ConflictsWith(path.MatchRoot("kvm").AtName("network"), path.MatchRoot("kvm").AtName("bridge"), path.MatchRoot("kvm").AtName("ip")),
-							boolvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("forward_port"))}},
-					"forward_address": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "Host address the forwarded proxy port listens on with `user_net`. Defaults to `" + kvm.DefaultForwardAddress +
-							"`: only clients on the host itself reach the proxy. Set `0.0.0.0` to listen on every address of the host.",
-						Validators: []validator.String{attribute_validator.IPv4(), stringvalidator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
-					"forward_port": schema.Int64Attribute{Optional: true, MarkdownDescription: "Host port forwarded to the proxy port with `user_net`.",
-						Validators: []validator.Int64{attribute_validator.Port(), int64validator.AlsoRequires(path.MatchRoot("kvm").AtName("user_net"))}},
-					"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-						MarkdownDescription: "Wait, within the create timeout, until the proxy answers on its health port. Defaults to `true`. When the proxy's address is on no network of the machine Terraform runs on (a remote host's libvirt network, for example), it is not probed: the apply succeeds with a warning saying what it waited for instead. Ignored when `wait_for_address` is false."},
-					"wait_for_address": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true),
-						MarkdownDescription: "Wait, within the create timeout, until the network's DHCP leases or the guest agent report the proxy's address. Defaults to `true`. Turn off on hosts where nothing reports one."},
-				},
-			},
-
-			// Proxy behaviour.
-			"name": schema.StringAttribute{
-				Optional: true, Computed: true,
-				MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter.",
-				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
-				Validators:          []validator.String{attribute_validator.Name()},
-			},
-			"port": schema.Int64Attribute{
-				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
-				MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers. Defaults to `%d`.", proxyconf.DefaultHealthPort, proxyconf.DefaultPort),
-				PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
-				Validators:          []validator.Int64{attribute_validator.Port(), int64validator.NoneOf(proxyconf.DefaultHealthPort)},
-			},
-			"allowed_client_cidrs": schema.SetAttribute{
-				Required: true, ElementType: types.StringType,
-				MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused. " +
-					"The plan warns when it holds `0.0.0.0/0` or `::/0` and `auth` is not set.",
-				PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
-				Validators:    []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
-			},
-			"allowed_destinations": schema.SetAttribute{
-				Optional: true, Computed: true, ElementType: types.StringType,
-				Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
-				MarkdownDescription: "Host names the proxy lets clients reach: `api.example.com` for one host, `.example.com` for the domain and all its subdomains. Empty (the default) denies every destination.",
-				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
-				Validators:          []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedDestinations), setvalidator.ValueStringsAre(attribute_validator.Destination())},
-			},
-			"allowed_ports": schema.SetAttribute{
-				Optional: true, Computed: true, ElementType: types.Int64Type,
-				Default:             setdefault.StaticValue(types.SetValueMust(types.Int64Type, []attr.Value{types.Int64Value(443)})),
-				MarkdownDescription: "Destination ports `CONNECT` may reach. Defaults to 443 only.",
-				PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
-				Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedPorts), setvalidator.ValueInt64sAre(attribute_validator.Port())},
-			},
-			// Destination address guards, TLS and limits (internal/proxyconf's security model).
-			"allowed_private_cidrs": schema.SetAttribute{
-				Optional: true, Computed: true, ElementType: types.StringType,
-				Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
-				MarkdownDescription: "Private ranges the proxy may connect to after all, such as an internal package mirror, in canonical CIDR form inside " +
-					"`" + strings.Join(proxyconf.PrivateRanges, "`, `") + "`. Loopback, link-local (the metadata server), unspecified and the proxy's own addresses stay refused. " +
-					"Empty by default: every private range refused.",
-				PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
-				Validators:    []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedPrivateCIDRs), setvalidator.ValueStringsAre(attribute_validator.AllowedPrivateCIDR())},
-			},
-			"max_connections_per_client": schema.Int64Attribute{
-				Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultMaxConnectionsPerClient),
-				MarkdownDescription: fmt.Sprintf("Connections one client address may hold open; requests on more are refused with 403. Defaults to %d.", proxyconf.DefaultMaxConnectionsPerClient),
-				PlanModifiers:       []planmodifier.Int64{int64RequiresReplaceUnlessReconfigurable()},
-				Validators:          []validator.Int64{int64validator.Between(1, proxyconf.MaxMaxConnectionsPerClient)},
-			},
-			"tls": schema.SingleNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`. " +
-					"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state.",
-				PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
-				Validators:    []validator.Object{attribute_validator.TLSKeyPair()},
-				Attributes: map[string]schema.Attribute{
-					"certificate_pem": schema.StringAttribute{Required: true,
-						MarkdownDescription: "The proxy's certificate in PEM, followed by any intermediate CA certificates."},
-					"private_key_pem": schema.StringAttribute{Optional: true, Sensitive: true,
-						MarkdownDescription: "The certificate's private key in PEM, unencrypted. Stored in state (marked sensitive).",
-						Validators: []validator.String{
-							stringvalidator.ExactlyOneOf(path.MatchRoot("tls").AtName("private_key_pem"), path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
-					"private_key_pem_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
-						MarkdownDescription: "Write-only private key in PEM, unencrypted: never stored in state. Change `private_key_pem_wo_version` to apply a new one.",
-						Validators:          []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo_version"))}},
-					"private_key_pem_wo_version": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Any number; changing it replaces the proxy with one that serves the current `private_key_pem_wo`.",
-						Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
-				},
-			},
-			"auth": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
-				PlanModifiers:       []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
-				Attributes: map[string]schema.Attribute{
-					"username": schema.StringAttribute{Required: true, MarkdownDescription: "User name.", Validators: []validator.String{attribute_validator.Username()}},
-					"password": schema.StringAttribute{Optional: true, Sensitive: true,
-						MarkdownDescription: "Password, 8 to 72 bytes. Stored in state (marked sensitive).",
-						Validators: []validator.String{attribute_validator.Password(),
-							stringvalidator.ExactlyOneOf(path.MatchRoot("auth").AtName("password"), path.MatchRoot("auth").AtName("password_wo"))}},
-					"password_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
-						MarkdownDescription: "Write-only password, 8 to 72 bytes: never stored in state. Change `password_wo_version` to apply a new one.",
-						Validators: []validator.String{attribute_validator.Password(),
-							stringvalidator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo_version"))}},
-					"password_wo_version": schema.Int64Attribute{Optional: true,
-						MarkdownDescription: "Any number; changing it applies the current `password_wo`: in place where the proxy can be reconfigured, by replacement otherwise.",
-						Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo"))}},
-				},
-			},
-			"labels": schema.MapAttribute{
-				Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "Labels on every object of the proxy; change in place. " + labelRulesDescription,
-				Validators: []validator.Map{
-					mapvalidator.KeysAre(attribute_validator.LabelKey()),
-					mapvalidator.ValueStringsAre(attribute_validator.LabelValue()),
-				},
-			},
-
-			// Computed.
-			"id": schema.StringAttribute{
-				Computed:            true,
-				MarkdownDescription: "Provider ID, the import string: " + providerIDFormsMarkdown() + ".",
-				PlanModifiers:       keep,
-			},
-			"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID written on every backend object; it is how garbage collection recognises them.", PlanModifiers: keep},
-			"all_labels": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
-			"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
-			"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
-			"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
-			"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription, PlanModifiers: keep},
-			"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
-			"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
-		},
+			ruleAttributes(),
+			credentialAttributes(),
+			computedAttributes(),
+		),
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true}),
 		},
 	}
+}
+
+// ruleAttributes are what the proxy lets through, and its name, port and labels.
+func ruleAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		// Proxy behaviour.
+		"name": schema.StringAttribute{
+			Optional: true, Computed: true,
+			MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter.",
+			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+			Validators:          []validator.String{attribute_validator.Name()},
+		},
+		"port": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
+			MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers. Defaults to `%d`.", proxyconf.DefaultHealthPort, proxyconf.DefaultPort),
+			PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
+			Validators:          []validator.Int64{attribute_validator.Port(), int64validator.NoneOf(proxyconf.DefaultHealthPort)},
+		},
+		"allowed_client_cidrs": schema.SetAttribute{
+			Required: true, ElementType: types.StringType,
+			MarkdownDescription: "Client address ranges that may use the proxy, in canonical CIDR form (`10.0.0.0/8`). Every other client is refused. " +
+				"The plan warns when it holds `0.0.0.0/0` or `::/0` and `auth` is not set.",
+			PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+			Validators:    []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedClientCIDRs), setvalidator.ValueStringsAre(attribute_validator.ClientCIDR())},
+		},
+		"allowed_destinations": schema.SetAttribute{
+			Optional: true, Computed: true, ElementType: types.StringType,
+			Default:             setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
+			MarkdownDescription: "Host names the proxy lets clients reach: `api.example.com` for one host, `.example.com` for the domain and all its subdomains. Empty (the default) denies every destination.",
+			PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+			Validators:          []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedDestinations), setvalidator.ValueStringsAre(attribute_validator.Destination())},
+		},
+		"allowed_ports": schema.SetAttribute{
+			Optional: true, Computed: true, ElementType: types.Int64Type,
+			Default:             setdefault.StaticValue(types.SetValueMust(types.Int64Type, []attr.Value{types.Int64Value(443)})),
+			MarkdownDescription: "Destination ports `CONNECT` may reach. Defaults to 443 only.",
+			PlanModifiers:       []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+			Validators:          []validator.Set{setvalidator.SizeBetween(1, proxyconf.MaxAllowedPorts), setvalidator.ValueInt64sAre(attribute_validator.Port())},
+		},
+		// Destination address guards, TLS and limits (internal/proxyconf's security model).
+		"allowed_private_cidrs": schema.SetAttribute{
+			Optional: true, Computed: true, ElementType: types.StringType,
+			Default: setdefault.StaticValue(types.SetValueMust(types.StringType, []attr.Value{})),
+			MarkdownDescription: "Private ranges the proxy may connect to after all, such as an internal package mirror, in canonical CIDR form inside " +
+				"`" + strings.Join(proxyconf.PrivateRanges, "`, `") + "`. Loopback, link-local (the metadata server), unspecified and the proxy's own addresses stay refused. " +
+				"Empty by default: every private range refused.",
+			PlanModifiers: []planmodifier.Set{setRequiresReplaceUnlessReconfigurable()},
+			Validators:    []validator.Set{setvalidator.SizeAtMost(proxyconf.MaxAllowedPrivateCIDRs), setvalidator.ValueStringsAre(attribute_validator.AllowedPrivateCIDR())},
+		},
+		"max_connections_per_client": schema.Int64Attribute{
+			Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultMaxConnectionsPerClient),
+			MarkdownDescription: fmt.Sprintf("Connections one client address may hold open; requests on more are refused with 403. Defaults to %d.", proxyconf.DefaultMaxConnectionsPerClient),
+			PlanModifiers:       []planmodifier.Int64{int64RequiresReplaceUnlessReconfigurable()},
+			Validators:          []validator.Int64{int64validator.Between(1, proxyconf.MaxMaxConnectionsPerClient)},
+		},
+		"labels": schema.MapAttribute{
+			Optional: true, ElementType: types.StringType,
+			MarkdownDescription: "Labels on every object of the proxy; change in place. " + labelRulesDescription,
+			Validators: []validator.Map{
+				mapvalidator.KeysAre(attribute_validator.LabelKey()),
+				mapvalidator.ValueStringsAre(attribute_validator.LabelValue()),
+			},
+		},
+	}
+}
+
+// credentialAttributes are the proxy's TLS key pair and its users' credentials.
+func credentialAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"tls": schema.SingleNestedAttribute{
+			Optional: true,
+			MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`. " +
+				"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state.",
+			PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+			Validators:    []validator.Object{attribute_validator.TLSKeyPair()},
+			Attributes: map[string]schema.Attribute{
+				"certificate_pem": schema.StringAttribute{Required: true,
+					MarkdownDescription: "The proxy's certificate in PEM, followed by any intermediate CA certificates."},
+				"private_key_pem": schema.StringAttribute{Optional: true, Sensitive: true,
+					MarkdownDescription: "The certificate's private key in PEM, unencrypted. Stored in state (marked sensitive).",
+					Validators: []validator.String{
+						stringvalidator.ExactlyOneOf(path.MatchRoot("tls").AtName("private_key_pem"), path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
+				"private_key_pem_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+					MarkdownDescription: "Write-only private key in PEM, unencrypted: never stored in state. Change `private_key_pem_wo_version` to apply a new one.",
+					Validators:          []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo_version"))}},
+				"private_key_pem_wo_version": schema.Int64Attribute{Optional: true,
+					MarkdownDescription: "Any number; changing it replaces the proxy with one that serves the current `private_key_pem_wo`.",
+					Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
+			},
+		},
+		"auth": schema.SingleNestedAttribute{
+			Optional:            true,
+			MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
+			PlanModifiers:       []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
+			Attributes: map[string]schema.Attribute{
+				"username": schema.StringAttribute{Required: true, MarkdownDescription: "User name.", Validators: []validator.String{attribute_validator.Username()}},
+				"password": schema.StringAttribute{Optional: true, Sensitive: true,
+					MarkdownDescription: "Password, 8 to 72 bytes. Stored in state (marked sensitive).",
+					Validators: []validator.String{attribute_validator.Password(),
+						stringvalidator.ExactlyOneOf(path.MatchRoot("auth").AtName("password"), path.MatchRoot("auth").AtName("password_wo"))}},
+				"password_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+					MarkdownDescription: "Write-only password, 8 to 72 bytes: never stored in state. Change `password_wo_version` to apply a new one.",
+					Validators: []validator.String{attribute_validator.Password(),
+						stringvalidator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo_version"))}},
+				"password_wo_version": schema.Int64Attribute{Optional: true,
+					MarkdownDescription: "Any number; changing it applies the current `password_wo`: in place where the proxy can be reconfigured, by replacement otherwise.",
+					Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo"))}},
+			},
+		},
+	}
+}
+
+// computedAttributes are what the backend reports.
+func computedAttributes() map[string]schema.Attribute {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	return map[string]schema.Attribute{
+		// Computed.
+		"id": schema.StringAttribute{
+			Computed:            true,
+			MarkdownDescription: "Provider ID, the import string: " + providerIDFormsMarkdown() + ".",
+			PlanModifiers:       keep,
+		},
+		"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID written on every backend object; it is how garbage collection recognises them.", PlanModifiers: keep},
+		"all_labels": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+			MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
+		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
+		"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
+		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
+		"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription, PlanModifiers: keep},
+		"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
+		"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
+	}
+}
+
+// mergeAttributes joins attribute maps. A name in two of them is a mistake in the schema's code, which the
+// schema tests meet at once.
+func mergeAttributes(maps ...map[string]schema.Attribute) map[string]schema.Attribute {
+	out := map[string]schema.Attribute{}
+	for _, m := range maps {
+		for name, a := range m {
+			if _, twice := out[name]; twice {
+				panic("egress_proxy schema: attribute " + name + " is defined twice")
+			}
+			out[name] = a
+		}
+	}
+	return out
 }
