@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 // The registry builds each backend once, on first use, and never touches an unconfigured one.

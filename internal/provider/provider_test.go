@@ -17,7 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 // memoryBackends stands in for the three real backends: one in-memory Backend per kind, reached through the

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 func instanceAt(kind backend.Kind, target, scope, name, owner string, age time.Duration) backend.Instance {

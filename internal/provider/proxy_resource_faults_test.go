@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 // faultConfig uses the block syntax the timeouts block requires.

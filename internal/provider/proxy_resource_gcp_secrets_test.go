@@ -14,7 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // A gcp proxy with a write-only password and a write-only TLS key, its password rotated in place and then

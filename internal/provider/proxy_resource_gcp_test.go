@@ -23,8 +23,8 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // The gcp acceptance tests run the real provider, its real Compute client and the CLI against the Compute

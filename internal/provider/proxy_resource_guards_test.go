@@ -18,7 +18,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // The guard, TLS and limit attributes reach the backend's settings, default where unset, and proxy_url says

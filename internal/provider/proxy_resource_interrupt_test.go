@@ -17,8 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 const providerAddress = "registry.terraform.io/egress-proxies/egress"

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil/k8stest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil/k8stest"
 )
 
 // What goes wrong on a real cluster comes back as a classified diagnostic naming the object and the cause,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil/k8stest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil/k8stest"
 )
 
 // The proxy pod refuses its own address, which it learns from the downward API when it starts: a name the

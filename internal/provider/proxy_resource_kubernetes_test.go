@@ -23,8 +23,8 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil/k8stest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil/k8stest"
 )
 
 // These tests drive the real single-node cluster scripts/k8s-env.sh runs in its own network namespace: the

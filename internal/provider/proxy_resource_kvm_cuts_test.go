@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/libvirtfault"
 )
 
 // libvirtSocket is the unix socket a local libvirt URI reaches.

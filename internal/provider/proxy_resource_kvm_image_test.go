@@ -22,7 +22,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // imageVolumes lists the shared image volumes in the test pool.

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // A kvm proxy with a write-only password and a write-only TLS key, on both CLIs, without waiting for the VM to

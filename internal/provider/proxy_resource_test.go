@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 const testProviderBlock = `

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // testCA is a root and an intermediate CA; leaves are signed by the intermediate, so a client trusting only

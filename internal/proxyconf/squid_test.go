@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // squidPath finds the squid binary: $SQUID, then /usr/sbin/squid, then $PATH. Squid is part of the test

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 func TestValidators(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // TestCredentialsOnTheWire: what a client sends to a TLS listener crosses the network without its proxy

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // Benchmarks against the fake, counting the calls the backend makes. Run with -benchtime=1x: each iteration

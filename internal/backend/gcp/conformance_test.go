@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/backendtest"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // conformanceZone is where the suite's proxies run; projectDown is a second project that answers until

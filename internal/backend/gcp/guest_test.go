@@ -23,9 +23,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // The startup script proved on the proxy image's own Squid and systemd, as Compute Engine's guest environment

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // virtualClock is a clock on which Sleep returns at once and moves the time on, so that minutes of guest

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // A create that meets a 404 has not lost its proxy, which it is making: what the proxy was to go in is

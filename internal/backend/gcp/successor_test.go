@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // The delete half of a replacement keeps the static address for the successor of the same name, which

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // An operation that would run for an hour stops being waited for as soon as ctx ends, with ctx's error.

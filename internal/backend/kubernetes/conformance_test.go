@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/backendtest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
 )
 
 // TestConformance runs the contract's suite against client-go's fake clientset, with controller playing the

@@ -19,8 +19,8 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/libvirtfault"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/libvirtfault"
 )
 
 // The tests here cut the connection to the real libvirtd at every call an operation makes, in both places a

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/testutil"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/skeema/knownhosts"

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/backendtest"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/memory"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
 // The provider's tests stand memory in for the real backends, so it must keep the contract they keep.
