@@ -99,8 +99,12 @@ func objectName(kind string, id backend.ProviderID) string {
 	return fmt.Sprintf("%s %s/%s on cluster %s", kind, id.Scope, id.Name, id.Target)
 }
 
-// checkID refuses ids of other backends or unknown clusters before any call.
-func (b *Backend) checkID(id backend.ProviderID) (*client, error) {
+// checkID refuses ids of other backends or unknown clusters before any call, and a context that has ended
+// already (client-go would refuse each request for it, but its fake clientset would not).
+func (b *Backend) checkID(ctx context.Context, id backend.ProviderID) (*client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, classify(id.String(), err)
+	}
 	if id.Backend != backend.KindKubernetes || id.Scope == "" || id.Name == "" {
 		return nil, backend.Permanent(id.String(), "not a kubernetes proxy id (%s)", backend.ProviderIDForms[0])
 	}

@@ -39,19 +39,9 @@ func TestConformance(t *testing.T) {
 		// an API server client-go refuses each request. Create and Reconfigure return ctx's error only when
 		// their wait looks before the controller finished the rollout. The waits are checked by
 		// RuleCreateNotReadyReturnsID, which passes.
-		KnownFailures: map[string]string{
-			backendtest.RuleContextCreate: fakeIgnoresCtx + ": Create makes the proxy's objects",
-			backendtest.RuleContextReconfigure: fakeIgnoresCtx + ": Reconfigure rewrites the rules, and returns nil when the " +
-				"controller finished the rollout before its wait looked",
-			backendtest.RuleContextGet:       fakeIgnoresCtx + ": Get reads the proxy and returns nil",
-			backendtest.RuleContextUpdate:    fakeIgnoresCtx + ": Update changes the labels and returns nil",
-			backendtest.RuleContextDelete:    fakeIgnoresCtx + ": Delete deletes the proxy and returns nil",
-			backendtest.RuleContextListByTag: fakeIgnoresCtx + ": ListByTag lists and returns nil",
-		},
+
 	})
 }
-
-const fakeIgnoresCtx = "the fake clientset ignores a cancelled context and the backend does not check it before its requests"
 
 func newConformanceWorld(t *testing.T) backendtest.World {
 	cs, down := fake.NewClientset(), fake.NewClientset()

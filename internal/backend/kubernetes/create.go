@@ -25,6 +25,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if spec.Placement.Backend != backend.KindKubernetes || id.Scope == "" {
 		return backend.Instance{}, backend.Permanent(id.String(), "a kubernetes proxy needs a kubernetes placement with a namespace")
 	}
+	if err := ctx.Err(); err != nil {
+		return backend.Instance{}, classify(id.String(), err)
+	}
 	c, err := b.client(id.Target)
 	if err != nil {
 		return backend.Instance{}, err

@@ -35,7 +35,7 @@ import (
 // its load balancer): Delete waits for it to be gone, so that a replacement of the same name does not meet
 // it. A proxy that does not exist is not an error; every step is safe to repeat after a lost answer.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
-	c, err := b.checkID(id)
+	c, err := b.checkID(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 // so a refresh waits for one round trip, not four. Only a missing Deployment is NotFound; a missing Service or
 // ConfigMap leaves those fields empty (the next apply recreates the proxy if they matter).
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
-	c, err := b.checkID(id)
+	c, err := b.checkID(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}

@@ -16,6 +16,9 @@ import (
 // cluster-wide list, the cluster's configured namespaces are listed one by one; a cluster or namespace that
 // cannot be listed is a failed scope and does not hide the others.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, classify("kubernetes proxies of owner "+sel.Owner, err)
+	}
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{
 		backend.LabelManagedBy: backend.ManagedByValue, backend.LabelOwner: sel.Owner,
 	}).String()}

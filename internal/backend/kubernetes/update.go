@@ -17,7 +17,7 @@ import (
 // Update changes what changes in place without touching the proxy's rules: the labels on every object and the
 // Deployment's replica count. It waits for the Deployment to be Available again when the count changed.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	c, err := b.checkID(id)
+	c, err := b.checkID(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
@@ -133,7 +133,7 @@ func updateObject[T metav1.Object](ctx context.Context, object, uid string,
 // runs it and the Service routes to no other. The Service, and so the proxy's address, stays. The same
 // settings twice change nothing.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
-	c, err := b.checkID(id)
+	c, err := b.checkID(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
