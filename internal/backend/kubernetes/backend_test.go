@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -293,22 +292,8 @@ func TestDeleteWaitsForThePodsAndIsIdempotent(t *testing.T) {
 	if err := cs.Tracker().Add(pod); err != nil {
 		t.Fatal(err)
 	}
-	watching := make(chan struct{}, 1)
-	cs.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		select {
-		case watching <- struct{}{}:
-		default:
-		}
-		return false, nil, nil
-	})
 	cs.ClearActions()
-	done := make(chan error, 1)
-	go func() { done <- b.Delete(ctx, testID()) }()
-	select {
-	case err := <-done:
-		t.Fatalf("Delete returned (%v) while a pod of the proxy still serves", err)
-	case <-watching:
-	}
+	done := deleteWaitingOn(ctx, t, b, cs, "pods", "a pod of the proxy still serves")
 	// The collector's doing: the pod is marked, and Delete sees it on its watch.
 	marked := pod.DeepCopy()
 	marked.DeletionTimestamp = ptr.To(metav1.Now())

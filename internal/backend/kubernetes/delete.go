@@ -5,7 +5,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,15 +74,13 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 			if finalizers {
 				// Gone at once unless it carries a finalizer; then this waits for whoever removes it. (One added
 				// between the read above and the delete is not waited for.)
-				byName := func(o metav1.ListOptions) metav1.ListOptions {
-					o.FieldSelector = fields.OneTermEqualSelector("metadata.name", id.Name).String()
-					return o
+				lw := listWatch{
+					list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+						return deployments.List(ctx, o)
+					},
+					watch: deployments.Watch,
 				}
-				if err := waitGone(ctx, object, id.Name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-					return deployments.List(ctx, byName(o))
-				}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					return deployments.Watch(ctx, byName(o))
-				}); err != nil {
+				if err := waitGone(ctx, object, id.Name, lw); err != nil {
 					return err
 				}
 			}
@@ -91,19 +88,28 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 		},
 		func(ctx context.Context) error { return deleteOwnSecret(ctx, c, id, uid) },
 		func(ctx context.Context) error {
-			return sweep(ctx, id, uid, "ConfigMap", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.ConfigMaps(ns).List(ctx, o)
-			}, core.ConfigMaps(ns).Delete, core.ConfigMaps(ns).Watch)
+			return sweep(ctx, id, uid, "ConfigMap", listWatch{
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return core.ConfigMaps(ns).List(ctx, o)
+				},
+				watch: core.ConfigMaps(ns).Watch,
+			}, core.ConfigMaps(ns).Delete)
 		},
 		func(ctx context.Context) error {
-			return sweep(ctx, id, uid, "Service", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return core.Services(ns).List(ctx, o)
-			}, core.Services(ns).Delete, core.Services(ns).Watch)
+			return sweep(ctx, id, uid, "Service", listWatch{
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return core.Services(ns).List(ctx, o)
+				},
+				watch: core.Services(ns).Watch,
+			}, core.Services(ns).Delete)
 		},
 		func(ctx context.Context) error {
-			return sweep(ctx, id, uid, "NetworkPolicy", func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return netv1.NetworkPolicies(ns).List(ctx, o)
-			}, netv1.NetworkPolicies(ns).Delete, netv1.NetworkPolicies(ns).Watch)
+			return sweep(ctx, id, uid, "NetworkPolicy", listWatch{
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return netv1.NetworkPolicies(ns).List(ctx, o)
+				},
+				watch: netv1.NetworkPolicies(ns).Watch,
+			}, netv1.NetworkPolicies(ns).Delete)
 		},
 	)
 }
@@ -125,13 +131,11 @@ func allOf(ctx context.Context, steps ...func(context.Context) error) error {
 // An object with finalizers outlives its delete until their controllers remove them (a LoadBalancer Service
 // until the cloud has released its load balancer): sweep waits for such an object to be gone, so that a
 // replacement of the same name does not meet it. The others are gone when the delete answers.
-func sweep(ctx context.Context, id backend.ProviderID, uid, kind string,
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+func sweep(ctx context.Context, id backend.ProviderID, uid, kind string, lw listWatch,
 	del func(context.Context, string, metav1.DeleteOptions) error,
-	watchKind func(context.Context, metav1.ListOptions) (watch.Interface, error),
 ) error {
 	object := objectName(kind, id)
-	l, err := list(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelUID: uid}).String()})
+	l, err := lw.list(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{backend.LabelUID: uid}).String()})
 	if err != nil {
 		return classify(object, err)
 	}
@@ -149,28 +153,35 @@ func sweep(ctx context.Context, id backend.ProviderID, uid, kind string,
 		if len(m.GetFinalizers()) == 0 {
 			return nil
 		}
-		named := func(o metav1.ListOptions) metav1.ListOptions {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-			return o
-		}
-		return waitGone(ctx, object, name, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return list(ctx, named(o))
-		}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return watchKind(ctx, named(o))
-		})
+		return waitGone(ctx, object, name, lw)
 	})
 }
 
-// waitGone waits until no object named name is left in what list and watch (both given the same name
-// selector by the caller) return.
-func waitGone(ctx context.Context, object, name string,
-	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
-	watchKind func(context.Context, metav1.ListOptions) (watch.Interface, error),
-) error {
+// listWatch lists and watches one kind in one namespace.
+type listWatch struct {
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// waitNoneLeft follows the objects of lw that opts selects until none of them counts any more: each is
+// deleted, or counts says it no longer matters (a pod marked for deletion no longer serves). Every wait of
+// Delete is one of these.
+func waitNoneLeft(ctx context.Context, object string, lw listWatch, opts metav1.ListOptions, counts func(metav1.Object) bool) error {
+	left := map[string]bool{}
+	note := func(t watch.EventType, obj runtime.Object) {
+		m, err := meta.Accessor(obj)
+		switch {
+		case err != nil:
+		case t == watch.Deleted || !counts(m):
+			delete(left, m.GetName())
+		default:
+			left[m.GetName()] = true
+		}
+	}
 	return follow(ctx, stream{
 		object: object,
 		list: func(ctx context.Context) (string, bool, error) {
-			l, err := list(ctx, metav1.ListOptions{})
+			l, err := lw.list(ctx, opts)
 			if err != nil {
 				return "", false, err
 			}
@@ -178,64 +189,41 @@ func waitGone(ctx context.Context, object, name string,
 			if err != nil {
 				return "", false, err
 			}
-			present := false
+			clear(left)
 			err = meta.EachListItem(l, func(o runtime.Object) error {
-				m, err := meta.Accessor(o)
-				present = present || (err == nil && m.GetName() == name)
+				note(watch.Added, o)
 				return nil
 			})
-			return lm.GetResourceVersion(), !present, err
-		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return watchKind(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
-		},
-		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
-			m, err := meta.Accessor(obj)
-			return err == nil && m.GetName() == name && t == watch.Deleted, nil
-		},
-	})
-}
-
-// waitPodsStopping waits until no pod of the proxy (selected by its Deployment's selector) serves: each is
-// terminating or gone. The garbage collector marks them once it has removed their ReplicaSet.
-func waitPodsStopping(ctx context.Context, c *client, id backend.ProviderID, selector map[string]string) error {
-	object := objectName("Deployment", id)
-	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
-	serving := map[string]bool{}
-	stopping := func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil }
-	return follow(ctx, stream{
-		object: object,
-		list: func(ctx context.Context) (string, bool, error) {
-			l, err := c.cs.CoreV1().Pods(id.Scope).List(ctx, opts)
-			if err != nil {
-				return "", false, err
-			}
-			clear(serving)
-			for i := range l.Items {
-				if !stopping(&l.Items[i]) {
-					serving[l.Items[i].Name] = true
-				}
-			}
-			return l.ResourceVersion, len(serving) == 0, nil
+			return lm.GetResourceVersion(), len(left) == 0, err
 		},
 		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
 			o := opts
 			o.ResourceVersion, o.AllowWatchBookmarks = rv, true
-			return c.cs.CoreV1().Pods(id.Scope).Watch(ctx, o)
+			return lw.watch(ctx, o)
 		},
 		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
-			p, ok := obj.(*corev1.Pod)
-			if !ok {
-				return false, nil
-			}
-			if t == watch.Deleted || stopping(p) {
-				delete(serving, p.Name)
-			} else {
-				serving[p.Name] = true
-			}
-			return len(serving) == 0, nil
+			note(t, obj)
+			return len(left) == 0, nil
 		},
 	})
+}
+
+// waitGone waits until the object of lw named name is gone.
+func waitGone(ctx context.Context, object, name string, lw listWatch) error {
+	opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
+	return waitNoneLeft(ctx, object, lw, opts, func(m metav1.Object) bool { return m.GetName() == name })
+}
+
+// waitPodsStopping waits until no pod of the proxy (selected by its Deployment's selector) serves: each is
+// terminating or gone.
+func waitPodsStopping(ctx context.Context, c *client, id backend.ProviderID, selector map[string]string) error {
+	pods := c.cs.CoreV1().Pods(id.Scope)
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, o) },
+		watch: pods.Watch,
+	}
+	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
+	return waitNoneLeft(ctx, objectName("Deployment", id), lw, opts, func(m metav1.Object) bool { return m.GetDeletionTimestamp() == nil })
 }
 
 // deleteReplicaSets deletes the Deployment's ReplicaSets, which its deletion leaves to the garbage collector,
@@ -255,7 +243,7 @@ func deleteReplicaSets(ctx context.Context, c *client, id backend.ProviderID, se
 	case err != nil:
 		return classify(object, err)
 	}
-	left := map[string]bool{}
+	lingering := false
 	for _, rs := range l.Items {
 		// Background: its pods, all terminating by now, are the collector's.
 		background := metav1.DeletePropagationBackground
@@ -263,43 +251,19 @@ func deleteReplicaSets(ctx context.Context, c *client, id backend.ProviderID, se
 		switch {
 		case apierrors.IsNotFound(err):
 		case apierrors.IsForbidden(err) || len(rs.Finalizers) > 0:
-			left[rs.Name] = true
+			lingering = true
 		case err != nil:
 			return classify(object, err)
 		}
 	}
-	if len(left) == 0 {
+	if !lingering {
 		return nil
 	}
-	return follow(ctx, stream{
-		object: object,
-		list: func(ctx context.Context) (string, bool, error) {
-			l, err := sets.List(ctx, opts)
-			if err != nil {
-				return "", false, err
-			}
-			clear(left)
-			for _, rs := range l.Items {
-				left[rs.Name] = true
-			}
-			return l.ResourceVersion, len(left) == 0, nil
-		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			o := opts
-			o.ResourceVersion, o.AllowWatchBookmarks = rv, true
-			return sets.Watch(ctx, o)
-		},
-		check: func(t watch.EventType, obj runtime.Object) (bool, error) {
-			if rs, ok := obj.(*appsv1.ReplicaSet); ok {
-				if t == watch.Deleted {
-					delete(left, rs.Name)
-				} else {
-					left[rs.Name] = true
-				}
-			}
-			return len(left) == 0, nil
-		},
-	})
+	lw := listWatch{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return sets.List(ctx, o) },
+		watch: sets.Watch,
+	}
+	return waitNoneLeft(ctx, object, lw, opts, func(metav1.Object) bool { return true })
 }
 
 // scaleToZero sets the Deployment's replicas to zero: its ReplicaSet's controller then marks every pod for

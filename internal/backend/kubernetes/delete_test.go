@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -89,21 +88,7 @@ func TestDeleteWaitsForAServiceWithFinalizers(t *testing.T) {
 		marked.DeletionTimestamp = ptr.To(metav1.Now())
 		return true, nil, cs.Tracker().Update(services, marked, testNS)
 	})
-	watching := make(chan struct{}, 1)
-	cs.PrependWatchReactor("services", func(k8stesting.Action) (bool, watch.Interface, error) {
-		select {
-		case watching <- struct{}{}:
-		default:
-		}
-		return false, nil, nil
-	})
-	done := make(chan error, 1)
-	go func() { done <- b.Delete(ctx, testID()) }()
-	select {
-	case err := <-done:
-		t.Fatalf("Delete returned (%v) while the Service still exists", err)
-	case <-watching:
-	}
+	done := deleteWaitingOn(ctx, t, b, cs, "services", "the Service still exists")
 	if err := cs.Tracker().Delete(services, testNS, "p1"); err != nil {
 		t.Fatal(err)
 	}
@@ -137,25 +122,16 @@ func TestDeleteRemovesTheReplicaSets(t *testing.T) {
 					return true, nil, apierrors.NewForbidden(appsv1.Resource("replicasets"), "", errors.New("not granted"))
 				})
 			}
-			watching := make(chan struct{}, 1)
-			cs.PrependWatchReactor("replicasets", func(k8stesting.Action) (bool, watch.Interface, error) {
-				select {
-				case watching <- struct{}{}:
-				default:
-				}
-				return false, nil, nil
-			})
-			done := make(chan error, 1)
-			go func() { done <- b.Delete(ctx, testID()) }()
+			var done <-chan error
 			if tt.forbid == "delete" {
-				select {
-				case err := <-done:
-					t.Fatalf("Delete returned (%v) while the ReplicaSet remains", err)
-				case <-watching:
-				}
+				done = deleteWaitingOn(ctx, t, b, cs, "replicasets", "the ReplicaSet remains")
 				if err := cs.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("replicasets"), testNS, rs.Name); err != nil {
 					t.Fatal(err)
 				}
+			} else {
+				result := make(chan error, 1)
+				result <- b.Delete(ctx, testID())
+				done = result
 			}
 			if err := <-done; err != nil {
 				t.Fatal(err)

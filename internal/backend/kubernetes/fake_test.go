@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -91,4 +93,27 @@ func controller(ctx context.Context, t *testing.T, cs *fake.Clientset, mark func
 			}
 		}
 	}()
+}
+
+// deleteWaitingOn starts Delete of the test proxy and returns once Delete has opened a watch on resource,
+// failing the test if Delete returns first: it is then waiting on what the test still holds back (what, for
+// the failure's message). The channel gives Delete's result.
+func deleteWaitingOn(ctx context.Context, t *testing.T, b *Backend, cs *fake.Clientset, resource, what string) <-chan error {
+	t.Helper()
+	watching := make(chan struct{}, 1)
+	cs.PrependWatchReactor(resource, func(k8stesting.Action) (bool, watch.Interface, error) {
+		select {
+		case watching <- struct{}{}:
+		default:
+		}
+		return false, nil, nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- b.Delete(ctx, testID()) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Delete returned (%v) while %s", err, what)
+	case <-watching:
+	}
+	return done
 }
