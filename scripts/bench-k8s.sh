@@ -30,6 +30,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/provider-mirror.sh
+. "$root/scripts/provider-mirror.sh"
 cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 export KUBECONFIG=${KUBECONFIG:-/var/tmp/egress-k8s/kubeconfig}
 terraform=${TERRAFORM:-$cache/terraform-v1.15.9/terraform}
@@ -66,31 +68,20 @@ kube_namespace() {
 
 say "building the test binary and the provider"
 (cd "$root" && go test -c -o "$tmp/kubernetes.test" ./internal/backend/kubernetes/)
-version=0.0.1
-platform=$(go env GOOS)_$(go env GOARCH)
 egress_address=registry.terraform.io/egress-proxies/egress
-mkdir -p "$tmp/mirror/$egress_address/$version/$platform"
 if [ -n "${PROVIDER_BIN:-}" ]; then
-	cp "$PROVIDER_BIN" "$tmp/mirror/$egress_address/$version/$platform/terraform-provider-egress_v$version"
+	cp "$PROVIDER_BIN" "$tmp/provider"
 else
-	(cd "$root" && go build -o "$tmp/mirror/$egress_address/$version/$platform/terraform-provider-egress_v$version" .)
+	(cd "$root" && go build -o "$tmp/provider" .)
 fi
+mirror_provider "$tmp/mirror" "$egress_address" 0.0.1 "$tmp/provider"
 generic_address=registry.terraform.io/hashicorp/kubernetes
 if [ -n "${GENERIC_PROVIDER:-}" ]; then
-	mkdir -p "$tmp/mirror/$generic_address/3.0.0/$platform"
-	cp "$GENERIC_PROVIDER" "$tmp/mirror/$generic_address/3.0.0/$platform/terraform-provider-kubernetes_v3.0.0"
+	mirror_provider "$tmp/mirror" "$generic_address" 3.0.0 "$GENERIC_PROVIDER"
 else
 	say "GENERIC_PROVIDER is not set: the generic provider's column is left out"
 fi
-cat >"$tmp/clirc" <<RC
-provider_installation {
-  filesystem_mirror {
-    path    = "$tmp/mirror"
-    include = ["$egress_address", "$generic_address"]
-  }
-}
-RC
-export TF_CLI_CONFIG_FILE="$tmp/clirc" TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1
+mirror_cli_config "$tmp/mirror" "$tmp/clirc" "$egress_address" "$generic_address"
 unset TF_CLI_ARGS TF_CLI_ARGS_apply TF_CLI_ARGS_plan TF_CLI_ARGS_destroy TF_PLUGIN_CACHE_DIR TF_DATA_DIR TF_WORKSPACE TF_LOG
 
 kube_namespace create

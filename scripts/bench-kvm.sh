@@ -43,6 +43,8 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/provider-mirror.sh
+. "$root/scripts/provider-mirror.sh"
 say() { echo "bench-kvm: $*" >&2; }
 
 N=${1:-${BENCH_N:-30}}
@@ -217,28 +219,16 @@ side_by_side() {
 # ---- egress_proxy through Terraform ----
 
 tf_setup() {
-  local version platform address=registry.terraform.io/egress-proxies/egress bin dir
+  local version address=registry.terraform.io/egress-proxies/egress
   version=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' "$root/CHANGELOG.md" | head -1)
-  platform=$(go env GOOS)_$(go env GOARCH)
-  dir="$tmp/mirror/$address/$version/$platform"
-  mkdir -p "$dir" "$tmp/tf"
-  bin=$dir/terraform-provider-egress_v$version
+  mkdir -p "$tmp/tf"
   if [ -n "${PROVIDER_BIN:-}" ]; then
-    cp "$PROVIDER_BIN" "$bin"
+    cp "$PROVIDER_BIN" "$tmp/provider"
   else
-    (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$bin" .)
+    (cd "$root" && CGO_ENABLED=0 go build -trimpath -o "$tmp/provider" .)
   fi
-  cat >"$tmp/clirc" <<RC
-provider_installation {
-  filesystem_mirror {
-    path    = "$tmp/mirror"
-    include = ["$address"]
-  }
-  direct {
-    exclude = ["$address"]
-  }
-}
-RC
+  mirror_provider "$tmp/mirror" "$address" "$version" "$tmp/provider"
+  mirror_cli_config "$tmp/mirror" "$tmp/clirc" "$address"
   local ip=null
   [ "$FIXED_IP" = 1 ] && ip='cidrhost("198.18.0.0/24", 10 + count.index)'
   cat >"$tmp/tf/main.tf" <<TF
@@ -266,7 +256,6 @@ resource "egress_proxy" "bench" {
   allowed_destinations = [".example.com"]
 }
 TF
-  export TF_CLI_CONFIG_FILE="$tmp/clirc" TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1
   unset TF_CLI_ARGS TF_CLI_ARGS_apply TF_CLI_ARGS_plan TF_CLI_ARGS_destroy TF_CLI_ARGS_init TF_PLUGIN_CACHE_DIR TF_DATA_DIR TF_WORKSPACE TF_LOG
   "$TERRAFORM" -chdir="$tmp/tf" init -input=false -no-color >"$tmp/tf-init.log" 2>&1 || { cat "$tmp/tf-init.log" >&2; return 1; }
   tf_ready=yes

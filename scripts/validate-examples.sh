@@ -25,6 +25,8 @@ if [ "${1:-}" = --partial ]; then
 fi
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/provider-mirror.sh
+. "$root/scripts/provider-mirror.sh"
 address="registry.terraform.io/egress-proxies/egress"
 # Examples may write `source = "egress-proxies/egress"`, which OpenTofu resolves on its own registry's host.
 tofu_address="registry.opentofu.org/egress-proxies/egress"
@@ -40,26 +42,12 @@ say() { echo "validate-examples: $*" >&2; }
 
 version=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' "$root/CHANGELOG.md" | head -1)
 [ -n "$version" ] || { say "CHANGELOG.md has no release heading (## X.Y.Z ...)"; exit 1; }
-platform=$(go env GOOS)_$(go env GOARCH)
 # One build, under both registry addresses the examples' `source` may resolve to.
-binary=terraform-provider-egress_v$version
-(cd "$root" && go build -o "$tmp/$binary" .)
+(cd "$root" && go build -o "$tmp/provider" .)
 for a in "$address" "$tofu_address"; do
-  mkdir -p "$tmp/mirror/$a/$version/$platform"
-  cp "$tmp/$binary" "$tmp/mirror/$a/$version/$platform/$binary"
+  mirror_provider "$tmp/mirror" "$a" "$version" "$tmp/provider"
 done
-cat >"$tmp/clirc" <<RC
-provider_installation {
-  filesystem_mirror {
-    path    = "$tmp/mirror"
-    include = ["$address", "$tofu_address"]
-  }
-  direct {
-    exclude = ["$address", "$tofu_address"]
-  }
-}
-RC
-export TF_CLI_CONFIG_FILE="$tmp/clirc" TOFU_CLI_CONFIG_FILE="$tmp/clirc" TF_IN_AUTOMATION=1 CHECKPOINT_DISABLE=1
+mirror_cli_config "$tmp/mirror" "$tmp/clirc" "$address" "$tofu_address"
 unset TF_CLI_ARGS TF_CLI_ARGS_validate TF_CLI_ARGS_init TF_PLUGIN_CACHE_DIR TF_DATA_DIR TF_WORKSPACE
 
 requirement='terraform {
