@@ -9,17 +9,9 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// Kind names a backend. It is the first segment of every ProviderID.
+// Kind names a backend. It is the first segment of every ProviderID. Each backend package declares its own
+// (kvm.Kind, ...); this package names none, so that adding a backend changes nothing here.
 type Kind string
-
-const (
-	KindKubernetes Kind = "kubernetes"
-	KindGCP        Kind = "gcp"
-	KindKVM        Kind = "kvm"
-)
-
-// Kinds lists every backend kind once, in the order documentation shows them.
-var Kinds = []Kind{KindKubernetes, KindGCP, KindKVM}
 
 // Backend creates, reads, deletes and lists egress proxy instances in one place.
 //
@@ -102,121 +94,30 @@ type Spec struct {
 	Proxy     proxyconf.Settings
 }
 
-// Placement says where an instance runs. Exactly one of the backend-specific parts is set, matching Backend.
+// Placement says where an instance runs: the backend, the provider-configured target on it, the scope within
+// that target, and the backend's own settings.
 type Placement struct {
 	Backend Kind
 	// Target is the provider-configured target the instance lives on: a cluster, a project or a host name.
 	Target string
-	// Scope is the namespace (kubernetes) or zone (gcp); empty for kvm.
+	// Scope narrows Target where the backend's ids have a part for it (a namespace, a zone); empty where they
+	// do not.
 	Scope string
-
-	KVM        *KVMPlacement
-	GCP        *GCPPlacement
-	Kubernetes *KubernetesPlacement
+	// Options are the backend's own settings for this proxy: a pointer to the options type its package
+	// declares (for example *kvm.Options), or nil for that backend's defaults. Read them with OptionsOf.
+	Options any
 }
 
-// GCPPlacement holds the settings of a proxy VM on Compute Engine. Empty strings take the gcp backend's
-// defaults (see the gcp package).
-type GCPPlacement struct {
-	MachineType string
-	// Image is an image or image family URL (projects/P/global/images/family/F).
-	Image      string
-	Network    string
-	Subnetwork string
-	// NetworkTags go on the VM for the user's firewall rules.
-	NetworkTags    []string
-	ServiceAccount string
-	Scopes         []string
-	Preemptible    bool
-	Spot           bool
-	// StaticEgressIP reserves a regional static external address named after the instance, released on
-	// delete. EgressAddressName instead attaches an address the user reserved, which is never released, so
-	// the egress address survives any replacement of the proxy.
-	StaticEgressIP    bool
-	EgressAddressName string
-	// WaitForProxy makes Create wait (within its ctx) until the guest reports the proxy configured.
-	WaitForProxy bool
-	// DisableShieldedVM, AllowProjectSSHKeys and DisableOSLogin opt out of the hardening every VM gets by
-	// default, so that the zero value is the hardened VM (see the gcp package).
-	DisableShieldedVM   bool
-	AllowProjectSSHKeys bool
-	DisableOSLogin      bool
-}
-
-// KubernetesPlacement holds the settings of a proxy on a Kubernetes cluster. Zero values take the backend's
-// defaults (see the kubernetes package).
-type KubernetesPlacement struct {
-	// Replicas is how many proxy pods run behind the Service.
-	Replicas int
-	// Image is the Squid image; empty means the cluster's or the provider's default.
-	Image string
-	// NodeSelector and Tolerations place the pods, for example on egress nodes with known addresses.
-	NodeSelector map[string]string
-	Tolerations  []Toleration
-	// Requests and Limits are resource quantities by name ("cpu", "memory"), in Kubernetes notation.
-	Requests map[string]string
-	Limits   map[string]string
-	// ServiceType is ClusterIP, NodePort or LoadBalancer.
-	ServiceType string
-	// NetworkPolicy, when true, admits only the allowed client ranges to the proxy port.
-	NetworkPolicy bool
-}
-
-// Toleration lets proxy pods run on tainted nodes.
-type Toleration struct {
-	Key      string
-	Operator string
-	Value    string
-	Effect   string
-}
-
-// KVMPlacement holds the settings of a proxy on a libvirt host.
-type KVMPlacement struct {
-	VCPUs     int
-	MemoryMiB int
-	DiskGiB   int
-
-	// DomainType is "kvm", "qemu" or "" for the host's configured default.
-	DomainType string
-	// Pool holds the proxy's root overlay and seed ISO; BaseVolume, in the same pool, backs the overlay.
-	// Empty means the host's configured default.
-	Pool       string
-	BaseVolume string
-	// ImageFile is a local path, read by the provider process, to a qcow2 or raw disk image to use instead of
-	// BaseVolume: it is uploaded once into Pool as a volume named after its content's SHA-256
-	// (egress-image-<16 hex digits>.qcow2 or .raw) and shared by every proxy made from the same content.
-	// Image volumes are never deleted by the provider. Reading a proxy back reports BaseVolume as that
-	// volume's name.
-	ImageFile string
-	// ImageURL is an http or https URL of a qcow2 or raw disk image, downloaded by the provider process into
-	// Pool once and shared like ImageFile's, and ImageSHA256 the hex SHA-256 its content must have: the
-	// volume is named after it, so a proxy whose image is in the pool already downloads nothing. At most one
-	// of BaseVolume, ImageFile and ImageURL is set. Get reports neither (a URL may carry credentials, and
-	// the domain's metadata is readable by whoever may read the host's domains), only BaseVolume.
-	ImageURL    string
-	ImageSHA256 string
-
-	// The interface: at most one of Network (a libvirt network), Bridge (a host bridge) or UserNet (QEMU
-	// user-mode networking, the proxy port forwarded to ForwardAddress:ForwardPort on the host). None set
-	// means the host's configured default network.
-	Network        string
-	Bridge         string
-	UserNet        bool
-	ForwardAddress string
-	ForwardPort    int
-
-	// MAC is the interface's address; empty derives a stable one from the UID. IP, on a libvirt network,
-	// becomes a DHCP host reservation there and is the proxy's address before the guest boots.
-	MAC string
-	IP  string
-	// WaitForAddress makes Create wait (within its ctx) until the network or guest agent reports an address.
-	WaitForAddress bool
-	// WaitForProxy makes Create wait (within its ctx), after the address, until the proxy answers: a TCP
-	// connection to its port and a 200 from its health endpoint (user-mode networking: any HTTP answer on
-	// the forwarded port). When the address proves unreachable from where the provider runs, Create does
-	// not wait for the proxy and succeeds without having verified it. Only with WaitForAddress: the proxy is
-	// probed at its address. Both flags are stored as given and read back as given.
-	WaitForProxy bool
+// OptionsOf returns p's options as *T, the options type of p's backend: nil when p carries none, and a
+// Permanent error when p carries another type, which would be a bug of the caller.
+func OptionsOf[T any](p Placement) (*T, error) {
+	if p.Options == nil {
+		return nil, nil
+	}
+	if o, ok := p.Options.(*T); ok {
+		return o, nil
+	}
+	return nil, Permanent(string(p.Backend)+" placement", "options of type %T given where %T was expected: this is a bug in the provider", p.Options, new(T))
 }
 
 // State is the lifecycle state of an instance, the same words on every backend.

@@ -27,13 +27,121 @@ const (
 )
 
 // kindHeadings is the heading under which templates/index.md.tmpl introduces each backend kind, besides its
-// bullet under "## Backends". Every kind in Kinds needs an entry. memory is not a kind: it stands in for the
+// bullet under "## Backends". Every kind a backend package declares (kindsOf) needs an entry. memory is not a kind: it stands in for the
 // others in tests and is never offered to users, so it has a matrix column (as a backend package) but no docs
 // section and no example.
 var kindHeadings = map[Kind]string{
-	KindKubernetes: "## Kubernetes",
-	KindGCP:        "## Google Cloud",
-	KindKVM:        "### KVM on this machine",
+	"kubernetes": "## Kubernetes",
+	"gcp":        "## Google Cloud",
+	"kvm":        "### KVM on this machine",
+}
+
+const (
+	// descriptorTable is the file of the provider's table of backend descriptors, backendDescriptors.
+	descriptorTable = "internal/provider/backends.go"
+	// descriptorFile is each kind's descriptor in the Terraform layer, with %s the kind.
+	descriptorFile = "internal/provider/backend_%s.go"
+)
+
+// kindsOf lists the backend kinds: the Kind constant each package under internal/backend declares. This
+// package names none (the contract names no backend), so the packages are where kinds come from.
+func kindsOf(root string) ([]Kind, error) {
+	dirs, err := os.ReadDir(filepath.Join(root, "internal", "backend"))
+	if err != nil {
+		return nil, err
+	}
+	var kinds []Kind
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, "internal", "backend", d.Name())
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, file := range files {
+			if !strings.HasSuffix(file.Name(), ".go") || strings.HasSuffix(file.Name(), "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, file.Name()), nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			if k, ok := kindConst(f); ok {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	slices.Sort(kinds)
+	return kinds, nil
+}
+
+// kindConst finds `const Kind ... = "x"` at the top level of f.
+func kindConst(f *ast.File) (Kind, bool) {
+	for _, decl := range f.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs, ok := spec.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			for i, name := range vs.Names {
+				if name.Name != "Kind" || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					return Kind(strings.Trim(lit.Value, "`\"")), true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
+// registeredDescriptors lists the type names in the provider's backendDescriptors table, such as
+// "kvmDescriptor".
+func registeredDescriptors(root string) ([]string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(root, filepath.FromSlash(descriptorTable)), nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, decl := range f.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range gen.Specs {
+			vs, ok := spec.(*ast.ValueSpec)
+			if !ok {
+				continue
+			}
+			for i, name := range vs.Names {
+				if name.Name != "backendDescriptors" || i >= len(vs.Values) {
+					continue
+				}
+				table, ok := vs.Values[i].(*ast.CompositeLit)
+				if !ok {
+					return nil, fmt.Errorf("%s: backendDescriptors is not a table literal", descriptorTable)
+				}
+				for _, elt := range table.Elts {
+					if lit, ok := elt.(*ast.CompositeLit); ok {
+						if id, ok := lit.Type.(*ast.Ident); ok {
+							names = append(names, id.Name)
+						}
+					}
+				}
+			}
+		}
+	}
+	if names == nil {
+		return nil, fmt.Errorf("%s declares no backendDescriptors table", descriptorTable)
+	}
+	return names, nil
 }
 
 var (
@@ -263,7 +371,8 @@ func matrixProblems(doc, dir string) []string {
 	return problems
 }
 
-// kindProblems reports a backend kind that lacks its column in the blueprint's matrix, its package under
+// kindProblems reports a backend kind that lacks its descriptor (its file, and its line in the provider's
+// table), its column in the blueprint's matrix, its package under
 // internal/backend, its bullet and heading in the docs template, or its example under examples/backends
 // (which the template must include). root is the repository root; template is the docs template's text.
 func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root string) []string {
@@ -276,8 +385,19 @@ func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root st
 	if _, after, ok := strings.Cut(template, "\n## Backends\n"); ok {
 		backends, _, _ = strings.Cut(after, "\n## ")
 	}
+	registered, err := registeredDescriptors(root)
+	if err != nil {
+		return []string{err.Error()}
+	}
 	var problems []string
 	for _, k := range kinds {
+		descriptor := fmt.Sprintf(descriptorFile, k)
+		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(descriptor))); err != nil {
+			problems = append(problems, fmt.Sprintf("kind %s has no descriptor file: %v", k, err))
+		}
+		if !slices.Contains(registered, string(k)+"Descriptor") {
+			problems = append(problems, fmt.Sprintf("kind %s has no %sDescriptor{} in backendDescriptors (%s)", k, k, descriptorTable))
+		}
 		if !slices.Contains(columns, string(k)) {
 			problems = append(problems, fmt.Sprintf("kind %s has no column in the feature matrix", k))
 		}
@@ -333,6 +453,13 @@ func TestBlueprint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kinds, err := kindsOf(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kinds) < 3 {
+		t.Fatalf("found the kinds %v: kindsOf no longer finds the backend packages' Kind constants", kinds)
+	}
 	if n := len(symbolRefRE.FindAllString(doc, -1)); n < 100 {
 		t.Fatalf("found %d path#Symbol references in %s: the pattern no longer matches how the document cites code", n, blueprintFile)
 	}
@@ -341,7 +468,7 @@ func TestBlueprint(t *testing.T) {
 		"path:line references":   lineRefProblems(doc),
 		"relative links":         linkProblems(doc, "."),
 		"feature matrix":         matrixProblems(doc, "."),
-		"backend kinds":          kindProblems(Kinds, kindHeadings, doc, string(template), root),
+		"backend kinds":          kindProblems(kinds, kindHeadings, doc, string(template), root),
 	} {
 		for _, p := range problems {
 			t.Errorf("%s, %s: %s", blueprintFile, name, p)
@@ -375,8 +502,11 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 	// A tree of one complete kind, "alpha": its package, example and docs; "beta" has only its package, "gamma"
 	// only its example.
 	tree := t.TempDir()
+	// "zeta" has all but its line in the descriptor table, "eta" all but its descriptor file.
 	for _, f := range []string{"internal/backend/alpha/backend.go", "internal/backend/beta/backend.go", "examples/backends/alpha/main.tf",
-		"examples/backends/gamma/main.tf"} {
+		"examples/backends/gamma/main.tf", "internal/provider/backend_alpha.go", "internal/provider/backend_beta.go",
+		"internal/provider/backend_gamma.go", "internal/backend/zeta/backend.go", "examples/backends/zeta/main.tf",
+		"internal/provider/backend_zeta.go", "internal/backend/eta/backend.go", "examples/backends/eta/main.tf"} {
 		p := filepath.Join(tree, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -384,6 +514,10 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	table := "package provider\n\nvar backendDescriptors = []backendDescriptor{\n\talphaDescriptor{},\n\tbetaDescriptor{},\n\tgammaDescriptor{},\n\tetaDescriptor{},\n}\n"
+	if err := os.WriteFile(filepath.Join(tree, filepath.FromSlash(descriptorTable)), []byte(table), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	// A Go file declaring one of each kind of top-level name, methods on a pointer and on a generic receiver.
 	src := "package x\n\nfunc F() {}\n\ntype T struct{}\n\nfunc (*T) M() {}\n\ntype G[K any] struct{}\n\nfunc (g G[K]) N() {}\n\n" +
@@ -443,6 +577,8 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 		"kind without example":         {kinds([]Kind{"beta"}, map[Kind]string{"beta": "## Beta"}, "# P\n## Backends\n- **`beta`**\n## Beta\n{{ tffile \"examples/backends/beta/main.tf\" }}\n"), matrix("| concern | beta |", "| identity | yes |"), "kind beta has no example"},
 		"kind example not included":    {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "{{ tffile", "{{ codefile", 1)), alphaDoc, "does not include its example"},
 		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alpha, alphaTemplate), "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"kind not registered":          {kinds([]Kind{"zeta"}, map[Kind]string{"zeta": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "zeta")), matrix("| concern | zeta |", "| identity | yes |"), "kind zeta has no zetaDescriptor{} in backendDescriptors"},
+		"kind without descriptor file": {kinds([]Kind{"eta"}, map[Kind]string{"eta": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "eta")), matrix("| concern | eta |", "| identity | yes |"), "kind eta has no descriptor file"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -27,7 +27,7 @@ func TestClassOf(t *testing.T) {
 		"cancelled":              {fmt.Errorf("op: %w", context.Canceled), ClassTransient, false, false},
 		"gave up keeps quota":    {&GaveUpError{Cause: context.DeadlineExceeded, Last: Quota("x", "full")}, ClassQuota, false, false},
 		"gave up unclassified":   {&GaveUpError{Cause: context.DeadlineExceeded, Last: errors.New("weird")}, ClassUnclassified, false, true},
-		"list error scope class": {&ListError{Failed: []ScopeError{{Backend: KindKVM, Scope: "h", Err: NotFound("h", "x")}}}, ClassNotFound, true, false},
+		"list error scope class": {&ListError{Failed: []ScopeError{{Backend: "kvm", Scope: "h", Err: NotFound("h", "x")}}}, ClassNotFound, true, false},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -31,25 +31,81 @@ func Subsystem(ctx context.Context, kind Kind) context.Context {
 }
 
 // WithLogging wraps b so every call logs its operation, ProviderID, duration and error class at DEBUG in the
-// backend's own subsystem. Checker passes through when b implements it; Reconfigure is always there, and
-// refuses with a Permanent error when b cannot reconfigure (its instances never report Reconfigurable);
-// DeleteForReplacement is always there too, and is Delete when b keeps nothing for a successor.
+// backend's own subsystem. The wrapper has exactly the optional capabilities b has (Reconfigurer, Successor,
+// Checker), each forwarded explicitly: a caller asserting one on the wrapper learns what b can do, and handles
+// its absence itself, as it must for a backend handed in without the wrapper.
 func WithLogging(kind Kind, b Backend) Backend {
 	l := &logged{kind: kind, next: b}
-	if c, ok := b.(Checker); ok {
-		return &loggedChecker{logged: l, checker: c}
+	r, reconfigures := b.(Reconfigurer)
+	s, succeeds := b.(Successor)
+	c, checks := b.(Checker)
+	lr, ls, lc := loggedReconfigurer{l, r}, loggedSuccessor{l, s}, loggedChecker{l, c}
+	switch {
+	case reconfigures && succeeds && checks:
+		return struct {
+			Backend
+			Reconfigurer
+			Successor
+			Checker
+		}{l, lr, ls, lc}
+	case reconfigures && succeeds:
+		return struct {
+			Backend
+			Reconfigurer
+			Successor
+		}{l, lr, ls}
+	case reconfigures && checks:
+		return struct {
+			Backend
+			Reconfigurer
+			Checker
+		}{l, lr, lc}
+	case succeeds && checks:
+		return struct {
+			Backend
+			Successor
+			Checker
+		}{l, ls, lc}
+	case reconfigures:
+		return struct {
+			Backend
+			Reconfigurer
+		}{l, lr}
+	case succeeds:
+		return struct {
+			Backend
+			Successor
+		}{l, ls}
+	case checks:
+		return struct {
+			Backend
+			Checker
+		}{l, lc}
+	default:
+		return l
 	}
-	return l
 }
 
+// logged logs the contract's methods; loggedReconfigurer, loggedSuccessor and loggedChecker each log one
+// optional capability, and WithLogging adds those b has.
 type logged struct {
 	kind Kind
 	next Backend
 }
 
+type loggedReconfigurer struct {
+	*logged
+	next Reconfigurer
+}
+
+type loggedSuccessor struct {
+	*logged
+	next Successor
+}
+
 type loggedChecker struct {
 	*logged
-	checker Checker
+	next Checker
 }
 
 func (l *logged) done(ctx context.Context, op, id string, start time.Time, err error) {
@@ -103,37 +159,23 @@ func (l *logged) ListByTag(ctx context.Context, sel Selector) ([]Instance, error
 	return list, err
 }
 
-func (l *logged) Reconfigure(ctx context.Context, id ProviderID, settings proxyconf.Settings) (Instance, error) {
+func (l loggedReconfigurer) Reconfigure(ctx context.Context, id ProviderID, settings proxyconf.Settings) (Instance, error) {
 	ctx, start := Subsystem(ctx, l.kind), time.Now()
-	var (
-		inst Instance
-		err  error
-	)
-	if r, ok := l.next.(Reconfigurer); ok {
-		inst, err = r.Reconfigure(ctx, id, settings)
-	} else {
-		err = Permanent(id.String(), "the %s backend cannot change a proxy's rules in place", l.kind)
-	}
+	inst, err := l.next.Reconfigure(ctx, id, settings)
 	l.done(ctx, "reconfigure", id.String(), start, err)
 	return inst, err
 }
 
-// DeleteForReplacement keeps what b keeps for a successor, and is Delete where b keeps nothing.
-func (l *logged) DeleteForReplacement(ctx context.Context, id ProviderID) error {
+func (l loggedSuccessor) DeleteForReplacement(ctx context.Context, id ProviderID) error {
 	ctx, start := Subsystem(ctx, l.kind), time.Now()
-	var err error
-	if s, ok := l.next.(Successor); ok {
-		err = s.DeleteForReplacement(ctx, id)
-	} else {
-		err = l.next.Delete(ctx, id)
-	}
+	err := l.next.DeleteForReplacement(ctx, id)
 	l.done(ctx, "delete-for-replacement", id.String(), start, err)
 	return err
 }
 
-func (c *loggedChecker) Check(ctx context.Context) []Health {
+func (c loggedChecker) Check(ctx context.Context) []Health {
 	ctx, start := Subsystem(ctx, c.kind), time.Now()
-	health := c.checker.Check(ctx)
+	health := c.next.Check(ctx)
 	tflog.SubsystemDebug(ctx, string(c.kind), "backend call", map[string]any{
 		"operation": "check", "targets": len(health), "duration_ms": time.Since(start).Milliseconds(),
 	})

@@ -10,6 +10,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-log/tflogtest"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
@@ -18,9 +20,9 @@ func TestLoggingDecoratorRecordsCalls(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	ctx := tflogtest.RootLogger(context.Background(), &out)
-	mem := memory.New(backend.KindKVM)
-	b := backend.WithLogging(backend.KindKVM, mem)
-	id := backend.ProviderID{Backend: backend.KindKVM, Target: "h", Name: "gone"}
+	mem := memory.New(kvm.Kind)
+	b := backend.WithLogging(kvm.Kind, mem)
+	id := backend.ProviderID{Backend: kvm.Kind, Target: "h", Name: "gone"}
 	_, _ = b.Get(ctx, id)
 
 	entries, err := tflogtest.MultilineJSONDecode(&out)
@@ -47,8 +49,8 @@ func TestLoggingDecoratorRecordsCalls(t *testing.T) {
 func TestWireLogsMaskSecrets(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	ctx := backend.Subsystem(tflogtest.RootLogger(context.Background(), &out), backend.KindGCP)
-	tflog.SubsystemTrace(ctx, string(backend.KindGCP), "POST /compute/v1/projects/p/zones/z/instances", map[string]any{
+	ctx := backend.Subsystem(tflogtest.RootLogger(context.Background(), &out), gcp.Kind)
+	tflog.SubsystemTrace(ctx, string(gcp.Kind), "POST /compute/v1/projects/p/zones/z/instances", map[string]any{
 		"password": "hunter2-field",
 		"headers":  "Authorization: Bearer ya29.secret-token",
 		"body":     `{"name":"x","access_token":"tok-in-body"}`,

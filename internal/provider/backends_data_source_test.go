@@ -14,12 +14,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
 // An unhealthy target is data: the read succeeds, the check block warns, and the apply goes on.
 func TestAccBackends_unhealthyTargetIsData(t *testing.T) {
 	mem := newMemoryBackends()
-	mem[backend.KindKVM].SetHealth([]backend.Health{
+	mem[kvm.Kind].SetHealth([]backend.Health{
 		{Target: "hv1", Healthy: true, Reason: "Healthy", Details: map[string]string{"libvirt_version": "9.0.0"}},
 		{Target: "hv2", Healthy: false, Reason: backend.HealthUnreachable, Details: map[string]string{backend.DetailMessage: "dial unix: no such file"}},
 	})

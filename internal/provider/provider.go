@@ -18,10 +18,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
@@ -73,12 +73,56 @@ func providerDataFrom(v any) (*providerData, diag.Diagnostics) {
 	return data, diags
 }
 
+// providerModel is the provider block: its shared attributes, and the backend blocks it sets, each read by
+// its backend's descriptor.
 type providerModel struct {
-	Owner         types.String             `tfsdk:"owner"`
-	DefaultLabels types.Map                `tfsdk:"default_labels"`
-	Kubernetes    *kubernetesProviderModel `tfsdk:"kubernetes"`
-	GCP           *gcpProviderModel        `tfsdk:"gcp"`
-	KVM           *kvmProviderModel        `tfsdk:"kvm"`
+	Owner         types.String `tfsdk:"owner"`
+	DefaultLabels types.Map    `tfsdk:"default_labels"`
+	// blocks are the backend blocks the configuration sets, by kind.
+	blocks map[backend.Kind]providerBlock
+}
+
+// readProviderModel reads the provider configuration: the shared attributes, then each backend block that is
+// set, through its descriptor.
+func readProviderModel(ctx context.Context, config tfsdk.Config, version string) (providerModel, diag.Diagnostics) {
+	var cfg providerModel
+	var obj types.Object
+	diags := config.Get(ctx, &obj)
+	if diags.HasError() {
+		return cfg, diags
+	}
+	blocks, d := splitBackendBlocks(ctx, obj, &cfg)
+	diags.Append(d...)
+	// After the split: reading the shared attributes replaces the whole struct, unexported fields included.
+	cfg.blocks = map[backend.Kind]providerBlock{}
+	for _, desc := range backendDescriptors {
+		if block, set := blocks[desc.kind()]; set {
+			pb, d := desc.readProviderBlock(ctx, block, version)
+			diags.Append(d...)
+			cfg.blocks[desc.kind()] = pb
+		}
+	}
+	return cfg, diags
+}
+
+// defaultFactories builds the backends the configuration sets; each connects on first use.
+func defaultFactories(cfg providerModel) map[backend.Kind]backend.Factory {
+	factories := map[backend.Kind]backend.Factory{}
+	for kind, block := range cfg.blocks {
+		factories[kind] = block.factory()
+	}
+	return factories
+}
+
+// configuredTargets lists the targets each configured backend block names, where it names them all.
+func configuredTargets(cfg providerModel) map[backend.Kind][]string {
+	targets := map[backend.Kind][]string{}
+	for kind, block := range cfg.blocks {
+		if names, enumerated := block.targets(); enumerated {
+			targets[kind] = names
+		}
+	}
+	return targets
 }
 
 func (p *egressProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -89,9 +133,9 @@ func (p *egressProvider) Metadata(_ context.Context, _ provider.MetadataRequest,
 func (p *egressProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Creates egress proxies (Squid forward proxies with client and destination allow-lists) " +
-			"on Kubernetes, GCP Compute Engine or KVM/libvirt. Configure each backend you use with its nested " +
+			"on " + orList(backendTitles()) + ". Configure each backend you use with its nested " +
 			"attribute; a backend that is not configured is never contacted.",
-		Attributes: map[string]schema.Attribute{
+		Attributes: withBackendAttributes(map[string]schema.Attribute{
 			"owner": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "Garbage-collection scope written on every object this provider makes; " +
@@ -108,16 +152,13 @@ func (p *egressProvider) Schema(_ context.Context, _ provider.SchemaRequest, res
 					mapvalidator.ValueStringsAre(attribute_validator.LabelValue()),
 				},
 			},
-			"kubernetes": kubernetesProviderSchema(),
-			"gcp":        gcpProviderSchema(),
-			"kvm":        kvmProviderSchema(),
-		},
+		}),
 	}
 }
 
 func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
-	var cfg providerModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	cfg, diags := readProviderModel(ctx, req.Config, p.version)
+	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
@@ -150,10 +191,6 @@ func (p *egressProvider) Configure(ctx context.Context, req provider.ConfigureRe
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if cfg.Kubernetes != nil {
-		// The proxies' default image is the one published with this provider version.
-		cfg.Kubernetes.releaseImage = kubernetes.ReleaseImage(p.version)
-	}
 	data := &providerData{registry: backend.NewRegistry(p.factories(cfg)), owner: owner, defaultLabels: defaults, targets: configuredTargets(cfg)}
 	resp.ResourceData = data
 	resp.DataSourceData = data
@@ -177,4 +214,21 @@ func (p *egressProvider) ListResources(context.Context) []func() list.ListResour
 // Actions serve `terraform apply -invoke` and action triggers (Terraform 1.14 and later).
 func (p *egressProvider) Actions(context.Context) []func() action.Action {
 	return []func() action.Action{NewProxyGCAction}
+}
+
+// withBackendAttributes adds each backend's provider block to the shared attributes.
+func withBackendAttributes(shared map[string]schema.Attribute) map[string]schema.Attribute {
+	for _, d := range backendDescriptors {
+		shared[string(d.kind())] = d.providerSchema()
+	}
+	return shared
+}
+
+// backendTitles names the backends in prose, in the table's order.
+func backendTitles() []string {
+	titles := make([]string, len(backendDescriptors))
+	for i, d := range backendDescriptors {
+		titles[i] = d.title()
+	}
+	return titles
 }

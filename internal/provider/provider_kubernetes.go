@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -14,6 +15,44 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
+
+// The provider-level settings of the kubernetes backend: the clusters and how to reach them.
+
+type kubernetesProviderModel struct {
+	Clusters map[string]kubernetesClusterModel `tfsdk:"clusters"`
+	// releaseImage is not configuration (the framework leaves unexported fields alone): the image of this
+	// provider's release, which Configure sets from the provider's version (provider_kubernetes.go).
+	releaseImage string
+}
+
+type kubernetesClusterModel struct {
+	ConfigPath    types.String `tfsdk:"config_path"`
+	ConfigContext types.String `tfsdk:"config_context"`
+	// The rest is in provider_kubernetes.go.
+	kubernetesClusterExtra
+}
+
+// kubeconfigEnvVar is read as the Kubernetes tools read it.
+const kubeconfigEnvVar = "KUBECONFIG"
+
+func kubernetesProviderSchema() schema.SingleNestedAttribute {
+	return schema.SingleNestedAttribute{
+		Optional:            true,
+		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on.",
+		Attributes: map[string]schema.Attribute{
+			"clusters": schema.MapNestedAttribute{
+				Optional: true,
+				MarkdownDescription: "Clusters by the name resources use in `kubernetes.cluster`: lowercase letters, digits and hyphens, " +
+					"as that name is part of every id. When empty, one cluster named `default` is read from `" + kubeconfigEnvVar + "`.",
+				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.NameOf("kubernetes cluster name"))},
+				NestedObject: schema.NestedAttributeObject{Attributes: withAttributes(map[string]schema.Attribute{
+					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path of the kubeconfig file. Defaults to `" + kubeconfigEnvVar + "`."},
+					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
+				}, kubernetesClusterAttributes())},
+			},
+		},
+	}
+}
 
 // kubernetesClusterExtra are a cluster's settings beyond the kubeconfig file and context, named as the
 // HashiCorp Kubernetes provider names them.

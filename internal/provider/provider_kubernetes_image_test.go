@@ -31,9 +31,9 @@ func TestAccProvider_kubernetesDefaultImageFollowsVersion(t *testing.T) {
 				seen []string
 			)
 			recording := func(cfg providerModel) map[backend.Kind]backend.Factory {
-				if cfg.Kubernetes != nil {
+				if block, ok := cfg.blocks[kubernetes.Kind].(*kubernetesProviderModel); ok {
 					mu.Lock()
-					seen = append(seen, kubernetesBackendConfig(cfg.Kubernetes).Image)
+					seen = append(seen, kubernetesBackendConfig(block).Image)
 					mu.Unlock()
 				}
 				return mem.factories(cfg)

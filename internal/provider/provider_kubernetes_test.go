@@ -27,9 +27,9 @@ func TestAccProvider_kubernetesClusterSettings(t *testing.T) {
 	)
 	// The factories the provider uses, recording what it would configure the real kubernetes backend with.
 	recording := func(cfg providerModel) map[backend.Kind]backend.Factory {
-		if cfg.Kubernetes != nil {
+		if block, ok := cfg.blocks[kubernetes.Kind].(*kubernetesProviderModel); ok {
 			mu.Lock()
-			seen = append(seen, kubernetesBackendConfig(cfg.Kubernetes))
+			seen = append(seen, kubernetesBackendConfig(block))
 			mu.Unlock()
 		}
 		return mem.factories(cfg)
@@ -73,7 +73,7 @@ resource "egress_proxy" "test" {
 			Check: resource.ComposeTestCheckFunc(
 				resource.TestMatchResourceAttr("egress_proxy.test", "id", regexp.MustCompile(`^kubernetes/east/proxies/egress-[0-9a-f]{16}$`)),
 				func(*terraform.State) error {
-					if n := mem[backend.KindKubernetes].Calls("create"); n != 1 {
+					if n := mem[kubernetes.Kind].Calls("create"); n != 1 {
 						return fmt.Errorf("the kubernetes backend saw %d creates, want 1", n)
 					}
 					return nil

@@ -26,7 +26,7 @@ type memoryBackends map[backend.Kind]*memory.Backend
 
 func newMemoryBackends() memoryBackends {
 	m := memoryBackends{}
-	for _, k := range backend.Kinds {
+	for _, k := range backendKinds() {
 		m[k] = memory.New(k)
 	}
 	return m

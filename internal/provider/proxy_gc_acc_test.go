@@ -23,6 +23,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -33,7 +35,7 @@ var version1_14 = version.Must(version.NewVersion("1.14.0"))
 func checkKVMIDs(mem memoryBackends, want ...string) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		var got []string
-		for _, inst := range mem[backend.KindKVM].Instances() {
+		for _, inst := range mem[kvm.Kind].Instances() {
 			got = append(got, inst.ID.String())
 		}
 		slices.Sort(got)
@@ -50,12 +52,12 @@ func checkKVMIDs(mem memoryBackends, want ...string) resource.TestCheckFunc {
 func TestAccProxyGC_queryAndAction(t *testing.T) {
 	mem := newMemoryBackends()
 	for _, name := range []string{"old-orphan", "older-orphan"} {
-		inst := instanceAt(backend.KindKVM, "hv1", "", name, "team-a", 3*time.Hour)
+		inst := instanceAt(kvm.Kind, "hv1", "", name, "team-a", 3*time.Hour)
 		inst.Labels["team"] = "ci"
-		mem[backend.KindKVM].Put(inst)
+		mem[kvm.Kind].Put(inst)
 	}
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "in-flight", "team-a", time.Minute))
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "not-ours", "team-b", 3*time.Hour))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "in-flight", "team-a", time.Minute))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "not-ours", "team-b", 3*time.Hour))
 	kept := proxyConfig(`  name                 = "kept"
   kvm                  = { host = "hv1" }
   allowed_client_cidrs = ["10.0.0.0/8"]`)
@@ -254,8 +256,8 @@ func k8sGCCLIFixture(t *testing.T) gcCLIFixture {
 			var err error
 			made[i], err = b.Create(context.Background(), backend.Spec{
 				Name: backend.NameFromUID(uid), UID: uid, Owner: o, Labels: map[string]string{"team": "ci"},
-				Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "test", Scope: ns,
-					Kubernetes: &backend.KubernetesPlacement{}},
+				Placement: backend.Placement{Backend: kubernetes.Kind, Target: "test", Scope: ns,
+					Options: &kubernetes.Options{}},
 				// The ports the provider's schema defaults to: a proxy made without any is not one the provider makes.
 				Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.244.0.0/16"},
 					AllowedDestinations: []string{k8sOrigin}, AllowedPorts: []int{443}},

@@ -61,7 +61,7 @@ func (a *proxyGCAction) Schema(_ context.Context, _ action.SchemaRequest, resp *
 				Validators: []validator.Int64{int64validator.AtLeast(1)}},
 			"known_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ids of the proxies that are still wanted, usually `[for p in egress_proxy.all : p.id]`; never deleted.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.ProviderID())}},
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.ProviderID(idForms))}},
 			"min_age": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only proxies at least this old are deleted, so creates in flight are spared. A Go duration; defaults to `" +
 					defaultMinAge.String() + "`.",

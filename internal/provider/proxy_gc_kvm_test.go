@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -33,8 +34,8 @@ func kvmOrphans(t *testing.T, b backend.Backend, uri string, n int) (string, []b
 		uid := uuid.NewString()
 		inst, err := b.Create(context.Background(), backend.Spec{
 			Name: backend.NameFromUID(uid), UID: uid, Owner: owner, Labels: map[string]string{"team": "ci", "n": fmt.Sprint(i)},
-			Placement: backend.Placement{Backend: backend.KindKVM, Target: "local",
-				KVM: &backend.KVMPlacement{VCPUs: 1, MemoryMiB: 256, DiskGiB: 4}},
+			Placement: backend.Placement{Backend: kvm.Kind, Target: "local",
+				Options: &kvm.Options{VCPUs: 1, MemoryMiB: 256, DiskGiB: 4}},
 			Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"198.18.0.0/24"}, AllowedPorts: []int{443}},
 		})
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
@@ -39,11 +41,11 @@ func newGCFixture(t *testing.T) gcFixture {
 	create := func(kind backend.Kind, target, name, owner string, labels map[string]string, age time.Duration) {
 		placement := backend.Placement{Backend: kind, Target: target}
 		switch kind {
-		case backend.KindKVM:
-			placement.KVM = &backend.KVMPlacement{VCPUs: 1, MemoryMiB: 512, DiskGiB: 10, Network: "default", WaitForAddress: true, WaitForProxy: true}
-		case backend.KindGCP:
+		case kvm.Kind:
+			placement.Options = &kvm.Options{VCPUs: 1, MemoryMiB: 512, DiskGiB: 10, Network: "default", WaitForAddress: true, WaitForProxy: true}
+		case gcp.Kind:
 			placement.Scope = "zone-a"
-			placement.GCP = &backend.GCPPlacement{MachineType: "e2-micro"}
+			placement.Options = &gcp.Options{MachineType: "e2-micro"}
 		}
 		inst, err := mem[kind].Create(context.Background(), backend.Spec{
 			Name: name, UID: "uid-" + name, Owner: owner, Labels: mergeLabels(map[string]string{"env": "test"}, labels),
@@ -57,12 +59,12 @@ func newGCFixture(t *testing.T) gcFixture {
 		inst.CreatedAt = time.Now().Add(-age).UTC().Truncate(time.Second)
 		mem[kind].Put(inst)
 	}
-	create(backend.KindKVM, "hv1", "kept", "team-a", nil, 5*time.Hour)
-	create(backend.KindKVM, "hv1", "old-orphan", "team-a", map[string]string{"team": "ci"}, 3*time.Hour+time.Minute)
-	create(backend.KindKVM, "hv1", "in-flight", "team-a", nil, time.Minute)
-	create(backend.KindKVM, "hv2", "far-orphan", "team-a", map[string]string{"team": "ci"}, 50*time.Hour)
-	create(backend.KindKVM, "hv1", "not-ours", "team-b", nil, 5*time.Hour)
-	create(backend.KindGCP, "proj", "gcp-orphan", "team-a", map[string]string{"team": "web"}, 2*time.Hour)
+	create(kvm.Kind, "hv1", "kept", "team-a", nil, 5*time.Hour)
+	create(kvm.Kind, "hv1", "old-orphan", "team-a", map[string]string{"team": "ci"}, 3*time.Hour+time.Minute)
+	create(kvm.Kind, "hv1", "in-flight", "team-a", nil, time.Minute)
+	create(kvm.Kind, "hv2", "far-orphan", "team-a", map[string]string{"team": "ci"}, 50*time.Hour)
+	create(kvm.Kind, "hv1", "not-ours", "team-b", nil, 5*time.Hour)
+	create(gcp.Kind, "proj", "gcp-orphan", "team-a", map[string]string{"team": "web"}, 2*time.Hour)
 	return gcFixture{mem: mem, client: startProtocol(t, &egressProvider{version: "test", factories: mem.factories}, gcProviderJSON)}
 }
 
@@ -201,7 +203,7 @@ func TestProxyListResource_includeResourceRoundTripsThroughRead(t *testing.T) {
 func TestProxyListResource_failingScopeIsReported(t *testing.T) {
 	t.Parallel()
 	f := newGCFixture(t)
-	f.mem[backend.KindKVM].SetFaults(memory.Faults{ListFailures: map[string]error{
+	f.mem[kvm.Kind].SetFaults(memory.Faults{ListFailures: map[string]error{
 		"hv2": memory.ClassError(backend.ClassTransient, "kvm host hv2", "connection refused"),
 	}})
 	results := f.client.list(`{"orphaned_only": true, "known_ids": ["kvm/hv1/kept"]}`, true, 0)
@@ -242,7 +244,7 @@ func TestProxyListResource_invalidConfig(t *testing.T) {
 func TestProxyGCAction_dryRunByDefaultDeletesNothing(t *testing.T) {
 	t.Parallel()
 	f := newGCFixture(t)
-	before := f.ids(backend.KindKVM)
+	before := f.ids(kvm.Kind)
 	progress, diags := f.client.invoke(`{"known_ids": ["kvm/hv1/kept"]}`)
 	requireNoDiagnostics(t, "InvokeAction", diags)
 	want := []string{
@@ -254,10 +256,10 @@ func TestProxyGCAction_dryRunByDefaultDeletesNothing(t *testing.T) {
 	if diff := cmp.Diff(want, progress); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(before, f.ids(backend.KindKVM)); diff != "" {
+	if diff := cmp.Diff(before, f.ids(kvm.Kind)); diff != "" {
 		t.Errorf("the dry run changed the kvm proxies (-want +got):\n%s", diff)
 	}
-	if n := f.mem[backend.KindKVM].Calls("delete") + f.mem[backend.KindGCP].Calls("delete"); n != 0 {
+	if n := f.mem[kvm.Kind].Calls("delete") + f.mem[gcp.Kind].Calls("delete"); n != 0 {
 		t.Errorf("the dry run called Delete %d times", n)
 	}
 }
@@ -279,10 +281,10 @@ func TestProxyGCAction_deletesOrphansUpToMaxDeletions(t *testing.T) {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
 	// Kept (known), in flight (young), the far orphan (over the bound) and the other owner's stay.
-	if diff := cmp.Diff([]string{"kvm/hv1/in-flight", "kvm/hv1/kept", "kvm/hv1/not-ours", "kvm/hv2/far-orphan"}, f.ids(backend.KindKVM)); diff != "" {
+	if diff := cmp.Diff([]string{"kvm/hv1/in-flight", "kvm/hv1/kept", "kvm/hv1/not-ours", "kvm/hv2/far-orphan"}, f.ids(kvm.Kind)); diff != "" {
 		t.Errorf("kvm proxies left (-want +got):\n%s", diff)
 	}
-	if left := f.ids(backend.KindGCP); len(left) != 0 {
+	if left := f.ids(gcp.Kind); len(left) != 0 {
 		t.Errorf("gcp proxies left: %v", left)
 	}
 }
@@ -291,7 +293,7 @@ func TestProxyGCAction_deletesOrphansUpToMaxDeletions(t *testing.T) {
 func TestProxyGCAction_failingScopeStopsNothingElse(t *testing.T) {
 	t.Parallel()
 	f := newGCFixture(t)
-	f.mem[backend.KindKVM].SetFaults(memory.Faults{ListFailures: map[string]error{
+	f.mem[kvm.Kind].SetFaults(memory.Faults{ListFailures: map[string]error{
 		"hv2": memory.ClassError(backend.ClassTransient, "kvm host hv2", "connection refused"),
 	}})
 	progress, diags := f.client.invoke(`{"dry_run": false, "known_ids": ["kvm/hv1/kept"], "backends": ["kvm"]}`)
@@ -307,8 +309,8 @@ func TestProxyGCAction_failingScopeStopsNothingElse(t *testing.T) {
 	if diff := cmp.Diff(want, progress); diff != "" {
 		t.Errorf("progress (-want +got):\n%s", diff)
 	}
-	f.mem[backend.KindKVM].SetFaults(memory.Faults{})
-	if diff := cmp.Diff([]string{"kvm/hv1/in-flight", "kvm/hv1/kept", "kvm/hv1/not-ours", "kvm/hv2/far-orphan"}, f.ids(backend.KindKVM)); diff != "" {
+	f.mem[kvm.Kind].SetFaults(memory.Faults{})
+	if diff := cmp.Diff([]string{"kvm/hv1/in-flight", "kvm/hv1/kept", "kvm/hv1/not-ours", "kvm/hv2/far-orphan"}, f.ids(kvm.Kind)); diff != "" {
 		t.Errorf("kvm proxies left (-want +got):\n%s", diff)
 	}
 }
@@ -317,7 +319,7 @@ func TestProxyGCAction_failingScopeStopsNothingElse(t *testing.T) {
 func TestProxyGCAction_failedDeleteStopsNothingElse(t *testing.T) {
 	t.Parallel()
 	f := newGCFixture(t)
-	f.mem[backend.KindKVM].SetFaults(memory.Faults{Errors: map[string]error{
+	f.mem[kvm.Kind].SetFaults(memory.Faults{Errors: map[string]error{
 		"delete": memory.ClassError(backend.ClassPermanent, "kvm volume", "permission denied"),
 	}})
 	progress, diags := f.client.invoke(`{"dry_run": false, "known_ids": ["kvm/hv1/kept"]}`)
@@ -334,7 +336,7 @@ func TestProxyGCAction_failedDeleteStopsNothingElse(t *testing.T) {
 	if last := progress[len(progress)-1]; last != "3 orphan(s) found, 1 deleted, 2 could not be deleted (kvm/hv1/old-orphan, kvm/hv2/far-orphan)" {
 		t.Errorf("summary: %q", last)
 	}
-	if left := f.ids(backend.KindGCP); len(left) != 0 {
+	if left := f.ids(gcp.Kind); len(left) != 0 {
 		t.Errorf("the gcp orphan was not deleted after the kvm failures: %v", left)
 	}
 }
@@ -383,10 +385,10 @@ func TestProxyGCAction_interruptLeavesTheRestUntried(t *testing.T) {
 	if !interrupted {
 		t.Errorf("no interruption error:\n%s", diagnosticsText(diags))
 	}
-	if n := f.mem[backend.KindKVM].Calls("delete"); n > 1 {
+	if n := f.mem[kvm.Kind].Calls("delete"); n > 1 {
 		t.Errorf("Delete was called %d times after the cancellation, want at most the one in progress", n)
 	}
-	if !slices.Contains(f.ids(backend.KindKVM), "kvm/hv2/far-orphan") {
-		t.Errorf("the orphan after the cancellation was deleted: %v", f.ids(backend.KindKVM))
+	if !slices.Contains(f.ids(kvm.Kind), "kvm/hv2/far-orphan") {
+		t.Errorf("the orphan after the cancellation was deleted: %v", f.ids(kvm.Kind))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
 // Ages read as people say them: the largest whole unit, and days only from two on, since "1d" hides whether
@@ -41,7 +42,7 @@ func TestProxyFilter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
 	at := func(name string, age time.Duration, labels map[string]string) backend.Instance {
-		return backend.Instance{ID: backend.ProviderID{Backend: backend.KindKVM, Target: "h", Name: name}, Labels: labels, CreatedAt: now.Add(-age)}
+		return backend.Instance{ID: backend.ProviderID{Backend: kvm.Kind, Target: "h", Name: name}, Labels: labels, CreatedAt: now.Add(-age)}
 	}
 	all := []backend.Instance{
 		at("young", time.Minute, map[string]string{"team": "ci"}),

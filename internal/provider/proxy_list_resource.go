@@ -61,7 +61,7 @@ func (l *proxyListResource) ListResourceConfigSchema(_ context.Context, _ list.L
 				MarkdownDescription: "List only orphans: proxies whose id is not in `known_ids` and that are older than `min_age`, as `egress_proxy_orphans` does."},
 			"known_ids": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "With `orphaned_only`: ids of the proxies that are still wanted, left out of the result.",
-				Validators:          []validator.List{listvalidator.ValueStringsAre(attribute_validator.ProviderID())}},
+				Validators:          []validator.List{listvalidator.ValueStringsAre(attribute_validator.ProviderID(idForms))}},
 			"min_age": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only proxies at least this old are listed, a Go duration. Defaults to `" + defaultMinAge.String() +
 					"` with `orphaned_only`, so creates in flight are not mistaken for orphans, and to `0s` without.",
@@ -207,11 +207,11 @@ func importedObject(ctx context.Context, obj *tfsdk.Resource, inst backend.Insta
 	}
 	obj.Raw = tftypes.NewValue(objType, attrs)
 	var m proxyResourceModel
-	diags.Append(obj.Get(ctx, &m)...)
+	diags.Append(m.read(ctx, obj)...)
 	if diags.HasError() {
 		return diags
 	}
 	diags.Append(m.setInstance(inst, defaults)...)
-	diags.Append(obj.Set(ctx, &m)...)
+	diags.Append(m.write(ctx, obj, obj.Schema.Type())...)
 	return diags
 }

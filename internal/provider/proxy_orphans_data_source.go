@@ -55,8 +55,9 @@ func (d *proxyOrphansDataSource) Metadata(_ context.Context, req datasource.Meta
 }
 
 func kindNames() []string {
-	names := make([]string, len(backend.Kinds))
-	for i, k := range backend.Kinds {
+	kinds := backendKinds()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
 		names[i] = string(k)
 	}
 	return names
@@ -70,7 +71,7 @@ func (d *proxyOrphansDataSource) Schema(ctx context.Context, _ datasource.Schema
 		Attributes: map[string]schema.Attribute{
 			"known_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "Ids of the proxies that are still wanted, usually `[for p in egress_proxy.all : p.id]`.",
-				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.ProviderID())}},
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.ProviderID(idForms))}},
 			"min_age": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Only instances at least this old are listed, so creates in flight are not mistaken for orphans. A Go duration; defaults to `10m`.",
 				Validators:          []validator.String{attribute_validator.Duration()}},

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
@@ -28,7 +30,7 @@ func TestSelectOrphans(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	at := func(name string, age time.Duration) backend.Instance {
-		inst := instanceAt(backend.KindKVM, "h", "", name, "o", 0)
+		inst := instanceAt(kvm.Kind, "h", "", name, "o", 0)
 		inst.CreatedAt = now.Add(-age)
 		return inst
 	}
@@ -63,10 +65,10 @@ func TestSelectOrphans(t *testing.T) {
 
 func TestAccProxyOrphans_listsOwnersUnknownOldInstances(t *testing.T) {
 	mem := newMemoryBackends()
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "old-orphan", "team-a", time.Hour))
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "in-flight", "team-a", time.Minute))
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "other-owner", "team-b", time.Hour))
-	mem[backend.KindGCP].Put(instanceAt(backend.KindGCP, "proj", "zone-a", "gcp-orphan", "team-a", 2*time.Hour))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "old-orphan", "team-a", time.Hour))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "in-flight", "team-a", time.Minute))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "other-owner", "team-b", time.Hour))
+	mem[gcp.Kind].Put(instanceAt(gcp.Kind, "proj", "zone-a", "gcp-orphan", "team-a", 2*time.Hour))
 
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -105,13 +107,13 @@ data "egress_proxy_orphans" "all" {
 // A scope that cannot be listed is reported, and the other scopes' orphans are still listed.
 func TestAccProxyOrphans_failingScopeIsReported(t *testing.T) {
 	mem := newMemoryBackends()
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv1", "", "reachable", "team-a", time.Hour))
-	mem[backend.KindKVM].Put(instanceAt(backend.KindKVM, "hv2", "", "behind-outage", "team-a", time.Hour))
-	mem[backend.KindKVM].SetFaults(memory.Faults{ListFailures: map[string]error{
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv1", "", "reachable", "team-a", time.Hour))
+	mem[kvm.Kind].Put(instanceAt(kvm.Kind, "hv2", "", "behind-outage", "team-a", time.Hour))
+	mem[kvm.Kind].SetFaults(memory.Faults{ListFailures: map[string]error{
 		"hv2": memory.ClassError(backend.ClassTransient, "kvm host hv2", "connection refused"),
 	}})
 	// The whole gcp backend fails to list: it is one failed scope, not an error of the data source.
-	mem[backend.KindGCP].SetFaults(memory.Faults{Errors: map[string]error{
+	mem[gcp.Kind].SetFaults(memory.Faults{Errors: map[string]error{
 		"list": memory.ClassError(backend.ClassPermanent, "gcp project proj", "permission denied"),
 	}})
 
@@ -140,7 +142,7 @@ data "egress_proxy_orphans" "all" {
 		}},
 	})
 	// Each read lists each backend once: neither the Permanent failure nor the partial one is retried.
-	if gcp, kvm := mem[backend.KindGCP].Calls("list"), mem[backend.KindKVM].Calls("list"); gcp != kvm || gcp == 0 {
+	if gcp, kvm := mem[gcp.Kind].Calls("list"), mem[kvm.Kind].Calls("list"); gcp != kvm || gcp == 0 {
 		t.Errorf("gcp was listed %d times and kvm %d times; a Permanent failure must not be retried", gcp, kvm)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -31,8 +32,8 @@ func TestAccProxyKubernetes_orphansAcrossNamespaces(t *testing.T) {
 			var err error
 			made[i], err = b.Create(ctx, backend.Spec{
 				Name: backend.NameFromUID(uid), UID: uid, Owner: owner, Labels: map[string]string{},
-				Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "test", Scope: ns,
-					Kubernetes: &backend.KubernetesPlacement{}},
+				Placement: backend.Placement{Backend: kubernetes.Kind, Target: "test", Scope: ns,
+					Options: &kubernetes.Options{}},
 				Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.244.0.0/16"}, AllowedDestinations: []string{k8sOrigin}},
 			})
 			errs <- err

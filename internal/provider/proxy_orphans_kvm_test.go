@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -35,8 +36,8 @@ func TestAccProxyKVM_halfFinishedCreatesAreOrphansUntilHandled(t *testing.T) {
 		uid := uuid.NewString()
 		return backend.Spec{
 			Name: backend.NameFromUID(uid), UID: uid, Owner: owner, Labels: map[string]string{},
-			Placement: backend.Placement{Backend: backend.KindKVM, Target: "local",
-				KVM: &backend.KVMPlacement{VCPUs: 1, MemoryMiB: 256, DiskGiB: 4}},
+			Placement: backend.Placement{Backend: kvm.Kind, Target: "local",
+				Options: &kvm.Options{VCPUs: 1, MemoryMiB: 256, DiskGiB: 4}},
 			Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"198.18.0.0/24"}, AllowedPorts: []int{443}},
 		}
 	}

@@ -99,7 +99,8 @@ func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 // its block does not configure, or a target (host, cluster, project) that block does not name.
 func (r *proxyResource) checkPlacement(ctx context.Context, plan tfsdk.Plan) diag.Diagnostics {
 	var diags diag.Diagnostics
-	for _, kind := range backend.Kinds {
+	for _, desc := range backendDescriptors {
+		kind := desc.kind()
 		var placement types.Object
 		diags.Append(plan.GetAttribute(ctx, path.Root(string(kind)), &placement)...)
 		if diags.HasError() || placement.IsNull() || placement.IsUnknown() {
@@ -111,13 +112,13 @@ func (r *proxyResource) checkPlacement(ctx context.Context, plan tfsdk.Plan) dia
 			continue
 		}
 		names, enumerated := r.data.targets[kind]
-		attribute := path.Root(string(kind)).AtName(targetAttribute[kind])
+		attribute := path.Root(string(kind)).AtName(desc.targetAttribute())
 		var target types.String
 		diags.Append(plan.GetAttribute(ctx, attribute, &target)...)
 		if !enumerated || target.IsNull() || target.IsUnknown() || slices.Contains(names, target.ValueString()) {
 			continue
 		}
-		diags.AddAttributeError(attribute, "Unknown "+string(kind)+"."+targetAttribute[kind], fmt.Sprintf(
+		diags.AddAttributeError(attribute, "Unknown "+string(kind)+"."+desc.targetAttribute(), fmt.Sprintf(
 			"Attribute %s: %q is not configured on the provider; the provider's %s block names %s.",
 			attribute, target.ValueString(), kind, strings.Join(names, ", ")))
 	}
@@ -139,7 +140,7 @@ func (r *proxyResource) backendFor(ctx context.Context, kind backend.Kind) (back
 
 func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
 	var plan proxyResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.read(ctx, req.Plan)...)
 	writeOnly, d := readWriteOnly(ctx, req.Config)
 	resp.Diagnostics.Append(d...)
 	timeout, d := plan.Timeouts.Create(ctx, defaultCreateTimeout)
@@ -174,7 +175,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 		if created.ID.Name != "" {
 			// Saving the half-made proxy makes Terraform taint it and replace it later, instead of leaking it.
 			resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
-			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+			resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 			resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
 			r.setIdentity(ctx, resp.Identity, created.ID)
 			resp.Diagnostics.AddError("Egress proxy saved as tainted", taintedDetail)
@@ -185,14 +186,14 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 		resp.Diagnostics.AddWarning("Egress proxy created with a caveat", fmt.Sprintf("%s: %s", created.ID, note))
 	}
 	resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
 	r.setIdentity(ctx, resp.Identity, created.ID)
 }
 
 func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var state proxyResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(state.read(ctx, req.State)...)
 	timeout, d := state.Timeouts.Read(ctx, defaultReadTimeout)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
@@ -225,7 +226,7 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	resp.Diagnostics.Append(state.setInstance(inst, r.data.defaultLabels)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(state.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
@@ -235,8 +236,8 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 // it last read the proxy, that it can reconfigure it.
 func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state proxyResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(plan.read(ctx, req.Plan)...)
+	resp.Diagnostics.Append(state.read(ctx, req.State)...)
 	writeOnly, d := readWriteOnly(ctx, req.Config)
 	resp.Diagnostics.Append(d...)
 	timeout, d := plan.Timeouts.Update(ctx, defaultUpdateTimeout)
@@ -260,8 +261,9 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return err
 	})
 	if err == nil && plan.rulesDiffer(state) {
-		// Asserted, not assumed: the registry's logging decorator answers for a backend without Reconfigure,
-		// but a backend handed in without it must fail the same way, not panic.
+		// Asserted on the backend: the logging decorator has Reconfigure only where the backend has it, and a
+		// backend without it is refused here as Permanent (the plan only gets here when the backend said it
+		// could reconfigure this proxy, so this is a backend that changed its mind, not a user error).
 		if reconfigurer, ok := b.(backend.Reconfigurer); ok {
 			err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
 				inst, err = reconfigurer.Reconfigure(ctx, id, spec.Proxy)
@@ -276,14 +278,14 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return
 	}
 	resp.Diagnostics.Append(plan.setInstance(inst, r.data.defaultLabels)...)
-	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
 
 func (r *proxyResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state proxyResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	resp.Diagnostics.Append(state.read(ctx, req.State)...)
 	timeout, d := state.Timeouts.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(d...)
 	if resp.Diagnostics.HasError() {
@@ -368,7 +370,7 @@ func (r *proxyResource) existing(ctx context.Context, stateID string) (backend.P
 
 func parseID(s string) (backend.ProviderID, diag.Diagnostics) {
 	var diags diag.Diagnostics
-	id, err := backend.ParseProviderID(s)
+	id, err := idForms.Parse(s)
 	if err != nil {
 		diags.AddAttributeError(path.Root("id"), "Invalid egress proxy id", err.Error())
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 )
 
 // A state written by a CLI without resource identity (Terraform before 1.12), planned after drift by a CLI
@@ -68,11 +68,11 @@ func TestAccProxy_identityLessStateDriftPlannedByNewerCLI(t *testing.T) {
 		t.Fatalf("the older CLI wrote a resource identity; this test needs a state without one:\n%s", state)
 	}
 
-	instances := mem[backend.KindKVM].Instances()
+	instances := mem[kvm.Kind].Instances()
 	if len(instances) != 1 {
 		t.Fatalf("the apply made %d instances, want 1", len(instances))
 	}
-	mem[backend.KindKVM].Remove(instances[0].ID)
+	mem[kvm.Kind].Remove(instances[0].ID)
 
 	out, err := run(newer, "plan", "-detailed-exitcode", "-no-color")
 	var exit *exec.ExitError

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
@@ -46,7 +47,7 @@ func TestAccProxy_errorClassDiagnostics(t *testing.T) {
 			if tc.class != backend.ClassUnclassified {
 				err = memory.ClassError(tc.class, "gcp instance egress-x in proj-1/europe-west1-b", "zone exhausted")
 			}
-			mem[backend.KindGCP].SetFaults(memory.Faults{Errors: map[string]error{"create": err}})
+			mem[gcp.Kind].SetFaults(memory.Faults{Errors: map[string]error{"create": err}})
 			resource.Test(t, resource.TestCase{
 				PreCheck:                 func() { testAccPreCheck(t) },
 				ProtoV6ProviderFactories: mem.protoV6(),
@@ -55,7 +56,7 @@ func TestAccProxy_errorClassDiagnostics(t *testing.T) {
 					ExpectError: wrapped(tc.want),
 				}},
 			})
-			retried := mem[backend.KindGCP].Calls("create")
+			retried := mem[gcp.Kind].Calls("create")
 			switch tc.class {
 			case backend.ClassQuota, backend.ClassPermanent, backend.ClassNotFound:
 				if retried != 1 {
@@ -88,17 +89,17 @@ func TestAccProxy_driftRecreates(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					id, err := backend.ParseProviderID(firstID)
+					id, err := idForms.Parse(firstID)
 					if err != nil {
 						t.Fatal(err)
 					}
-					mem[backend.KindGCP].Remove(id)
+					mem[gcp.Kind].Remove(id)
 				},
 				Config: faultConfig(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionCreate),
 				}},
-				Check: checkBackendHoldsOne(mem, backend.KindGCP),
+				Check: checkBackendHoldsOne(mem, gcp.Kind),
 			},
 		},
 	})
@@ -115,7 +116,7 @@ func TestAccProxy_readErrorKeepsState(t *testing.T) {
 			{Config: faultConfig()},
 			{
 				PreConfig: func() {
-					mem[backend.KindGCP].SetFaults(memory.Faults{Errors: map[string]error{
+					mem[gcp.Kind].SetFaults(memory.Faults{Errors: map[string]error{
 						"get": memory.ClassError(backend.ClassPermanent, "gcp instance", "permission denied on compute.instances.get"),
 					}})
 				},
@@ -123,7 +124,7 @@ func TestAccProxy_readErrorKeepsState(t *testing.T) {
 				ExpectError: wrapped(`(?s)Could not read gcp/proj-1/europe-west1-b/egress-.*Error class: Permanent.*permission denied`),
 			},
 			{
-				PreConfig: func() { mem[backend.KindGCP].SetFaults(memory.Faults{}) },
+				PreConfig: func() { mem[gcp.Kind].SetFaults(memory.Faults{}) },
 				Config:    faultConfig(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionNoop),
@@ -136,7 +137,7 @@ func TestAccProxy_readErrorKeepsState(t *testing.T) {
 // A proxy that is created but never becomes ready is saved (tainted) and replaced on the next apply.
 func TestAccProxy_partialCreateIsTainted(t *testing.T) {
 	mem := newMemoryBackends()
-	mem[backend.KindGCP].SetFaults(memory.Faults{NeverReady: true})
+	mem[gcp.Kind].SetFaults(memory.Faults{NeverReady: true})
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: mem.protoV6(),
@@ -149,16 +150,16 @@ func TestAccProxy_partialCreateIsTainted(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					if n := len(mem[backend.KindGCP].Instances()); n != 1 {
+					if n := len(mem[gcp.Kind].Instances()); n != 1 {
 						t.Fatalf("after the failed create the backend holds %d instances, want the 1 half-made one", n)
 					}
-					mem[backend.KindGCP].SetFaults(memory.Faults{})
+					mem[gcp.Kind].SetFaults(memory.Faults{})
 				},
 				Config: faultConfig(),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
 				}},
-				Check: checkBackendHoldsOne(mem, backend.KindGCP),
+				Check: checkBackendHoldsOne(mem, gcp.Kind),
 			},
 		},
 	})
@@ -176,7 +177,7 @@ func TestAccProxy_deleteIsIdempotent(t *testing.T) {
 			{
 				PreConfig: func() {
 					// The object vanishes between refresh and delete: Delete answers NotFound.
-					mem[backend.KindGCP].SetFaults(memory.Faults{Errors: map[string]error{
+					mem[gcp.Kind].SetFaults(memory.Faults{Errors: map[string]error{
 						"delete": memory.ClassError(backend.ClassNotFound, "gcp instance", "already deleted"),
 					}})
 				},

@@ -124,7 +124,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 // attribute that weighs most. Values not known yet are checked at the plan that knows them.
 type gcpMetadataFits struct {
 	// check is gcp.CheckMetadata unless a test stands in for it.
-	check func(proxyconf.Settings, backend.GCPPlacement) error
+	check func(proxyconf.Settings, gcp.Options) error
 }
 
 var _ validator.Object = gcpMetadataFits{}
@@ -150,7 +150,11 @@ func (v gcpMetadataFits) ValidateObject(ctx context.Context, req validator.Objec
 		}
 	}
 	var m proxyResourceModel
-	if diags := req.Config.Get(ctx, &m); diags.HasError() || m.GCP == nil {
+	if diags := m.read(ctx, req.Config); diags.HasError() {
+		return
+	}
+	g, ok := m.block.(*gcpPlacementModel)
+	if !ok {
 		return
 	}
 	writeOnly, diags := readWriteOnly(ctx, req.Config)
@@ -163,7 +167,7 @@ func (v gcpMetadataFits) ValidateObject(ctx context.Context, req validator.Objec
 	if m.Port.IsNull() {
 		settings.Port = proxyconf.DefaultPort
 	}
-	pl := m.GCP.placement().GCP
+	pl := g.options()
 	if pl.Image == "" {
 		pl.Image = gcp.DefaultImage
 	}
@@ -194,7 +198,12 @@ func gcpMetadataLimitDiagnostic(err error) (at path.Path, detail string, ok bool
 
 // placement maps the attribute onto the contract; empty values take the backend's defaults.
 func (g *gcpPlacementModel) placement() backend.Placement {
-	p := &backend.GCPPlacement{
+	return backend.Placement{Backend: gcp.Kind, Target: g.Project.ValueString(), Scope: g.Zone.ValueString(), Options: g.options()}
+}
+
+// options are the attribute's settings as the backend takes them.
+func (g *gcpPlacementModel) options() *gcp.Options {
+	p := &gcp.Options{
 		MachineType: g.MachineType.ValueString(), Image: g.Image.ValueString(), Network: g.Network.ValueString(),
 		Subnetwork: g.Subnetwork.ValueString(), ServiceAccount: g.ServiceAccount.ValueString(),
 		Preemptible: g.Preemptible.ValueBool(), Spot: g.Spot.ValueBool(), StaticEgressIP: g.StaticEgressIP.ValueBool(),
@@ -205,16 +214,15 @@ func (g *gcpPlacementModel) placement() backend.Placement {
 	}
 	_ = g.NetworkTags.ElementsAs(context.Background(), &p.NetworkTags, false)
 	_ = g.Scopes.ElementsAs(context.Background(), &p.Scopes, false)
-	target, scope := g.Project.ValueString(), g.Zone.ValueString()
-	return backend.Placement{Backend: backend.KindGCP, Target: target, Scope: scope, GCP: p}
+	return p
 }
 
 // gcpPlacementFrom builds the attribute of an imported proxy from what the backend read back. Settings that
 // equal the defaults stay null, as a configuration that omits them reads.
 func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
-	g := backend.GCPPlacement{}
-	if p.GCP != nil {
-		g = *p.GCP
+	g := gcp.Options{}
+	if read, ok := p.Options.(*gcp.Options); ok && read != nil {
+		g = *read
 	}
 	def := func(v, d string) types.String {
 		if v == "" {
@@ -260,8 +268,8 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	if g.Zone.IsUnknown() || g.Zone.IsNull() {
 		g.Zone = types.StringValue(id.Scope)
 	}
-	read := inst.Placement.GCP
-	if read == nil {
+	read, ok := inst.Placement.Options.(*gcp.Options)
+	if !ok || read == nil {
 		return
 	}
 	fill := func(v *types.Bool, actual bool) {

@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
@@ -186,7 +185,7 @@ func TestGCPMetadataFitsValidator(t *testing.T) {
 				t.Fatal(d)
 			}
 			called := false
-			v := gcpMetadataFits{check: func(s proxyconf.Settings, g backend.GCPPlacement) error {
+			v := gcpMetadataFits{check: func(s proxyconf.Settings, g gcp.Options) error {
 				called = true
 				if len(s.AllowedDestinations) == 0 || s.AllowedDestinations[0] != ".example.com" || g.Image != gcp.DefaultImage {
 					t.Errorf("checked settings %v on image %q, not the configuration's", s.AllowedDestinations, g.Image)
@@ -195,7 +194,7 @@ func TestGCPMetadataFitsValidator(t *testing.T) {
 			}}
 			if tc.real {
 				// The real check, which must render the configuration's settings with the schema's defaults.
-				v = gcpMetadataFits{check: func(s proxyconf.Settings, g backend.GCPPlacement) error {
+				v = gcpMetadataFits{check: func(s proxyconf.Settings, g gcp.Options) error {
 					called = true
 					err := gcp.CheckMetadata(s, g)
 					if err != nil {

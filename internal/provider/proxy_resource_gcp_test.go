@@ -302,7 +302,7 @@ func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 		uid := fmt.Sprintf("orphan-%d", i)
 		inst, err := b.Create(t.Context(), backend.Spec{
 			Name: backend.NameFromUID(uid), UID: uid, Owner: "team-a",
-			Placement: backend.Placement{Backend: backend.KindGCP, Target: gcpTestProject, Scope: zone},
+			Placement: backend.Placement{Backend: gcp.Kind, Target: gcpTestProject, Scope: zone},
 			Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
 		})
 		if err != nil {
@@ -561,8 +561,8 @@ func TestGCPPlacementSetResolvedFillsHardeningFromTheVM(t *testing.T) {
 	old := gcpPlacementModel{ShieldedVM: types.BoolNull(), OSLogin: types.BoolNull(), AllowProjectSSHKeys: types.BoolNull()}
 	kept := gcpPlacementModel{ShieldedVM: types.BoolValue(true), OSLogin: types.BoolValue(false), AllowProjectSSHKeys: types.BoolValue(true)}
 	inst := backend.Instance{
-		ID:        backend.ProviderID{Backend: backend.KindGCP, Target: "p", Scope: "z", Name: "n"},
-		Placement: backend.Placement{GCP: &backend.GCPPlacement{DisableShieldedVM: true, AllowProjectSSHKeys: true, DisableOSLogin: true}},
+		ID:        backend.ProviderID{Backend: gcp.Kind, Target: "p", Scope: "z", Name: "n"},
+		Placement: backend.Placement{Options: &gcp.Options{DisableShieldedVM: true, AllowProjectSSHKeys: true, DisableOSLogin: true}},
 	}
 	old.setResolved(inst)
 	if old.ShieldedVM.ValueBool() || old.OSLogin.ValueBool() || !old.AllowProjectSSHKeys.ValueBool() || old.Project.ValueString() != "p" {

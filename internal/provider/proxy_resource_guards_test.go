@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -153,7 +153,7 @@ func TestAccProxy_tlsWriteOnlyKey(t *testing.T) {
 				Config: config(cert2, key2, 2),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate)}},
-				Check: resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), backendServes(cert2, key2)),
+				Check: resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, kvm.Kind), backendServes(cert2, key2)),
 			},
 		},
 	})
@@ -161,7 +161,7 @@ func TestAccProxy_tlsWriteOnlyKey(t *testing.T) {
 
 func checkBackendSettings(mem memoryBackends, check func(proxyconf.Settings) error) resource.TestCheckFunc {
 	return func(*terraform.State) error {
-		insts := mem[backend.KindKVM].Instances()
+		insts := mem[kvm.Kind].Instances()
 		if len(insts) != 1 || insts[0].Proxy == nil {
 			return fmt.Errorf("want one instance with settings, got %d", len(insts))
 		}

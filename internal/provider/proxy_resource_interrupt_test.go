@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -71,7 +71,7 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 	mem := newMemoryBackends()
 	// The backend stores the instance and then waits for it to run, as a real one does: the interrupt lands
 	// after something exists, so the provider must record it for a later destroy rather than leak it.
-	mem[backend.KindKVM].SetFaults(memory.Faults{NeverReady: true})
+	mem[kvm.Kind].SetFaults(memory.Faults{NeverReady: true})
 	reattach := serveForCLI(t, mem)
 
 	dir := t.TempDir()
@@ -107,7 +107,7 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for mem[backend.KindKVM].Calls("create") == 0 {
+	for mem[kvm.Kind].Calls("create") == 0 {
 		if time.Now().After(deadline) {
 			_ = apply.Process.Kill()
 			t.Fatalf("the create never reached the backend:\n%s", out.String())
@@ -136,7 +136,7 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
 	}
-	created := mem[backend.KindKVM].Instances()
+	created := mem[kvm.Kind].Instances()
 	if len(created) != 1 {
 		t.Fatalf("the backend holds %d instances after the interrupted create, want the 1 it stored", len(created))
 	}
@@ -148,11 +148,11 @@ func TestAccProxy_interruptStopsPromptly(t *testing.T) {
 	if !strings.Contains(string(state), `"id":"`+created[0].ID.String()+`"`) {
 		t.Fatalf("the state does not record the interrupted create's instance %s:\n%s", created[0].ID, state)
 	}
-	mem[backend.KindKVM].SetFaults(memory.Faults{})
+	mem[kvm.Kind].SetFaults(memory.Faults{})
 	if out, err := run("destroy", "-auto-approve", "-no-color").CombinedOutput(); err != nil {
 		t.Fatalf("destroy after the interrupt: %v\n%s", err, out)
 	}
-	if n := len(mem[backend.KindKVM].Instances()); n != 0 {
+	if n := len(mem[kvm.Kind].Instances()); n != 0 {
 		t.Errorf("the destroy after the interrupted create left %d instances behind", n)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
@@ -110,8 +109,8 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 	}
 }
 
-func (m kubernetesPlacementModel) backendPlacement() *backend.KubernetesPlacement {
-	p := &backend.KubernetesPlacement{
+func (m *kubernetesPlacementModel) backendPlacement() *kubernetes.Options {
+	p := &kubernetes.Options{
 		Replicas: int(m.Replicas.ValueInt64()), Image: m.Image.ValueString(), NodeSelector: stringMap(m.NodeSelector),
 		ServiceType: m.ServiceType.ValueString(), NetworkPolicy: m.NetworkPolicy.ValueBool(),
 	}
@@ -119,7 +118,7 @@ func (m kubernetesPlacementModel) backendPlacement() *backend.KubernetesPlacemen
 		p.NetworkPolicy = kubernetes.DefaultNetworkPolicy
 	}
 	for _, t := range m.Tolerations {
-		p.Tolerations = append(p.Tolerations, backend.Toleration{Key: t.Key.ValueString(), Operator: t.Operator.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()})
+		p.Tolerations = append(p.Tolerations, kubernetes.Toleration{Key: t.Key.ValueString(), Operator: t.Operator.ValueString(), Value: t.Value.ValueString(), Effect: t.Effect.ValueString()})
 	}
 	if m.Resources != nil {
 		p.Requests, p.Limits = stringMap(m.Resources.Requests), stringMap(m.Resources.Limits)
@@ -129,9 +128,9 @@ func (m kubernetesPlacementModel) backendPlacement() *backend.KubernetesPlacemen
 
 // kubernetesPlacementFrom maps a placement read back (an import) onto the model; what the user would leave
 // unset reads back null.
-func kubernetesPlacementFrom(p *backend.KubernetesPlacement) kubernetesPlacementExtra {
+func kubernetesPlacementFrom(p *kubernetes.Options) kubernetesPlacementExtra {
 	if p == nil {
-		p = &backend.KubernetesPlacement{Replicas: kubernetes.DefaultReplicas, ServiceType: kubernetes.DefaultServiceType, NetworkPolicy: kubernetes.DefaultNetworkPolicy}
+		p = &kubernetes.Options{Replicas: kubernetes.DefaultReplicas, ServiceType: kubernetes.DefaultServiceType, NetworkPolicy: kubernetes.DefaultNetworkPolicy}
 	}
 	e := kubernetesPlacementExtra{
 		Replicas: types.Int64Value(int64(p.Replicas)), Image: optionalString(p.Image), NodeSelector: mapOrNull(p.NodeSelector),

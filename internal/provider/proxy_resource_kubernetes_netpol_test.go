@@ -97,7 +97,7 @@ func k8sCheckPolicy(t *testing.T, env k8sEnv, ns, name string, probes ...netpolP
 		if !ok {
 			return fmt.Errorf("egress_proxy.%s is not in the state", name)
 		}
-		id, err := backend.ParseProviderID(rs.Primary.ID)
+		id, err := idForms.Parse(rs.Primary.ID)
 		if err != nil {
 			return err
 		}

@@ -43,7 +43,7 @@ resource "egress_proxy" "own" {
 			Check: resource.ComposeTestCheckFunc(
 				func(s *terraform.State) error {
 					var err error
-					if id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.own"].Primary.ID); err != nil {
+					if id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.own"].Primary.ID); err != nil {
 						return err
 					}
 					ips, err := env.cluster.PodIPs(context.Background(), id.Scope, backend.LabelName, id.Name)

@@ -69,7 +69,7 @@ resource "egress_proxy" "sec" {
 	secretHoldsThem := func(passwordVersion int) resource.TestCheckFunc {
 		return func(s *terraform.State) error {
 			var err error
-			if id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.sec"].Primary.ID); err != nil {
+			if id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.sec"].Primary.ID); err != nil {
 				return err
 			}
 			data, err := env.cluster.SecretData(context.Background(), ns, id.Name)

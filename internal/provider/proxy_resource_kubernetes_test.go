@@ -153,7 +153,7 @@ func k8sCheckServes(t *testing.T, env k8sEnv, name string, address *string, requ
 			time.Sleep(time.Second)
 		}
 		if failed != "" {
-			id, _ := backend.ParseProviderID(rs.Primary.ID)
+			id, _ := idForms.Parse(rs.Primary.ID)
 			return fmt.Errorf("%s; Squid's log:\n%s", failed, env.cluster.PodLog(context.Background(), id.Scope, backend.LabelName, id.Name))
 		}
 		return nil
@@ -224,7 +224,7 @@ resource "egress_proxy" "k8s" {
 				Check: resource.ComposeTestCheckFunc(
 					func(s *terraform.State) error {
 						var err error
-						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
+						id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
 						return err
 					},
 					k8sCheckServes(t, env, "k8s", &address,
@@ -291,8 +291,9 @@ resource "egress_proxy" "k8s" {
 						if err != nil {
 							return err
 						}
-						if got.Placement.Kubernetes == nil || got.Placement.Kubernetes.Replicas != 2 || got.Labels["tier"] != "egress" {
-							return fmt.Errorf("after the update the cluster holds replicas %+v and labels %v, want 2 and tier=egress", got.Placement.Kubernetes, got.Labels)
+						opts, _ := got.Placement.Options.(*kubernetes.Options)
+						if opts == nil || opts.Replicas != 2 || got.Labels["tier"] != "egress" {
+							return fmt.Errorf("after the update the cluster holds replicas %+v and labels %v, want 2 and tier=egress", opts, got.Labels)
 						}
 						left, err := env.cluster.Labelled(context.Background(), "tier", "egress")
 						if err != nil {
@@ -325,7 +326,7 @@ resource "egress_proxy" "k8s" {
 				Check: resource.ComposeTestCheckFunc(
 					func(s *terraform.State) error {
 						var err error
-						id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
+						id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.k8s"].Primary.ID)
 						return err
 					},
 					k8sCheckServes(t, env, "k8s", nil,

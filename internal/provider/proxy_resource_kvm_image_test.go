@@ -21,7 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -214,7 +214,7 @@ func TestAccProxy_imageURLChanges(t *testing.T) {
 	}
 	creates := func(want int) resource.TestCheckFunc {
 		return func(*terraform.State) error {
-			if n := mem[backend.KindKVM].Calls("create"); n != want {
+			if n := mem[kvm.Kind].Calls("create"); n != want {
 				return fmt.Errorf("%d creates, want %d", n, want)
 			}
 			return nil

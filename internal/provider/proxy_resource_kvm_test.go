@@ -118,7 +118,7 @@ resource "egress_proxy" "test" {
 				},
 				Check: func(s *terraform.State) error {
 					var err error
-					if id, err = backend.ParseProviderID(s.RootModule().Resources["egress_proxy.test"].Primary.ID); err != nil {
+					if id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.test"].Primary.ID); err != nil {
 						return err
 					}
 					inst, err := b.Get(context.Background(), id)

@@ -16,14 +16,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
+// proxyResourceModel is an egress_proxy: its shared attributes, and the one backend attribute that places it,
+// read by that backend's descriptor (read and write below do both).
 type proxyResourceModel struct {
-	Kubernetes *kubernetesPlacementModel `tfsdk:"kubernetes"`
-	GCP        *gcpPlacementModel        `tfsdk:"gcp"`
-	KVM        *kvmPlacementModel        `tfsdk:"kvm"`
+	// block is the backend attribute the proxy sets (kubernetes = {...}, ...); nil when none is, which
+	// ExactlyOneOf refuses at plan time, and in the empty object an import starts from.
+	block placementModel
 
 	Name                types.String `tfsdk:"name"`
 	Port                types.Int64  `tfsdk:"port"`
@@ -47,35 +48,6 @@ type proxyResourceModel struct {
 	ProxyURL        types.String   `tfsdk:"proxy_url"`
 	CreatedAt       types.String   `tfsdk:"created_at"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
-}
-
-type kubernetesPlacementModel struct {
-	Cluster   types.String `tfsdk:"cluster"`
-	Namespace types.String `tfsdk:"namespace"`
-	// The rest is in proxy_resource_kubernetes.go.
-	kubernetesPlacementExtra
-}
-
-type kvmPlacementModel struct {
-	Host           types.String `tfsdk:"host"`
-	VCPUs          types.Int64  `tfsdk:"vcpus"`
-	MemoryMiB      types.Int64  `tfsdk:"memory_mib"`
-	DiskGiB        types.Int64  `tfsdk:"disk_gib"`
-	DomainType     types.String `tfsdk:"domain_type"`
-	Pool           types.String `tfsdk:"pool"`
-	BaseVolume     types.String `tfsdk:"base_volume"`
-	Network        types.String `tfsdk:"network"`
-	Bridge         types.String `tfsdk:"bridge"`
-	MAC            types.String `tfsdk:"mac"`
-	IP             types.String `tfsdk:"ip"`
-	ImageFile      types.String `tfsdk:"image_file"`
-	ImageURL       types.String `tfsdk:"image_url"`
-	ImageSHA256    types.String `tfsdk:"image_sha256"`
-	UserNet        types.Bool   `tfsdk:"user_net"`
-	ForwardAddress types.String `tfsdk:"forward_address"`
-	ForwardPort    types.Int64  `tfsdk:"forward_port"`
-	WaitForAddress types.Bool   `tfsdk:"wait_for_address"`
-	WaitForProxy   types.Bool   `tfsdk:"wait_for_proxy"`
 }
 
 type tlsModel struct {
@@ -105,71 +77,63 @@ type authModel struct {
 	PasswordWOVersion types.Int64  `tfsdk:"password_wo_version"`
 }
 
-// placement maps the one configured backend attribute onto the contract.
-func (m proxyResourceModel) placement() backend.Placement {
-	switch {
-	case m.Kubernetes != nil:
-		return backend.Placement{Backend: backend.KindKubernetes, Target: m.Kubernetes.Cluster.ValueString(), Scope: m.Kubernetes.Namespace.ValueString(),
-			Kubernetes: m.Kubernetes.backendPlacement()}
-	case m.GCP != nil:
-		return m.GCP.placement()
-	case m.KVM != nil:
-		return backend.Placement{
-			Backend: backend.KindKVM, Target: m.KVM.Host.ValueString(),
-			KVM: &backend.KVMPlacement{
-				VCPUs:          int(m.KVM.VCPUs.ValueInt64()),
-				MemoryMiB:      int(m.KVM.MemoryMiB.ValueInt64()),
-				DiskGiB:        int(m.KVM.DiskGiB.ValueInt64()),
-				DomainType:     m.KVM.DomainType.ValueString(),
-				Pool:           m.KVM.Pool.ValueString(),
-				BaseVolume:     m.KVM.BaseVolume.ValueString(),
-				Network:        m.KVM.Network.ValueString(),
-				Bridge:         m.KVM.Bridge.ValueString(),
-				MAC:            m.KVM.MAC.ValueString(),
-				IP:             m.KVM.IP.ValueString(),
-				ImageFile:      m.KVM.ImageFile.ValueString(),
-				ImageURL:       m.KVM.ImageURL.ValueString(),
-				ImageSHA256:    m.KVM.ImageSHA256.ValueString(),
-				UserNet:        m.KVM.UserNet.ValueBool(),
-				ForwardAddress: m.KVM.ForwardAddress.ValueString(),
-				ForwardPort:    int(m.KVM.ForwardPort.ValueInt64()),
-				WaitForAddress: m.KVM.WaitForAddress.ValueBool(),
-				WaitForProxy:   m.KVM.WaitForProxy.ValueBool(),
-			},
+// modelSource is a plan, state or configuration; modelTarget a plan or state.
+type (
+	modelSource interface {
+		Get(ctx context.Context, target any) diag.Diagnostics
+	}
+	modelTarget interface {
+		Set(ctx context.Context, val any) diag.Diagnostics
+	}
+)
+
+// read fills m from a plan, state or configuration: the shared attributes, then the backend attribute that is
+// set, through its descriptor.
+func (m *proxyResourceModel) read(ctx context.Context, from modelSource) diag.Diagnostics {
+	var obj types.Object
+	diags := from.Get(ctx, &obj)
+	if diags.HasError() {
+		return diags
+	}
+	blocks, d := splitBackendBlocks(ctx, obj, m)
+	diags.Append(d...)
+	m.block = nil
+	for _, desc := range backendDescriptors {
+		if block, set := blocks[desc.kind()]; set {
+			pm, d := desc.readPlacement(ctx, block)
+			diags.Append(d...)
+			m.block = pm
 		}
-	default:
-		// ExactlyOneOf rejects such a configuration at plan time; nothing is guessed here.
+	}
+	return diags
+}
+
+// write stores m into a plan or state whose schema has type typ.
+func (m *proxyResourceModel) write(ctx context.Context, to modelTarget, typ attr.Type) diag.Diagnostics {
+	blocks := map[backend.Kind]any{}
+	if m.block != nil {
+		blocks[m.block.placement().Backend] = m.block
+	}
+	obj, diags := joinBackendBlocks(ctx, typ, m, blocks)
+	if diags.HasError() {
+		return diags
+	}
+	diags.Append(to.Set(ctx, obj)...)
+	return diags
+}
+
+// placement maps the backend attribute onto the contract; an empty Placement when none is set.
+func (m proxyResourceModel) placement() backend.Placement {
+	if m.block == nil {
 		return backend.Placement{}
 	}
+	return m.block.placement()
 }
 
 // setPlacement is the inverse of placement, used when an import leaves the placement empty.
 func (m *proxyResourceModel) setPlacement(p backend.Placement) {
-	switch p.Backend {
-	case backend.KindKubernetes:
-		m.Kubernetes = &kubernetesPlacementModel{Cluster: types.StringValue(p.Target), Namespace: types.StringValue(p.Scope),
-			kubernetesPlacementExtra: kubernetesPlacementFrom(p.Kubernetes)}
-	case backend.KindGCP:
-		m.GCP = gcpPlacementFrom(p)
-	case backend.KindKVM:
-		k := backend.KVMPlacement{VCPUs: kvm.DefaultVCPUs, MemoryMiB: kvm.DefaultMemoryMiB, DiskGiB: kvm.DefaultDiskGiB}
-		if p.KVM != nil {
-			k = *p.KVM
-		}
-		// Optional settings stay null unless the backend reports them, as a configuration that omits them reads.
-		m.KVM = &kvmPlacementModel{
-			Host: types.StringValue(p.Target), VCPUs: types.Int64Value(int64(k.VCPUs)),
-			MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
-			DomainType: optionalString(k.DomainType), Pool: optionalString(k.Pool), BaseVolume: optionalString(k.BaseVolume),
-			Network: optionalString(k.Network), Bridge: optionalString(k.Bridge), MAC: optionalString(k.MAC), IP: optionalString(k.IP),
-			// An import cannot know where the image came from: the configuration's image is matched against
-			// the base volume when the import is planned (requires_replace_except.go).
-			ImageFile: types.StringNull(), ImageURL: types.StringNull(), ImageSHA256: types.StringNull(),
-			UserNet: optionalBool(k.UserNet), ForwardAddress: optionalString(k.ForwardAddress),
-			ForwardPort:    optionalInt(k.ForwardPort),
-			WaitForAddress: types.BoolValue(k.WaitForAddress || p.KVM == nil),
-			WaitForProxy:   types.BoolValue(k.WaitForProxy || p.KVM == nil),
-		}
+	if d, ok := descriptorOf(p.Backend); ok {
+		m.block = d.importedPlacement(p)
 	}
 }
 
@@ -239,21 +203,6 @@ func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics 
 	return diags
 }
 
-// setResolved records the settings the host filled in where the configuration left them to it; values the
-// configuration set are kept as written.
-func (k *kvmPlacementModel) setResolved(p backend.KVMPlacement) {
-	for _, f := range []struct {
-		attr     *types.String
-		resolved string
-	}{
-		{&k.DomainType, p.DomainType}, {&k.Pool, p.Pool}, {&k.BaseVolume, p.BaseVolume}, {&k.Network, p.Network}, {&k.MAC, p.MAC},
-	} {
-		if f.attr.IsNull() || f.attr.IsUnknown() {
-			*f.attr = optionalString(f.resolved)
-		}
-	}
-}
-
 func optionalBool(b bool) types.Bool {
 	if !b {
 		return types.BoolNull()
@@ -301,14 +250,12 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	if !inst.CreatedAt.IsZero() {
 		m.CreatedAt = types.StringValue(inst.CreatedAt.UTC().Format(time.RFC3339))
 	}
-	if m.Kubernetes == nil && m.GCP == nil && m.KVM == nil {
+	if m.block == nil {
 		placement := inst.Placement
 		placement.Backend, placement.Target, placement.Scope = inst.ID.Backend, inst.ID.Target, inst.ID.Scope
 		m.setPlacement(placement)
-	} else if m.KVM != nil && inst.Placement.KVM != nil {
-		m.KVM.setResolved(*inst.Placement.KVM)
-	} else if m.GCP != nil {
-		m.GCP.setResolved(inst)
+	} else {
+		m.block.setResolved(inst)
 	}
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)

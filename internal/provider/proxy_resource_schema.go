@@ -29,28 +29,33 @@ import (
 
 // egressAddressDescription says what each backend reports: a user copies it into a partner's allow-list, so it
 // is the address destinations see or null, and every case where the backend cannot tell is named.
-const egressAddressDescription = "The source address destinations see on the proxy's outbound connections, for a partner's " +
-	"allow-list; null where the backend cannot know it. " +
-	"`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`). " +
-	"`kvm`: the guest's own address (the same as `internal_address`) on a host `bridge` and on a libvirt network whose " +
-	"`<forward>` mode is `route`, `open`, `bridge`, `passthrough`, `private`, `vepa` or `hostdev`. Null on a `nat` network " +
-	"such as libvirt's `default` (destinations see one of the host's addresses, chosen by its routes), unless the network " +
-	"pins its NAT to one address (`<nat><address start='X' end='X'/>`), which is then reported; null with `user_net` (the " +
-	"host's address too), on an isolated network (no `<forward>`: the guest reaches nothing outside) and until the guest " +
-	"has an address. The network's forward mode is read once per provider run: a change to it shows from the next plan. " +
-	"`kubernetes`: the public address of the node the proxy's pods run on: the node's `ExternalIP`, or an `InternalIP` that is " +
-	"a public address. Null when the nodes have only private addresses (traffic then leaves through the cluster's NAT or egress " +
-	"gateway, whose address its operator knows), when the pods run on nodes with different addresses, or when the credentials " +
-	"may not `get` Nodes (cluster-scoped: a namespace Role cannot grant it, and the proxy works without it). " +
-	"Never a load balancer's address: that is `ingress_address`."
+func egressAddressDescription() string {
+	notes := []string{"The source address destinations see on the proxy's outbound connections, for a partner's " +
+		"allow-list; null where the backend cannot know it."}
+	for _, d := range backendDescriptors {
+		notes = append(notes, d.egressAddressNote())
+	}
+	return strings.Join(append(notes, "Never a load balancer's address: that is `ingress_address`."), " ")
+}
 
 // ingressAddressDescription: where clients outside connect, which is not where the proxy's traffic leaves from
 // on kubernetes, the reason the two attributes are apart.
-const ingressAddressDescription = "Where clients outside the proxy's network connect to it, when there is such an address; " +
-	"null otherwise. `kubernetes`: the `LoadBalancer` Service's ingress IP or host name (null with `ClusterIP`, and with " +
-	"`NodePort`, where clients use any node's address and the Service's node port). `gcp`: the VM's external address, " +
-	"the same as `egress_address`. `kvm`: the guest's address, the same as `internal_address`; with `user_net`, the host's " +
-	"forwarded address."
+func ingressAddressDescription() string {
+	notes := []string{"Where clients outside the proxy's network connect to it, when there is such an address; null otherwise."}
+	for _, d := range backendDescriptors {
+		notes = append(notes, d.ingressAddressNote())
+	}
+	return strings.Join(notes, " ")
+}
+
+// placementAttributes are the backends' attributes, of which a proxy sets exactly one.
+func placementAttributes() map[string]schema.Attribute {
+	attrs := map[string]schema.Attribute{}
+	for _, d := range backendDescriptors {
+		attrs[string(d.kind())] = d.placementSchema()
+	}
+	return attrs
+}
 
 const labelRulesDescription = "Keys: lowercase letters, digits, `-` and `_`, starting with a letter, at most 63 characters; " +
 	"keys starting with `egress-` that the provider uses itself are reserved. Values: at most 63 lowercase letters, digits, `-` and `_`."
@@ -64,11 +69,11 @@ func statesDescription() string {
 }
 
 func providerIDFormsMarkdown() string {
-	forms := make([]string, len(backend.ProviderIDForms))
-	for i, f := range backend.ProviderIDForms {
+	forms := idForms.Strings()
+	for i, f := range forms {
 		forms[i] = "`" + f + "`"
 	}
-	return strings.Join(forms[:len(forms)-1], ", ") + " or " + forms[len(forms)-1]
+	return orList(forms)
 }
 
 // codeList formats values as a list of code spans, for descriptions.
@@ -81,16 +86,18 @@ func codeList(values []string) string {
 }
 
 func backendNames() []string {
-	names := make([]string, len(backend.Kinds))
-	for i, k := range backend.Kinds {
+	kinds := backendKinds()
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
 		names[i] = "`" + string(k) + "`"
 	}
 	return names
 }
 
 func backendPaths() []path.Expression {
-	exprs := make([]path.Expression, len(backend.Kinds))
-	for i, k := range backend.Kinds {
+	kinds := backendKinds()
+	exprs := make([]path.Expression, len(kinds))
+	for i, k := range kinds {
 		exprs[i] = path.MatchRoot(string(k))
 	}
 	return exprs
@@ -99,16 +106,11 @@ func backendPaths() []path.Expression {
 func proxyResourceSchema(ctx context.Context) schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
-			"reach only the allowed destinations, from a known address. Set exactly one of `kubernetes`, `gcp` or `kvm` " +
+			"reach only the allowed destinations, from a known address. Set exactly one of " + orList(backendNames()) + " " +
 			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `auth`) and `labels` " +
 			"change in place where the backend can reconfigure the running proxy; placement, `name` and `port` replace it.",
 		Attributes: mergeAttributes(
-			map[string]schema.Attribute{
-				// Placement: exactly one.
-				"kubernetes": kubernetesPlacementSchema(),
-				"gcp":        gcpPlacementSchema(),
-				"kvm":        kvmPlacementSchema(),
-			},
+			placementAttributes(),
 			ruleAttributes(),
 			credentialAttributes(),
 			computedAttributes(),
@@ -244,8 +246,8 @@ func computedAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
 		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 		"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
-		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription, PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
-		"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription, PlanModifiers: keep},
+		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription(), PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
+		"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription(), PlanModifiers: keep},
 		"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
 		"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},
 	}

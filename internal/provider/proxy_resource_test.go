@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfversion"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
 )
 
@@ -69,7 +70,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 						"env": knownvalue.StringExact("test"), "team": knownvalue.StringExact("net"),
 					})),
 				},
-				Check: checkBackendHoldsOne(mem, backend.KindKVM),
+				Check: checkBackendHoldsOne(mem, kvm.Kind),
 			},
 			{
 				// Labels change in place: same id, an update, not a replacement.
@@ -88,7 +89,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 						"env": knownvalue.StringExact("prod"), "team": knownvalue.StringExact("platform"),
 					})),
 				},
-				Check: checkBackendLabel(mem, backend.KindKVM, "team", "platform"),
+				Check: checkBackendLabel(mem, kvm.Kind, "team", "platform"),
 			},
 			{
 				ResourceName:            "egress_proxy.test",
@@ -142,7 +143,7 @@ func TestAccProxy_lifecycle(t *testing.T) {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 				}},
-				Check: resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, ".example.com")),
+				Check: resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, kvm.Kind), checkBackendDestinations(mem, kvm.Kind, ".example.com")),
 			},
 		},
 	})
@@ -180,25 +181,25 @@ func TestAccProxy_rulesChangeInPlaceOrReplace(t *testing.T) {
 				Config:            rules("b.example.com", "10.0.0.0/8", "1"),
 				ConfigPlanChecks:  inPlace(),
 				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
-				Check:             resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, "b.example.com")),
+				Check:             resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, kvm.Kind), checkBackendDestinations(mem, kvm.Kind, "b.example.com")),
 			},
 			{
 				Config:            rules("b.example.com", "192.168.0.0/16", "2"),
 				ConfigPlanChecks:  inPlace(),
 				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
 				Check: func(*terraform.State) error {
-					if n := mem[backend.KindKVM].Calls("reconfigure"); n != 2 {
+					if n := mem[kvm.Kind].Calls("reconfigure"); n != 2 {
 						return fmt.Errorf("reconfigure was called %d times, want 2 (one per changed apply)", n)
 					}
-					return checkBackendHoldsOne(mem, backend.KindKVM)(nil)
+					return checkBackendHoldsOne(mem, kvm.Kind)(nil)
 				},
 			},
 			{
 				// The proxy now says it cannot be reconfigured: the refresh records it, the plan replaces.
-				PreConfig:        func() { mem[backend.KindKVM].SetFaults(memory.Faults{NotReconfigurable: true}) },
+				PreConfig:        func() { mem[kvm.Kind].SetFaults(memory.Faults{NotReconfigurable: true}) },
 				Config:           rules("c.example.com", "192.168.0.0/16", "2"),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate)}},
-				Check:            resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, backend.KindKVM), checkBackendDestinations(mem, backend.KindKVM, "c.example.com")),
+				Check:            resource.ComposeTestCheckFunc(checkBackendHoldsOne(mem, kvm.Kind), checkBackendDestinations(mem, kvm.Kind, "c.example.com")),
 			},
 		},
 	})
@@ -225,7 +226,7 @@ func checkDestroyed(mem memoryBackends) resource.TestCheckFunc {
 			if rs.Type != "egress_proxy" {
 				continue
 			}
-			id, err := backend.ParseProviderID(rs.Primary.ID)
+			id, err := idForms.Parse(rs.Primary.ID)
 			if err != nil {
 				return err
 			}

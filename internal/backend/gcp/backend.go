@@ -133,8 +133,8 @@ func addressObject(project, region, name string) string {
 }
 
 func checkID(id backend.ProviderID) error {
-	if id.Backend != backend.KindGCP {
-		return backend.Permanent(id.String(), "not a gcp id (%s)", backend.ProviderIDFormat)
+	if id.Backend != Kind {
+		return backend.Permanent(id.String(), "not a gcp id (%s)", IDForm)
 	}
 	return nil
 }

@@ -44,7 +44,7 @@ func newTest(t *testing.T, opts computefake.Options) (*computefake.Server, *Back
 func testSpec(uid, zone string) backend.Spec {
 	return backend.Spec{
 		Name: backend.NameFromUID(uid), UID: uid, Owner: "owner-a", Labels: map[string]string{"team": "net"},
-		Placement: backend.Placement{Backend: backend.KindGCP, Target: testProject, Scope: zone, GCP: &backend.GCPPlacement{}},
+		Placement: backend.Placement{Backend: Kind, Target: testProject, Scope: zone, Options: &Options{}},
 		Proxy: proxyconf.Settings{
 			Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"},
 			Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"},
@@ -63,8 +63,8 @@ func TestCreateGetUpdateDeleteWithStaticAddress(t *testing.T) {
 	fake, b := newTest(t, computefake.Options{})
 	ctx := ctxT(t)
 	spec := testSpec("uid-1", "us-central1-a")
-	spec.Placement.GCP.StaticEgressIP = true
-	spec.Placement.GCP.NetworkTags = []string{"egress-proxy"}
+	optionsOf(spec.Placement).StaticEgressIP = true
+	optionsOf(spec.Placement).NetworkTags = []string{"egress-proxy"}
 
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
@@ -80,7 +80,7 @@ func TestCreateGetUpdateDeleteWithStaticAddress(t *testing.T) {
 	if inst.UID != "uid-1" || inst.Owner != "owner-a" || inst.CreatedAt.IsZero() || !inst.Reconfigurable {
 		t.Fatalf("created %+v: identity or CreatedAt or Reconfigurable missing", inst)
 	}
-	if g := inst.Placement.GCP; g.MachineType != DefaultMachineType || g.Image != DefaultImage || !g.StaticEgressIP || g.NetworkTags[0] != "egress-proxy" {
+	if g := optionsOf(inst.Placement); g.MachineType != DefaultMachineType || g.Image != DefaultImage || !g.StaticEgressIP || g.NetworkTags[0] != "egress-proxy" {
 		t.Fatalf("placement read back = %+v", g)
 	}
 	if inst.Proxy == nil || inst.Proxy.Auth == nil || inst.Proxy.Auth.Password != "" || inst.Proxy.Auth.Username != "u" {
@@ -171,7 +171,7 @@ func TestCreateQuotaErrors(t *testing.T) {
 			fake, b := newTest(t, computefake.Options{})
 			tc.setup(fake)
 			spec := testSpec("uid-q", "us-central1-a")
-			spec.Placement.GCP.StaticEgressIP = true
+			optionsOf(spec.Placement).StaticEgressIP = true
 			inst, err := b.Create(ctxT(t), spec)
 			if backend.ClassOf(err) != backend.ClassQuota || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Create = %v, want Quota naming %s", err, tc.want)
@@ -203,7 +203,7 @@ func TestCreateConvergesUnderInjectedFaults(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			spec := testSpec("uid-f"+string(rune('a'+i)), []string{"us-central1-a", "us-central1-b"}[i%2])
-			spec.Placement.GCP.StaticEgressIP = i%2 == 0
+			optionsOf(spec.Placement).StaticEgressIP = i%2 == 0
 			_, errs[i] = b.Create(ctx, spec)
 		}()
 	}
@@ -223,7 +223,7 @@ func TestGetClassifies(t *testing.T) {
 	t.Parallel()
 	fake, b := newTest(t, computefake.Options{})
 	ctx := ctxT(t)
-	id := backend.ProviderID{Backend: backend.KindGCP, Target: testProject, Scope: "us-central1-a", Name: "egress-missing"}
+	id := backend.ProviderID{Backend: Kind, Target: testProject, Scope: "us-central1-a", Name: "egress-missing"}
 	if _, err := b.Get(ctx, id); !backend.IsNotFound(err) || !strings.Contains(err.Error(), "egress-missing") {
 		t.Fatalf("Get of a missing instance = %v, want NotFound naming it", err)
 	}
@@ -325,7 +325,7 @@ func TestReconfigureInPlace(t *testing.T) {
 	ctx := ctxT(t)
 	spec := testSpec("uid-r", "us-central1-a")
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
-	spec.Placement.GCP.WaitForProxy = true
+	optionsOf(spec.Placement).WaitForProxy = true
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func benchSpec(i int, zone string) backend.Spec {
 	uid := fmt.Sprintf("bench-%04d", i)
 	return backend.Spec{
 		Name: backend.NameFromUID(uid), UID: uid, Owner: "bench",
-		Placement: backend.Placement{Backend: backend.KindGCP, Target: testProject, Scope: zone},
+		Placement: backend.Placement{Backend: Kind, Target: testProject, Scope: zone},
 		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"}},
 	}
 }

@@ -27,7 +27,8 @@ const (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, backendtest.Harness{
-		New: newConformanceWorld,
+		New:    newConformanceWorld,
+		IDForm: IDForm,
 		Spec: func(name string) backend.Spec {
 			spec := testSpec("unset", conformanceZone)
 			spec.Name, spec.Proxy.Auth = name, nil

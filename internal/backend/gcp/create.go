@@ -70,29 +70,33 @@ func ValidateServiceAccount(email string) error {
 }
 
 // resolve fills the placement's empty fields with the backend's defaults, and refuses names no API call
-// could accept.
-func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
+// could accept. It returns the options it filled in, which the placement carries too.
+func (b *Backend) resolve(pl backend.Placement) (backend.Placement, *Options, error) {
 	if pl.Target == "" {
 		pl.Target = b.DefaultProject()
 	}
 	p, ok := b.projects[pl.Target]
 	if !ok {
-		return pl, backend.Permanent("gcp project "+pl.Target, "project %q is not configured on this provider (configured: %v)", pl.Target, b.Projects())
+		return pl, nil, backend.Permanent("gcp project "+pl.Target, "project %q is not configured on this provider (configured: %v)", pl.Target, b.Projects())
 	}
 	if pl.Scope == "" {
 		pl.Scope = p.settings.DefaultZone
 	}
 	if err := ValidateZone(pl.Scope); err != nil {
-		return pl, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+		return pl, nil, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
 	}
-	if pl.GCP != nil && pl.GCP.ServiceAccount != "" {
-		if err := ValidateServiceAccount(pl.GCP.ServiceAccount); err != nil {
-			return pl, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+	opts, err := backend.OptionsOf[Options](pl)
+	if err != nil {
+		return pl, nil, err
+	}
+	if opts != nil && opts.ServiceAccount != "" {
+		if err := ValidateServiceAccount(opts.ServiceAccount); err != nil {
+			return pl, nil, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
 		}
 	}
-	g := backend.GCPPlacement{}
-	if pl.GCP != nil {
-		g = *pl.GCP
+	g := Options{}
+	if opts != nil {
+		g = *opts
 	}
 	def := func(v *string, d string) {
 		if *v == "" {
@@ -108,10 +112,10 @@ func (b *Backend) resolve(pl backend.Placement) (backend.Placement, error) {
 		g.Scopes = DefaultScopes
 	}
 	if g.StaticEgressIP && g.EgressAddressName != "" {
-		return pl, backend.Permanent("", "static_egress_ip reserves an address; it cannot be combined with a named address")
+		return pl, nil, backend.Permanent("", "static_egress_ip reserves an address; it cannot be combined with a named address")
 	}
-	pl.GCP = &g
-	return pl, nil
+	pl.Options = &g
+	return pl, &g, nil
 }
 
 func reservedAddressName(instance string) string { return instance + reservedAddressSuffix }
@@ -135,11 +139,10 @@ func ValidateStaticAddressOwner(name string) error {
 // Create inserts the VM (after reserving its static address, when asked) and waits until it runs. A 409 on
 // the insert is adopted when the instance carries spec.UID, so a retry after a lost answer never duplicates.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
-	pl, err := b.resolve(spec.Placement)
+	pl, g, err := b.resolve(spec.Placement)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	g := pl.GCP
 	project, zone, region := pl.Target, pl.Scope, regionOf(pl.Scope)
 	obj := instanceObject(project, zone, spec.Name)
 	r, err := renderProxy(spec.Proxy, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName})
@@ -165,7 +168,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return backend.Instance{}, err
 		}
 	}
-	in := instanceResource(spec, pl, r, natIP)
+	in := instanceResource(spec, pl, g, r, natIP)
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		op, err := p.instances.Insert(ctx, &computepb.InsertInstanceRequest{Project: project, Zone: zone, InstanceResource: in})
 		if isConflict(err) {
@@ -187,7 +190,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 		return b.partial(ctx, p, zone, spec.Name, err)
 	}
-	id := backend.ProviderID{Backend: backend.KindGCP, Target: project, Scope: zone, Name: spec.Name}
+	id := backend.ProviderID{Backend: Kind, Target: project, Scope: zone, Name: spec.Name}
 	inst, err := b.waitRunning(ctx, p, zone, spec.Name, g.WaitForProxy, r.configID)
 	if err != nil {
 		inst.ID = id
@@ -258,8 +261,7 @@ func (b *Backend) waitRunning(ctx context.Context, p *project, zone, name string
 // instanceResource is the insert body: labels, metadata with the startup script and the rendered config,
 // one NIC with an external access config (the egress address), a boot disk from the image, and the hardening
 // the placement keeps (hardening.go).
-func instanceResource(spec backend.Spec, pl backend.Placement, r rendered, natIP string) *computepb.Instance {
-	g := pl.GCP
+func instanceResource(spec backend.Spec, pl backend.Placement, g *Options, r rendered, natIP string) *computepb.Instance {
 	ac := &computepb.AccessConfig{Name: proto.String("External NAT"), Type: proto.String("ONE_TO_ONE_NAT")}
 	if natIP != "" {
 		ac.NatIP = proto.String(natIP)

@@ -82,7 +82,7 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 		return nil
 	}
 	if forSuccessor && instance != backend.NameFromUID(a.GetLabels()[backend.LabelUID]) {
-		tflog.SubsystemInfo(ctx, string(backend.KindGCP), "static address kept for the proxy replacing this one",
+		tflog.SubsystemInfo(ctx, string(Kind), "static address kept for the proxy replacing this one",
 			map[string]any{"address": addressObject(p.id, region, name), "ip": a.GetAddress()})
 		return nil
 	}

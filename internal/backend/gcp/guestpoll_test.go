@@ -73,7 +73,7 @@ func (sc guestScenario) run(tb testing.TB) guestPolls {
 	b.pollInitial, b.pollMax = time.Millisecond, 20*time.Millisecond // operation polls: real time, and the fake answers at once
 
 	spec := testSpec("uid-rate", "us-central1-a")
-	spec.Placement.GCP.WaitForProxy = true
+	optionsOf(spec.Placement).WaitForProxy = true
 	var mu sync.Mutex
 	var reportAt time.Time
 	vc.at = func(now time.Time) {

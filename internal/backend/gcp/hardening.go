@@ -5,8 +5,6 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
 // What every proxy VM gets unless its placement opts out. A proxy is a VM that nobody needs to log in to:
@@ -33,7 +31,7 @@ const MetadataEnableGuestAttributes = "enable-guest-attributes"
 
 // shieldedConfig is the insert body's Shielded VM part: all three features, or none sent at all, which
 // leaves the image's and the project's defaults.
-func shieldedConfig(g *backend.GCPPlacement) *computepb.ShieldedInstanceConfig {
+func shieldedConfig(g *Options) *computepb.ShieldedInstanceConfig {
 	if g.DisableShieldedVM {
 		return nil
 	}
@@ -44,7 +42,7 @@ func shieldedConfig(g *backend.GCPPlacement) *computepb.ShieldedInstanceConfig {
 
 // hardeningItems are the metadata items of the defaults the placement keeps. An opted-out key is not set at
 // all, so the project's metadata decides, as for any VM.
-func hardeningItems(g *backend.GCPPlacement) []*computepb.Items {
+func hardeningItems(g *Options) []*computepb.Items {
 	var out []*computepb.Items
 	if !g.AllowProjectSSHKeys {
 		out = append(out, &computepb.Items{Key: proto.String(MetadataBlockProjectSSHKeys), Value: proto.String(metadataTrue)})
@@ -57,7 +55,7 @@ func hardeningItems(g *backend.GCPPlacement) []*computepb.Items {
 
 // readHardening reads back from the instance which defaults it has, so that an import, or a VM made before
 // these defaults existed, shows what it really is.
-func readHardening(in *computepb.Instance, pl *backend.GCPPlacement) {
+func readHardening(in *computepb.Instance, pl *Options) {
 	sc := in.GetShieldedInstanceConfig()
 	pl.DisableShieldedVM = !sc.GetEnableSecureBoot() || !sc.GetEnableVtpm() || !sc.GetEnableIntegrityMonitoring()
 	on := func(key string) bool {

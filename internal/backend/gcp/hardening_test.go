@@ -2,15 +2,13 @@ package gcp
 
 import (
 	"testing"
-
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
 // Every VM is a Shielded VM with project SSH keys blocked and OS Login on, unless its placement opts out of
 // one; what it got is read back from the instance, and a reconfiguration keeps it.
 func TestInsertCarriesHardeningUnlessOptedOut(t *testing.T) {
 	t.Parallel()
-	for name, opt := range map[string]backend.GCPPlacement{
+	for name, opt := range map[string]Options{
 		"defaults":                {},
 		"no shielded vm":          {DisableShieldedVM: true},
 		"project ssh keys":        {AllowProjectSSHKeys: true, DisableOSLogin: true},
@@ -24,7 +22,7 @@ func TestInsertCarriesHardeningUnlessOptedOut(t *testing.T) {
 			spec := testSpec("uid-hardening", "us-central1-a")
 			fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
 			pl := opt
-			spec.Placement.GCP = &pl
+			spec.Placement.Options = &pl
 			inst, err := b.Create(ctx, spec)
 			if err != nil {
 				t.Fatal(err)
@@ -56,7 +54,7 @@ func TestInsertCarriesHardeningUnlessOptedOut(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := got.Placement.GCP
+			r := optionsOf(got.Placement)
 			if r.DisableShieldedVM != opt.DisableShieldedVM || r.AllowProjectSSHKeys != opt.AllowProjectSSHKeys || r.DisableOSLogin != opt.DisableOSLogin {
 				t.Errorf("read back %+v, want the opt-outs of %+v", r, opt)
 			}

@@ -34,7 +34,7 @@ func labelFilter(owner string) string {
 
 func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.Instance, []backend.ScopeError) {
 	fail := func(scope string, err error) []backend.ScopeError {
-		return []backend.ScopeError{{Backend: backend.KindGCP, Scope: scope, Err: err}}
+		return []backend.ScopeError{{Backend: Kind, Scope: scope, Err: err}}
 	}
 	p, err := b.clients(ctx, id)
 	if err != nil {
@@ -62,7 +62,7 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 			}
 			scope := id + "/" + strings.TrimPrefix(pair.Key, "zones/")
 			if w := pair.Value.GetWarning(); w != nil && w.GetCode() != "NO_RESULTS_ON_PAGE" {
-				failed = append(failed, backend.ScopeError{Backend: backend.KindGCP, Scope: scope,
+				failed = append(failed, backend.ScopeError{Backend: Kind, Scope: scope,
 					Err: backend.Transient("gcp zone "+scope, "%s: %s", w.GetCode(), w.GetMessage())})
 			}
 			for _, in := range pair.Value.GetInstances() {
@@ -125,7 +125,7 @@ func (b *Backend) listKeptAddresses(ctx context.Context, p *project, owner strin
 func keptAddress(projectID string, a *computepb.Address) backend.Instance {
 	region := lastSegment(a.GetRegion())
 	inst := backend.Instance{
-		ID:            backend.ProviderID{Backend: backend.KindGCP, Target: projectID, Scope: region, Name: a.GetName()},
+		ID:            backend.ProviderID{Backend: Kind, Target: projectID, Scope: region, Name: a.GetName()},
 		Name:          a.GetName(),
 		UID:           a.GetLabels()[backend.LabelUID],
 		Owner:         a.GetLabels()[backend.LabelOwner],

@@ -121,7 +121,7 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 		return backend.Instance{}, backend.Permanent(instanceObject(projectID, zone, in.GetName()), "exists but was not made by this provider (no %s label)", backend.LabelManagedBy)
 	}
 	out := backend.Instance{
-		ID:     backend.ProviderID{Backend: backend.KindGCP, Target: projectID, Scope: zone, Name: in.GetName()},
+		ID:     backend.ProviderID{Backend: Kind, Target: projectID, Scope: zone, Name: in.GetName()},
 		Name:   in.GetName(),
 		UID:    labels[backend.LabelUID],
 		Owner:  labels[backend.LabelOwner],
@@ -132,7 +132,7 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 	if t, err := time.Parse(time.RFC3339, in.GetCreationTimestamp()); err == nil {
 		out.CreatedAt = t
 	}
-	pl := &backend.GCPPlacement{MachineType: lastSegment(in.GetMachineType())}
+	pl := &Options{MachineType: lastSegment(in.GetMachineType())}
 	if nics := in.GetNetworkInterfaces(); len(nics) > 0 {
 		out.InternalAddress = nics[0].GetNetworkIP()
 		pl.Network = trimLink(nics[0].GetNetwork())
@@ -162,7 +162,7 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 		// backend can change its rules in place.
 		out.Reconfigurable = true
 	}
-	out.Placement = backend.Placement{Backend: backend.KindGCP, Target: projectID, Scope: zone, GCP: pl}
+	out.Placement = backend.Placement{Backend: Kind, Target: projectID, Scope: zone, Options: pl}
 	return out, nil
 }
 

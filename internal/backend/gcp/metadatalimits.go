@@ -5,7 +5,6 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -43,7 +42,7 @@ func (e *MetadataLimitError) Error() string {
 // CheckMetadata renders the metadata a proxy with these settings gets on a VM of this placement (what Create
 // writes) and checks it against Compute Engine's limits: the provider calls it at plan time, so that a
 // configuration the API would refuse fails there, on the attribute at fault.
-func CheckMetadata(settings proxyconf.Settings, g backend.GCPPlacement) error {
+func CheckMetadata(settings proxyconf.Settings, g Options) error {
 	r, err := renderProxy(settings, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName})
 	if err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -53,7 +52,7 @@ func largestSettings(t testing.TB) proxyconf.Settings {
 func TestLargestSettingsFitMetadata(t *testing.T) {
 	t.Parallel()
 	s := largestSettings(t)
-	g := backend.GCPPlacement{Image: DefaultImage, StaticEgressIP: true}
+	g := Options{Image: DefaultImage, StaticEgressIP: true}
 	if err := CheckMetadata(s, g); err != nil {
 		t.Fatalf("the largest settings do not fit: %v", err)
 	}

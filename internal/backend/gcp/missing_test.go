@@ -30,7 +30,7 @@ func TestCreateNamesTheMissingParent(t *testing.T) {
 			t.Parallel()
 			fake, b := newTest(t, computefake.Options{})
 			spec := testSpec("uid-missing", "mars-north1-a")
-			spec.Placement.GCP.StaticEgressIP = tc.staticIP
+			optionsOf(spec.Placement).StaticEgressIP = tc.staticIP
 			inst, err := b.Create(ctxT(t), spec)
 			if backend.ClassOf(err) != backend.ClassPermanent {
 				t.Fatalf("Create = %v, want Permanent, not %s", err, backend.ClassOf(err))

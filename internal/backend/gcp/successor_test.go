@@ -36,7 +36,7 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 			if tc.proxyName != "" {
 				first.Name = tc.proxyName
 			}
-			first.Placement.GCP.StaticEgressIP = true
+			optionsOf(first.Placement).StaticEgressIP = true
 			inst, err := b.Create(ctx, first)
 			if err != nil {
 				t.Fatal(err)
@@ -79,7 +79,7 @@ func TestDeleteForReplacementKeepsAddressForSuccessor(t *testing.T) {
 
 			successor := testSpec("uid-second", "us-central1-a")
 			successor.Name, successor.Owner = first.Name, tc.successorOwner
-			successor.Placement.GCP.StaticEgressIP = true
+			optionsOf(successor.Placement).StaticEgressIP = true
 			if tc.successorQuota {
 				fake.SetQuota("us-central1", "CPUS", 1)
 				if _, err := b.Create(ctx, successor); backend.ClassOf(err) != backend.ClassQuota {

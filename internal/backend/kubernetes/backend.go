@@ -105,8 +105,8 @@ func (b *Backend) checkID(ctx context.Context, id backend.ProviderID) (*client, 
 	if err := ctx.Err(); err != nil {
 		return nil, classify(id.String(), err)
 	}
-	if id.Backend != backend.KindKubernetes || id.Scope == "" || id.Name == "" {
-		return nil, backend.Permanent(id.String(), "not a kubernetes proxy id (%s)", backend.ProviderIDForms[0])
+	if id.Backend != Kind || id.Scope == "" || id.Name == "" {
+		return nil, backend.Permanent(id.String(), "not a kubernetes proxy id (%s)", IDForm)
 	}
 	return b.client(id.Target)
 }

@@ -28,10 +28,11 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, backendtest.Harness{
-		New: newConformanceWorld,
+		New:    newConformanceWorld,
+		IDForm: IDForm,
 		Spec: func(name string) backend.Spec {
 			spec := testSpec(name)
-			spec.Placement.Kubernetes = &backend.KubernetesPlacement{}
+			spec.Placement.Options = &Options{}
 			return spec
 		},
 		// client-go's fake clientset ignores ctx (its reactors never see it), and the backend checks ctx only in

@@ -21,8 +21,8 @@ import (
 // the others, each owned by the Deployment. The ConfigMap and Secret get their owner reference once the
 // Deployment has a UID.
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
-	id := backend.ProviderID{Backend: backend.KindKubernetes, Target: spec.Placement.Target, Scope: spec.Placement.Scope, Name: spec.Name}
-	if spec.Placement.Backend != backend.KindKubernetes || id.Scope == "" {
+	id := backend.ProviderID{Backend: Kind, Target: spec.Placement.Target, Scope: spec.Placement.Scope, Name: spec.Name}
+	if spec.Placement.Backend != Kind || id.Scope == "" {
 		return backend.Instance{}, backend.Permanent(id.String(), "a kubernetes proxy needs a kubernetes placement with a namespace")
 	}
 	if err := ctx.Err(); err != nil {
@@ -163,7 +163,11 @@ func (b *Backend) render(spec backend.Spec, id backend.ProviderID) (objects, err
 	if err != nil {
 		return objects{}, backend.NewError(backend.ClassPermanent, objectName("proxy", id), err)
 	}
-	p := withDefaults(spec.Placement.Kubernetes, b.cfg.image(b.clusters[id.Target]))
+	opts, err := backend.OptionsOf[Options](spec.Placement)
+	if err != nil {
+		return objects{}, err
+	}
+	p := withDefaults(opts, b.cfg.image(b.clusters[id.Target]))
 	o, err := buildObjects(spec, id.Scope, p, k)
 	if err != nil {
 		return objects{}, backend.NewError(backend.ClassPermanent, objectName("Deployment", id), err)

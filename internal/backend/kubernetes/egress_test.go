@@ -249,7 +249,7 @@ func TestCreateWaitsForTheLoadBalancerAddress(t *testing.T) {
 		return true, w, nil
 	})
 	spec := testSpec("p1")
-	spec.Placement.Kubernetes = &backend.KubernetesPlacement{ServiceType: string(corev1.ServiceTypeLoadBalancer)}
+	spec.Placement.Options = &Options{ServiceType: string(corev1.ServiceTypeLoadBalancer)}
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)

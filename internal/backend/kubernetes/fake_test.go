@@ -41,7 +41,7 @@ func newFakeCluster(t testing.TB, cluster ClusterConfig, objs ...runtime.Object)
 func testSpec(name string) backend.Spec {
 	return backend.Spec{
 		Name: name, UID: "uid-" + name, Owner: "owner-1", Labels: map[string]string{"team": "net"},
-		Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "test", Scope: testNS},
+		Placement: backend.Placement{Backend: Kind, Target: "test", Scope: testNS},
 		Proxy: proxyconf.Settings{
 			Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
 		},
@@ -50,7 +50,7 @@ func testSpec(name string) backend.Spec {
 
 // testID is the id of the proxy the tests make, named p1.
 func testID() backend.ProviderID {
-	return backend.ProviderID{Backend: backend.KindKubernetes, Target: "test", Scope: testNS, Name: "p1"}
+	return backend.ProviderID{Backend: Kind, Target: "test", Scope: testNS, Name: "p1"}
 }
 
 // controller plays the Deployment controller for the fake clientset: every Deployment written gets the

@@ -106,11 +106,12 @@ func selectorLabelsOf(d *appsv1.Deployment) map[string]string {
 // instanceOf maps the objects onto the contract. svc may be nil. The egress address is not among them: it is
 // read from the pods' nodes, which only Get reads.
 func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service) backend.Instance {
-	id := backend.ProviderID{Backend: backend.KindKubernetes, Target: cluster, Scope: d.Namespace, Name: d.Name}
+	id := backend.ProviderID{Backend: Kind, Target: cluster, Scope: d.Namespace, Name: d.Name}
+	opts := placementOf(d)
 	inst := backend.Instance{
 		ID: id, Name: d.Name, UID: d.Labels[backend.LabelUID], Owner: d.Labels[backend.LabelOwner],
 		Labels: backend.UserLabels(d.Labels), State: stateOf(d), CreatedAt: d.CreationTimestamp.Time,
-		Placement: backend.Placement{Backend: backend.KindKubernetes, Target: cluster, Scope: d.Namespace, Kubernetes: placementOf(d)},
+		Placement: backend.Placement{Backend: Kind, Target: cluster, Scope: d.Namespace, Options: opts},
 		// The ConfigMap and a rollout change the rules of any proxy this backend made.
 		Reconfigurable: true,
 	}
@@ -124,7 +125,7 @@ func instanceOf(cluster string, d *appsv1.Deployment, svc *corev1.Service) backe
 		if len(svc.Spec.Ports) > 0 {
 			inst.Port = int(svc.Spec.Ports[0].Port)
 		}
-		inst.Placement.Kubernetes.ServiceType = string(svc.Spec.Type)
+		opts.ServiceType = string(svc.Spec.Type)
 		inst.IngressAddress = loadBalancerAddress(svc)
 	}
 	return inst
@@ -171,8 +172,8 @@ func stateOf(d *appsv1.Deployment) backend.State {
 	return backend.StatePending
 }
 
-func placementOf(d *appsv1.Deployment) *backend.KubernetesPlacement {
-	p := &backend.KubernetesPlacement{Replicas: DefaultReplicas, ServiceType: DefaultServiceType}
+func placementOf(d *appsv1.Deployment) *Options {
+	p := &Options{Replicas: DefaultReplicas, ServiceType: DefaultServiceType}
 	if d.Spec.Replicas != nil {
 		p.Replicas = int(*d.Spec.Replicas)
 	}
@@ -190,7 +191,7 @@ func placementOf(d *appsv1.Deployment) *backend.KubernetesPlacement {
 		p.NodeSelector = spec.NodeSelector
 	}
 	for _, t := range spec.Tolerations {
-		p.Tolerations = append(p.Tolerations, backend.Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)})
+		p.Tolerations = append(p.Tolerations, Toleration{Key: t.Key, Operator: string(t.Operator), Value: t.Value, Effect: string(t.Effect)})
 	}
 	return p
 }

@@ -24,7 +24,7 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 	}).String()}
 	return backend.ListEach(ctx, b.clusterNames(), func(ctx context.Context, name string) backend.Listed {
 		fail := func(scope string, err error) []backend.ScopeError {
-			return []backend.ScopeError{{Backend: backend.KindKubernetes, Scope: scope, Err: err}}
+			return []backend.ScopeError{{Backend: Kind, Scope: scope, Err: err}}
 		}
 		c, err := b.client(name)
 		if err != nil {

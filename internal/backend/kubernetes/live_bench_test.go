@@ -111,14 +111,14 @@ func BenchmarkRawREST(b *testing.B) {
 func benchObjects(name, ns, image string) (objects, error) {
 	spec := backend.Spec{
 		Name: name, UID: "bench-" + name, Owner: "bench",
-		Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "bench", Scope: ns},
+		Placement: backend.Placement{Backend: Kind, Target: "bench", Scope: ns},
 		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.244.0.0/16"}, AllowedDestinations: []string{"example.com"}},
 	}
 	k, err := proxyconf.RenderKubernetes(spec.Proxy, proxyconf.RenderOptions{})
 	if err != nil {
 		return objects{}, err
 	}
-	return buildObjects(spec, ns, withDefaults(&backend.KubernetesPlacement{NetworkPolicy: false}, image), k)
+	return buildObjects(spec, ns, withDefaults(&Options{NetworkPolicy: false}, image), k)
 }
 
 func rawCreate(ctx context.Context, cs kubernetes.Interface, ns string, o objects) error {

@@ -66,8 +66,8 @@ func selectorLabels(spec backend.Spec) map[string]string {
 }
 
 // withDefaults fills the placement's zero values.
-func withDefaults(p *backend.KubernetesPlacement, image string) backend.KubernetesPlacement {
-	out := backend.KubernetesPlacement{NetworkPolicy: DefaultNetworkPolicy}
+func withDefaults(p *Options, image string) Options {
+	out := Options{NetworkPolicy: DefaultNetworkPolicy}
 	if p != nil {
 		out = *p
 	}
@@ -106,7 +106,7 @@ func checksum(k proxyconf.Kubernetes) string {
 }
 
 // buildObjects renders the proxy's objects. Owner references are added once the Deployment has a UID.
-func buildObjects(spec backend.Spec, namespace string, p backend.KubernetesPlacement, k proxyconf.Kubernetes) (objects, error) {
+func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Kubernetes) (objects, error) {
 	labels := backend.ManagedLabels(spec)
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: spec.Name, Namespace: namespace, Labels: copyMap(labels)}
@@ -296,7 +296,7 @@ type placementAnnotation struct {
 }
 
 // resourceRequirements checks the requests and limits as the API server would (validate.go) and parses them.
-func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequirements, error) {
+func resourceRequirements(p Options) (corev1.ResourceRequirements, error) {
 	var r corev1.ResourceRequirements
 	parse := func(in map[string]string) (corev1.ResourceList, error) {
 		if len(in) == 0 {
@@ -328,7 +328,7 @@ func resourceRequirements(p backend.KubernetesPlacement) (corev1.ResourceRequire
 
 // validatePodPlacement checks the image and node selector as the API server and the kubelet would
 // (validate.go), so that a placement that cannot run is refused before any object is made.
-func validatePodPlacement(p backend.KubernetesPlacement) error {
+func validatePodPlacement(p Options) error {
 	if err := ValidateImage(p.Image); err != nil {
 		return err
 	}

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -35,7 +34,7 @@ func TestServiceAdmitsOnlyAllowedClients(t *testing.T) {
 			t.Parallel()
 			spec := testSpec("p1")
 			spec.Proxy.AllowedClientCIDRs = clients
-			spec.Placement.Kubernetes = &backend.KubernetesPlacement{ServiceType: tc.serviceType}
+			spec.Placement.Options = &Options{ServiceType: tc.serviceType}
 			b, _ := newFake(t)
 			o, err := b.render(spec, testID())
 			if err != nil {
@@ -91,7 +90,7 @@ func TestReconfigureKeepsTheServiceFiltering(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	spec := testSpec("p1")
-	spec.Placement.Kubernetes = &backend.KubernetesPlacement{ServiceType: "LoadBalancer"}
+	spec.Placement.Options = &Options{ServiceType: "LoadBalancer"}
 	b, cs := newFake(t)
 	// The fake has no load balancer controller: the Service a crashed earlier Create made, as an older
 	// provider made it and with its address already given, is adopted.

@@ -21,6 +21,10 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	opts, err := backend.OptionsOf[Options](spec.Placement)
+	if err != nil {
+		return backend.Instance{}, err
+	}
 	cs, ns := c.cs, id.Scope
 	want := backend.ManagedLabels(spec)
 	replicasChanged := false
@@ -30,8 +34,8 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		},
 		func(ctx context.Context, d *appsv1.Deployment) (*appsv1.Deployment, error) {
 			d.Labels = copyMap(want)
-			if spec.Placement.Kubernetes != nil && spec.Placement.Kubernetes.Replicas > 0 {
-				r := int32(spec.Placement.Kubernetes.Replicas)
+			if opts != nil && opts.Replicas > 0 {
+				r := int32(opts.Replicas)
 				if d.Spec.Replicas == nil || *d.Spec.Replicas != r {
 					d.Spec.Replicas = &r
 					replicasChanged = true

@@ -133,23 +133,23 @@ func TestValidateNodeSelector(t *testing.T) {
 func TestCreateRefusesWhatTheAPIServerWould(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		mod     func(*backend.KubernetesPlacement)
+		mod     func(*Options)
 		wantErr string
 	}{
-		"request above limit": {func(p *backend.KubernetesPlacement) {
+		"request above limit": {func(p *Options) {
 			p.Requests, p.Limits = map[string]string{"memory": "512Mi"}, map[string]string{"memory": "256Mi"}
 		}, "request 512Mi is more than the limit 256Mi"},
-		"unknown resource":   {func(p *backend.KubernetesPlacement) { p.Limits = map[string]string{"cpus": "1"} }, `resource name "cpus"`},
-		"bad image":          {func(p *backend.KubernetesPlacement) { p.Image = "Squid" }, `image "Squid"`},
-		"bad selector value": {func(p *backend.KubernetesPlacement) { p.NodeSelector = map[string]string{"role": "a b"} }, `label value "a b"`},
+		"unknown resource":   {func(p *Options) { p.Limits = map[string]string{"cpus": "1"} }, `resource name "cpus"`},
+		"bad image":          {func(p *Options) { p.Image = "Squid" }, `image "Squid"`},
+		"bad selector value": {func(p *Options) { p.NodeSelector = map[string]string{"role": "a b"} }, `label value "a b"`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b, cs := newFake(t)
 			spec := testSpec("p1")
-			spec.Placement.Kubernetes = &backend.KubernetesPlacement{}
-			tc.mod(spec.Placement.Kubernetes)
+			spec.Placement.Options = &Options{}
+			tc.mod(optionsOf(spec.Placement))
 			_, err := b.Create(testCtx(t), spec)
 			if !errors.Is(err, backend.ErrPermanent) || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Create = %v, want Permanent with %q", err, tc.wantErr)

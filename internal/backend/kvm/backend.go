@@ -75,8 +75,8 @@ func (b *Backend) Hosts() []string { return sortedNames(b.hosts) }
 
 // connFor returns the connection of id's host, or a Permanent error for an id this backend cannot serve.
 func (b *Backend) connFor(id backend.ProviderID) (*conn, error) {
-	if id.Backend != backend.KindKVM {
-		return nil, backend.Permanent(id.String(), "not a kvm id (%s)", backend.ProviderIDFormat)
+	if id.Backend != Kind {
+		return nil, backend.Permanent(id.String(), "not a kvm id (%s)", IDForm)
 	}
 	c, ok := b.conns[id.Target]
 	if !ok {

@@ -24,13 +24,13 @@ import (
 func fakeSpec(uid, owner string) backend.Spec {
 	return backend.Spec{
 		Name: backend.NameFromUID(uid), UID: uid, Owner: owner, Labels: map[string]string{"team": "a"},
-		Placement: backend.Placement{Backend: backend.KindKVM, Target: "h", KVM: &backend.KVMPlacement{MemoryMiB: 256, DiskGiB: 2}},
+		Placement: backend.Placement{Backend: Kind, Target: "h", Options: &Options{MemoryMiB: 256, DiskGiB: 2}},
 		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
 	}
 }
 
 func idOf(spec backend.Spec) backend.ProviderID {
-	return backend.ProviderID{Backend: backend.KindKVM, Target: spec.Placement.Target, Name: spec.Name}
+	return backend.ProviderID{Backend: Kind, Target: spec.Placement.Target, Name: spec.Name}
 }
 
 func volNames(f *fakeHost) []string {
@@ -100,8 +100,11 @@ func TestFakeQuotaChecksMakeNothing(t *testing.T) {
 	tests := map[string]struct {
 		setup func(*fakeHost, *backend.Spec)
 	}{
-		"memory beyond the host": {func(f *fakeHost, s *backend.Spec) { s.Placement.KVM.MemoryMiB = 64 << 10; f.memKiB = 8 << 20 }},
-		"pool too small":         {func(f *fakeHost, s *backend.Spec) { f.pools["pool"].avail = gib }},
+		"memory beyond the host": {func(f *fakeHost, s *backend.Spec) {
+			optionsOf(s.Placement).MemoryMiB = 64 << 10
+			f.memKiB = 8 << 20
+		}},
+		"pool too small": {func(f *fakeHost, s *backend.Spec) { f.pools["pool"].avail = gib }},
 		"qemu out of memory": {func(f *fakeHost, s *backend.Spec) {
 			f.failOn["DomainCreate"] = lvErr(libvirt.ErrInternalError, "internal error: qemu unexpectedly closed the monitor: cannot set up guest memory 'pc.ram': Cannot allocate memory")
 		}},
@@ -188,8 +191,8 @@ func TestFakeFixedIPReservation(t *testing.T) {
 	b, _ := fakeBackend(f)
 	ctx := context.Background()
 	spec := fakeSpec("uid-1", "o")
-	spec.Placement.KVM.IP = "198.18.0.50"
-	spec.Placement.KVM.WaitForAddress = true
+	optionsOf(spec.Placement).IP = "198.18.0.50"
+	optionsOf(spec.Placement).WaitForAddress = true
 
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
@@ -206,7 +209,7 @@ func TestFakeFixedIPReservation(t *testing.T) {
 		t.Fatalf("adopting Create = %v", err)
 	}
 	clash := fakeSpec("uid-2", "o")
-	clash.Placement.KVM.IP = "198.18.0.50"
+	optionsOf(clash.Placement).IP = "198.18.0.50"
 	if _, err := b.Create(ctx, clash); backend.ClassOf(err) != backend.ClassPermanent {
 		t.Errorf("Create with a taken IP = %v, want Permanent", err)
 	}
@@ -223,7 +226,7 @@ func TestFakeWaitForLease(t *testing.T) {
 	f := newFakeHost()
 	b, _ := fakeBackend(f)
 	spec := fakeSpec("uid-1", "o")
-	spec.Placement.KVM.WaitForAddress = true
+	optionsOf(spec.Placement).WaitForAddress = true
 	// Recorded shape of virNetworkGetDHCPLeases for a guest on a NAT network: an old and a current lease.
 	mac := macFromUID("uid-1")
 	f.networks["net"].leases = []libvirt.NetworkDhcpLease{
@@ -308,7 +311,7 @@ func TestFakeUnknownHostAndBadID(t *testing.T) {
 	t.Parallel()
 	b, _ := fakeBackend(newFakeHost())
 	ctx := context.Background()
-	if _, err := b.Get(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: "nope", Name: "x"}); backend.ClassOf(err) != backend.ClassPermanent {
+	if _, err := b.Get(ctx, backend.ProviderID{Backend: Kind, Target: "nope", Name: "x"}); backend.ClassOf(err) != backend.ClassPermanent {
 		t.Errorf("Get on an unknown host = %v, want Permanent", err)
 	}
 	spec := fakeSpec("uid-1", "o")

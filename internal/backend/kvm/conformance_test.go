@@ -17,13 +17,13 @@ import (
 // answers until FailScope makes its domain listing refused.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	backendtest.Run(t, backendtest.Harness{New: newConformanceWorld, Spec: conformanceSpec})
+	backendtest.Run(t, backendtest.Harness{New: newConformanceWorld, Spec: conformanceSpec, IDForm: IDForm})
 }
 
 func conformanceSpec(name string) backend.Spec {
 	return backend.Spec{
 		Name:      name,
-		Placement: backend.Placement{Backend: backend.KindKVM, Target: "h", KVM: &backend.KVMPlacement{MemoryMiB: 256, DiskGiB: 2}},
+		Placement: backend.Placement{Backend: Kind, Target: "h", Options: &Options{MemoryMiB: 256, DiskGiB: 2}},
 		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
 	}
 }

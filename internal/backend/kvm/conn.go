@@ -211,7 +211,7 @@ func (c *conn) lost(ctx context.Context, s *session, call string, err error) {
 	}
 	c.mu.Unlock()
 	c.drop(s)
-	tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection lost; the call's outcome is unknown and the operation is retried",
+	tflog.SubsystemDebug(ctx, string(Kind), "libvirt connection lost; the call's outcome is unknown and the operation is retried",
 		map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": call, "error": err.Error()})
 }
 
@@ -253,7 +253,7 @@ func (c *conn) session(ctx context.Context) (*session, func(), error) {
 		if redial {
 			// Which call was cut off, and what getting back cost: a flaky link shows up here before it fails
 			// anything.
-			tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt connection redialled",
+			tflog.SubsystemDebug(ctx, string(Kind), "libvirt connection redialled",
 				map[string]any{"host": c.name, "uri": c.host.URI, "interrupted_call": c.interrupted, "dial_ms": time.Since(start).Milliseconds()})
 		}
 		c.interrupted = ""
@@ -281,7 +281,7 @@ func (c *conn) dialExtra(ctx context.Context) *pooled {
 	c.mu.Lock()
 	c.extraDials--
 	if err != nil {
-		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "another libvirt connection could not be dialled; sharing one",
+		tflog.SubsystemDebug(ctx, string(Kind), "another libvirt connection could not be dialled; sharing one",
 			map[string]any{"host": c.name, "uri": c.host.URI, "error": err.Error()})
 		return nil
 	}
@@ -340,7 +340,7 @@ func (c *conn) dialRetrying(ctx context.Context) (*session, error) {
 			return nil, &dialError{host: c.name, uri: c.host.URI, err: err}
 		}
 		delay = min(max(2*delay, dialFirstDelay), dialMaxDelay)
-		tflog.SubsystemDebug(ctx, string(backend.KindKVM), "libvirt dial failed; trying again",
+		tflog.SubsystemDebug(ctx, string(Kind), "libvirt dial failed; trying again",
 			map[string]any{"host": c.name, "uri": c.host.URI, "retry_in_ms": delay.Milliseconds(), "error": err.Error()})
 		t := time.NewTimer(delay)
 		select {

@@ -317,7 +317,7 @@ func TestUnreachableHosts(t *testing.T) {
 			// The caller would wait far longer: the host's DialTimeout, not the caller, ends the attempt.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			_, err = b.Get(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: "h", Name: "x"})
+			_, err = b.Get(ctx, backend.ProviderID{Backend: Kind, Target: "h", Name: "x"})
 			var ue *unreachableError
 			if backend.ClassOf(err) != backend.ClassPermanent || backend.Retryable(err) || !errors.As(err, &ue) {
 				t.Fatalf("Get = %v, want Permanent: unreachable", err)

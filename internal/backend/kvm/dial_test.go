@@ -100,7 +100,7 @@ func TestTLSRefusalsArePermanentAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A refusal retried as if the host were down would end as unreachable after the DialTimeout.
-			_, err = b.Get(context.Background(), backend.ProviderID{Backend: backend.KindKVM, Target: "h", Name: "x"})
+			_, err = b.Get(context.Background(), backend.ProviderID{Backend: Kind, Target: "h", Name: "x"})
 			var ue *unreachableError
 			if backend.ClassOf(err) != backend.ClassPermanent || errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Get = %v, want Permanent at once, mentioning %q", err, tc.want)

@@ -12,21 +12,21 @@ import (
 
 func TestDomainXMLInterfaces(t *testing.T) {
 	t.Parallel()
-	base := backend.KVMPlacement{VCPUs: 2, MemoryMiB: 384, Pool: "pool", MAC: "52:54:00:aa:bb:cc"}
+	base := Options{VCPUs: 2, MemoryMiB: 384, Pool: "pool", MAC: "52:54:00:aa:bb:cc"}
 	tests := map[string]struct {
-		mod  func(*backend.KVMPlacement)
+		mod  func(*Options)
 		want []string
 	}{
-		"network": {func(p *backend.KVMPlacement) { p.Network = "default" }, []string{`<interface type="network">`, `<source network="default">`}},
-		"bridge":  {func(p *backend.KVMPlacement) { p.Bridge = "br0" }, []string{`<interface type="bridge">`, `<source bridge="br0">`}},
-		"user": {func(p *backend.KVMPlacement) { p.UserNet, p.ForwardAddress, p.ForwardPort = true, "127.0.0.1", 13128 },
+		"network": {func(p *Options) { p.Network = "default" }, []string{`<interface type="network">`, `<source network="default">`}},
+		"bridge":  {func(p *Options) { p.Bridge = "br0" }, []string{`<interface type="bridge">`, `<source bridge="br0">`}},
+		"user": {func(p *Options) { p.UserNet, p.ForwardAddress, p.ForwardPort = true, "127.0.0.1", 13128 },
 			[]string{`<interface type="user">`, `<backend type="passt">`, `<portForward proto="tcp" address="127.0.0.1">`, `<range start="13128" to="3128">`}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			p := placement{KVMPlacement: base, Host: "h"}
-			tc.mod(&p.KVMPlacement)
+			p := placement{Options: base, Host: "h"}
+			tc.mod(&p.Options)
 			x, err := domainXML("egress-1", p, "qemu", 3128, `<proxy xmlns="`+Namespace+`"><uid>u</uid></proxy>`)
 			if err != nil {
 				t.Fatal(err)
@@ -50,8 +50,8 @@ func TestDomainXMLInterfaces(t *testing.T) {
 func TestResolvePlacement(t *testing.T) {
 	t.Parallel()
 	hosts := map[string]HostConfig{"h": {Pool: "pool", Network: "net", BaseVolume: "base", DomainType: "qemu"}, "b": {Pool: "p", Bridge: "br0", BaseVolume: "base", DomainType: "auto"}}
-	spec := func(k *backend.KVMPlacement, target string) backend.Spec {
-		return backend.Spec{Name: "egress-1", UID: "u", Placement: backend.Placement{Backend: backend.KindKVM, Target: target, KVM: k}}
+	spec := func(k *Options, target string) backend.Spec {
+		return backend.Spec{Name: "egress-1", UID: "u", Placement: backend.Placement{Backend: Kind, Target: target, Options: k}}
 	}
 	p, err := resolvePlacement(spec(nil, "h"), hosts)
 	if err != nil || p.VCPUs != 1 || p.MemoryMiB != 512 || p.Network != "net" || p.MAC != macFromUID("u") || p.DomainType != "qemu" {
@@ -60,16 +60,16 @@ func TestResolvePlacement(t *testing.T) {
 	if p, _ := resolvePlacement(spec(nil, "b"), hosts); p.Bridge != "br0" || p.Network != "" {
 		t.Errorf("bridge host default = %+v", p)
 	}
-	if p, _ := resolvePlacement(spec(&backend.KVMPlacement{MAC: "52-54-00-AA-BB-CC"}, "h"), hosts); p.MAC != "52:54:00:aa:bb:cc" {
+	if p, _ := resolvePlacement(spec(&Options{MAC: "52-54-00-AA-BB-CC"}, "h"), hosts); p.MAC != "52:54:00:aa:bb:cc" {
 		t.Errorf("mac normalised to %q", p.MAC)
 	}
 	bad := map[string]backend.Spec{
 		"unknown host":    spec(nil, "x"),
-		"two interfaces":  spec(&backend.KVMPlacement{Network: "n", Bridge: "b"}, "h"),
-		"bad mac":         spec(&backend.KVMPlacement{MAC: "zz"}, "h"),
-		"bad ip":          spec(&backend.KVMPlacement{IP: "300.1.1.1"}, "h"),
-		"ip on a bridge":  spec(&backend.KVMPlacement{IP: "10.0.0.1", Bridge: "br0"}, "h"),
-		"bad domain type": spec(&backend.KVMPlacement{DomainType: "xen"}, "h"),
+		"two interfaces":  spec(&Options{Network: "n", Bridge: "b"}, "h"),
+		"bad mac":         spec(&Options{MAC: "zz"}, "h"),
+		"bad ip":          spec(&Options{IP: "300.1.1.1"}, "h"),
+		"ip on a bridge":  spec(&Options{IP: "10.0.0.1", Bridge: "br0"}, "h"),
+		"bad domain type": spec(&Options{DomainType: "xen"}, "h"),
 	}
 	for name, s := range bad {
 		if _, err := resolvePlacement(s, hosts); backend.ClassOf(err) != backend.ClassPermanent {
@@ -86,7 +86,7 @@ func TestFakeUserNetWithoutPasstFallsBackToSlirp(t *testing.T) {
 	ctx := context.Background()
 	for i, uid := range []string{"slirp-1", "slirp-2"} {
 		spec := fakeSpec(uid, "o")
-		spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
+		optionsOf(spec.Placement).UserNet, optionsOf(spec.Placement).ForwardAddress, optionsOf(spec.Placement).ForwardPort = true, "127.0.0.1", 18080
 		if _, err := b.Create(ctx, spec); err != nil {
 			t.Fatal(err)
 		}

@@ -73,9 +73,9 @@ func (s *imageServer) cutAfter(n int64) func(w http.ResponseWriter) {
 
 func urlImageSpec(uid, url, sum string) backend.Spec {
 	spec := fakeSpec(uid, "o")
-	spec.Placement.KVM.ImageURL = url
-	spec.Placement.KVM.ImageSHA256 = sum
-	spec.Placement.KVM.DiskGiB = 0
+	optionsOf(spec.Placement).ImageURL = url
+	optionsOf(spec.Placement).ImageSHA256 = sum
+	optionsOf(spec.Placement).DiskGiB = 0
 	return spec
 }
 
@@ -171,8 +171,8 @@ func TestFakeImageURLSharedByParallelCreates(t *testing.T) {
 	}
 	for _, spec := range specs {
 		got, err := b.Get(ctx, idOf(spec))
-		if err != nil || got.Placement.KVM.BaseVolume != name || got.Placement.KVM.ImageURL != "" {
-			t.Errorf("Get = %+v, %v; want base volume %s and no URL read back", got.Placement.KVM, err, name)
+		if err != nil || optionsOf(got.Placement).BaseVolume != name || optionsOf(got.Placement).ImageURL != "" {
+			t.Errorf("Get = %+v, %v; want base volume %s and no URL read back", optionsOf(got.Placement), err, name)
 		}
 	}
 
@@ -344,22 +344,22 @@ func TestImageURLPlacementRules(t *testing.T) {
 	hosts := map[string]HostConfig{"h": {URI: "test:///x", Pool: "pool", Network: "net", BaseVolume: "host-base", DomainType: DomainTypeQEMU}}
 	sum := strings.Repeat("a1", 32)
 	tests := map[string]struct {
-		change func(p *backend.KVMPlacement)
+		change func(p *Options)
 		err    string
 	}{
-		"url and sha":         {func(*backend.KVMPlacement) {}, ""},
-		"url without sha":     {func(p *backend.KVMPlacement) { p.ImageSHA256 = "" }, "must be 64 hex digits"},
-		"sha without url":     {func(p *backend.KVMPlacement) { p.ImageURL = "" }, "set image_url too"},
-		"url and base volume": {func(p *backend.KVMPlacement) { p.BaseVolume = "b" }, "set only one of base_volume, image_file and image_url"},
-		"url and image file":  {func(p *backend.KVMPlacement) { p.ImageFile = "/x.qcow2" }, "set only one of"},
-		"url of another kind": {func(p *backend.KVMPlacement) { p.ImageURL = "file:///x.qcow2" }, "must be an http or https URL"},
-		"all three":           {func(p *backend.KVMPlacement) { p.ImageFile, p.BaseVolume = "/x", "b" }, "set only one of"},
+		"url and sha":         {func(*Options) {}, ""},
+		"url without sha":     {func(p *Options) { p.ImageSHA256 = "" }, "must be 64 hex digits"},
+		"sha without url":     {func(p *Options) { p.ImageURL = "" }, "set image_url too"},
+		"url and base volume": {func(p *Options) { p.BaseVolume = "b" }, "set only one of base_volume, image_file and image_url"},
+		"url and image file":  {func(p *Options) { p.ImageFile = "/x.qcow2" }, "set only one of"},
+		"url of another kind": {func(p *Options) { p.ImageURL = "file:///x.qcow2" }, "must be an http or https URL"},
+		"all three":           {func(p *Options) { p.ImageFile, p.BaseVolume = "/x", "b" }, "set only one of"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			spec := urlImageSpec("p-1", "https://images.example/d.qcow2", sum)
-			tc.change(spec.Placement.KVM)
+			tc.change(optionsOf(spec.Placement))
 			p, err := resolvePlacement(spec, hosts)
 			switch {
 			case tc.err == "" && (err != nil || p.BaseVolume != ""):

@@ -41,8 +41,8 @@ func writeImage(t *testing.T, size int, qcow2 bool, virtual uint64) string {
 
 func imageSpec(uid, path string) backend.Spec {
 	spec := fakeSpec(uid, "o")
-	spec.Placement.KVM.ImageFile = path
-	spec.Placement.KVM.DiskGiB = 0
+	optionsOf(spec.Placement).ImageFile = path
+	optionsOf(spec.Placement).DiskGiB = 0
 	return spec
 }
 
@@ -243,8 +243,8 @@ func TestFakeImageFileSharedByParallelCreates(t *testing.T) {
 			t.Errorf("root overlay of %s = %+v, want on %s (qcow2) with the image's 3 GiB", spec.Name, root.BackingStore, img.vol.Key)
 		}
 		got, err := b.Get(ctx, idOf(spec))
-		if err != nil || got.Placement.KVM.ImageFile != path || got.Placement.KVM.BaseVolume != info.volumeName() {
-			t.Errorf("Get = %+v, %v; want image_file and base volume read back", got.Placement.KVM, err)
+		if err != nil || optionsOf(got.Placement).ImageFile != path || optionsOf(got.Placement).BaseVolume != info.volumeName() {
+			t.Errorf("Get = %+v, %v; want image_file and base volume read back", optionsOf(got.Placement), err)
 		}
 	}
 
@@ -355,12 +355,12 @@ func TestImagePlacementRules(t *testing.T) {
 	if err != nil || p.BaseVolume != "" || p.ImageFile != "/images/a.qcow2" {
 		t.Errorf("image placement = %+v, %v; the host's base volume must not apply", p, err)
 	}
-	spec.Placement.KVM.BaseVolume = "other"
+	optionsOf(spec.Placement).BaseVolume = "other"
 	if _, err := resolvePlacement(spec, hosts); backend.ClassOf(err) != backend.ClassPermanent {
 		t.Errorf("both base volume and image file = %v, want Permanent", err)
 	}
 	spec = fakeSpec("p-2", "o")
-	spec.Placement.KVM.WaitForProxy = true
+	optionsOf(spec.Placement).WaitForProxy = true
 	// The flags are kept as given, so Get reads back what the configuration says; Create applies the rule
 	// (no address wait, no proxy wait) where it waits.
 	if p, _ := resolvePlacement(spec, hosts); p.WaitForAddress || !p.WaitForProxy {
@@ -389,7 +389,7 @@ func TestFakeAdoptNeedsNoImageFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := b.Create(ctx, spec)
-	if err != nil || again.UID != first.UID || again.Placement.KVM.BaseVolume != first.Placement.KVM.BaseVolume {
+	if err != nil || again.UID != first.UID || optionsOf(again.Placement).BaseVolume != optionsOf(first.Placement).BaseVolume {
 		t.Fatalf("adopting Create after the image file is gone = %+v, %v", again, err)
 	}
 	if _, per := cnt.take(); per["StorageVolGetXMLDesc"] != 0 || per["StorageVolUpload"] != 0 {

@@ -22,7 +22,7 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 			return err
 		})
 		if err != nil {
-			return backend.Listed{Failed: []backend.ScopeError{{Backend: backend.KindKVM, Scope: host, Err: err}}}
+			return backend.Listed{Failed: []backend.ScopeError{{Backend: Kind, Scope: host, Err: err}}}
 		}
 		return backend.Listed{Found: found}
 	})

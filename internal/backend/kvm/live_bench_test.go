@@ -103,7 +103,7 @@ func BenchmarkRPCCallsLive(b *testing.B) {
 		})
 		defer func() {
 			for _, n := range names {
-				if err := be.Delete(ctx, backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: n}); err != nil {
+				if err := be.Delete(ctx, backend.ProviderID{Backend: Kind, Target: liveHost, Name: n}); err != nil {
 					b.Errorf("cleanup of %s: %v", n, err)
 				}
 			}

@@ -44,8 +44,8 @@ func TestLiveCreateGetDelete(t *testing.T) {
 	if got.CreatedAt.IsZero() || time.Since(got.CreatedAt) > 5*time.Minute {
 		t.Errorf("CreatedAt = %v, want about now", got.CreatedAt)
 	}
-	if got.Placement.KVM == nil || got.Placement.KVM.MemoryMiB != 128 || got.Placement.KVM.DomainType != DomainTypeQEMU {
-		t.Errorf("placement read back = %+v", got.Placement.KVM)
+	if optionsOf(got.Placement) == nil || optionsOf(got.Placement).MemoryMiB != 128 || optionsOf(got.Placement).DomainType != DomainTypeQEMU {
+		t.Errorf("placement read back = %+v", optionsOf(got.Placement))
 	}
 
 	if err := b.Delete(ctxFor(t, time.Minute), inst.ID); err != nil {

@@ -112,7 +112,7 @@ func backendVia(t *testing.T, p *libvirtfault.Proxy) *Backend {
 // faultSpec is a live proxy with a fixed address.
 func faultSpec(owner string, i int) backend.Spec {
 	s := liveSpec(owner)
-	s.Placement.KVM.IP = faultIP(i)
+	optionsOf(s.Placement).IP = faultIP(i)
 	return s
 }
 
@@ -400,7 +400,7 @@ func TestLiveRedialIsLoggedWithTheInterruptedCall(t *testing.T) {
 	cleanupProxy(t, ref, spec.Name)
 	b := backendVia(t, p)
 	var logs bytes.Buffer
-	ctx := backend.Subsystem(tflogtest.RootLogger(ctxFor(t, 2*time.Minute), &logs), backend.KindKVM)
+	ctx := backend.Subsystem(tflogtest.RootLogger(ctxFor(t, 2*time.Minute), &logs), Kind)
 	// Call 3 is the Create's first after the handshake: its name lookup.
 	p.CutAt(3, libvirtfault.BeforeReply)
 	if err := retried(ctx, func(ctx context.Context) error { _, err := b.Create(ctx, spec); return err }); err != nil {

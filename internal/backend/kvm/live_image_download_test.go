@@ -54,9 +54,9 @@ func removeURLImageVolumes(t *testing.T, b *Backend, sum string) {
 
 func urlSpec(owner, url, sum string) backend.Spec {
 	spec := liveSpec(owner)
-	spec.Placement.KVM.ImageURL = url
-	spec.Placement.KVM.ImageSHA256 = sum
-	spec.Placement.KVM.DiskGiB = 0
+	optionsOf(spec.Placement).ImageURL = url
+	optionsOf(spec.Placement).ImageSHA256 = sum
+	optionsOf(spec.Placement).DiskGiB = 0
 	return spec
 }
 

@@ -73,7 +73,7 @@ func TestLiveImageFileSharedByParallelCreates(t *testing.T) {
 
 	specs := []backend.Spec{liveSpec(owner), liveSpec(owner)}
 	for i := range specs {
-		specs[i].Placement.KVM.ImageFile = path
+		optionsOf(specs[i].Placement).ImageFile = path
 		cleanupProxy(t, b, specs[i].Name)
 	}
 	cnt.take()

@@ -154,10 +154,10 @@ func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 		_, totalKiB, _, _, _, _, _, _, err = l.NodeGetInfo()
 		return err
 	})
-	spec.Placement.KVM.MemoryMiB = int(totalKiB/1024) + 1024
+	optionsOf(spec.Placement).MemoryMiB = int(totalKiB/1024) + 1024
 	_, err := b.Create(ctxFor(t, time.Minute), spec)
 	if backend.ClassOf(err) != backend.ClassQuota {
-		t.Fatalf("Create with %d MiB = %v, want Quota", spec.Placement.KVM.MemoryMiB, err)
+		t.Fatalf("Create with %d MiB = %v, want Quota", optionsOf(spec.Placement).MemoryMiB, err)
 	}
 	if vols := volumesOf(t, b, spec.Name); len(vols) != 0 {
 		t.Errorf("a refused create left volumes %v", vols)
@@ -173,10 +173,10 @@ func TestLiveMemoryBeyondHostIsQuota(t *testing.T) {
 func TestLiveMissingNetworkIsPermanent(t *testing.T) {
 	b := liveBackend(t)
 	spec := liveSpec(testOwner())
-	spec.Placement.KVM.Network = "no-such-network-" + spec.UID[:8]
+	optionsOf(spec.Placement).Network = "no-such-network-" + spec.UID[:8]
 	cleanupProxy(t, b, spec.Name)
 	_, err := b.Create(ctxFor(t, time.Minute), spec)
-	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), spec.Placement.KVM.Network) {
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), optionsOf(spec.Placement).Network) {
 		t.Fatalf("Create on a missing network = %v, want Permanent naming the network", err)
 	}
 }
@@ -184,8 +184,8 @@ func TestLiveMissingNetworkIsPermanent(t *testing.T) {
 func TestLiveFixedIPIsADHCPReservation(t *testing.T) {
 	b := liveBackend(t)
 	spec := liveSpec(testOwner())
-	spec.Placement.KVM.IP = "198.18.0.77"
-	spec.Placement.KVM.WaitForAddress = true
+	optionsOf(spec.Placement).IP = "198.18.0.77"
+	optionsOf(spec.Placement).WaitForAddress = true
 	cleanupProxy(t, b, spec.Name)
 
 	hostEntries := func() []libvirtxml.NetworkDHCPHost {

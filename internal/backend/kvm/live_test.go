@@ -89,11 +89,11 @@ func bootedSpec(t testing.TB, owner string) backend.Spec {
 		t.Skip("EGRESS_TEST_IMAGE is not set: build the image (scripts/build-image.sh) and set it to the qcow2's path")
 	}
 	spec := liveSpec(owner)
-	spec.Placement.KVM.ImageFile = image
-	spec.Placement.KVM.DiskGiB = 0
-	spec.Placement.KVM.MemoryMiB = 512
-	spec.Placement.KVM.WaitForAddress = true
-	spec.Placement.KVM.WaitForProxy = true
+	optionsOf(spec.Placement).ImageFile = image
+	optionsOf(spec.Placement).DiskGiB = 0
+	optionsOf(spec.Placement).MemoryMiB = 512
+	optionsOf(spec.Placement).WaitForAddress = true
+	optionsOf(spec.Placement).WaitForProxy = true
 	return spec
 }
 
@@ -115,7 +115,7 @@ func liveSpec(owner string) backend.Spec {
 		UID:    uid,
 		Owner:  owner,
 		Labels: map[string]string{"team": "egress"},
-		Placement: backend.Placement{Backend: backend.KindKVM, Target: liveHost, KVM: &backend.KVMPlacement{
+		Placement: backend.Placement{Backend: Kind, Target: liveHost, Options: &Options{
 			VCPUs: 1, MemoryMiB: 128, DiskGiB: 2,
 		}},
 		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"198.18.0.0/24"}, AllowedDestinations: []string{"example.com"}},
@@ -219,7 +219,7 @@ func domainState(t testing.TB, b *Backend, name string) (libvirt.DomainState, bo
 // cleanupProxy deletes the proxy whatever the test did, so a failed test leaves nothing behind.
 func cleanupProxy(t testing.TB, b *Backend, name string) {
 	t.Cleanup(func() {
-		id := backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: name}
+		id := backend.ProviderID{Backend: Kind, Target: liveHost, Name: name}
 		// Bounded even in cleanup: a daemon that stops answering must fail the test, not hang it.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -35,9 +35,9 @@ func TestLiveUserNetForward(t *testing.T) {
 	}
 	spec := liveSpec(testOwner())
 	port := freePortInNetns(t)
-	spec.Placement.KVM.UserNet = true
-	spec.Placement.KVM.ForwardAddress = "127.0.0.1"
-	spec.Placement.KVM.ForwardPort = port
+	optionsOf(spec.Placement).UserNet = true
+	optionsOf(spec.Placement).ForwardAddress = "127.0.0.1"
+	optionsOf(spec.Placement).ForwardPort = port
 	cleanupProxy(t, b, spec.Name)
 
 	inst, err := b.Create(ctxFor(t, 2*time.Minute), spec)
@@ -110,7 +110,7 @@ func TestLiveUserNetForward(t *testing.T) {
 func TestLivePasstSupport(t *testing.T) {
 	b := liveBackend(t)
 	spec := liveSpec(testOwner())
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 3128
+	optionsOf(spec.Placement).UserNet, optionsOf(spec.Placement).ForwardPort = true, 3128
 	p, err := resolvePlacement(spec, b.hosts)
 	if err != nil {
 		t.Fatal(err)

@@ -149,7 +149,7 @@ func parseMetadata(s string) (metadata, error) {
 func (m metadata) instance(host string, state backend.State) backend.Instance {
 	p := m.Placement
 	inst := backend.Instance{
-		ID:        backend.ProviderID{Backend: backend.KindKVM, Target: host, Name: m.Name},
+		ID:        backend.ProviderID{Backend: Kind, Target: host, Name: m.Name},
 		Name:      m.Name,
 		UID:       m.UID,
 		Owner:     m.Owner,
@@ -157,7 +157,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 		State:     state,
 		Port:      m.Proxy.Port,
 		CreatedAt: m.createdAt(),
-		Placement: backend.Placement{Backend: backend.KindKVM, Target: host, KVM: &backend.KVMPlacement{
+		Placement: backend.Placement{Backend: Kind, Target: host, Options: &Options{
 			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
 			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
 			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,

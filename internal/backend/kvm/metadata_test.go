@@ -16,7 +16,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"},
 			AllowedPorts: []int{443, 8443}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}},
 	}
-	p := placement{KVMPlacement: backend.KVMPlacement{VCPUs: 2, MemoryMiB: 512, DiskGiB: 4, DomainType: "qemu", Pool: "p",
+	p := placement{Options: Options{VCPUs: 2, MemoryMiB: 512, DiskGiB: 4, DomainType: "qemu", Pool: "p",
 		BaseVolume: "b", Network: "n", MAC: "52:54:00:00:00:01", IP: "198.18.0.9", WaitForAddress: true}, Host: "h"}
 	created := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 	s, err := newMetadata(spec, p, created).marshal()
@@ -44,8 +44,8 @@ func TestMetadataRoundTrip(t *testing.T) {
 			inst.Labels["env"] != "prod" || inst.Labels["app"] != "x" || inst.ID.String() != "kvm/h/egress-1" {
 			t.Errorf("%s: instance = %+v", name, inst)
 		}
-		if k := inst.Placement.KVM; k == nil || k.VCPUs != 2 || k.IP != "198.18.0.9" || k.MAC != "52:54:00:00:00:01" || !k.WaitForAddress {
-			t.Errorf("%s: placement = %+v", name, inst.Placement.KVM)
+		if k := optionsOf(inst.Placement); k == nil || k.VCPUs != 2 || k.IP != "198.18.0.9" || k.MAC != "52:54:00:00:00:01" || !k.WaitForAddress {
+			t.Errorf("%s: placement = %+v", name, optionsOf(inst.Placement))
 		}
 		if inst.InternalAddress != "198.18.0.9" {
 			t.Errorf("%s: address = %q, want the fixed IP", name, inst.InternalAddress)

@@ -18,13 +18,13 @@ import (
 func TestFakeCreateNamesTheMissingParent(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		mod                 func(*backend.KVMPlacement)
+		mod                 func(*Options)
 		wantMsg, wantAdvice string
 	}{
-		"pool":                  {func(p *backend.KVMPlacement) { p.Pool = "nopool" }, `storage pool "nopool" does not exist`, "kvm.pool"},
-		"base volume":           {func(p *backend.KVMPlacement) { p.BaseVolume = "nobase.qcow2" }, `base volume "nobase.qcow2" does not exist in pool "pool"`, "kvm.base_volume"},
-		"network":               {func(p *backend.KVMPlacement) { p.Network = "nonet" }, `libvirt network "nonet" does not exist`, "kvm.network"},
-		"network of a fixed ip": {func(p *backend.KVMPlacement) { p.Network, p.IP = "nonet", "192.168.122.10" }, `libvirt network "nonet" does not exist`, "kvm.network"},
+		"pool":                  {func(p *Options) { p.Pool = "nopool" }, `storage pool "nopool" does not exist`, "kvm.pool"},
+		"base volume":           {func(p *Options) { p.BaseVolume = "nobase.qcow2" }, `base volume "nobase.qcow2" does not exist in pool "pool"`, "kvm.base_volume"},
+		"network":               {func(p *Options) { p.Network = "nonet" }, `libvirt network "nonet" does not exist`, "kvm.network"},
+		"network of a fixed ip": {func(p *Options) { p.Network, p.IP = "nonet", "192.168.122.10" }, `libvirt network "nonet" does not exist`, "kvm.network"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestFakeCreateNamesTheMissingParent(t *testing.T) {
 			f := newFakeHost()
 			b, _ := fakeBackend(f)
 			spec := fakeSpec("uid-missing", "o")
-			tc.mod(spec.Placement.KVM)
+			tc.mod(optionsOf(spec.Placement))
 			inst, err := b.Create(context.Background(), spec)
 			if backend.ClassOf(err) != backend.ClassPermanent {
 				t.Fatalf("Create = %v, want Permanent, not %s", err, backend.ClassOf(err))
@@ -111,7 +111,7 @@ func TestInsecureTransportRefusedBeforeDialling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Get(context.Background(), backend.ProviderID{Backend: backend.KindKVM, Target: "h", Name: "x"})
+	_, err = b.Get(context.Background(), backend.ProviderID{Backend: Kind, Target: "h", Name: "x"})
 	var ue *unreachableError
 	if backend.ClassOf(err) != backend.ClassPermanent || errors.As(err, &ue) || !strings.Contains(err.Error(), "insecure = true") {
 		t.Fatalf("Get = %v, want Permanent at once, saying how to accept the transport", err)
@@ -125,7 +125,7 @@ func TestInsecureTransportRefusedBeforeDialling(t *testing.T) {
 // is for the host's own clients, not for the networks the host is on.
 func TestUserNetForwardsOnLoopbackByDefault(t *testing.T) {
 	t.Parallel()
-	p := placement{KVMPlacement: backend.KVMPlacement{UserNet: true, ForwardPort: 18080, MAC: "52:54:00:aa:bb:cc", Pool: "pool"}, Host: "h"}
+	p := placement{Options: Options{UserNet: true, ForwardPort: 18080, MAC: "52:54:00:aa:bb:cc", Pool: "pool"}, Host: "h"}
 	x, err := domainXML("egress-1", p, "qemu", 3128, `<proxy xmlns="`+Namespace+`"><uid>u</uid></proxy>`)
 	if err != nil {
 		t.Fatal(err)

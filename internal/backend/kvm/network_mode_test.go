@@ -30,7 +30,7 @@ func TestFakeEgressAddress(t *testing.T) {
 	}
 	tests := map[string]struct {
 		forward    *libvirtxml.NetworkForward // of the fake host's network "net"
-		placement  func(*backend.KVMPlacement)
+		placement  func(*Options)
 		wantEgress string
 		// wantInternal is the guest's lease unless set.
 		wantInternal string
@@ -45,12 +45,12 @@ func TestFakeEgressAddress(t *testing.T) {
 		"macvtap passthrough network":       {forward: &libvirtxml.NetworkForward{Mode: "passthrough"}, wantEgress: guest},
 		"isolated network":                  {},
 		"fixed ip on a routed network": {forward: &libvirtxml.NetworkForward{Mode: "route"},
-			placement: func(p *backend.KVMPlacement) { p.IP = fixed }, wantEgress: fixed, wantInternal: fixed},
+			placement: func(p *Options) { p.IP = fixed }, wantEgress: fixed, wantInternal: fixed},
 		"fixed ip on a nat network": {forward: &libvirtxml.NetworkForward{Mode: "nat"},
-			placement: func(p *backend.KVMPlacement) { p.IP = fixed }, wantInternal: fixed},
+			placement: func(p *Options) { p.IP = fixed }, wantInternal: fixed},
 		// No libvirt network, so no lease: the guest agent reports the address.
-		"host bridge": {placement: func(p *backend.KVMPlacement) { p.Bridge = "br0" }, wantEgress: guest},
-		"user_net": {placement: func(p *backend.KVMPlacement) { p.UserNet, p.ForwardPort = true, 18080 },
+		"host bridge": {placement: func(p *Options) { p.Bridge = "br0" }, wantEgress: guest},
+		"user_net": {placement: func(p *Options) { p.UserNet, p.ForwardPort = true, 18080 },
 			wantInternal: DefaultForwardAddress},
 	}
 	for name, tc := range tests {
@@ -60,9 +60,9 @@ func TestFakeEgressAddress(t *testing.T) {
 			f.networks["net"].forward = tc.forward
 			b, _ := fakeBackend(f)
 			spec := fakeSpec("uid-1", "o")
-			spec.Placement.KVM.WaitForAddress = true // so that Create reports the address too
+			optionsOf(spec.Placement).WaitForAddress = true // so that Create reports the address too
 			if tc.placement != nil {
-				tc.placement(spec.Placement.KVM)
+				tc.placement(optionsOf(spec.Placement))
 			}
 			mac := macFromUID("uid-1")
 			f.networks["net"].leases = []libvirt.NetworkDhcpLease{{Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{mac}, Ipaddr: guest, Expirytime: 1}}

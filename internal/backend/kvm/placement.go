@@ -9,9 +9,9 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// placement is a KVMPlacement with every default filled in from the host's configuration.
+// placement is the Options of a proxy with every default filled in from the host's configuration.
 type placement struct {
-	backend.KVMPlacement
+	Options
 	Host string
 	// base, when known already (an image volume just checked or uploaded), saves define looking it up.
 	base *baseVolume
@@ -48,16 +48,20 @@ const QuotaAdvice = "The libvirt host lacks the memory or the storage pool space
 func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement, error) {
 	pl := spec.Placement
 	object := fmt.Sprintf("kvm proxy %s", spec.Name)
-	if pl.Backend != "" && pl.Backend != backend.KindKVM {
+	if pl.Backend != "" && pl.Backend != Kind {
 		return placement{}, backend.Permanent(object, "placement is for the %s backend, not kvm", pl.Backend)
 	}
 	h, ok := hosts[pl.Target]
 	if !ok {
 		return placement{}, backend.Permanent(object, "kvm host %q is not configured (configured: %v)", pl.Target, sortedNames(hosts))
 	}
+	opts, err := backend.OptionsOf[Options](pl)
+	if err != nil {
+		return placement{}, err
+	}
 	var p placement
-	if pl.KVM != nil {
-		p.KVMPlacement = *pl.KVM
+	if opts != nil {
+		p.Options = *opts
 	}
 	p.Host = pl.Target
 	if p.VCPUs <= 0 {

@@ -23,7 +23,7 @@ import (
 // readySpec is a proxy whose guest has leased addr on the fake network.
 func readySpec(f *fakeHost, uid, addr string) backend.Spec {
 	spec := fakeSpec(uid, "o")
-	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
 	f.networks["net"].leases = append(f.networks["net"].leases, libvirt.NetworkDhcpLease{
 		Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{macFromUID(uid)}, Ipaddr: addr, Expirytime: 1,
 	})
@@ -169,8 +169,8 @@ func TestFakeWaitForProxyFixedIPWaitsForTheLease(t *testing.T) {
 	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec := fakeSpec("fixed-1", "o")
-	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
-	spec.Placement.KVM.IP = "198.18.0.60"
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
+	optionsOf(spec.Placement).IP = "198.18.0.60"
 	// No lease yet: a fixed address is known before boot, so silence there says nothing. The caller gives
 	// up when the backend asks for the lease: Create must still be waiting for the guest then.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -206,8 +206,8 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	b.readiness.dial = routeTo(map[int]string{18080: squid.Listener.Addr().String()}, nil)
 	b.readiness.attached = nil // the test dial decides what is reachable
 	spec := fakeSpec("user-1", "o")
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardAddress, spec.Placement.KVM.ForwardPort = true, "127.0.0.1", 18080
-	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
+	optionsOf(spec.Placement).UserNet, optionsOf(spec.Placement).ForwardAddress, optionsOf(spec.Placement).ForwardPort = true, "127.0.0.1", 18080
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
 	inst, err := b.Create(context.Background(), spec)
 	if err != nil || noteOf(inst) != "" {
 		t.Fatalf("Create = %v, note %q; want verified", err, noteOf(inst))
@@ -218,8 +218,8 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	b.readiness.attached = nil // the test dial decides what is reachable
 	b.readiness.unreachableAfter = 0
 	spec = fakeSpec("user-2", "o")
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 18081
-	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
+	optionsOf(spec.Placement).UserNet, optionsOf(spec.Placement).ForwardPort = true, 18081
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
 	inst, err = b.Create(context.Background(), spec)
 	if note := noteOf(inst); err != nil || !strings.Contains(note, "127.0.0.1") || !strings.Contains(note, "port forward") {
 		t.Errorf("Create = %v, note %q; want unverified", err, note)
@@ -234,8 +234,8 @@ func TestFakeWaitForProxyUserNet(t *testing.T) {
 	b.readiness.dial = cancelAfter(3, cancel, routeTo(map[int]string{18082: closer.Addr().String()}, nil))
 	b.readiness.attached = nil // the test dial decides what is reachable
 	spec = fakeSpec("user-3", "o")
-	spec.Placement.KVM.UserNet, spec.Placement.KVM.ForwardPort = true, 18082
-	spec.Placement.KVM.WaitForAddress, spec.Placement.KVM.WaitForProxy = true, true
+	optionsOf(spec.Placement).UserNet, optionsOf(spec.Placement).ForwardPort = true, 18082
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
 	if inst, err := b.Create(ctx, spec); backend.ClassOf(err) != backend.ClassTransient || len(inst.Notes) != 0 {
 		t.Errorf("Create with a silent guest = %v, notes %q; want Transient when the caller gave up", err, inst.Notes)
 	}

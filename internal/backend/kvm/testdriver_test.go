@@ -29,7 +29,7 @@ func TestTestDriverMetadataStatesAndListing(t *testing.T) {
 	b := testDriverBackend(t)
 	owner := testOwner()
 	spec := liveSpec(owner)
-	id := backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: spec.Name}
+	id := backend.ProviderID{Backend: Kind, Target: liveHost, Name: spec.Name}
 	p, err := resolvePlacement(spec, b.hosts)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestTestDriverMetadataStatesAndListing(t *testing.T) {
 	}
 
 	// The driver's built-in domain "test" has no provider metadata: never ours, never NotFound.
-	foreign := backend.ProviderID{Backend: backend.KindKVM, Target: liveHost, Name: "test"}
+	foreign := backend.ProviderID{Backend: Kind, Target: liveHost, Name: "test"}
 	if _, err := b.Get(ctxFor(t, time.Minute), foreign); backend.ClassOf(err) != backend.ClassPermanent {
 		t.Errorf("Get of a foreign domain = %v, want Permanent", err)
 	}

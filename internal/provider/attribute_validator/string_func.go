@@ -67,9 +67,9 @@ func Username() validator.String { return stringFunc{"username", proxyconf.Valid
 // Password accepts a proxy password basic auth and bcrypt can carry.
 func Password() validator.String { return stringFunc{"password", proxyconf.ValidatePassword} }
 
-// ProviderID accepts the string form of a ProviderID.
-func ProviderID() validator.String {
-	return stringFunc{"id", func(s string) error { _, err := backend.ParseProviderID(s); return err }}
+// ProviderID accepts the string form of an id of one of forms.
+func ProviderID(forms backend.IDForms) validator.String {
+	return stringFunc{"id", func(s string) error { _, err := forms.Parse(s); return err }}
 }
 
 // Duration accepts a Go duration that is not negative, such as "10m" or "1h30m".

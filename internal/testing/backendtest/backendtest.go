@@ -25,6 +25,8 @@ type Harness struct {
 	// Spec returns a valid spec named name, placed where the backends New returns can make it. The suite
 	// sets UID, Owner and Labels itself, and may add credentials to Proxy.
 	Spec func(name string) backend.Spec
+	// IDForm is how the backend's ids look (its package's IDForm): every id it returns must parse by it.
+	IDForm backend.IDForm
 	// KnownFailures skips the named rules (the Rule constants) for this backend, each with the failure it is
 	// known for, so that a rule the backend breaks is reported by name until it is fixed, not silently left
 	// out. A skip is not a pass.
@@ -117,8 +119,8 @@ var rules = []rule{
 // Run runs every rule as a subtest of t against the backends h makes.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
-	if h.New == nil || h.Spec == nil {
-		t.Fatal("backendtest.Harness needs New and Spec")
+	if h.New == nil || h.Spec == nil || h.IDForm.Kind == "" {
+		t.Fatal("backendtest.Harness needs New, Spec and IDForm")
 	}
 	known := map[string]bool{}
 	for _, r := range rules {
@@ -186,7 +188,7 @@ func (s *suite) create(spec backend.Spec) backend.Instance {
 	if err != nil {
 		s.t.Fatalf("Create %s: %v", spec.Name, err)
 	}
-	if err := inst.ID.Validate(); err != nil {
+	if err := (backend.IDForms{s.h.IDForm}).Validate(inst.ID); err != nil {
 		s.t.Fatalf("Create %s returned an invalid id %q: %v", spec.Name, inst.ID, err)
 	}
 	return inst

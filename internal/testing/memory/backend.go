@@ -6,6 +6,8 @@ package memory
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -21,9 +23,12 @@ type Backend struct {
 	mu        sync.Mutex
 	instances map[string]backend.Instance // by ProviderID string
 	faults    Faults
-	health    []backend.Health
-	calls     map[string]int
-	now       func() time.Time
+	// targets, when set, are the only targets Create places proxies on, as a real backend knows only the
+	// targets its provider block configures.
+	targets []string
+	health  []backend.Health
+	calls   map[string]int
+	now     func() time.Time
 }
 
 var (
@@ -37,11 +42,7 @@ func New(kind backend.Kind) *Backend {
 }
 
 func (b *Backend) idFor(p backend.Placement, name string) backend.ProviderID {
-	id := backend.ProviderID{Backend: b.kind, Target: p.Target, Name: name}
-	if b.kind != backend.KindKVM {
-		id.Scope = p.Scope
-	}
-	return id
+	return backend.ProviderID{Backend: b.kind, Target: p.Target, Scope: p.Scope, Name: name}
 }
 
 func (b *Backend) object(id backend.ProviderID) string {
@@ -56,6 +57,10 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	b.mu.Lock()
+	if b.targets != nil && !slices.Contains(b.targets, spec.Placement.Target) {
+		b.mu.Unlock()
+		return backend.Instance{}, backend.Permanent(b.object(id), "target %q is not configured (configured: %v)", spec.Placement.Target, b.targets)
+	}
 	existing, found := b.instances[id.String()]
 	if found && existing.UID != spec.UID {
 		b.mu.Unlock()
@@ -194,9 +199,11 @@ func copyInstance(in backend.Instance) backend.Instance {
 		p := storedSettings(*in.Proxy)
 		in.Proxy = p
 	}
-	if in.Placement.KVM != nil {
-		k := *in.Placement.KVM
-		in.Placement.KVM = &k
+	if o := reflect.ValueOf(in.Placement.Options); o.Kind() == reflect.Pointer && !o.IsNil() {
+		// A copy of the backend's options, whatever their type, so that a caller's change is not stored.
+		c := reflect.New(o.Elem().Type())
+		c.Elem().Set(o.Elem())
+		in.Placement.Options = c.Interface()
 	}
 	return in
 }

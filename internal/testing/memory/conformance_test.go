@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/memory"
@@ -14,7 +15,8 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, backendtest.Harness{
 		New: func(*testing.T) backendtest.World {
-			b := memory.New(backend.KindKubernetes)
+			b := memory.New(kubernetes.Kind)
+			b.SetTargets("cluster-1", "cluster-down")
 			return backendtest.World{
 				Backend: b,
 				// Memory has no transport whose answer could be lost, and no object that is not its own
@@ -27,15 +29,13 @@ func TestConformance(t *testing.T) {
 				NeverReady: func(*testing.T) { b.SetFaults(memory.Faults{NeverReady: true}) },
 			}
 		},
+		IDForm: kubernetes.IDForm,
 		Spec: func(name string) backend.Spec {
 			return backend.Spec{
 				Name:      name,
-				Placement: backend.Placement{Backend: backend.KindKubernetes, Target: "cluster-1", Scope: "proxies"},
+				Placement: backend.Placement{Backend: kubernetes.Kind, Target: "cluster-1", Scope: "proxies"},
 				Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
 			}
-		},
-		KnownFailures: map[string]string{
-			backendtest.RuleCreateRefusesUnplaceable: "memory has no configured targets: Create on any target makes the proxy instead of refusing it as Permanent",
 		},
 	})
 }

@@ -26,6 +26,14 @@ type Faults struct {
 	ListWithoutSettings bool
 }
 
+// SetTargets makes Create refuse, as Permanent, a placement on any target but these. Without it, every target
+// is accepted.
+func (b *Backend) SetTargets(targets ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.targets = targets
+}
+
 // SetFaults replaces the current faults.
 func (b *Backend) SetFaults(f Faults) {
 	b.mu.Lock()

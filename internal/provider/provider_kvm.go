@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -10,26 +9,11 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
-// The provider-level settings of each backend: where its targets are and how to reach them.
-
-type kubernetesProviderModel struct {
-	Clusters map[string]kubernetesClusterModel `tfsdk:"clusters"`
-	// releaseImage is not configuration (the framework leaves unexported fields alone): the image of this
-	// provider's release, which Configure sets from the provider's version (provider_kubernetes.go).
-	releaseImage string
-}
-
-type kubernetesClusterModel struct {
-	ConfigPath    types.String `tfsdk:"config_path"`
-	ConfigContext types.String `tfsdk:"config_context"`
-	// The rest is in provider_kubernetes.go.
-	kubernetesClusterExtra
-}
+// The provider-level settings of the kvm backend: the libvirt hosts and how to reach them.
 
 type kvmProviderModel struct {
 	Hosts      map[string]kvmHostModel `tfsdk:"hosts"`
@@ -48,31 +32,11 @@ type kvmHostModel struct {
 	ConnectTimeout        types.String `tfsdk:"connect_timeout"`
 }
 
-// Environment fallbacks, as the Kubernetes and libvirt tools read them (Google's: provider_gcp.go).
+// Environment fallback, as the libvirt tools read it.
 const (
-	kubeconfigEnvVar = "KUBECONFIG"
 	libvirtURIEnvVar = "LIBVIRT_DEFAULT_URI"
 	defaultKVMHost   = kvm.DefaultHostName
 )
-
-func kubernetesProviderSchema() schema.SingleNestedAttribute {
-	return schema.SingleNestedAttribute{
-		Optional:            true,
-		MarkdownDescription: "Kubernetes backend: the clusters proxies may be placed on.",
-		Attributes: map[string]schema.Attribute{
-			"clusters": schema.MapNestedAttribute{
-				Optional: true,
-				MarkdownDescription: "Clusters by the name resources use in `kubernetes.cluster`: lowercase letters, digits and hyphens, " +
-					"as that name is part of every id. When empty, one cluster named `default` is read from `" + kubeconfigEnvVar + "`.",
-				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.NameOf("kubernetes cluster name"))},
-				NestedObject: schema.NestedAttributeObject{Attributes: withAttributes(map[string]schema.Attribute{
-					"config_path":    schema.StringAttribute{Optional: true, MarkdownDescription: "Path of the kubeconfig file. Defaults to `" + kubeconfigEnvVar + "`."},
-					"config_context": schema.StringAttribute{Optional: true, MarkdownDescription: "Context in the kubeconfig; its current context when unset."},
-				}, kubernetesClusterAttributes())},
-			},
-		},
-	}
-}
 
 func kvmProviderSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
@@ -114,37 +78,6 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				Validators:          []validator.String{stringvalidator.OneOf(kvm.DomainTypes...)}},
 		},
 	}
-}
-
-// configuredTargets lists the targets each configured backend block names.
-func configuredTargets(cfg providerModel) map[backend.Kind][]string {
-	targets := map[backend.Kind][]string{}
-	if cfg.Kubernetes != nil {
-		targets[backend.KindKubernetes] = kubernetesBackendConfig(cfg.Kubernetes).ClusterNames()
-	}
-	if cfg.KVM != nil {
-		targets[backend.KindKVM] = kvmBackendConfig(cfg.KVM).HostNames()
-	}
-	return targets
-}
-
-// targetAttribute is the attribute of each backend's placement that names a provider-configured target.
-var targetAttribute = map[backend.Kind]string{backend.KindKubernetes: "cluster", backend.KindGCP: "project", backend.KindKVM: "host"}
-
-// defaultFactories builds the real backends; each connects on first use.
-func defaultFactories(cfg providerModel) map[backend.Kind]backend.Factory {
-	factories := map[backend.Kind]backend.Factory{}
-	if cfg.Kubernetes != nil {
-		factories[backend.KindKubernetes] = kubernetesFactory(cfg.Kubernetes)
-	}
-	if cfg.GCP != nil {
-		factories[backend.KindGCP] = gcpFactory(cfg.GCP)
-	}
-	if cfg.KVM != nil {
-		kvmConfig := kvmBackendConfig(cfg.KVM)
-		factories[backend.KindKVM] = func(context.Context) (backend.Backend, error) { return kvm.New(kvmConfig) }
-	}
-	return factories
 }
 
 // kvmBackendConfig maps the provider block onto the backend's configuration; an empty host map means one host
