@@ -26,16 +26,6 @@ const (
 	docsTemplate  = "templates/index.md.tmpl"
 )
 
-// kindHeadings is the heading under which templates/index.md.tmpl introduces each backend kind, besides its
-// bullet under "## Backends". Every kind a backend package declares (kindsOf) needs an entry. memory is not a kind: it stands in for the
-// others in tests and is never offered to users, so it has a matrix column (as a backend package) but no docs
-// section and no example.
-var kindHeadings = map[Kind]string{
-	"kubernetes": "## Kubernetes",
-	"gcp":        "## Google Cloud",
-	"kvm":        "### KVM on this machine",
-}
-
 const (
 	// descriptorTable is the file of the provider's table of backend descriptors, backendDescriptors.
 	descriptorTable = "internal/provider/backends.go"
@@ -375,7 +365,7 @@ func matrixProblems(doc, dir string) []string {
 // table), its column in the blueprint's matrix, its package under
 // internal/backend, its bullet and heading in the docs template, or its example under examples/backends
 // (which the template must include). root is the repository root; template is the docs template's text.
-func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root string) []string {
+func kindProblems(kinds []Kind, doc, template, root string) []string {
 	columns, _, err := matrixColumns(doc)
 	if err != nil {
 		return []string{err.Error()}
@@ -389,6 +379,7 @@ func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root st
 	if err != nil {
 		return []string{err.Error()}
 	}
+	sections := map[string]Kind{} // heading -> the kind whose example it holds
 	var problems []string
 	for _, k := range kinds {
 		descriptor := fmt.Sprintf(descriptorFile, k)
@@ -407,21 +398,36 @@ func kindProblems(kinds []Kind, headings map[Kind]string, doc, template, root st
 		if bullet := "- **`" + string(k) + "`**"; !strings.Contains(backends, bullet) {
 			problems = append(problems, fmt.Sprintf("kind %s has no bullet %q under ## Backends in %s", k, bullet, docsTemplate))
 		}
-		switch heading, ok := headings[k]; {
-		case !ok:
-			problems = append(problems, fmt.Sprintf("kind %s has no entry in kindHeadings: add the heading %s introduces it under", k, docsTemplate))
-		case !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(heading) + `\s*$`).MatchString(template):
-			problems = append(problems, fmt.Sprintf("kind %s: %s has no heading %q", k, docsTemplate, heading))
-		}
 		example := "examples/backends/" + string(k) + "/main.tf"
 		if _, err := os.Stat(filepath.Join(root, filepath.FromSlash(example))); err != nil {
 			problems = append(problems, fmt.Sprintf("kind %s has no example: %v", k, err))
 		}
-		if include := `{{ tffile "` + example + `" }}`; !strings.Contains(template, include) {
+		include := `{{ tffile "` + example + `" }}`
+		if !strings.Contains(template, include) {
 			problems = append(problems, fmt.Sprintf("kind %s: %s does not include its example (%s)", k, docsTemplate, include))
+			continue
+		}
+		// The section the example is in introduces this kind and no other.
+		switch heading := sectionOf(template, include); {
+		case heading == "":
+			problems = append(problems, fmt.Sprintf("kind %s: %s includes its example under no heading", k, docsTemplate))
+		case sections[heading] != "":
+			problems = append(problems, fmt.Sprintf("kinds %s and %s share the section %q of %s: give each its own", sections[heading], k, heading, docsTemplate))
+		default:
+			sections[heading] = k
 		}
 	}
 	return problems
+}
+
+// sectionOf is the last Markdown heading line before include in template, "" when none precedes it.
+func sectionOf(template, include string) string {
+	before, _, _ := strings.Cut(template, include)
+	headings := regexp.MustCompile(`(?m)^#{1,6} .*$`).FindAllString(before, -1)
+	if len(headings) == 0 {
+		return ""
+	}
+	return strings.TrimSpace(headings[len(headings)-1])
 }
 
 func repoRoot(t *testing.T) string {
@@ -468,7 +474,7 @@ func TestBlueprint(t *testing.T) {
 		"path:line references":   lineRefProblems(doc),
 		"relative links":         linkProblems(doc, "."),
 		"feature matrix":         matrixProblems(doc, "."),
-		"backend kinds":          kindProblems(kinds, kindHeadings, doc, string(template), root),
+		"backend kinds":          kindProblems(kinds, doc, string(template), root),
 	} {
 		for _, p := range problems {
 			t.Errorf("%s, %s: %s", blueprintFile, name, p)
@@ -502,11 +508,13 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 	// A tree of one complete kind, "alpha": its package, example and docs; "beta" has only its package, "gamma"
 	// only its example.
 	tree := t.TempDir()
-	// "zeta" has all but its line in the descriptor table, "eta" all but its descriptor file.
+	// "zeta" has all but its line in the descriptor table, "eta" all but its descriptor file; "theta" is as
+	// complete as "alpha".
 	for _, f := range []string{"internal/backend/alpha/backend.go", "internal/backend/beta/backend.go", "examples/backends/alpha/main.tf",
 		"examples/backends/gamma/main.tf", "internal/provider/backend_alpha.go", "internal/provider/backend_beta.go",
 		"internal/provider/backend_gamma.go", "internal/backend/zeta/backend.go", "examples/backends/zeta/main.tf",
-		"internal/provider/backend_zeta.go", "internal/backend/eta/backend.go", "examples/backends/eta/main.tf"} {
+		"internal/provider/backend_zeta.go", "internal/backend/eta/backend.go", "examples/backends/eta/main.tf",
+		"internal/backend/theta/backend.go", "examples/backends/theta/main.tf", "internal/provider/backend_theta.go"} {
 		p := filepath.Join(tree, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -515,7 +523,7 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	table := "package provider\n\nvar backendDescriptors = []backendDescriptor{\n\talphaDescriptor{},\n\tbetaDescriptor{},\n\tgammaDescriptor{},\n\tetaDescriptor{},\n}\n"
+	table := "package provider\n\nvar backendDescriptors = []backendDescriptor{\n\talphaDescriptor{},\n\tbetaDescriptor{},\n\tgammaDescriptor{},\n\tetaDescriptor{},\n\tthetaDescriptor{},\n}\n"
 	if err := os.WriteFile(filepath.Join(tree, filepath.FromSlash(descriptorTable)), []byte(table), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -536,49 +544,49 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 	alphaDoc := matrix("| concern | alpha |", "| identity | yes |")
 	alphaTemplate := "# Provider\n\n## Backends\n\n- **`alpha`**: the first.\n\n## Alpha\n\n{{ tffile \"examples/backends/alpha/main.tf\" }}\n"
 	symbols := func(d string) []string { return symbolRefProblems(d, tree, &declarations{}) }
-	kinds := func(ks []Kind, headings map[Kind]string, template string) func(string) []string {
-		return func(d string) []string { return kindProblems(ks, headings, d, template, tree) }
+	kinds := func(ks []Kind, template string) func(string) []string {
+		return func(d string) []string { return kindProblems(ks, d, template, tree) }
 	}
-	alpha := map[Kind]string{"alpha": "## Alpha"}
 	tests := map[string]struct {
 		check func(doc string) []string
 		doc   string
 		want  string // "" for no problem
 	}{
-		"function":                     {symbols, "`pkg/x.go#F`", ""},
-		"type":                         {symbols, "`pkg/x.go#T`", ""},
-		"method, pointer receiver":     {symbols, "`pkg/x.go#T.M`", ""},
-		"method, generic receiver":     {symbols, "`pkg/x.go#G.N`", ""},
-		"var":                          {symbols, "`pkg/x.go#V`", ""},
-		"const in a group":             {symbols, "`pkg/x.go#C2`", ""},
-		"real tree":                    {func(d string) []string { return symbolRefProblems(d, root, &declarations{}) }, "`internal/backend/registry.go#Registry.Backend`", ""},
-		"missing symbol":               {symbols, "`pkg/x.go#Gone`", "declares no top-level Gone"},
-		"method on the wrong type":     {symbols, "`pkg/x.go#G.M`", "declares no top-level G.M"},
-		"method without receiver":      {symbols, "`pkg/x.go#M`", "declares no top-level M"},
-		"local variable":               {symbols, "`pkg/x.go#local`", "declares no top-level local"},
-		"missing file":                 {symbols, "`pkg/nothere.go#F`", "no such file"},
-		"not a Go file":                {symbols, "`scripts/env.sh#start`", "not a Go file"},
-		"line reference":               {lineRefProblems, "see `internal/backend/backend.go:22`", "cite by symbol"},
-		"no line reference":            {lineRefProblems, "see `internal/backend/backend.go#Kinds` and ghcr.io/x/squid:<version>", ""},
-		"link resolves":                {func(d string) []string { return linkProblems(d, ".") }, "[c](backend.go) [k](kvm) [a](#x) [w](https://example.com/y)", ""},
-		"link broken":                  {func(d string) []string { return linkProblems(d, ".") }, "[c](nothere.go#L3)", "no such file"},
-		"matrix complete":              {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, fullRow), ""},
-		"column missing":               {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | memory |", "| identity | yes | yes | yes |"), "kvm has no column"},
-		"column of nothing":            {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | kvm | memory | aws |", "| identity | yes | yes | yes | yes | no |"), "aws names no backend"},
-		"cell without value":           {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, "| identity | yes | maybe | yes | yes |"), "does not start with"},
-		"no matrix":                    {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
-		"kind complete":                {kinds([]Kind{"alpha"}, alpha, alphaTemplate), alphaDoc, ""},
-		"kind without column":          {kinds([]Kind{"alpha"}, alpha, alphaTemplate), matrix("| concern | beta |", "| identity | yes |"), "kind alpha has no column"},
-		"kind without package":         {kinds([]Kind{"gamma"}, map[Kind]string{"gamma": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "gamma")), matrix("| concern | gamma |", "| identity | yes |"), "kind gamma has no backend package"},
-		"kind bullet outside Backends": {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "## Backends", "## Other", 1)), alphaDoc, "no bullet"},
-		"kind without bullet":          {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "- **`alpha`**", "- alpha", 1)), alphaDoc, "no bullet"},
-		"kind not in kindHeadings":     {kinds([]Kind{"alpha"}, map[Kind]string{}, alphaTemplate), alphaDoc, "no entry in kindHeadings"},
-		"kind heading gone":            {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "## Alpha", "## First", 1)), alphaDoc, "has no heading \"## Alpha\""},
-		"kind without example":         {kinds([]Kind{"beta"}, map[Kind]string{"beta": "## Beta"}, "# P\n## Backends\n- **`beta`**\n## Beta\n{{ tffile \"examples/backends/beta/main.tf\" }}\n"), matrix("| concern | beta |", "| identity | yes |"), "kind beta has no example"},
-		"kind example not included":    {kinds([]Kind{"alpha"}, alpha, strings.Replace(alphaTemplate, "{{ tffile", "{{ codefile", 1)), alphaDoc, "does not include its example"},
-		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alpha, alphaTemplate), "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
-		"kind not registered":          {kinds([]Kind{"zeta"}, map[Kind]string{"zeta": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "zeta")), matrix("| concern | zeta |", "| identity | yes |"), "kind zeta has no zetaDescriptor{} in backendDescriptors"},
-		"kind without descriptor file": {kinds([]Kind{"eta"}, map[Kind]string{"eta": "## Alpha"}, strings.ReplaceAll(alphaTemplate, "alpha", "eta")), matrix("| concern | eta |", "| identity | yes |"), "kind eta has no descriptor file"},
+		"function":                      {symbols, "`pkg/x.go#F`", ""},
+		"type":                          {symbols, "`pkg/x.go#T`", ""},
+		"method, pointer receiver":      {symbols, "`pkg/x.go#T.M`", ""},
+		"method, generic receiver":      {symbols, "`pkg/x.go#G.N`", ""},
+		"var":                           {symbols, "`pkg/x.go#V`", ""},
+		"const in a group":              {symbols, "`pkg/x.go#C2`", ""},
+		"real tree":                     {func(d string) []string { return symbolRefProblems(d, root, &declarations{}) }, "`internal/backend/registry.go#Registry.Backend`", ""},
+		"missing symbol":                {symbols, "`pkg/x.go#Gone`", "declares no top-level Gone"},
+		"method on the wrong type":      {symbols, "`pkg/x.go#G.M`", "declares no top-level G.M"},
+		"method without receiver":       {symbols, "`pkg/x.go#M`", "declares no top-level M"},
+		"local variable":                {symbols, "`pkg/x.go#local`", "declares no top-level local"},
+		"missing file":                  {symbols, "`pkg/nothere.go#F`", "no such file"},
+		"not a Go file":                 {symbols, "`scripts/env.sh#start`", "not a Go file"},
+		"line reference":                {lineRefProblems, "see `internal/backend/backend.go:22`", "cite by symbol"},
+		"no line reference":             {lineRefProblems, "see `internal/backend/backend.go#Kinds` and ghcr.io/x/squid:<version>", ""},
+		"link resolves":                 {func(d string) []string { return linkProblems(d, ".") }, "[c](backend.go) [k](kvm) [a](#x) [w](https://example.com/y)", ""},
+		"link broken":                   {func(d string) []string { return linkProblems(d, ".") }, "[c](nothere.go#L3)", "no such file"},
+		"matrix complete":               {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, fullRow), ""},
+		"column missing":                {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | memory |", "| identity | yes | yes | yes |"), "kvm has no column"},
+		"column of nothing":             {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | kvm | memory | aws |", "| identity | yes | yes | yes | yes | no |"), "aws names no backend"},
+		"cell without value":            {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, "| identity | yes | maybe | yes | yes |"), "does not start with"},
+		"no matrix":                     {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"kind complete":                 {kinds([]Kind{"alpha"}, alphaTemplate), alphaDoc, ""},
+		"kind without column":           {kinds([]Kind{"alpha"}, alphaTemplate), matrix("| concern | beta |", "| identity | yes |"), "kind alpha has no column"},
+		"kind without package":          {kinds([]Kind{"gamma"}, strings.ReplaceAll(alphaTemplate, "alpha", "gamma")), matrix("| concern | gamma |", "| identity | yes |"), "kind gamma has no backend package"},
+		"kind bullet outside Backends":  {kinds([]Kind{"alpha"}, strings.Replace(alphaTemplate, "## Backends", "## Other", 1)), alphaDoc, "no bullet"},
+		"kind without bullet":           {kinds([]Kind{"alpha"}, strings.Replace(alphaTemplate, "- **`alpha`**", "- alpha", 1)), alphaDoc, "no bullet"},
+		"kind example under no heading": {kinds([]Kind{"alpha"}, "{{ tffile \"examples/backends/alpha/main.tf\" }}\n## Backends\n\n- **`alpha`**: the first.\n"), alphaDoc, "includes its example under no heading"},
+		"kinds sharing a section": {kinds([]Kind{"alpha", "theta"}, strings.Replace(alphaTemplate, "the first.", "the first.\n- **`theta`**: the last.", 1)+"{{ tffile \"examples/backends/theta/main.tf\" }}\n"),
+			matrix("| concern | alpha | theta |", "| identity | yes | yes |"), "kinds alpha and theta share the section \"## Alpha\""},
+		"kind without example":         {kinds([]Kind{"beta"}, "# P\n## Backends\n- **`beta`**\n## Beta\n{{ tffile \"examples/backends/beta/main.tf\" }}\n"), matrix("| concern | beta |", "| identity | yes |"), "kind beta has no example"},
+		"kind example not included":    {kinds([]Kind{"alpha"}, strings.Replace(alphaTemplate, "{{ tffile", "{{ codefile", 1)), alphaDoc, "does not include its example"},
+		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alphaTemplate), "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"kind not registered":          {kinds([]Kind{"zeta"}, strings.ReplaceAll(alphaTemplate, "alpha", "zeta")), matrix("| concern | zeta |", "| identity | yes |"), "kind zeta has no zetaDescriptor{} in backendDescriptors"},
+		"kind without descriptor file": {kinds([]Kind{"eta"}, strings.ReplaceAll(alphaTemplate, "alpha", "eta")), matrix("| concern | eta |", "| identity | yes |"), "kind eta has no descriptor file"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
