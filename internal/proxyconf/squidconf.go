@@ -162,6 +162,9 @@ const (
 
 // RenderSquidConf renders the complete squid.conf for s. It validates s first, so a value that could escape
 // its directive never reaches the file.
+//
+// Squid applies the first http_access rule that matches, so the sections that write rules run in the order
+// the checks must happen: health check, client ranges, connection limit, authentication, ports, destinations.
 func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -172,7 +175,24 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	}
 	var w confWriter
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
+	writeListening(&w, s, opts)
+	writeClientRules(&w, s)
+	if s.Auth != nil {
+		writeAuthentication(&w, opts)
+	}
+	writePortRules(&w, s)
+	writeDestinationRules(&w, s, opts)
+	w.line("http_access", "deny", "all") // whatever no rule above allowed
+	writeNoCache(&w)
+	writePrivacy(&w)
+	writeTimeouts(&w, s.Timeouts.withDefaults())
+	writeFilesAndLogs(&w, opts)
+	return w.buf.Bytes(), nil
+}
 
+// writeListening opens the proxy port and the health port, and gives the health port its own rules ahead of
+// every other: it answers the health check and nothing else.
+func writeListening(w *confWriter, s Settings, opts RenderOptions) {
 	if s.TLS != nil {
 		w.comment("Listening. The proxy port speaks TLS only, so credentials never cross the network in clear; the health port serves only the health check, to anyone.")
 		w.line("https_port", listenSpec(opts.ListenAddress, s.Port), "tls-cert="+opts.TLSCertPath, "tls-key="+opts.TLSKeyPath, "tls-min-version=1.2")
@@ -187,7 +207,10 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	w.line("acl", "GET", "method", "GET")
 	w.line("http_access", "allow", "health_port", "GET", "health_host", "health_path")
 	w.line("http_access", "deny", "health_port")
+}
 
+// writeClientRules refuses clients outside allowed_client_cidrs, and clients over their connection limit.
+func writeClientRules(w *confWriter, s Settings) {
 	w.comment("Clients outside allowed_client_cidrs are refused before anything else is looked at.")
 	if len(s.AllowedClientCIDRs) > 0 {
 		w.acl("clients", "src", squidClientPrefixes(s.AllowedClientCIDRs))
@@ -205,22 +228,26 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	w.line("acl", "reason_client_connections", "annotate_transaction", "reason="+ReasonClientConnections)
 	w.line("http_access", "deny", "client_over_limit", "reason_client_connections")
 	w.line("client_ip_max_connections", strconv.Itoa(2*s.maxConnectionsPerClient()))
+}
 
-	if s.Auth != nil {
-		// Authentication comes before the destination check so that unauthenticated clients learn nothing
-		// about the allow-list.
-		w.comment("Proxy basic authentication against an htpasswd file of bcrypt hashes.")
-		w.line("auth_param", "basic", "program", opts.AuthHelperPath, opts.HtpasswdPath)
-		w.line("auth_param", "basic", "children", strconv.Itoa(authHelpers), "startup=2", "idle=1",
-			"queue-size="+strconv.Itoa(authHelperQueue), "on-persistent-overload=ERR")
-		w.line("auth_param", "basic", "realm", "egress-proxy")
-		// Without this Squid lowercases the name and a user "Alice" never matches the file.
-		w.line("auth_param", "basic", "casesensitive", "on")
-		w.line("auth_param", "basic", "credentialsttl", "5", "minutes")
-		w.line("acl", "authenticated", "proxy_auth", "REQUIRED")
-		w.line("http_access", "deny", "!authenticated")
-	}
+// writeAuthentication requires proxy basic authentication. It comes before the destination check so that
+// unauthenticated clients learn nothing about the allow-list.
+func writeAuthentication(w *confWriter, opts RenderOptions) {
+	w.comment("Proxy basic authentication against an htpasswd file of bcrypt hashes.")
+	w.line("auth_param", "basic", "program", opts.AuthHelperPath, opts.HtpasswdPath)
+	w.line("auth_param", "basic", "children", strconv.Itoa(authHelpers), "startup=2", "idle=1",
+		"queue-size="+strconv.Itoa(authHelperQueue), "on-persistent-overload=ERR")
+	w.line("auth_param", "basic", "realm", "egress-proxy")
+	// Without this Squid lowercases the name and a user "Alice" never matches the file.
+	w.line("auth_param", "basic", "casesensitive", "on")
+	w.line("auth_param", "basic", "credentialsttl", "5", "minutes")
+	w.line("acl", "authenticated", "proxy_auth", "REQUIRED")
+	w.line("http_access", "deny", "!authenticated")
+}
 
+// writePortRules limits CONNECT to the allowed ports and plain HTTP to port 80 and those, and refuses Squid's
+// cache manager.
+func writePortRules(w *confWriter, s Settings) {
 	connectPorts := s.AllowedPorts
 	if len(connectPorts) == 0 {
 		connectPorts = DefaultConnectPorts
@@ -234,37 +261,48 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	w.line("http_access", "deny", "!CONNECT", "!http_scheme")
 	w.line("http_access", "deny", "!CONNECT", "!http_ports")
 	w.line("http_access", "deny", "manager")
+}
 
-	// dstdomain matches the host name the client asked for, before any DNS lookup, so a refusal never depends
-	// on resolution; -n stops Squid from reverse-resolving IP literals into an allowed name.
-	if dests := collapseDestinations(s.AllowedDestinations); len(dests) > 0 {
-		w.comment("Destinations: exact host names, and .domain for the domain and all its subdomains.")
-		w.acl("destinations", "dstdomain -n", dests)
-		// The dst ACL looks the name up in Squid's DNS cache, the same entry Squid then connects from, and
-		// matches when any one of its addresses is in the list, so a name with one refused address among
-		// others is refused. It is checked after the allow-list, so names nobody allowed are never looked up.
-		w.comment("Destination address guards: whatever the allow-list says, never loopback, link-local, unspecified, the proxy's own addresses, or private ranges outside allowed_private_cidrs.")
-		own := append([]netip.Addr{opts.ListenAddress}, opts.OwnAddresses...)
-		w.acl("refused_destinations", "dst", refusedDestinations(s.AllowedPrivateCIDRs, own, opts.allowLoopbackDestinations))
-		w.line("acl", "reason_destination_address", "annotate_transaction", "reason="+ReasonDestinationAddress)
-		w.line("http_access", "deny", "destinations", "refused_destinations", "reason_destination_address")
-		if opts.OwnAddressesFile != "" {
-			w.line("acl", "own_addresses", "dst", `"`+opts.OwnAddressesFile+`"`)
-			w.line("http_access", "deny", "destinations", "own_addresses", "reason_destination_address")
-		}
-		w.line("http_access", "allow", "destinations")
-	} else {
+// writeDestinationRules allows the allow-list's destinations, except where they resolve to an address the
+// guards refuse. Without destinations it writes no rule: the final "deny all" refuses everything.
+//
+// dstdomain matches the host name the client asked for, before any DNS lookup, so a refusal never depends
+// on resolution; -n stops Squid from reverse-resolving IP literals into an allowed name.
+func writeDestinationRules(w *confWriter, s Settings, opts RenderOptions) {
+	dests := collapseDestinations(s.AllowedDestinations)
+	if len(dests) == 0 {
 		w.comment("No allowed destinations: every request is refused.")
+		return
 	}
-	w.line("http_access", "deny", "all")
+	w.comment("Destinations: exact host names, and .domain for the domain and all its subdomains.")
+	w.acl("destinations", "dstdomain -n", dests)
+	// The dst ACL looks the name up in Squid's DNS cache, the same entry Squid then connects from, and
+	// matches when any one of its addresses is in the list, so a name with one refused address among
+	// others is refused. It is checked after the allow-list, so names nobody allowed are never looked up.
+	w.comment("Destination address guards: whatever the allow-list says, never loopback, link-local, unspecified, the proxy's own addresses, or private ranges outside allowed_private_cidrs.")
+	own := append([]netip.Addr{opts.ListenAddress}, opts.OwnAddresses...)
+	w.acl("refused_destinations", "dst", refusedDestinations(s.AllowedPrivateCIDRs, own, opts.allowLoopbackDestinations))
+	w.line("acl", "reason_destination_address", "annotate_transaction", "reason="+ReasonDestinationAddress)
+	w.line("http_access", "deny", "destinations", "refused_destinations", "reason_destination_address")
+	if opts.OwnAddressesFile != "" {
+		w.line("acl", "own_addresses", "dst", `"`+opts.OwnAddressesFile+`"`)
+		w.line("http_access", "deny", "destinations", "own_addresses", "reason_destination_address")
+	}
+	w.line("http_access", "allow", "destinations")
+}
 
+// writeNoCache turns off everything a caching proxy would store or announce.
+func writeNoCache(w *confWriter) {
 	w.comment("A forward proxy only: nothing is stored.")
 	w.line("cache", "deny", "all")
 	w.line("netdb_filename", "none")
 	w.line("icp_port", "0")
 	w.line("htcp_port", "0")
 	w.line("pinger_enable", "off")
+}
 
+// writePrivacy keeps Squid from naming itself or the client in headers and error pages.
+func writePrivacy(w *confWriter) {
 	w.comment("Tell neither the destination nor the client more than needed.")
 	w.line("via", "off")
 	w.line("forwarded_for", "delete")
@@ -274,8 +312,9 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	w.line("reply_header_access", "X-Cache", "deny", "all")
 	w.line("reply_header_access", "X-Cache-Lookup", "deny", "all")
 	w.line("reply_header_access", "X-Squid-Error", "deny", "all")
+}
 
-	t := s.Timeouts.withDefaults()
+func writeTimeouts(w *confWriter, t Timeouts) {
 	w.comment("Timeouts: a client cannot hold a connection without sending, nor a destination without answering.")
 	w.line("request_timeout", seconds(t.RequestHeaders))
 	w.line("client_idle_pconn_timeout", seconds(t.RequestHeaders))
@@ -284,7 +323,11 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	// A cached DNS answer is kept at least this long (Squid's lower bound on positive answers too), so the
 	// address the guards checked is the one the connection uses, even for a name published with TTL 0.
 	w.line("negative_dns_ttl", "60", "seconds")
+}
 
+// writeFilesAndLogs says where Squid's files are on this machine (RenderOptions), how it resolves names, and
+// how it stops.
+func writeFilesAndLogs(w *confWriter, opts RenderOptions) {
 	w.comment("Files and logs.")
 	w.line("logformat", "egress", accessLogFormat)
 	w.line("access_log", opts.AccessLog, "egress")
@@ -306,7 +349,6 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	}
 	// Stopping waits this long for open connections; the default 30 s slows every restart and rollout.
 	w.line("shutdown_lifetime", "3", "seconds")
-	return w.buf.Bytes(), nil
 }
 
 // confWriter writes one directive per line. Every argument has been validated to hold no whitespace or

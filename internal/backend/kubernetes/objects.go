@@ -107,18 +107,6 @@ func checksum(k proxyconf.Kubernetes) string {
 
 // buildObjects renders the proxy's objects. Owner references are added once the Deployment has a UID.
 func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Kubernetes) (objects, error) {
-	labels := backend.ManagedLabels(spec)
-	meta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: spec.Name, Namespace: namespace, Labels: copyMap(labels)}
-	}
-	var o objects
-
-	o.configMap = &corev1.ConfigMap{ObjectMeta: meta(), Data: k.ConfigMapData}
-	o.configMap.Annotations = map[string]string{annotationSettings: storedSettings(spec.Proxy)}
-	if k.SecretData != nil {
-		o.secret = &corev1.Secret{ObjectMeta: meta(), Type: corev1.SecretTypeOpaque, Data: k.SecretData}
-	}
-
 	resources, err := resourceRequirements(p)
 	if err != nil {
 		return objects{}, err
@@ -126,7 +114,72 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Ku
 	if err := validatePodPlacement(p); err != nil {
 		return objects{}, err
 	}
-	container := corev1.Container{
+	labels := backend.ManagedLabels(spec)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: spec.Name, Namespace: namespace, Labels: copyMap(labels)}
+	}
+	o := objects{
+		configMap:  buildConfigMap(meta(), spec, k),
+		secret:     buildSecret(meta(), k),
+		deployment: buildDeployment(meta(), spec, p, k, resources),
+		service:    buildService(meta(), spec, p, k),
+	}
+	if p.NetworkPolicy {
+		o.networkPolicy = networkPolicy(meta(), spec)
+	}
+	return o, nil
+}
+
+// buildConfigMap holds Squid's files, and the settings they were rendered from for Get to read back.
+func buildConfigMap(meta metav1.ObjectMeta, spec backend.Spec, k proxyconf.Kubernetes) *corev1.ConfigMap {
+	meta.Annotations = map[string]string{annotationSettings: storedSettings(spec.Proxy)}
+	return &corev1.ConfigMap{ObjectMeta: meta, Data: k.ConfigMapData}
+}
+
+// buildSecret holds the password file; nil without authentication.
+func buildSecret(meta metav1.ObjectMeta, k proxyconf.Kubernetes) *corev1.Secret {
+	if k.SecretData == nil {
+		return nil
+	}
+	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: k.SecretData}
+}
+
+func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements) *appsv1.Deployment {
+	placement, _ := json.Marshal(placementAnnotation{Image: p.Image, Requests: p.Requests, Limits: p.Limits, NetworkPolicy: p.NetworkPolicy})
+	meta.Annotations = map[string]string{annotationPlacement: string(placement)}
+	return &appsv1.Deployment{
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                ptr.To(int32(p.Replicas)),
+			Selector:                &metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
+			ProgressDeadlineSeconds: ptr.To(int32(progressDeadline)),
+			// A new configuration starts a new pod before an old one stops: the proxy keeps serving.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: map[string]string{annotationChecksum: checksum(k)}},
+				Spec:       podSpec(spec, p, k, resources),
+			},
+		},
+	}
+}
+
+func podSpec(spec backend.Spec, p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements) corev1.PodSpec {
+	volumes, mounts := podVolumes(spec.Name, k.SecretData != nil)
+	return corev1.PodSpec{
+		SecurityContext:               podSecurityContext(),
+		Containers:                    []corev1.Container{squidContainer(p, k, resources, mounts)},
+		Volumes:                       volumes,
+		NodeSelector:                  p.NodeSelector,
+		Tolerations:                   podTolerations(p),
+		AutomountServiceAccountToken:  ptr.To(false),
+		TerminationGracePeriodSeconds: ptr.To(int64(10)),
+	}
+}
+
+func squidContainer(p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements, mounts []corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
 		Name:            containerName,
 		Image:           p.Image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
@@ -151,55 +204,43 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Ku
 			PeriodSeconds: 2, FailureThreshold: 3,
 		},
 		Resources:    resources,
-		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: proxyconf.KubernetesConfigDir, ReadOnly: true}},
+		VolumeMounts: mounts,
 	}
+}
+
+// podVolumes are the pod's volumes and the Squid container's mounts of them: the ConfigMap, the scratch
+// directories a read-only root file system needs, and the Secret when there is one.
+func podVolumes(name string, withSecret bool) ([]corev1.Volume, []corev1.VolumeMount) {
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: spec.Name}},
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
 	}}}
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: proxyconf.KubernetesConfigDir, ReadOnly: true}}
 	scratch, scratchMounts := scratchVolumes()
 	volumes = append(volumes, scratch...)
-	container.VolumeMounts = append(container.VolumeMounts, scratchMounts...)
-	if o.secret != nil {
-		container.VolumeMounts = append(container.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
+	mounts = append(mounts, scratchMounts...)
+	if withSecret {
+		mounts = append(mounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: spec.Name},
+			Secret: &corev1.SecretVolumeSource{SecretName: name},
 		}})
 	}
+	return volumes, mounts
+}
+
+func podTolerations(p Options) []corev1.Toleration {
 	tolerations := make([]corev1.Toleration, 0, len(p.Tolerations))
 	for _, t := range p.Tolerations {
 		tolerations = append(tolerations, corev1.Toleration{
 			Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value, Effect: corev1.TaintEffect(t.Effect),
 		})
 	}
-	placement, _ := json.Marshal(placementAnnotation{Image: p.Image, Requests: p.Requests, Limits: p.Limits, NetworkPolicy: p.NetworkPolicy})
-	o.deployment = &appsv1.Deployment{
-		ObjectMeta: meta(),
-		Spec: appsv1.DeploymentSpec{
-			Replicas:                ptr.To(int32(p.Replicas)),
-			Selector:                &metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
-			ProgressDeadlineSeconds: ptr.To(int32(progressDeadline)),
-			// A new configuration starts a new pod before an old one stops: the proxy keeps serving.
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
-			}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: map[string]string{annotationChecksum: checksum(k)}},
-				Spec: corev1.PodSpec{
-					SecurityContext:               podSecurityContext(),
-					Containers:                    []corev1.Container{container},
-					Volumes:                       volumes,
-					NodeSelector:                  p.NodeSelector,
-					Tolerations:                   tolerations,
-					AutomountServiceAccountToken:  ptr.To(false),
-					TerminationGracePeriodSeconds: ptr.To(int64(10)),
-				},
-			},
-		},
-	}
-	o.deployment.Annotations = map[string]string{annotationPlacement: string(placement)}
+	return tolerations
+}
 
-	o.service = &corev1.Service{
-		ObjectMeta: meta(),
+// buildService exposes the proxy port only; the health port is for the kubelet's probes.
+func buildService(meta metav1.ObjectMeta, spec backend.Spec, p Options, k proxyconf.Kubernetes) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceType(p.ServiceType),
 			Selector: selectorLabels(spec),
@@ -208,11 +249,8 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Ku
 			}},
 		},
 	}
-	admitClients(&o.service.Spec, spec.Proxy.AllowedClientCIDRs)
-	if p.NetworkPolicy {
-		o.networkPolicy = networkPolicy(meta(), spec)
-	}
-	return o, nil
+	admitClients(&svc.Spec, spec.Proxy.AllowedClientCIDRs)
+	return svc
 }
 
 // admitClients sets what keeps Squid's client check meaningful on a Service that clients outside the cluster

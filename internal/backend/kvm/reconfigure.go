@@ -221,6 +221,52 @@ func htpasswdMatches(file []byte, a proxyconf.BasicAuth) bool {
 
 // installInGuest writes the new files, checks them with Squid and swaps them in.
 func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain) error {
+	temps, err := r.writeTemps(ctx, dom)
+	if err != nil {
+		return err
+	}
+	// Until the rename, a failure leaves the old files in force; the temporary ones are removed (best
+	// effort: a leftover is overwritten by the next attempt and never read by Squid).
+	abandon := func(err error) error {
+		_, _ = r.run(ctx, dom, append([]string{"/bin/rm", "-f"}, temps...)...)
+		return err
+	}
+	if err := r.checkTemps(ctx, dom, temps); err != nil {
+		return abandon(err)
+	}
+	mark, hadHtpasswd, err := r.beforeSwap(ctx, dom)
+	if err != nil {
+		return abandon(err)
+	}
+	backups, err := r.backUp(ctx, dom, hadHtpasswd)
+	if err != nil {
+		return abandon(err)
+	}
+	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
+	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
+	// without dropping connections.
+	reload := reloadCommand(r.newPassword)
+	r.pendingReload = reload
+	if err := r.renameTemps(ctx, dom); err != nil {
+		return r.restore(ctx, dom, backups, abandon(err))
+	}
+	if err := r.mustRun(ctx, dom, reload...); err != nil {
+		err = r.restore(ctx, dom, backups, err)
+		if r.newPassword {
+			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
+		}
+		return err
+	}
+	r.dropBackups(ctx, dom, backups)
+	if err := r.waitReloaded(ctx, dom, mark); err != nil {
+		return err
+	}
+	r.pendingReload = nil
+	return nil
+}
+
+// writeTemps writes the new files beside the ones they replace and returns their paths.
+func (r *reconfiguration) writeTemps(ctx context.Context, dom libvirt.Domain) ([]string, error) {
 	temps := []string{confNew}
 	if r.htpasswd != nil {
 		temps = append(temps, htpasswdNew)
@@ -234,15 +280,12 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	// Until the rename, a failure leaves the old files in force; the temporary ones are removed (best
-	// effort: a leftover is overwritten by the next attempt and never read by Squid).
-	abandon := func(err error) error {
-		_, _ = r.run(ctx, dom, append([]string{"/bin/rm", "-f"}, temps...)...)
-		return err
-	}
+	return temps, err
+}
+
+// checkTemps gives the new files their owner and mode and has Squid check the config, and that it runs at all,
+// while the files in force are still untouched.
+func (r *reconfiguration) checkTemps(ctx context.Context, dom libvirt.Domain, temps []string) error {
 	// The files belong to root and are readable by the proxy group, as cloud-init writes them: the auth
 	// helper runs as the proxy user.
 	for _, argv := range [][]string{
@@ -250,17 +293,21 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		append([]string{"/bin/chmod", "0640"}, temps...),
 	} {
 		if err := r.mustRun(ctx, dom, argv...); err != nil {
-			return abandon(err)
+			return err
 		}
 	}
 	if err := r.mustRun(ctx, dom, squidBin, "-k", "parse", "-f", confNew); err != nil {
-		return abandon(refusal(err, "squid in the guest refused the new config"))
+		return refusal(err, "squid in the guest refused the new config")
 	}
 	if err := r.mustRun(ctx, dom, squidBin, "-k", "check"); err != nil {
-		return abandon(refusal(err, "squid is not running in the guest, so there is nothing to reconfigure"))
+		return refusal(err, "squid is not running in the guest, so there is nothing to reconfigure")
 	}
-	var mark int64
-	var hadHtpasswd bool
+	return nil
+}
+
+// beforeSwap reads what the swap needs to know of the guest first: where Squid's cache.log ends, so that
+// waitReloaded reads only what the reload writes, and whether a password file is in force to be backed up.
+func (r *reconfiguration) beforeSwap(ctx context.Context, dom libvirt.Domain) (mark int64, hadHtpasswd bool, err error) {
 	err = r.c.do(ctx, func(l api) error {
 		var err error
 		if mark, err = guestFileSize(l, dom, proxyconf.CacheLogPath); err != nil {
@@ -269,58 +316,52 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		hadHtpasswd, err = guestFileExists(l, dom, proxyconf.HtpasswdPath)
 		return err
 	})
-	if err != nil {
-		return abandon(err)
-	}
-	// Copies of the files in force, to put back should Squid not take the new ones: then the guest's disk
-	// says what Squid runs, and the next attempt sees a change still to make.
+	return mark, hadHtpasswd, err
+}
+
+// backUp copies the files in force aside, to put back should Squid not take the new ones: then the guest's
+// disk says what Squid runs, and the next attempt sees a change still to make. Each backup is the file in
+// force and its copy.
+func (r *reconfiguration) backUp(ctx context.Context, dom libvirt.Domain, hadHtpasswd bool) ([][2]string, error) {
 	backups := [][2]string{{proxyconf.ConfPath, confOld}}
 	if r.htpasswd != nil && hadHtpasswd {
 		backups = append(backups, [2]string{proxyconf.HtpasswdPath, htpasswdOld})
 	}
 	for _, bk := range backups {
 		if err := r.mustRun(ctx, dom, "/bin/cp", "-p", bk[0], bk[1]); err != nil {
-			return abandon(err)
+			return nil, err
 		}
 	}
-	restore := func(err error) error {
-		for _, bk := range backups {
-			_, _ = r.run(ctx, dom, "/bin/mv", "-f", bk[1], bk[0]) // best effort: the error reported is err
-		}
-		return err
-	}
-	// A new password needs a restart: Squid keeps a user's checked credentials for credentialsttl, across a
-	// reconfigure, so the old password would go on working for minutes. Everything else reloads in place,
-	// without dropping connections.
-	reload := reloadCommand(r.newPassword)
-	r.pendingReload = reload
-	// The password file first: the config that names it comes after, and an old config that already used
-	// authentication checks the new password from here on.
+	return backups, nil
+}
+
+// renameTemps moves the new files into place. The password file goes first: the config that names it comes
+// after, and an old config that already used authentication checks the new password from here on.
+func (r *reconfiguration) renameTemps(ctx context.Context, dom libvirt.Domain) error {
 	if r.htpasswd != nil {
 		if err := r.mustRun(ctx, dom, "/bin/mv", "-f", htpasswdNew, proxyconf.HtpasswdPath); err != nil {
-			return restore(abandon(err))
+			return err
 		}
 	}
-	if err := r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath); err != nil {
-		return restore(abandon(err))
+	return r.mustRun(ctx, dom, "/bin/mv", "-f", confNew, proxyconf.ConfPath)
+}
+
+// restore puts the backed-up files back after a failed swap and returns err.
+func (r *reconfiguration) restore(ctx context.Context, dom libvirt.Domain, backups [][2]string, err error) error {
+	for _, bk := range backups {
+		_, _ = r.run(ctx, dom, "/bin/mv", "-f", bk[1], bk[0]) // best effort: the error reported is err
 	}
-	if err := r.mustRun(ctx, dom, reload...); err != nil {
-		err = restore(err)
-		if r.newPassword {
-			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
-		}
-		return err
-	}
+	return err
+}
+
+// dropBackups removes the copies once Squid took the new files (best effort: a leftover copy is overwritten
+// next time and never read).
+func (r *reconfiguration) dropBackups(ctx context.Context, dom libvirt.Domain, backups [][2]string) {
 	olds := []string{"/bin/rm", "-f"}
 	for _, bk := range backups {
 		olds = append(olds, bk[1])
 	}
-	_, _ = r.run(ctx, dom, olds...) // best effort: a leftover copy is overwritten next time and never read
-	if err := r.waitReloaded(ctx, dom, mark); err != nil {
-		return err
-	}
-	r.pendingReload = nil
-	return nil
+	_, _ = r.run(ctx, dom, olds...)
 }
 
 // syncBackstop installs and loads the new backstop when the guest's differs. The one in force stays loaded
