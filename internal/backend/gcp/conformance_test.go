@@ -108,6 +108,19 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 				t.Fatalf("making a foreign VM: %v", err)
 			}
 		},
+		RemoveForeign: func(t *testing.T, name string) {
+			p, err := b.clients(t.Context(), testProject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			op, err := p.instances.Delete(t.Context(), &computepb.DeleteInstanceRequest{Project: testProject, Zone: conformanceZone, Instance: name})
+			if err == nil {
+				err = op.Wait(t.Context())
+			}
+			if err != nil {
+				t.Fatalf("deleting the foreign VM: %v", err)
+			}
+		},
 		// The insert operation runs for longer than any test: the VM stays PROVISIONING.
 		NeverReady: func(*testing.T) { fake.SetOperationLatency(time.Hour) },
 	}

@@ -106,6 +106,11 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 				t.Fatal(err)
 			}
 		},
+		RemoveForeign: func(t *testing.T, name string) {
+			if err := cs.AppsV1().Deployments(testNS).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		},
 		// The rollout never makes a pod ready.
 		NeverReady: func(t *testing.T) {
 			neverReady.Store(true)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Create makes the proxy's objects, adopting any that a crashed earlier attempt made, and waits until the
@@ -84,6 +85,12 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 			return cs.AppsV1().Deployments(ns).Get(ctx, spec.Name, metav1.GetOptions{})
 		})
 	if err != nil {
+		if !backend.Retryable(err) {
+			// Refused for good (a Deployment of that name that is not this proxy's, an admission refusal): the
+			// ConfigMap and Secret made for it would belong to no proxy, unlisted, and would block the next
+			// create of the name. They are given back; a retryable failure keeps them for the retry to adopt.
+			giveBack(ctx, cs, ns, cm, secret)
+		}
 		return backend.Instance{}, err
 	}
 	// From here on the proxy exists: every error comes back with its id so the caller records it.
@@ -203,6 +210,19 @@ func adopt[T metav1.Object](ctx context.Context, kind string, id backend.Provide
 		return zero, backend.Transient(object, "is being deleted; it can be made again once it is gone")
 	}
 	return got, nil
+}
+
+// giveBack deletes the ConfigMap and Secret a refused create made, each only as the object it made (its
+// UID as precondition), best effort: what is left carries the proxy's labels and the sweep of a later Delete
+// of the name finds it.
+func giveBack(ctx context.Context, cs kubernetes.Interface, ns string, cm *corev1.ConfigMap, secret *corev1.Secret) {
+	ctx = context.WithoutCancel(ctx)
+	if cm != nil {
+		_ = cs.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+	}
+	if secret != nil {
+		_ = cs.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secret.UID}})
+	}
 }
 
 func ownedByDeployment(meta metav1.ObjectMeta, d *appsv1.Deployment) bool {

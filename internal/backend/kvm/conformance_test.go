@@ -75,6 +75,9 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 				f.domains[name] = &fakeDomain{dom: libvirt.Domain{Name: name}, state: int32(libvirt.DomainRunning)}
 			})
 		},
+		RemoveForeign: func(_ *testing.T, name string) {
+			locked(func() { delete(f.domains, name) })
+		},
 		// libvirtd dies in the middle of the start and leaves the domain paused, starting up, for good.
 		NeverReady: func(t *testing.T) {
 			locked(func() { f.startsWedged = 1 })

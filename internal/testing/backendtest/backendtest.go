@@ -46,6 +46,8 @@ type World struct {
 	// Foreign makes, where Spec(name) places a proxy, an object named name that the provider did not make
 	// (no labels or metadata of its own), as a user makes one by hand.
 	Foreign func(t *testing.T, name string)
+	// RemoveForeign removes what Foreign made for name, as the user deletes their own object.
+	RemoveForeign func(t *testing.T, name string)
 	// NeverReady makes the next proxy Create makes exist in the fake but never become ready, so Create waits
 	// until its context ends.
 	NeverReady func(t *testing.T)
@@ -77,6 +79,7 @@ const (
 	RuleReconfigureIdempotent     = "Reconfigure changes the rules and is idempotent"
 	RuleReconfigureGoneNotFound   = "Reconfigure of a deleted proxy is NotFound"
 	RuleForeignIsPermanent        = "an object the provider did not make is Permanent for Get, Delete and Create, and kept"
+	RuleRefusedCreateGivesBack    = "a refused Create gives back what it made: the name is free once the other object is gone"
 	RuleConcurrentUse             = "Create, ListByTag and Delete are safe side by side"
 	RuleErrorsNameTheObject       = "SHOULD name the object in every error"
 )
@@ -112,6 +115,7 @@ var rules = []rule{
 	{RuleReconfigureIdempotent, reconfigureIdempotent},
 	{RuleReconfigureGoneNotFound, reconfigureGoneNotFound},
 	{RuleForeignIsPermanent, foreignIsPermanent},
+	{RuleRefusedCreateGivesBack, refusedCreateGivesBack},
 	{RuleConcurrentUse, concurrentUse},
 	{RuleErrorsNameTheObject, errorsNameTheObject},
 }

@@ -502,6 +502,30 @@ func foreignIsPermanent(s *suite) {
 	}
 }
 
+// refusedCreateGivesBack: a Create refused over an object the provider did not make leaves nothing of its
+// own behind (a config object made before meeting the other object would belong to no proxy, be listed
+// nowhere, and refuse the next Create of the name as "another proxy's"), so once the user removes their
+// object, a proxy of that name with another UID can be made.
+func refusedCreateGivesBack(s *suite) {
+	s.need("Foreign", s.w.Foreign != nil)
+	s.need("RemoveForeign", s.w.RemoveForeign != nil)
+	refused := s.spec("conf-taken", ownerA)
+	refused.Proxy.Auth = &proxyconf.BasicAuth{Username: "conformance", Password: secretPassword}
+	s.w.Foreign(s.t, refused.Name)
+	if _, err := s.b.Create(s.ctx, refused); backend.ClassOf(err) != backend.ClassPermanent {
+		s.t.Fatalf("Create over a foreign object = %v (class %s), want Permanent", err, backend.ClassOf(err))
+	}
+	s.w.RemoveForeign(s.t, refused.Name)
+	next := s.spec(refused.Name, ownerA)
+	made := s.create(next)
+	if made.UID != next.UID {
+		s.t.Errorf("Create after the foreign object went = UID %q, want the new proxy's %q", made.UID, next.UID)
+	}
+	if err := s.b.Delete(s.ctx, made.ID); err != nil {
+		s.t.Errorf("Delete: %v", err)
+	}
+}
+
 // concurrentUse: one Backend serves Terraform's parallel operations, so creates, lists and deletes run side
 // by side (under the race detector in make test) and each proxy ends as if alone.
 func concurrentUse(s *suite) {
