@@ -23,6 +23,7 @@ var backendDescriptors = []backendDescriptor{
 	kubernetesDescriptor{},
 	gcpDescriptor{},
 	kvmDescriptor{},
+	awsDescriptor{},
 }
 
 // backendDescriptor is everything the Terraform layer knows of one backend. The shared resource, provider and

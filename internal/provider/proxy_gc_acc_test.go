@@ -287,7 +287,8 @@ func k8sGCCLIFixture(t *testing.T) gcCLIFixture {
 	}
 }
 
-// The CLI commands terraform-plugin-testing has no step for, against the real libvirtd and the real cluster:
+// The CLI commands terraform-plugin-testing has no step for, against the real libvirtd, the real cluster and
+// the EC2 fake:
 // `terraform query -generate-config-out` writes import and resource blocks for the owner's orphans, and a plan
 // of them imports each with no change; `terraform apply -invoke` runs the garbage-collection action, whose dry
 // run deletes nothing and whose real run deletes the orphans with everything made for them, and only them.
@@ -296,6 +297,7 @@ func TestAccProxyGC_generateConfigAndInvokeOnRealBackends(t *testing.T) {
 	for name, fixture := range map[string]func(*testing.T) gcCLIFixture{
 		"kvm":        kvmGCCLIFixture,
 		"kubernetes": k8sGCCLIFixture,
+		"aws":        awsGCCLIFixture,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

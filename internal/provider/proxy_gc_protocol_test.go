@@ -223,7 +223,7 @@ func TestProxyListResource_invalidConfig(t *testing.T) {
 		"known ids without orphaned_only":  {`{"known_ids": ["kvm/hv1/kept"]}`, "known_ids without orphaned_only"},
 		"known ids with orphaned_only off": {`{"orphaned_only": false, "known_ids": ["kvm/hv1/kept"]}`, "known_ids without orphaned_only"},
 		"bad min_age":                      {`{"min_age": "soon"}`, "Invalid duration"},
-		"bad backend":                      {`{"backends": ["aws"]}`, "Invalid Attribute Value Match"},
+		"bad backend":                      {`{"backends": ["azure"]}`, "Invalid Attribute Value Match"},
 		"bad known id":                     {`{"orphaned_only": true, "known_ids": ["vm-1"]}`, "Invalid id"},
 		"bad label key":                    {`{"labels": {"Team!": "x"}}`, "Invalid label key"},
 	}
@@ -348,7 +348,7 @@ func TestProxyGCAction_invalidConfig(t *testing.T) {
 		"zero deletions": {`{"max_deletions": 0}`, "Invalid Attribute Value"},
 		"bad min_age":    {`{"min_age": "-1h"}`, "Invalid duration"},
 		"bad known id":   {`{"known_ids": ["vm-1"]}`, "Invalid id"},
-		"bad backend":    {`{"backends": ["aws"]}`, "Invalid Attribute Value Match"},
+		"bad backend":    {`{"backends": ["azure"]}`, "Invalid Attribute Value Match"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -152,7 +152,7 @@ func TestAccProxyOrphans_invalidInput(t *testing.T) {
 		"bad min_age":  {`min_age = "ten minutes"`, `Invalid duration.*Attribute min_age`},
 		"negative age": {`min_age = "-5m"`, `Invalid duration.*Attribute min_age: must not be negative`},
 		"bad known id": {`known_ids = ["vm-1"]`, `Invalid id.*Attribute known_ids\[Value\("vm-1"\)\]: invalid id "vm-1"`},
-		"bad backend":  {`backends = ["aws"]`, `Invalid Attribute Value Match.*backends\[0\] value must be one of`},
+		"bad backend":  {`backends = ["azure"]`, `Invalid Attribute Value Match.*backends\[0\] value must be one of`},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

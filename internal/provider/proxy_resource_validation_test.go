@@ -22,6 +22,12 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	// A good pair, so that the key pair's own check passes and the attribute combination is what fails.
 	goodCert, goodKey := testutil.SelfSignedPEM(t, "proxy.test")
 	goodSHA := strings.Repeat("0123456789abcdef", 4)
+	// The backends' attributes, as ExactlyOneOf lists them: in the order of the descriptor table.
+	names := make([]string, 0, len(backendDescriptors))
+	for _, k := range backendKinds() {
+		names = append(names, string(k))
+	}
+	allKinds := strings.Join(names, ",")
 	k8s := func(extra string) string { return "  kubernetes = { namespace = \"ns\", " + extra + " }" }
 	goodTLS := func(keys string) string {
 		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
@@ -30,8 +36,8 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		body string
 		want string // the diagnostic's summary, then its text naming the attribute
 	}{
-		"no backend":                  {base, `Missing Attribute Configuration.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
-		"two backends":                {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"europe-west1-b\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[kubernetes,gcp,kvm\]`},
+		"no backend":                  {base, `Missing Attribute Configuration.*Exactly one of these attributes must be configured: \[` + allKinds + `\]`},
+		"two backends":                {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"europe-west1-b\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[` + allKinds + `\]`},
 		"uppercase name":              {base + "  kvm = {}\n  name = \"Proxy1\"", `Invalid proxy name.*Attribute name: "Proxy1"`},
 		"name too long":               {base + "  kvm = {}\n  name = \"a" + strings.Repeat("b", 63) + "\"", `Invalid proxy name.*Attribute name: "abbb`},
 		"name starts with digit":      {base + "  kvm = {}\n  name = \"1proxy\"", `Invalid proxy name.*Attribute name: "1proxy"`},

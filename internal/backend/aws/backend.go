@@ -1,0 +1,199 @@
+// Package aws runs egress proxies as EC2 instances, through the AWS SDK for Go v2. A proxy is an instance with
+// IMDSv2 required, a security group of its own that admits the allowed clients on the proxy port, and its
+// configuration in SSM parameters (the secrets in a SecureString) that the instance's role reads at boot and
+// watches afterwards, so rule changes never replace the instance. An Elastic IP, when asked for, is the
+// stable egress address. Clients are built per region on first use.
+package aws
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// Backend is the aws implementation of backend.Backend, backend.Checker, backend.Reconfigurer and
+// backend.Successor.
+type Backend struct {
+	cfg     Config
+	regions map[string]*region
+	// pollInitial and pollMax space state polls: short first, growing to pollMax.
+	pollInitial, pollMax time.Duration
+	retry                backend.Backoff
+}
+
+var (
+	_ backend.Backend      = (*Backend)(nil)
+	_ backend.Checker      = (*Backend)(nil)
+	_ backend.Reconfigurer = (*Backend)(nil)
+	_ backend.Successor    = (*Backend)(nil)
+)
+
+// region holds one region's settings and its clients, built once on first use.
+type region struct {
+	name     string
+	settings RegionConfig
+
+	once sync.Once
+	err  error
+	ec2  ec2API
+	ssm  ssmAPI
+	sts  stsAPI
+}
+
+// New validates cfg and returns a backend. It reads no credentials and calls nothing.
+func New(cfg Config) (*Backend, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, "aws backend configuration", err)
+	}
+	b := &Backend{cfg: cfg, regions: map[string]*region{}, pollInitial: 500 * time.Millisecond, pollMax: 5 * time.Second, retry: backend.DefaultBackoff}
+	for name, r := range cfg.Regions {
+		b.regions[name] = &region{name: name, settings: r}
+	}
+	return b, nil
+}
+
+// Regions lists the configured regions.
+func (b *Backend) Regions() []string { return b.cfg.RegionNames() }
+
+// DefaultRegion is where a proxy that names none goes: the configured default, or the one region.
+func (b *Backend) DefaultRegion() string {
+	if b.cfg.DefaultRegion != "" {
+		return b.cfg.DefaultRegion
+	}
+	if names := b.Regions(); len(names) == 1 {
+		return names[0]
+	}
+	return ""
+}
+
+// Close has nothing to release: the SDK's clients hold no connection of their own beyond its HTTP client's
+// idle ones, which end with the process.
+func (b *Backend) Close() error { return nil }
+
+// clients returns the region's clients, building them on first use. A failure to build them (a shared
+// config file that does not parse, a profile that does not exist) is Permanent and named after the region.
+func (b *Backend) clients(ctx context.Context, name string) (*region, error) {
+	r, ok := b.regions[name]
+	if !ok {
+		return nil, backend.Permanent("aws region "+name, "region %q is not configured on this provider (configured: %v)", name, b.Regions())
+	}
+	r.once.Do(func() {
+		// Clients outlive the call that built them: not bound to ctx's cancellation.
+		cfg, err := b.cfg.sdkConfig(context.WithoutCancel(ctx), name, r.settings)
+		if err != nil {
+			r.err = backend.Permanent("aws region "+name, "loading the AWS configuration (profile, shared files, credentials): %v", err)
+			return
+		}
+		r.ec2 = ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = optionalString(r.settings.EC2Endpoint) })
+		r.ssm = ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = optionalString(r.settings.SSMEndpoint) })
+		r.sts = sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = optionalString(r.settings.STSEndpoint) })
+	})
+	return r, r.err
+}
+
+func optionalString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return awssdk.String(s)
+}
+
+func instanceObject(region, name string) string {
+	return fmt.Sprintf("aws instance %s in region %s", name, region)
+}
+
+func checkID(id backend.ProviderID) error {
+	if id.Backend != Kind || id.Scope != "" {
+		return backend.Permanent(id.String(), "not an aws id (%s)", IDForm)
+	}
+	return nil
+}
+
+// Get reads the proxy back from its instance and its settings parameter.
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	r, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	in, err := b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		return backend.Instance{}, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
+	}
+	return b.readBack(ctx, r, in)
+}
+
+// Update changes the tags in place, on the instance and everything made for it.
+func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	r, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	obj := instanceObject(id.Target, id.Name)
+	in, err := b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		return backend.Instance{}, backend.NotFound(obj, "no instance of this name is pending, running or stopped")
+	}
+	tags := tagMap(in.Tags)
+	if spec.UID != "" && tags[backend.LabelUID] != spec.UID {
+		return backend.Instance{}, backend.Permanent(obj, "belongs to proxy %q, not %q", tags[backend.LabelUID], spec.UID)
+	}
+	spec.UID, spec.Owner = tags[backend.LabelUID], tags[backend.LabelOwner]
+	want := objectTags(spec)
+	var stale []string
+	for k := range tags {
+		if _, keep := want[k]; !keep && !isAWSTag(k) {
+			stale = append(stale, k)
+		}
+	}
+	resources := []string{awssdk.ToString(in.InstanceId)}
+	for _, bd := range in.BlockDeviceMappings {
+		if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
+			resources = append(resources, *bd.Ebs.VolumeId)
+		}
+	}
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		if len(stale) > 0 {
+			keys := make([]ec2types.Tag, len(stale))
+			for i, k := range stale {
+				keys[i] = ec2types.Tag{Key: awssdk.String(k)}
+			}
+			if _, err := r.ec2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: resources, Tags: keys}); err != nil {
+				return classify(obj, err)
+			}
+		}
+		_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: resources, Tags: ec2Tags(want)})
+		return classify(obj, err)
+	})
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	in, err = b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		return backend.Instance{}, backend.NotFound(obj, "gone while its tags were changed")
+	}
+	return b.readBack(ctx, r, in)
+}

@@ -1,0 +1,470 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Defaults of a proxy instance: Squid for a few clients fits a burstable instance comfortably.
+const (
+	DefaultInstanceType = "t3.micro"
+	// debianAMIParameter is the public SSM parameter Debian publishes for its latest Debian 12 image, per
+	// architecture ("Debian on Amazon EC2", the Debian wiki's Cloud/AmazonEC2Image page).
+	debianAMIParameter = "/aws/service/debian/release/12/latest/"
+)
+
+// resolve fills the placement's empty settings with the backend's defaults and refuses what no API call
+// could accept. It returns the region and the options.
+func (b *Backend) resolve(ctx context.Context, spec backend.Spec) (*region, Options, error) {
+	object := "aws proxy " + spec.Name
+	pl := spec.Placement
+	if pl.Backend != "" && pl.Backend != Kind {
+		return nil, Options{}, backend.Permanent(object, "placement is for the %s backend, not aws", pl.Backend)
+	}
+	if pl.Scope != "" {
+		return nil, Options{}, backend.Permanent(object, "an aws placement has no scope, got %q", pl.Scope)
+	}
+	name := pl.Target
+	if name == "" {
+		name = b.DefaultRegion()
+	}
+	r, err := b.clients(ctx, name)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	given, err := backend.OptionsOf[Options](pl)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	var o Options
+	if given != nil {
+		o = *given
+	}
+	switch {
+	case o.SubnetID == "":
+		return nil, o, backend.Permanent(object, "aws.subnet_id is required: the subnet's VPC holds the proxy's security group")
+	case o.IAMInstanceProfile == "":
+		return nil, o, backend.Permanent(object, "aws.iam_instance_profile is required: its role reads the proxy's configuration from SSM")
+	case o.StaticEgressIP && o.EIPAllocationID != "":
+		return nil, o, backend.Permanent(object, "static_egress_ip allocates an address; it cannot be combined with eip_allocation_id")
+	}
+	if o.InstanceType == "" {
+		o.InstanceType = DefaultInstanceType
+	}
+	if o.AMI == "" {
+		if o.AMI, err = b.defaultAMI(ctx, r, o.InstanceType); err != nil {
+			return nil, o, err
+		}
+	}
+	return r, o, nil
+}
+
+// defaultAMI reads the latest Debian 12 image of the instance type's architecture.
+func (b *Backend) defaultAMI(ctx context.Context, r *region, instanceType string) (string, error) {
+	path := debianAMIParameter + architectureOf(instanceType)
+	var out *ssm.GetParameterOutput
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
+		out, err = r.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String(path)})
+		return classify(parameterObject(r.name, path), err)
+	})
+	if err != nil {
+		return "", err
+	}
+	return awssdk.ToString(out.Parameter.Value), nil
+}
+
+// architectureOf tells an instance type's architecture by its family, as EC2 names them: a "g" after the
+// generation (t4g, m7g, c7gn) is Graviton, arm64; everything else this backend offers is amd64.
+func architectureOf(instanceType string) string {
+	family, _, _ := strings.Cut(instanceType, ".")
+	for i, c := range family {
+		if c >= '0' && c <= '9' {
+			if strings.HasPrefix(family[i+1:], "g") {
+				return "arm64"
+			}
+			break
+		}
+	}
+	return "amd64"
+}
+
+// clientToken makes RunInstances idempotent across a lost answer: the same UID gives the same token, at most
+// 64 ASCII characters ("Ensuring idempotency in Amazon EC2 API requests").
+func clientToken(uid string) string {
+	sum := sha256.Sum256([]byte(uid))
+	return "egress-" + hex.EncodeToString(sum[:24])
+}
+
+// Create makes the parameters, the security group, the instance and, when asked, the Elastic IP, in that
+// order, so that what identifies the proxy exists before what costs. A live instance of the name carrying
+// spec.UID is adopted.
+func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
+	r, o, err := b.resolve(ctx, spec)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	obj := instanceObject(r.name, spec.Name)
+	config, secrets, configID, err := proxyconf.RenderAWSParameters(spec.Proxy)
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	in, err := b.findInstance(ctx, r, spec.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in != nil {
+		if tags := tagMap(in.Tags); !managed(tags) || tags[backend.LabelUID] != spec.UID {
+			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
+				awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
+		}
+	}
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, configID), config, secrets); err != nil {
+		return backend.Instance{}, err
+	}
+	groupID, err := b.ensureSecurityGroup(ctx, r, spec, o.SubnetID)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		if in, err = b.runInstance(ctx, r, spec, o, groupID); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
+	made := backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: spec.Name}, Name: spec.Name, UID: spec.UID}
+	instanceID := awssdk.ToString(in.InstanceId)
+	if err := b.waitRunning(ctx, r, obj, instanceID); err != nil {
+		return made, err
+	}
+	if err := b.attachEgressAddress(ctx, r, spec, o, instanceID); err != nil {
+		return made, err
+	}
+	if o.WaitForProxy {
+		if err := b.waitApplied(ctx, r, spec.Name, configID); err != nil {
+			return made, err
+		}
+	}
+	in, err = b.findInstance(ctx, r, spec.Name)
+	if err != nil {
+		return made, err
+	}
+	if in == nil {
+		return made, backend.Transient(obj, "the instance was made but is not listed yet")
+	}
+	return b.readBack(ctx, r, in)
+}
+
+func ownerOf(tags map[string]string) string {
+	if !managed(tags) {
+		return "no proxy of this provider"
+	}
+	return "proxy " + tags[backend.LabelUID]
+}
+
+// putParameters writes the proxy's parameters: the settings Get reads back, the configuration and the
+// secrets, each tagged like the instance. Overwriting makes a retried create idempotent; tags cannot go with
+// an overwrite, so they are added after.
+func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, config, secrets []byte) error {
+	stored, err := jsonString(st)
+	if err != nil {
+		return backend.NewError(backend.ClassPermanent, instanceObject(r.name, spec.Name), err)
+	}
+	params := []struct {
+		name, value string
+		typ         ssmtypes.ParameterType
+	}{
+		{proxyconf.AWSParameterSettings, stored, ssmtypes.ParameterTypeString},
+		{proxyconf.AWSParameterConfig, string(config), ssmtypes.ParameterTypeString},
+		{proxyconf.AWSParameterSecrets, string(secrets), ssmtypes.ParameterTypeSecureString},
+	}
+	tags := ssmTags(objectTags(spec))
+	for _, p := range params {
+		path := proxyconf.AWSParameterPath(spec.Name, p.name)
+		obj := parameterObject(r.name, path)
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			_, err := r.ssm.PutParameter(ctx, &ssm.PutParameterInput{
+				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Overwrite: awssdk.Bool(true),
+				Tier: tierFor(p.value), Description: awssdk.String("egress proxy " + spec.Name + ": " + p.name),
+			})
+			if err != nil {
+				return classify(obj, err)
+			}
+			_, err = r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
+				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: tags,
+			})
+			return classify(obj, err)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxStandardParameter is the largest value of a Standard parameter; Advanced ones hold 8 KB
+// ("Managing parameter tiers").
+const maxStandardParameter = 4096
+
+// tierFor picks the Standard tier (free) where the value fits, Advanced otherwise.
+func tierFor(value string) ssmtypes.ParameterTier {
+	if len(value) <= maxStandardParameter {
+		return ssmtypes.ParameterTierStandard
+	}
+	return ssmtypes.ParameterTierAdvanced
+}
+
+func ssmTags(m map[string]string) []ssmtypes.Tag {
+	tags := make([]ssmtypes.Tag, 0, len(m))
+	for _, t := range ec2Tags(m) {
+		tags = append(tags, ssmtypes.Tag{Key: t.Key, Value: t.Value})
+	}
+	return tags
+}
+
+// securityGroupName names the proxy's own security group, unique in its VPC.
+func securityGroupName(proxy string) string { return "egress-proxy-" + proxy }
+
+// ensureSecurityGroup finds or makes the proxy's security group in the subnet's VPC and sets its ingress
+// rules to the allowed clients on the proxy port. Create calls it only once no live instance of the name is
+// another proxy's, so a group of the provider's with another UID is a gone proxy's leftover.
+func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backend.Spec, subnetID string) (string, error) {
+	name := securityGroupName(spec.Name)
+	obj := fmt.Sprintf("aws security group %s in region %s", name, r.name)
+	var vpcID string
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		out, err := r.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{subnetID}})
+		if err != nil {
+			return classify(fmt.Sprintf("aws subnet %s in region %s", subnetID, r.name), err)
+		}
+		if len(out.Subnets) == 0 {
+			return backend.Permanent(fmt.Sprintf("aws subnet %s in region %s", subnetID, r.name), "no such subnet: set aws.subnet_id to one of the region's")
+		}
+		vpcID = awssdk.ToString(out.Subnets[0].VpcId)
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	group, err := b.findSecurityGroup(ctx, r, name, vpcID)
+	if err != nil {
+		return "", err
+	}
+	if group != nil {
+		tags := tagMap(group.Tags)
+		if !managed(tags) {
+			return "", backend.Permanent(obj, "a security group of this name already exists (%s) and was not made by this provider: delete it or choose another proxy name",
+				awssdk.ToString(group.GroupId))
+		}
+		if tags[backend.LabelUID] != spec.UID {
+			// Left by a proxy of this name that is gone (Create found no live instance of the name before
+			// getting here, or it would have refused): a terminated instance's group, or a crash between
+			// the group and the launch. Adopted, as the successor adopts a kept Elastic IP.
+			err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+				_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(group.GroupId)}, Tags: ec2Tags(objectTags(spec))})
+				return classify(obj, err)
+			})
+			if err != nil {
+				return "", err
+			}
+		}
+	} else {
+		err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			out, err := r.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
+				GroupName: awssdk.String(name), VpcId: awssdk.String(vpcID),
+				Description:       awssdk.String("egress proxy " + spec.Name + ": the allowed clients on the proxy port"),
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: ec2Tags(objectTags(spec))}},
+			})
+			if errorCode(err) == "InvalidGroup.Duplicate" {
+				// A retry after a lost answer: the group was made.
+				group, err = b.findSecurityGroup(ctx, r, name, vpcID)
+				if err == nil && group == nil {
+					err = backend.Transient(obj, "reported as existing but not listed yet")
+				}
+				return err
+			}
+			if err != nil {
+				return classify(obj, err)
+			}
+			group = &ec2types.SecurityGroup{GroupId: out.GroupId, VpcId: awssdk.String(vpcID)}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	groupID := awssdk.ToString(group.GroupId)
+	return groupID, b.setIngress(ctx, r, obj, group, spec.Proxy)
+}
+
+func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID string) (*ec2types.SecurityGroup, error) {
+	filters := []ec2types.Filter{{Name: awssdk.String("group-name"), Values: []string{name}}}
+	if vpcID != "" {
+		filters = append(filters, ec2types.Filter{Name: awssdk.String("vpc-id"), Values: []string{vpcID}})
+	}
+	var found []ec2types.SecurityGroup
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		out, err := r.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: filters})
+		if err != nil {
+			return classify(fmt.Sprintf("aws security group %s in region %s", name, r.name), err)
+		}
+		found = out.SecurityGroups
+		return nil
+	})
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	return &found[0], nil
+}
+
+// setIngress makes the group admit exactly the allowed clients on the proxy port: what is missing is
+// authorized, what is no longer allowed is revoked.
+func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings) error {
+	want := ingressRule(s)
+	have := group.IpPermissions
+	add, remove := diffPermissions(have, want)
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		if len(add) > 0 {
+			_, err := r.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: group.GroupId, IpPermissions: add})
+			if err != nil && errorCode(err) != "InvalidPermission.Duplicate" {
+				return classify(obj, err)
+			}
+		}
+		if len(remove) > 0 {
+			_, err := r.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: group.GroupId, IpPermissions: remove})
+			if err != nil && errorCode(err) != "InvalidPermission.NotFound" {
+				return classify(obj, err)
+			}
+		}
+		return nil
+	})
+}
+
+// ingressRule is the one rule the proxy's group holds: TCP on the proxy port from each allowed range.
+func ingressRule(s proxyconf.Settings) ec2types.IpPermission {
+	rule := ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(int32(s.Port)), ToPort: awssdk.Int32(int32(s.Port))}
+	for _, c := range s.AllowedClientCIDRs {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is6() {
+			rule.Ipv6Ranges = append(rule.Ipv6Ranges, ec2types.Ipv6Range{CidrIpv6: awssdk.String(c)})
+		} else {
+			rule.IpRanges = append(rule.IpRanges, ec2types.IpRange{CidrIp: awssdk.String(c)})
+		}
+	}
+	return rule
+}
+
+// diffPermissions returns, per range, what want has that have lacks and what have has that want lacks.
+func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (add, remove []ec2types.IpPermission) {
+	type key struct {
+		proto      string
+		from, to   int32
+		cidr       string
+		ipv6       bool
+		groupOrNot bool
+	}
+	keys := func(p ec2types.IpPermission) []key {
+		var ks []key
+		for _, r := range p.IpRanges {
+			ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIp), false, false})
+		}
+		for _, r := range p.Ipv6Ranges {
+			ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIpv6), true, false})
+		}
+		return ks
+	}
+	var haveKeys []key
+	for _, p := range have {
+		haveKeys = append(haveKeys, keys(p)...)
+	}
+	wantKeys := keys(want)
+	perm := func(k key) ec2types.IpPermission {
+		p := ec2types.IpPermission{IpProtocol: awssdk.String(k.proto), FromPort: awssdk.Int32(k.from), ToPort: awssdk.Int32(k.to)}
+		if k.ipv6 {
+			p.Ipv6Ranges = []ec2types.Ipv6Range{{CidrIpv6: awssdk.String(k.cidr)}}
+		} else {
+			p.IpRanges = []ec2types.IpRange{{CidrIp: awssdk.String(k.cidr)}}
+		}
+		return p
+	}
+	for _, k := range wantKeys {
+		if !slices.Contains(haveKeys, k) {
+			add = append(add, perm(k))
+		}
+	}
+	for _, k := range haveKeys {
+		if !slices.Contains(wantKeys, k) {
+			remove = append(remove, perm(k))
+		}
+	}
+	return add, remove
+}
+
+// runInstance launches the instance. The client token makes a retry after a lost answer return the same
+// instance instead of a second one.
+func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
+	obj := instanceObject(r.name, spec.Name)
+	userData, err := proxyconf.RenderAWSUserData(proxyconf.AWSUserDataOptions{
+		Region: r.name, ParameterPrefix: proxyconf.AWSParameterPath(spec.Name, ""), SSMEndpoint: r.settings.SSMEndpoint,
+	})
+	if err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	tags := ec2Tags(objectTags(spec))
+	in := &ec2.RunInstancesInput{
+		ImageId: awssdk.String(o.AMI), InstanceType: ec2types.InstanceType(o.InstanceType),
+		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(clientToken(spec.UID)),
+		SubnetId: awssdk.String(o.SubnetID), SecurityGroupIds: append([]string{groupID}, o.SecurityGroupIDs...),
+		IamInstanceProfile: instanceProfile(o.IAMInstanceProfile),
+		// IMDSv2 only, one hop: a container or a forwarded request on the instance cannot reach the role's
+		// credentials ("Use IMDSv2": "Configure the instance metadata options").
+		MetadataOptions: &ec2types.InstanceMetadataOptionsRequest{
+			HttpTokens: ec2types.HttpTokensStateRequired, HttpPutResponseHopLimit: awssdk.Int32(1),
+			HttpEndpoint: ec2types.InstanceMetadataEndpointStateEnabled,
+		},
+		UserData: awssdk.String(base64.StdEncoding.EncodeToString(userData)),
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+		},
+	}
+	if o.Spot {
+		in.InstanceMarketOptions = &ec2types.InstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeSpot,
+			SpotOptions: &ec2types.SpotMarketOptions{SpotInstanceType: ec2types.SpotInstanceTypeOneTime,
+				InstanceInterruptionBehavior: ec2types.InstanceInterruptionBehaviorTerminate}}
+	}
+	var made *ec2types.Instance
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		out, err := r.ec2.RunInstances(ctx, in)
+		if err != nil {
+			return classify(obj, err)
+		}
+		if len(out.Instances) == 0 {
+			return backend.Transient(obj, "RunInstances answered no instance")
+		}
+		made = &out.Instances[0]
+		return nil
+	})
+	return made, err
+}
+
+// instanceProfile takes a name or an ARN, as the console and the CLI do.
+func instanceProfile(nameOrARN string) *ec2types.IamInstanceProfileSpecification {
+	if strings.HasPrefix(nameOrARN, "arn:") {
+		return &ec2types.IamInstanceProfileSpecification{Arn: awssdk.String(nameOrARN)}
+	}
+	return &ec2types.IamInstanceProfileSpecification{Name: awssdk.String(nameOrARN)}
+}

@@ -1,0 +1,45 @@
+package aws
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+)
+
+// A Create that ends while its RunInstances took effect and every answer was lost, then the provider's retry
+// of the whole Create while EC2's reads do not list the new instance yet (eventual consistency): the second
+// Create finds nothing by name and launches again, and only the client token, derived from the UID, makes
+// EC2 answer with the first instance instead of a second one that nothing would ever delete.
+func TestCreateRetriedAfterLostLaunchLaunchesOneInstance(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{Timing: &ec2fake.Timing{PendingPolls: 1, ShuttingDownPolls: 1, UnseenPolls: 50, TerminatedVisibleFor: time.Hour}})
+	playGuests(t, fake)
+	spec := testSpec(fake, "lost-launch")
+	for range 1000 {
+		fake.LoseNextAnswer("RunInstances")
+	}
+	first, cancel := context.WithCancel(context.Background())
+	go func() {
+		// The first Create ends once its launch has taken effect (answer lost), as a timeout or Ctrl-C ends it.
+		for len(fake.Instances(testRegion)) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	if _, err := b.Create(first, spec); err == nil {
+		t.Fatal("the first Create succeeded though every answer of RunInstances was lost")
+	}
+	fake.ClearFaults()
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatalf("Create again: %v", err)
+	}
+	if n := len(fake.Instances(testRegion)); n != 1 {
+		t.Fatalf("%d instances launched, want 1: the second Create's RunInstances did not reuse the first one's client token", n)
+	}
+	if inst.UID != spec.UID {
+		t.Errorf("Create = uid %q, want %q", inst.UID, spec.UID)
+	}
+}

@@ -1,0 +1,102 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Delete terminates the instance and removes everything Create made for it: its Elastic IP (not the user's),
+// its security group and its parameters. A proxy already gone is success, and its leftovers are removed too.
+func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
+	return b.delete(ctx, id, false)
+}
+
+// DeleteForReplacement deletes as Delete does but keeps the Elastic IP the backend allocated, tagged with the
+// proxy's name, for the successor of that name to adopt; ListByTag does not list it as a proxy, and the
+// successor's destroy releases it.
+func (b *Backend) DeleteForReplacement(ctx context.Context, id backend.ProviderID) error {
+	return b.delete(ctx, id, true)
+}
+
+func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress bool) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	r, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return err
+	}
+	obj := instanceObject(id.Target, id.Name)
+	in, err := b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		tags := tagMap(in.Tags)
+		if !managed(tags) {
+			return backend.Permanent(obj, "instance %s has this name but was not made by this provider: it is left as it is", awssdk.ToString(in.InstanceId))
+		}
+		instanceID := awssdk.ToString(in.InstanceId)
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			_, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}})
+			if errorCode(err) == "InvalidInstanceID.NotFound" {
+				return nil
+			}
+			return classify(obj, err)
+		})
+		if err != nil {
+			return err
+		}
+		if err := b.waitTerminated(ctx, r, obj, instanceID); err != nil {
+			return err
+		}
+	}
+	if !keepAddress {
+		if err := b.releaseOwnAddresses(ctx, r, id.Name); err != nil {
+			return err
+		}
+	}
+	if err := b.deleteSecurityGroup(ctx, r, id.Name); err != nil {
+		return err
+	}
+	return b.deleteParameters(ctx, r, id.Name)
+}
+
+// deleteSecurityGroup deletes the proxy's own group. A terminated instance's network interface lets go of it
+// a moment after the instance is gone: DependencyViolation until then, which is retried.
+func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name string) error {
+	group, err := b.findSecurityGroup(ctx, r, securityGroupName(name), "")
+	if err != nil || group == nil {
+		return err
+	}
+	if tags := tagMap(group.Tags); !managed(tags) || tags[tagName] != name {
+		return nil // a group of that name the provider did not make is the user's
+	}
+	obj := fmt.Sprintf("aws security group %s in region %s", securityGroupName(name), r.name)
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		_, err := r.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: group.GroupId})
+		if errorCode(err) == "InvalidGroup.NotFound" {
+			return nil
+		}
+		return classify(obj, err)
+	})
+}
+
+// deleteParameters deletes the proxy's parameters; missing ones are no error.
+func (b *Backend) deleteParameters(ctx context.Context, r *region, name string) error {
+	var paths []string
+	for _, p := range []string{proxyconf.AWSParameterSettings, proxyconf.AWSParameterConfig, proxyconf.AWSParameterSecrets, proxyconf.AWSParameterApplied} {
+		paths = append(paths, proxyconf.AWSParameterPath(name, p))
+	}
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		_, err := r.ssm.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: paths})
+		return classify(parameterObject(r.name, proxyconf.AWSParameterPath(name, "")), err)
+	})
+}

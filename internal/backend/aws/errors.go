@@ -1,0 +1,92 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	smithy "github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// classify gives err a class and names the object, keeping the service's message whole; a Quota error gets
+// the advice of this backend.
+func classify(object string, err error) error {
+	return backend.Classify(object, err, classOf, func(e *backend.Error) {
+		if e.Class == backend.ClassQuota && e.Advice == "" {
+			e.Advice = QuotaAdvice
+		}
+	})
+}
+
+// QuotaAdvice is what a user can do about a Quota error of this backend.
+const QuotaAdvice = "The account's EC2 limits in this region are reached (instances, vCPUs or Elastic IPs). Free some " +
+	"(terminate unused instances, release unused Elastic IPs), or ask for an increase in Service Quotas, then apply again."
+
+// The error codes EC2 and SSM answer, by what can be done about them ("EC2 API Reference: Error codes";
+// "AWS Systems Manager API Reference: Common Errors").
+var (
+	quotaCodes = map[string]bool{
+		"InstanceLimitExceeded": true, "VcpuLimitExceeded": true, "AddressLimitExceeded": true,
+		"MaxSpotInstanceCountExceeded": true, "ParameterLimitExceeded": true, "ResourceLimitExceeded": true,
+	}
+	transientCodes = map[string]bool{
+		"InsufficientInstanceCapacity": true, "RequestLimitExceeded": true, "Throttling": true, "ThrottlingException": true,
+		"InternalError": true, "InternalServerError": true, "ServiceUnavailable": true, "Unavailable": true,
+		"InsufficientAddressCapacity": true, "DependencyViolation": true, "IncorrectInstanceState": true,
+		"InvalidInstanceID.NotFound.Eventual": true, "TooManyUpdates": true,
+	}
+	notFoundCodes = map[string]bool{
+		"InvalidInstanceID.NotFound": true, "InvalidGroup.NotFound": true, "InvalidAllocationID.NotFound": true,
+		"ParameterNotFound": true, "InvalidAssociationID.NotFound": true,
+	}
+)
+
+// classOf reads the service's error code (smithy.APIError); failing that, the HTTP status and the transport.
+func classOf(err error) (backend.Class, string) {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		code := api.ErrorCode()
+		switch {
+		case quotaCodes[code]:
+			return backend.ClassQuota, ""
+		case transientCodes[code]:
+			return backend.ClassTransient, ""
+		case notFoundCodes[code]:
+			return backend.ClassNotFound, ""
+		}
+		var resp *smithyhttp.ResponseError
+		if errors.As(err, &resp) && resp.HTTPStatusCode() >= 500 {
+			return backend.ClassTransient, ""
+		}
+		return backend.ClassPermanent, ""
+	}
+	// The SDK's retryer gave up on throttling or a 5xx: still transient for the provider's own retry.
+	var maxAttempts *retry.MaxAttemptsError
+	if errors.As(err, &maxAttempts) {
+		return backend.ClassTransient, ""
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return backend.ClassTransient, ""
+	}
+	var ne net.Error
+	var errno syscall.Errno
+	if errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return backend.ClassTransient, ""
+	}
+	return backend.ClassUnclassified, ""
+}
+
+// errorCode is the service's error code of err, "" when it has none.
+func errorCode(err error) string {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		return api.ErrorCode()
+	}
+	return ""
+}

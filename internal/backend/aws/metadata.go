@@ -1,0 +1,239 @@
+package aws
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// tagName is the tag EC2's console shows as an object's name; the backend finds a proxy's parts by it.
+const tagName = "Name"
+
+// liveStates are the instance states of a proxy that exists: terminated ones linger in DescribeInstances
+// for a while and are gone for the contract.
+var liveStates = []string{"pending", "running", "stopping", "stopped", "shutting-down"}
+
+// objectTags are the tags of every object made for spec: the provider's labels and the name.
+func objectTags(spec backend.Spec) map[string]string {
+	tags := backend.ManagedLabels(spec)
+	tags[tagName] = spec.Name
+	return tags
+}
+
+func tagMap(tags []ec2types.Tag) map[string]string {
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+	}
+	return m
+}
+
+// ec2Tags are m as EC2 tags, sorted by key so that requests are the same every time.
+func ec2Tags(m map[string]string) []ec2types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	tags := make([]ec2types.Tag, len(keys))
+	for i, k := range keys {
+		tags[i] = ec2types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])}
+	}
+	return tags
+}
+
+// isAWSTag reports a tag AWS itself sets (aws:...), which no one else may change.
+func isAWSTag(key string) bool { return strings.HasPrefix(key, "aws:") }
+
+func managed(tags map[string]string) bool {
+	return tags[backend.LabelManagedBy] == backend.ManagedByValue
+}
+
+// findInstance finds the live instance named name: the provider's, when one of that name is; another's
+// otherwise (which the caller refuses); nil when none is.
+func (b *Backend) findInstance(ctx context.Context, r *region, name string) (*ec2types.Instance, error) {
+	var found []ec2types.Instance
+	obj := instanceObject(r.name, name)
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		found = nil
+		out, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
+			{Name: awssdk.String("instance-state-name"), Values: liveStates},
+		}})
+		if err != nil {
+			return classify(obj, err)
+		}
+		for _, res := range out.Reservations {
+			found = append(found, res.Instances...)
+		}
+		return nil
+	})
+	if err != nil || len(found) == 0 {
+		return nil, err
+	}
+	for i := range found {
+		if managed(tagMap(found[i].Tags)) {
+			return &found[i], nil
+		}
+	}
+	return &found[0], nil
+}
+
+// storedSpec is the settings parameter: what the instance itself cannot tell when read back, without any
+// secret (the username without the password, the TLS certificate's and key pair's fingerprints only).
+type storedSpec struct {
+	Settings           proxyconf.Settings `json:"settings"`
+	TLS                *storedTLS         `json:"tls,omitempty"`
+	AMI                string             `json:"ami"`
+	IAMInstanceProfile string             `json:"iam_instance_profile"`
+	SecurityGroupIDs   []string           `json:"security_group_ids,omitempty"`
+	StaticEgressIP     bool               `json:"static_egress_ip,omitempty"`
+	EIPAllocationID    string             `json:"eip_allocation_id,omitempty"`
+	WaitForProxy       bool               `json:"wait_for_proxy,omitempty"`
+	ConfigID           string             `json:"config_id"`
+}
+
+// storedTLS tells TLS settings apart without the key: the certificate's SHA-256, and one over certificate
+// and key together, so that a new key under the same certificate is still a change.
+type storedTLS struct {
+	CertificateSHA256 string `json:"certificate_sha256"`
+	Fingerprint       string `json:"fingerprint"`
+	CertificatePEM    string `json:"certificate_pem"`
+}
+
+func newStoredSpec(s proxyconf.Settings, o Options, configID string) storedSpec {
+	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile,
+		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
+		WaitForProxy: o.WaitForProxy, ConfigID: configID}
+	st.Settings.TLS = nil
+	if s.TLS != nil {
+		f := s.TLS.Fingerprints()
+		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair, CertificatePEM: s.TLS.CertificatePEM}
+	}
+	return st
+}
+
+// settings are the proxy's settings as read back: no password, and for TLS only the certificate.
+func (st storedSpec) settings() proxyconf.Settings {
+	s := st.Settings
+	if st.TLS != nil {
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: st.TLS.CertificatePEM}
+	}
+	return s
+}
+
+// readStoredSpec reads the settings parameter; ok is false when there is none (a proxy whose parameters
+// were deleted behind the provider's back), and the settings are then not reported.
+func (b *Backend) readStoredSpec(ctx context.Context, r *region, name string) (storedSpec, bool, error) {
+	var st storedSpec
+	path := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings)
+	var out *ssm.GetParameterOutput
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
+		out, err = r.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String(path)})
+		return classify(parameterObject(r.name, path), err)
+	})
+	if backend.IsNotFound(err) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, err
+	}
+	// A value that does not parse is not ours to read: the proxy is reported without settings rather than
+	// failing the read.
+	ok := json.Unmarshal([]byte(awssdk.ToString(out.Parameter.Value)), &st) == nil
+	return st, ok, nil
+}
+
+func parameterObject(region, path string) string {
+	return "aws SSM parameter " + path + " in region " + region
+}
+
+// readBack maps an instance and its stored spec onto the contract. An instance the provider did not make is
+// refused as Permanent: NotFound would make the next apply create over it.
+func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance) (backend.Instance, error) {
+	tags := tagMap(in.Tags)
+	name := tags[tagName]
+	obj := instanceObject(r.name, name)
+	if !managed(tags) {
+		return backend.Instance{}, backend.Permanent(obj, "instance %s has this name but was not made by this provider (no %s tag): rename it, or choose another name",
+			awssdk.ToString(in.InstanceId), backend.LabelManagedBy)
+	}
+	inst := toInstance(r.name, in)
+	st, ok, err := b.readStoredSpec(ctx, r, name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	opts, _ := inst.Placement.Options.(*Options)
+	if ok {
+		s := st.settings()
+		inst.Proxy, inst.Port = &s, s.Port
+		opts.AMI, opts.IAMInstanceProfile, opts.SecurityGroupIDs = st.AMI, st.IAMInstanceProfile, st.SecurityGroupIDs
+		opts.StaticEgressIP, opts.EIPAllocationID, opts.WaitForProxy = st.StaticEgressIP, st.EIPAllocationID, st.WaitForProxy
+		// The guest watches its parameters: every instance made by this backend can change its rules in place.
+		inst.Reconfigurable = true
+	}
+	return inst, nil
+}
+
+// toInstance maps what the instance itself says.
+func toInstance(regionName string, in *ec2types.Instance) backend.Instance {
+	tags := tagMap(in.Tags)
+	name := tags[tagName]
+	opts := &Options{
+		SubnetID: awssdk.ToString(in.SubnetId), InstanceType: string(in.InstanceType), AMI: awssdk.ToString(in.ImageId),
+		Spot: in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot,
+	}
+	inst := backend.Instance{
+		ID: backend.ProviderID{Backend: Kind, Target: regionName, Name: name}, Name: name,
+		UID: tags[backend.LabelUID], Owner: tags[backend.LabelOwner], Labels: userLabels(tags),
+		State: stateOf(in.State), InternalAddress: awssdk.ToString(in.PrivateIpAddress),
+		// The public address is the one-to-one NAT of the instance's interface (an Elastic IP when one is
+		// associated): the source destinations see, and where clients outside connect.
+		EgressAddress: awssdk.ToString(in.PublicIpAddress), IngressAddress: awssdk.ToString(in.PublicIpAddress),
+		Port:      proxyconf.DefaultPort,
+		Placement: backend.Placement{Backend: Kind, Target: regionName, Options: opts},
+	}
+	if in.LaunchTime != nil {
+		inst.CreatedAt = *in.LaunchTime
+	}
+	return inst
+}
+
+// userLabels are the user's labels among the tags: not the provider's own, not the name, not AWS's.
+func userLabels(tags map[string]string) map[string]string {
+	out := backend.UserLabels(tags)
+	delete(out, tagName)
+	for k := range out {
+		if isAWSTag(k) {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// stateOf maps EC2's instance states onto the contract's words.
+func stateOf(s *ec2types.InstanceState) backend.State {
+	if s == nil {
+		return backend.StateUnknown
+	}
+	switch s.Name {
+	case ec2types.InstanceStateNamePending:
+		return backend.StatePending
+	case ec2types.InstanceStateNameRunning:
+		return backend.StateRunning
+	case ec2types.InstanceStateNameStopping, ec2types.InstanceStateNameStopped:
+		return backend.StateStopped
+	case ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameTerminated:
+		return backend.StateDeleting
+	}
+	return backend.StateUnknown
+}

@@ -1,0 +1,32 @@
+package aws
+
+import "github.com/egress-proxies/terraform-provider-egress/internal/backend"
+
+// Kind is this backend's kind: the first part of its ids and the name of its provider and resource blocks.
+const Kind backend.Kind = "aws"
+
+// IDForm is how this backend's ids look: the region is the target, and a region has no scope within it.
+var IDForm = backend.IDForm{Kind: Kind, Parts: []string{"region", "name"}}
+
+// Options holds the settings of a proxy on EC2. Empty values take the backend's defaults (see create.go).
+type Options struct {
+	// SubnetID is the subnet the instance runs in; its VPC holds the security group the backend makes.
+	SubnetID string
+	// InstanceType is the EC2 instance type; DefaultInstanceType when empty.
+	InstanceType string
+	// AMI is the image; empty takes the latest Debian 12 image of the instance type's architecture, read
+	// from the public SSM parameter Debian publishes.
+	AMI string
+	// SecurityGroupIDs are added to the security group the backend makes for the proxy port.
+	SecurityGroupIDs []string
+	// IAMInstanceProfile names the instance profile (name or ARN) whose role reads the proxy's parameters.
+	IAMInstanceProfile string
+	// StaticEgressIP allocates an Elastic IP named after the proxy, kept across a replacement and released
+	// on destroy. EIPAllocationID instead associates the user's own, which is never released.
+	StaticEgressIP  bool
+	EIPAllocationID string
+	// Spot asks for a Spot instance (one-time, terminated when interrupted).
+	Spot bool
+	// WaitForProxy makes Create wait (within its ctx) until the guest reports the configuration applied.
+	WaitForProxy bool
+}

@@ -1,0 +1,66 @@
+package aws
+
+import (
+	"context"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Reconfigure writes the new configuration to the proxy's parameters and its client ranges to its security
+// group, then waits until the guest reports it applied. The guest checks a configuration with Squid before
+// swapping it in and keeps the last good one otherwise; the settings were validated when rendered here.
+func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
+	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	r, err := b.clients(ctx, id.Target)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	obj := instanceObject(id.Target, id.Name)
+	in, err := b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		return backend.Instance{}, backend.NotFound(obj, "no instance of this name is pending, running or stopped")
+	}
+	current, err := b.readBack(ctx, r, in)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	st, ok, err := b.readStoredSpec(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if !ok || !current.Reconfigurable {
+		return backend.Instance{}, backend.Permanent(obj, "its settings parameter is gone, so its rules cannot be changed in place: replace the proxy")
+	}
+	config, secrets, configID, err := proxyconf.RenderAWSParameters(settings)
+	if err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	opts, _ := current.Placement.Options.(*Options)
+	spec := backend.Spec{Name: id.Name, UID: current.UID, Owner: current.Owner, Labels: current.Labels, Proxy: settings}
+	if configID != st.ConfigID {
+		if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, configID), config, secrets); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	group, err := b.findSecurityGroup(ctx, r, securityGroupName(id.Name), awssdk.ToString(in.VpcId))
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if group != nil {
+		if err := b.setIngress(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, group, settings); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	if err := b.waitApplied(ctx, r, id.Name, configID); err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}

@@ -1,0 +1,165 @@
+package provider
+
+import (
+	"context"
+
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+)
+
+// awsPlacementModel is the resource's aws = { ... } attribute.
+type awsPlacementModel struct {
+	Region             types.String `tfsdk:"region"`
+	SubnetID           types.String `tfsdk:"subnet_id"`
+	InstanceType       types.String `tfsdk:"instance_type"`
+	AMI                types.String `tfsdk:"ami"`
+	SecurityGroupIDs   types.Set    `tfsdk:"security_group_ids"`
+	IAMInstanceProfile types.String `tfsdk:"iam_instance_profile"`
+	StaticEgressIP     types.Bool   `tfsdk:"static_egress_ip"`
+	EIPAllocationID    types.String `tfsdk:"eip_allocation_id"`
+	Spot               types.Bool   `tfsdk:"spot"`
+	WaitForProxy       types.Bool   `tfsdk:"wait_for_proxy"`
+}
+
+// awsPlacementSchema is the resource's aws block: where (region, subnet), what (type, image, role), and the
+// egress address.
+func awsPlacementSchema() schema.SingleNestedAttribute {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	inAWS := func(name string) path.Expression { return path.MatchRoot("aws").AtName(name) }
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Run the proxy as an EC2 instance (preview: tested against a fake of EC2 and SSM), with IMDSv2 required, a " +
+			"security group of its own that admits `allowed_client_cidrs` on the proxy port only, and its configuration in SSM " +
+			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
+			"reads at boot and watches afterwards. Changing anything here but `wait_for_proxy` replaces the proxy.",
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+		Attributes: map[string]schema.Attribute{
+			"region": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				PlanModifiers:       keep,
+				MarkdownDescription: "Region, one the provider's `aws` block configures; its default `region` when unset.",
+				Validators:          []validator.String{attribute_validator.Func("region", aws.ValidateRegion)},
+			},
+			"subnet_id": schema.StringAttribute{
+				Required:            true,
+				MarkdownDescription: "Subnet the instance runs in; the proxy's security group is made in its VPC. A public subnet gives the proxy a public address.",
+				Validators:          []validator.String{attribute_validator.Func("subnet id", aws.ValidateSubnetID)},
+			},
+			"instance_type": schema.StringAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             stringdefault.StaticString(aws.DefaultInstanceType),
+				MarkdownDescription: "Instance type. Defaults to `" + aws.DefaultInstanceType + "`. A Graviton type (`t4g.small`) takes an arm64 image.",
+				Validators:          []validator.String{attribute_validator.Func("instance type", aws.ValidateInstanceType)},
+			},
+			"ami": schema.StringAttribute{
+				Optional:      true,
+				Computed:      true,
+				PlanModifiers: keep,
+				MarkdownDescription: "Image. When unset, the latest Debian 12 image of the instance type's architecture, read from the public SSM " +
+					"parameter `/aws/service/debian/release/12/latest/<arch>` when the proxy is created; it reads back as that image, so a newer " +
+					"Debian image later does not replace the proxy.",
+				Validators: []validator.String{attribute_validator.Func("image id", aws.ValidateAMI)},
+			},
+			"security_group_ids": schema.SetAttribute{
+				Optional:            true,
+				ElementType:         types.StringType,
+				MarkdownDescription: "More security groups for the instance, beside the one the provider makes for the proxy port.",
+				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.Func("security group id", aws.ValidateSecurityGroupID))},
+			},
+			"iam_instance_profile": schema.StringAttribute{
+				Required: true,
+				MarkdownDescription: "Instance profile (name or ARN) whose role lets the instance read its configuration: `ssm:GetParameters` on " +
+					"`arn:aws:ssm:<region>:<account>:parameter/egress-proxy/*`, `ssm:PutParameter` on `.../egress-proxy/*/applied`, and " +
+					"`kms:Decrypt` with the key `alias/aws/ssm`.",
+				Validators: []validator.String{attribute_validator.Func("instance profile", aws.ValidateInstanceProfile)},
+			},
+			"static_egress_ip": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+				MarkdownDescription: "Allocate an Elastic IP for the proxy's egress, tagged with `name`, which must be set: when the proxy is replaced, the " +
+					"address is kept and the new instance of the same name takes it, so the egress address does not change; it is released " +
+					"when the proxy is destroyed. Defaults to `false`. To keep an address beyond the proxy's life, allocate it yourself and set `eip_allocation_id`.",
+				Validators: []validator.Bool{attribute_validator.TrueRequiresValid(path.MatchRoot("name"),
+					"the address is found again by the proxy's name so that a replacement keeps it, and a name derived from `uid` changes with every replacement",
+					func(string) error { return nil })},
+			},
+			"eip_allocation_id": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Allocation id of an Elastic IP you allocated, to use as the egress address. The provider never releases it.",
+				Validators: []validator.String{attribute_validator.Func("allocation id", aws.ValidateAllocationID),
+					stringvalidator.ConflictsWith(inAWS("static_egress_ip"))},
+			},
+			"spot": schema.BoolAttribute{
+				Optional:            true,
+				Computed:            true,
+				Default:             booldefault.StaticBool(false),
+				MarkdownDescription: "A one-time Spot instance, terminated when interrupted (the next plan then recreates the proxy). Defaults to `false`.",
+			},
+			"wait_for_proxy": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+				MarkdownDescription: "Wait, within the create timeout, until the instance reports (its `applied` parameter) that Squid runs its configuration. " +
+					"Defaults to `false`: the apply returns once the instance runs, while Squid may still be installing.",
+			},
+		},
+	}
+}
+
+// placement maps the attribute onto the contract; empty values take the backend's defaults.
+func (a *awsPlacementModel) placement() backend.Placement {
+	o := &aws.Options{
+		SubnetID: a.SubnetID.ValueString(), InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
+		IAMInstanceProfile: a.IAMInstanceProfile.ValueString(), StaticEgressIP: a.StaticEgressIP.ValueBool(),
+		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
+	}
+	_ = a.SecurityGroupIDs.ElementsAs(context.Background(), &o.SecurityGroupIDs, false)
+	return backend.Placement{Backend: aws.Kind, Target: a.Region.ValueString(), Options: o}
+}
+
+// setResolved records the region and image the backend chose where the configuration left them unset.
+func (a *awsPlacementModel) setResolved(inst backend.Instance) {
+	if a.Region.IsNull() || a.Region.IsUnknown() {
+		a.Region = types.StringValue(inst.ID.Target)
+	}
+	if o, ok := inst.Placement.Options.(*aws.Options); ok && o != nil && (a.AMI.IsNull() || a.AMI.IsUnknown()) {
+		a.AMI = optionalString(o.AMI)
+	}
+}
+
+// awsPlacementFrom builds the attribute of an imported proxy from what the backend read back.
+func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
+	o := aws.Options{}
+	if read, ok := p.Options.(*aws.Options); ok && read != nil {
+		o = *read
+	}
+	groups := types.SetNull(types.StringType)
+	if len(o.SecurityGroupIDs) > 0 {
+		groups, _ = types.SetValueFrom(context.Background(), types.StringType, o.SecurityGroupIDs)
+	}
+	instanceType := o.InstanceType
+	if instanceType == "" {
+		instanceType = aws.DefaultInstanceType
+	}
+	return &awsPlacementModel{
+		Region: types.StringValue(p.Target), SubnetID: types.StringValue(o.SubnetID), InstanceType: types.StringValue(instanceType),
+		AMI: optionalString(o.AMI), SecurityGroupIDs: groups, IAMInstanceProfile: optionalString(o.IAMInstanceProfile),
+		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
+		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy),
+	}
+}

@@ -1,0 +1,248 @@
+package proxyconf
+
+import (
+	"bytes"
+	"compress/gzip"
+	_ "embed" // the agent script
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// The guest side of a proxy on EC2: the user-data (RenderAWSUserData) installs an agent that reads the proxy's
+// SSM parameters (awsparams.go) with the instance role's credentials, writes Squid's files where the other VM
+// backends' guests write them, starts Squid, and then watches the parameters and applies each change.
+
+// awsAgent is the agent, Python 3 with its standard library only (Debian's EC2 images ship python3, and
+// nothing the agent could use beyond it): it speaks IMDSv2, Signature Version 4 and SSM's JSON protocol
+// itself.
+//
+//go:embed awsguest_agent.py
+var awsAgent []byte
+
+// MaxAWSUserDataBytes is EC2's limit on user-data, before its base64 encoding ("Run commands when you launch
+// an EC2 instance with user data input": "user data is limited to 16 KB").
+const MaxAWSUserDataBytes = 16 * 1024
+
+// Defaults of the guest, and where it keeps its own files.
+const (
+	// AWSIMDSEndpoint is the instance metadata service, over IPv4.
+	AWSIMDSEndpoint = "http://169.254.169.254"
+	// AWSGuestStateDir holds the agent, its settings and the id of the config applied last.
+	AWSGuestStateDir = "/var/lib/egress-proxy"
+	// AWSAgentUnit is the agent's systemd service, started at every boot.
+	AWSAgentUnit = "egress-proxy-agent.service"
+	// awsWatchInterval is how many seconds the agent waits between two reads of the parameters, give or take a
+	// fifth (jitter, so proxies started together do not poll together). Each read is one GetParameters call,
+	// against an account's shared SSM throughput (40 per second by default): 30 s leaves room for hundreds of
+	// proxies, and a change reaches the guest within about the time Squid takes to restart.
+	awsWatchInterval = 30
+	// awsTokenTTL is the life of the agent's IMDSv2 session tokens, the longest IMDS grants (six hours).
+	awsTokenTTL = 21600
+)
+
+// AWSGuestOverrides change where the guest finds its services and how fast it watches; the zero value is an
+// EC2 instance. Tests run the agent against fakes on addresses of their own.
+type AWSGuestOverrides struct {
+	// IMDSEndpoint replaces AWSIMDSEndpoint.
+	IMDSEndpoint string
+	// WatchInterval replaces the seconds between two reads of the parameters.
+	WatchInterval int
+	// TokenTTL replaces the seconds an IMDSv2 session token is asked for (1 to 21600).
+	TokenTTL int
+}
+
+var (
+	awsRegionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	// The prefix is AWSParameterPath(name, ""), with a proxy name as backend.ValidateName allows it.
+	awsPrefixRE = regexp.MustCompile(`^` + regexp.QuoteMeta(AWSParameterPrefix) + `[a-z]([-a-z0-9]{0,61}[a-z0-9])?/$`)
+)
+
+// awsAgentSettings is agent.json, everything the agent knows of its proxy and of this package: the Go
+// constants stay the only copy of each path and name.
+type awsAgentSettings struct {
+	Region         string            `json:"region"`
+	Prefix         string            `json:"prefix"`
+	Parameters     map[string]string `json:"parameters"`
+	SSMEndpoint    string            `json:"ssm_endpoint"`
+	IMDSEndpoint   string            `json:"imds_endpoint"`
+	Interval       int               `json:"interval"`
+	TokenTTL       int               `json:"token_ttl"`
+	StateDir       string            `json:"state_dir"`
+	HealthPort     int               `json:"health_port"`
+	InstallCommand string            `json:"install_command"`
+	Paths          map[string]string `json:"paths"`
+}
+
+func checkEndpoint(name, v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%s %q must be an http or https URL with a host and nothing after its path", name, v)
+	}
+	return nil
+}
+
+// RenderAWSUserData renders the user-data of a proxy's EC2 instance, with the guest's defaults.
+func RenderAWSUserData(opts AWSUserDataOptions) ([]byte, error) {
+	return RenderAWSUserDataWith(opts, AWSGuestOverrides{})
+}
+
+// RenderAWSUserDataWith renders the user-data of a proxy's EC2 instance: a shell script cloud-init runs once,
+// at the instance's first boot. It holds no setting of the proxy and no secret, only where its parameters
+// are (the region, the prefix and, for tests or a private endpoint, the SSM endpoint), since user-data is
+// readable by whoever may describe the instance and is kept on its disk by cloud-init.
+//
+// It writes the agent (awsguest_agent.py) and its settings under AWSGuestStateDir, a drop-in of squid.service
+// and the script it runs (RenderPrestart), and starts the agent as AWSAgentUnit, at this and every later boot.
+// The agent:
+//
+//   - speaks only IMDSv2 (a session token on every request, a new one on a 401), and takes the instance
+//     role's credentials from it, again before they come within ten minutes of their expiry;
+//   - reads the config and secrets parameters (GetParameters, WithDecryption, signed with Signature Version
+//     4), checks that the config id names exactly the pair it read (the backend writes the two one after the
+//     other), writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
+//     RenderUserData and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
+//     certificate 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
+//   - never installs what Squid (squid -k parse) or nft (nft -c) refuses: the last good config keeps serving;
+//   - reports the id it applied in the applied parameter (PutParameter, Overwrite) once Squid takes
+//     connections, and only when that parameter says otherwise, so a running proxy adds no versions;
+//   - then polls the parameters' versions, without decrypting (no KMS call, no secret read), and applies a
+//     change the same way. Before Squid starts and at every poll it lists the VM's own addresses, those of its
+//     interfaces and the public ones IMDS names (an Elastic IP associated after boot), which squid.conf and
+//     the backstop refuse (VMRenderOptions); Squid reloads when they change.
+//
+// The agent logs to the journal and the console, so EC2's console output (GetConsoleOutput) shows why a
+// config was refused.
+func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte, error) {
+	if !awsRegionRE.MatchString(opts.Region) {
+		return nil, fmt.Errorf("region %q is not an AWS region code such as eu-west-1", opts.Region)
+	}
+	if !awsPrefixRE.MatchString(opts.ParameterPrefix) {
+		return nil, fmt.Errorf("parameter prefix %q must be %s<proxy name>/", opts.ParameterPrefix, AWSParameterPrefix)
+	}
+	s := awsAgentSettings{
+		Region: opts.Region, Prefix: opts.ParameterPrefix,
+		Parameters: map[string]string{
+			AWSParameterConfig: AWSParameterConfig, AWSParameterSecrets: AWSParameterSecrets, AWSParameterApplied: AWSParameterApplied,
+		},
+		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
+		StateDir: AWSGuestStateDir, HealthPort: DefaultHealthPort, InstallCommand: installIfMissing,
+		Paths: map[string]string{
+			"conf": ConfPath, "htpasswd": HtpasswdPath, "cert": TLSCertPath, "key": TLSKeyPath,
+			"backstop": NftablesPath, "own": OwnAddressesPath, "prestart": PrestartPath,
+		},
+	}
+	if s.SSMEndpoint == "" {
+		s.SSMEndpoint = "https://ssm." + opts.Region + ".amazonaws.com"
+	}
+	if s.IMDSEndpoint == "" {
+		s.IMDSEndpoint = AWSIMDSEndpoint
+	}
+	if s.Interval <= 0 {
+		s.Interval = awsWatchInterval
+	}
+	if s.TokenTTL == 0 {
+		s.TokenTTL = awsTokenTTL
+	}
+	if s.TokenTTL < 1 || s.TokenTTL > awsTokenTTL {
+		return nil, fmt.Errorf("token TTL %d must be 1 to %d seconds", s.TokenTTL, awsTokenTTL)
+	}
+	for name, v := range map[string]string{"SSM endpoint": s.SSMEndpoint, "IMDS endpoint": s.IMDSEndpoint} {
+		if err := checkEndpoint(name, v); err != nil {
+			return nil, err
+		}
+	}
+	settings, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	// The agent goes compressed: as text it alone would pass EC2's limit.
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression) // a valid level never fails
+	_, _ = zw.Write(awsAgent)                              // writes to a buffer never fail
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = awsUserData.Execute(&b, map[string]any{
+		"State": AWSGuestStateDir, "Settings": string(settings), "Agent": wrap(base64.StdEncoding.EncodeToString(z.Bytes()), 76),
+		"Prestart": PrestartPath, "PrestartScript": strings.TrimSuffix(string(RenderPrestart(OwnAddressesPath)), "\n"),
+		"DropIn": SquidDropInPath, "Unit": AWSAgentUnit, "OwnCmd": PrestartOwnAddresses, "BackstopCmd": PrestartBackstop,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if b.Len() > MaxAWSUserDataBytes {
+		return nil, fmt.Errorf("user-data is %d bytes, more than EC2's %d", b.Len(), MaxAWSUserDataBytes)
+	}
+	return b.Bytes(), nil
+}
+
+func wrap(s string, n int) string {
+	var b strings.Builder
+	for len(s) > n {
+		b.WriteString(s[:n] + "\n")
+		s = s[n:]
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings are JSON on
+// one line, the agent base64, and the prestart script is this package's: none holds a line EGRESS_EOF.
+var awsUserData = template.Must(template.New("aws").Parse(`#!/bin/sh
+# Egress proxy on EC2, written by terraform-provider-egress. cloud-init runs this once, at the instance's
+# first boot: it installs the agent that configures Squid from the proxy's SSM parameters, at every boot.
+# It holds no setting of the proxy and no secret.
+set -eu
+umask 022
+STATE='{{.State}}'
+mkdir -p "$STATE" /etc/squid "$(dirname '{{.DropIn}}')"
+cat >"$STATE/agent.json.new" <<'EGRESS_EOF'
+{{.Settings}}
+EGRESS_EOF
+base64 -d >"$STATE/agent.py.gz" <<'EGRESS_EOF'
+{{.Agent}}
+EGRESS_EOF
+gzip -dc "$STATE/agent.py.gz" >"$STATE/agent.py.new"
+rm -f "$STATE/agent.py.gz"
+chmod 0600 "$STATE/agent.json.new"
+chmod 0700 "$STATE/agent.py.new"
+mv "$STATE/agent.json.new" "$STATE/agent.json"
+mv "$STATE/agent.py.new" "$STATE/agent.py"
+# Run by squid.service before every start of Squid: the own addresses (listed by the agent, which also asks
+# IMDS for the public ones; "-": a failure keeps the last list) and the backstop (no "-": Squid does not run
+# without it).
+cat >'{{.Prestart}}' <<'EGRESS_EOF'
+{{.PrestartScript}}
+EGRESS_EOF
+chown root:proxy '{{.Prestart}}' 2>/dev/null || :
+chmod 0640 '{{.Prestart}}'
+cat >'{{.DropIn}}' <<EGRESS_EOF
+[Service]
+ExecStartPre=-/usr/bin/python3 $STATE/agent.py {{.OwnCmd}}
+ExecStartPre=/bin/sh {{.Prestart}} {{.BackstopCmd}}
+EGRESS_EOF
+cat >'/etc/systemd/system/{{.Unit}}' <<EGRESS_EOF
+[Unit]
+Description=Apply the egress proxy's configuration from SSM Parameter Store
+After=network-online.target squid.service
+Wants=network-online.target
+
+[Service]
+ExecStart=/usr/bin/python3 $STATE/agent.py watch
+Restart=always
+RestartSec=10
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=multi-user.target
+EGRESS_EOF
+systemctl daemon-reload
+systemctl enable --now '{{.Unit}}'
+`))

@@ -1,0 +1,398 @@
+#!/usr/bin/python3
+# Egress proxy agent on EC2, written by terraform-provider-egress (internal/proxyconf/awsguest.go). Reads the
+# proxy's SSM parameters with the instance role, installs the Squid config they hold, reports the config id
+# applied, and watches for changes. Standard library only: Debian's images ship python3 and nothing more.
+# Everything specific to the proxy is in agent.json beside this file, which the user-data wrote.
+import datetime
+import grp
+import hashlib
+import hmac
+import http.client
+import ipaddress
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+# Credentials are fetched again once they have less than this left. EC2 offers new ones at least five
+# minutes before the old expire, so fetching earlier only returns the same ones again, which is harmless.
+CREDENTIAL_MARGIN = datetime.timedelta(minutes=10)
+# No proxy between this agent and IMDS or SSM, whatever the environment says: a token must not leave the VM.
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def log(msg):
+    print("egress-proxy-agent: " + msg, flush=True)
+
+
+class AgentError(Exception):
+    pass
+
+
+class IMDS:
+    """IMDSv2 only: every request carries a session token. There is no fallback to IMDSv1."""
+
+    def __init__(self, endpoint, ttl):
+        self.endpoint, self.ttl = endpoint.rstrip("/"), ttl
+        self.token, self.renew_at = None, 0.0
+
+    def session(self):
+        # Renewed at half its life, so a request never races the token's expiry; a 401 renews it too.
+        if self.token is None or time.monotonic() >= self.renew_at:
+            req = urllib.request.Request(self.endpoint + "/latest/api/token", method="PUT",
+                                         headers={"X-aws-ec2-metadata-token-ttl-seconds": str(self.ttl)})
+            with OPENER.open(req, timeout=5) as r:
+                self.token = r.read().decode()
+            self.renew_at = time.monotonic() + self.ttl / 2
+        return self.token
+
+    def get(self, path, missing_ok=False):
+        for attempt in range(2):
+            req = urllib.request.Request(self.endpoint + "/latest/" + path,
+                                         headers={"X-aws-ec2-metadata-token": self.session()})
+            try:
+                with OPENER.open(req, timeout=5) as r:
+                    return r.read().decode()
+            except urllib.error.HTTPError as e:
+                if e.code == 401 and attempt == 0:
+                    self.token = None
+                    continue
+                if e.code == 404 and missing_ok:
+                    return None
+                raise AgentError("IMDS %s: HTTP %d" % (path, e.code)) from None
+        raise AgentError("IMDS %s: unauthorized with a new token" % path)
+
+
+class Credentials:
+    def __init__(self, imds):
+        self.imds, self.current, self.expires = imds, None, None
+
+    def get(self, force=False):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if force or self.current is None or self.expires - now < CREDENTIAL_MARGIN:
+            roles = self.imds.get("meta-data/iam/security-credentials/", missing_ok=True)
+            role = (roles or "").split("\n")[0].strip()
+            if not role:
+                raise AgentError("the instance has no IAM role: give it an instance profile that may read the proxy's parameters")
+            doc = json.loads(self.imds.get("meta-data/iam/security-credentials/" + role))
+            if doc.get("Code") != "Success":
+                raise AgentError("IMDS credentials of role %s: %s" % (role, doc.get("Code")))
+            self.current = (doc["AccessKeyId"], doc["SecretAccessKey"], doc["Token"])
+            self.expires = datetime.datetime.strptime(doc["Expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.timezone.utc)
+        return self.current
+
+
+def sign(method, url, region, service, headers, body, creds, now):
+    """Signature Version 4: returns the headers to send, the Authorization among them."""
+    u = urllib.parse.urlsplit(url)
+    akid, secret, token = creds
+    amz_date = now.strftime("%Y%m%dT%H%M%SZ")
+    scope = "%s/%s/%s/aws4_request" % (amz_date[:8], region, service)
+    h = {k.lower(): v.strip() for k, v in headers.items()}
+    h.update({"host": u.netloc, "content-length": str(len(body)), "x-amz-date": amz_date, "x-amz-security-token": token})
+    names = sorted(h)
+    canonical = "\n".join([method, u.path or "/", u.query, "".join("%s:%s\n" % (n, h[n]) for n in names),
+                           ";".join(names), hashlib.sha256(body).hexdigest()])
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + secret).encode()
+    for part in (amz_date[:8], region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    h["authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (akid, scope, ";".join(names), signature)
+    del h["host"]  # urllib sends it from the URL, as signed
+    return h
+
+
+class SSMError(AgentError):
+    def __init__(self, status, code, message):
+        super().__init__("SSM %s (HTTP %d): %s" % (code, status, message))
+        self.code = code
+
+
+# Answers that mean the credentials went stale between the check and the call: fetch new ones, once.
+STALE_CREDENTIALS = {"ExpiredTokenException", "UnrecognizedClientException", "InvalidSignatureException"}
+
+
+class SSM:
+    def __init__(self, endpoint, region, creds):
+        self.endpoint, self.region, self.creds = endpoint, region, creds
+
+    def call(self, action, payload):
+        body = json.dumps(payload).encode()
+        for attempt in range(2):
+            headers = sign("POST", self.endpoint, self.region, "ssm",
+                           {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "AmazonSSM." + action},
+                           body, self.creds.get(force=attempt > 0), datetime.datetime.now(datetime.timezone.utc))
+            try:
+                with OPENER.open(urllib.request.Request(self.endpoint, data=body, method="POST", headers=headers), timeout=20) as r:
+                    return json.loads(r.read() or b"{}")
+            except urllib.error.HTTPError as e:
+                try:
+                    err = json.loads(e.read())
+                except ValueError:
+                    err = {}
+                code = str(err.get("__type", "HTTP%d" % e.code)).rsplit("#", 1)[-1]
+                if code in STALE_CREDENTIALS and attempt == 0:
+                    continue
+                raise SSMError(e.code, code, err.get("message", err.get("Message", ""))) from None
+        raise AgentError("unreachable")
+
+    def parameters(self, names, decrypt):
+        out = self.call("GetParameters", {"Names": names, "WithDecryption": decrypt})
+        return {p["Name"]: p for p in out.get("Parameters", [])}
+
+
+def config_id(squid_conf, htpasswd, cert, key, backstop):
+    """proxyconf.ConfigID: the id the config parameter names must be that of the files this agent got."""
+    h = hashlib.sha256()
+    h.update(b"%d\n" % len(squid_conf))
+    h.update(squid_conf + htpasswd)
+    if cert or key:
+        h.update(b"\ntls %d %d\n" % (len(htpasswd), len(cert)))
+        h.update(cert + key)
+    if backstop:
+        h.update(b"\nbackstop %d %d %d\n" % (len(htpasswd), len(cert) + len(key), len(backstop)))
+        h.update(backstop)
+    return h.hexdigest()[:16]
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+
+
+def install(path, content, mode):
+    """Writes a file as root:proxy, in place at once (a rename), as the other backends' guests do."""
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".egress-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.chown(tmp, 0, grp.getgrnam("proxy").gr_gid)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def squid_state():
+    return run(["systemctl", "is-active", "squid"]).stdout.decode().strip()
+
+
+class Agent:
+    def __init__(self, cfg):
+        self.cfg, self.paths = cfg, cfg["paths"]
+        self.imds = IMDS(cfg["imds_endpoint"], cfg["token_ttl"])
+        self.ssm = SSM(cfg["ssm_endpoint"], cfg["region"], Credentials(self.imds))
+        self.names = {k: cfg["prefix"] + v for k, v in cfg["parameters"].items()}
+        self.seen = None      # versions of config and secrets last read whole
+        self.rejected = None  # the config id Squid or nft refused: not tried again until it changes
+
+    def own_addresses(self):
+        """Lists the VM's own addresses, which squid.conf and the backstop refuse as destinations: those of its
+        interfaces, and the public ones EC2 translates to it, which are on none of them (an Elastic IP
+        associated after boot among them). True when the list in force changed."""
+        found = set()
+        for line in run(["ip", "-o", "addr", "show"]).stdout.decode().splitlines():
+            f = line.split()
+            if len(f) > 3:
+                found.add(f[3].split("/")[0])
+        try:
+            for mac in (self.imds.get("meta-data/network/interfaces/macs/", missing_ok=True) or "").split():
+                for key in ("public-ipv4s", "ipv6s"):
+                    found.update((self.imds.get("meta-data/network/interfaces/macs/%s%s" % (mac, key), missing_ok=True) or "").split())
+        except (AgentError, OSError) as e:
+            log("listing the public addresses: %s" % e)
+        valid = set()
+        for a in found:
+            try:
+                valid.add(str(ipaddress.ip_address(a)))  # only addresses reach Squid's config
+            except ValueError:
+                pass
+        content = "".join(a + "\n" for a in sorted(valid)).encode()
+        path = self.paths["own"]
+        if read(path) == content:
+            return False
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".new", "wb") as f:
+            f.write(content)
+        os.chmod(path + ".new", 0o644)
+        os.rename(path + ".new", path)
+        return True
+
+    def listening(self, config):
+        """systemd calls Squid started a moment before it listens: applied is reported once the health port
+        takes connections (any answer will do), so that whoever waits for it can use the proxy."""
+        port = self.cfg["health_port"]
+        for line in config.decode(errors="replace").splitlines():
+            f = line.split()
+            if f[:3] == ["acl", "health_port", "localport"] and len(f) > 3:
+                port = int(f[3])
+        for _ in range(120):
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            try:
+                c.request("GET", "/")
+                c.getresponse().read()
+                return True
+            except (OSError, http.client.HTTPException):
+                time.sleep(1)
+            finally:
+                c.close()
+        return False
+
+    def apply(self, config, secrets):
+        """Installs one config; returns False when Squid or nft refuses it. Squid restarts with it: the drop-in
+        of squid.service lists the own addresses and loads the backstop before it starts."""
+        p = self.paths
+        conf, backstop = config["squid_conf"].encode(), config["backstop"].encode()
+        cert, key = config.get("tls_cert", "").encode(), secrets.get("tls_key", "").encode()
+        passwd = secrets.get("htpasswd", "").encode()
+        cid = config["config_id"]
+        tmp = tempfile.mkdtemp()
+        # The config names the TLS files where they are installed, so they are in place before it is checked;
+        # the ones they replace come back unless it is installed.
+        old = {f: read(f) for f in (p["cert"], p["key"])}
+        installed = False
+        try:
+            for name, content in (("squid.conf", conf), ("backstop.nft", backstop)):
+                with open(os.path.join(tmp, name), "wb") as f:
+                    f.write(content)
+            if cert:
+                install(p["cert"], cert, 0o644)
+                install(p["key"], key, 0o640)
+            # Files in place before Squid is installed, so its first start already uses them (--force-confold).
+            if not shutil.which("squid") or not shutil.which("nft"):
+                if not shutil.which("squid"):
+                    install(p["conf"], conf, 0o640)
+                    if passwd:
+                        install(p["htpasswd"], passwd, 0o640)
+                install(p["backstop"], backstop, 0o640)
+                r = run(["sh", "-c", self.cfg["install_command"]])
+                if r.returncode != 0:
+                    raise AgentError("installing squid and nftables: %s" % r.stdout.decode(errors="replace")[-2000:])
+            for argv, what in ((["nft", "-c", "-f", os.path.join(tmp, "backstop.nft")], "nft rejected the backstop of config"),
+                               (["squid", "-k", "parse", "-f", os.path.join(tmp, "squid.conf")], "squid rejected config")):
+                r = run(argv)
+                if r.returncode != 0:
+                    lines = r.stdout.decode(errors="replace").splitlines()
+                    why = [line for line in lines if "FATAL" in line or "ERROR" in line or "Error" in line] or lines
+                    log("%s %s; the last good config stays: %s" % (what, cid, " / ".join(why[-3:])))
+                    return False
+            if passwd:
+                install(p["htpasswd"], passwd, 0o640)
+            elif os.path.exists(p["htpasswd"]):
+                os.unlink(p["htpasswd"])  # no config uses a password any more: its hash does not stay
+            install(p["conf"], conf, 0o640)
+            install(p["backstop"], backstop, 0o640)
+            installed = True
+            if not cert:
+                for f in (p["cert"], p["key"]):
+                    if os.path.exists(f):
+                        os.unlink(f)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not installed:
+                for f, content in old.items():
+                    if content is not None:
+                        install(f, content, 0o644 if f == p["cert"] else 0o640)
+                    elif os.path.exists(f):
+                        os.unlink(f)
+        run(["systemctl", "enable", "squid"])
+        r = run(["systemctl", "restart", "squid"])
+        if r.returncode != 0:
+            raise AgentError("squid did not restart with config %s: %s" % (cid, r.stdout.decode(errors="replace")))
+        with open(os.path.join(self.cfg["state_dir"], "applied.new"), "w") as f:
+            f.write(cid + "\n")
+        os.rename(os.path.join(self.cfg["state_dir"], "applied.new"), os.path.join(self.cfg["state_dir"], "applied"))
+        log("applied config %s" % cid)
+        return True
+
+    def cycle(self):
+        """One look at the parameters. Their values are read whole (decrypted) only when a version changed or
+        Squid does not run: polling reads no secret, and costs no KMS call."""
+        n = self.names
+        params = self.ssm.parameters([n["config"], n["secrets"], n["applied"]], False)
+        if n["config"] not in params:
+            log("no parameter %s yet" % n["config"])
+            return
+        versions = (params[n["config"]]["Version"], params.get(n["secrets"], {}).get("Version"))
+        own_changed = self.own_addresses()
+        for _ in range(120):  # a Squid still starting is not one to restart
+            if squid_state() != "activating":
+                break
+            time.sleep(1)
+        applied = (read(os.path.join(self.cfg["state_dir"], "applied")) or b"").decode().strip()
+        active = squid_state() == "active"
+        if versions != self.seen or not active:
+            whole = self.ssm.parameters([n["config"], n["secrets"]], True)
+            config = json.loads(whole[n["config"]]["Value"])
+            secrets = json.loads(whole[n["secrets"]]["Value"]) if n["secrets"] in whole else {}
+            got = config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
+                            secrets.get("tls_key", "").encode(), config["backstop"].encode())
+            if got != config["config_id"]:
+                # The backend writes the two parameters one after the other: this is half of a change.
+                log("config %s and the secrets read with it do not belong together yet; reading them again" % config["config_id"])
+                return
+            self.seen = versions
+            cid = config["config_id"]
+            if cid != applied or not active:
+                if cid == self.rejected or not self.apply(config, secrets):
+                    self.rejected = cid
+                    if not active and applied:
+                        # Squid is down and the new config refused: the last good one on disk serves.
+                        run(["systemctl", "restart", "squid"])
+                    return
+                applied, own_changed, active = cid, False, True
+            self.rejected = None
+        if own_changed and active:
+            if run(["sh", self.paths["prestart"], "backstop"]).returncode != 0 or run(["systemctl", "reload", "squid"]).returncode != 0:
+                raise AgentError("squid did not take the VM's new own addresses")
+            log("own addresses changed: backstop and squid reloaded")
+        if applied and params.get(n["applied"], {}).get("Value") != applied:
+            conf = read(self.paths["conf"]) or b""
+            if not self.listening(conf):
+                raise AgentError("squid runs config %s but does not take connections" % applied)
+            self.ssm.call("PutParameter", {"Name": n["applied"], "Value": applied, "Type": "String", "Overwrite": True})
+            log("reported config %s applied" % applied)
+
+    def watch(self):
+        os.makedirs(self.cfg["state_dir"], exist_ok=True)
+        while True:
+            try:
+                self.cycle()
+            except Exception as e:  # noqa: BLE001 -- one bad poll must not end the watch
+                log("%s: %s" % (type(e).__name__, e))
+            # Jitter: proxies started together do not poll SSM together.
+            time.sleep(self.cfg["interval"] * random.uniform(0.8, 1.2))
+
+
+def main():
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent.json")) as f:
+        agent = Agent(json.load(f))
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "watch":
+        agent.watch()
+    elif cmd == "own-addresses":
+        agent.own_addresses()
+    else:
+        sys.exit("usage: %s watch|own-addresses" % sys.argv[0])
+
+
+if __name__ == "__main__":
+    main()

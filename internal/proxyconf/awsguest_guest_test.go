@@ -1,0 +1,632 @@
+package proxyconf_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/imdsfake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
+)
+
+// The EC2 guest proved on the proxy image's own Squid, systemd and nftables, as an EC2 instance runs it: the
+// image's root tree (make guest-root) boots as a container in a network namespace the test makes, where an
+// IMDSv2 fake (imdsfake, tokens required) answers on 169.254.169.254:80 with the instance role's credentials
+// and the user-data RenderAWSUserData renders, and ec2fake's SSM, reached through a recording proxy in a
+// second namespace, holds the proxy's parameters. A unit of the test plays cloud-init: at the instance's
+// first boot it fetches the user-data with an IMDSv2 token and runs it, once. The parameters are written with
+// the AWS SDK's SSM client, as the backend writes them (RenderAWSParameters).
+//
+// It proves: the proxy answers 200 for an allowed destination, 403 for a refused one and for the guest's own
+// addresses (its interface's, the public one only IMDS names, and an Elastic IP associated while it runs),
+// 407 without credentials, and the backstop keeps Squid's user from IMDS; the files have the paths, owners and modes of the other VM guests; a rule
+// change (a new password, TLS on, another destination) is applied in place and reported in applied, after the
+// agent waited out the moment the backend had written the config and not yet the secrets; a config Squid
+// refuses is never installed, the last good one serving on, across a reboot; the agent only ever reads IMDS
+// with a token, carries on when every token ends, refreshes the role's credentials before they come within
+// its margin of their expiry, signs every SSM call with the session token, and writes applied once per
+// config.
+func TestAWSGuestAgentOnRealSquid(t *testing.T) {
+	tree := testutil.GuestRootPrerequisites(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+
+	const region, name = "eu-west-1", "guest-proxy"
+	fake := ec2fake.New(t, ec2fake.Options{Regions: []string{region}})
+	client := ssm.NewFromConfig(fake.AWSConfig(region))
+	params := paramWriter{t: t, ctx: ctx, c: client, name: name}
+
+	// The role's credentials are the ones ec2fake accepts, with a session token of their own each time IMDS
+	// makes new ones: every few seconds, since they live ten minutes and four seconds and are replaced ten
+	// minutes before they expire, within the agent's margin. So the agent keeps fetching new ones.
+	imds := imdsfake.New(imdsfake.Options{
+		Role: "egress-proxy-role", CredentialLifetime: 10*time.Minute + 4*time.Second, RotateBefore: 10 * time.Minute,
+		NewCredentials: func(n int) (string, string, string) {
+			return ec2fake.DefaultAccessKeyID, ec2fake.DefaultSecretAccessKey, fmt.Sprintf("session-token-%d", n)
+		},
+	})
+	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", publicIP)
+	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/local-ipv4s", guestIP)
+	userData, err := proxyconf.RenderAWSUserDataWith(
+		proxyconf.AWSUserDataOptions{Region: region, ParameterPrefix: proxyconf.AWSParameterPath(name, ""), SSMEndpoint: "http://" + ssmIP},
+		proxyconf.AWSGuestOverrides{WatchInterval: 2, TokenTTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imds.SetUserData(userData)
+
+	ns, peer := awsTestNetns(t)
+	testutil.ServeInNetns(t, ns, "169.254.169.254:80", imds.Handler())
+	calls := &ssmRecorder{}
+	testutil.ServeInNetns(t, peer, ssmIP+":80", calls.proxyTo(t, fake.URL()))
+	testutil.ServeInNetns(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "upstream "+r.Host)
+	}))
+
+	// Config 1: a password, three destinations (two of them the guest's own addresses, which the guards refuse).
+	s1 := proxyconf.Settings{
+		Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"198.18.0.0/24"},
+		AllowedDestinations: []string{"allowed.example", "own.example", "external.example", "eip.example"},
+		Auth:                &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"},
+	}
+	r1 := params.render(s1)
+	id1 := r1.id
+	params.put(r1)
+
+	upper := t.TempDir()
+	writeAWSGuestFiles(t, upper)
+	proxy := proxyClient{t: t, dial: dialFrom(peer, clientIP), user: "u", password: "correct-horse-battery"}
+	applied := func(id string) func() bool { return func() bool { return params.applied() == id } }
+
+	// Boot 1: cloud-init runs the user-data, which starts the agent; it applies config 1.
+	g := testutil.BootGuest(t, tree, upper, ns, "boot1")
+	g.WaitFor(ctx, t, "boot 1: the guest reports config "+id1+" applied", applied(id1))
+	t.Logf("boot 1: config 1 applied and reported %s after start", time.Since(start).Round(time.Second))
+	for _, c := range []struct {
+		name, url string
+		auth      bool
+		want      int
+	}{
+		{"allowed destination", "http://allowed.example/", true, http.StatusOK},
+		{"refused destination", "http://denied.example/", true, http.StatusForbidden},
+		{"no credentials", "http://allowed.example/", false, http.StatusProxyAuthRequired},
+		{"the guest's interface address", "http://own.example/", true, http.StatusForbidden},
+		{"the guest's public address, which only IMDS names", "http://external.example/", true, http.StatusForbidden},
+	} {
+		if got := proxy.get(ctx, c.url, c.auth); got != c.want {
+			t.Errorf("config 1, %s: %s through the guest's Squid = %d, want %d\n%s", c.name, c.url, got, c.want, g.Log())
+		}
+	}
+	own, _, _ := testutil.StatIn(t, upper, proxyconf.OwnAddressesPath)
+	for _, a := range []string{guestIP, publicIP} {
+		if !strings.Contains("\n"+own, "\n"+a+"\n") {
+			t.Errorf("the guest's own addresses lack %s:\n%s", a, own)
+		}
+	}
+	checkModes(t, g, map[string]string{
+		proxyconf.ConfPath: "root:proxy 640", proxyconf.HtpasswdPath: "root:proxy 640", proxyconf.NftablesPath: "root:proxy 640",
+		proxyconf.OwnAddressesPath: "root:root 644", proxyconf.AWSGuestStateDir + "/agent.json": "root:root 600",
+	})
+	checkIMDSBackstop(t, g)
+
+	// An Elastic IP associated after boot, as Create does once the instance runs: IMDS names the new public
+	// address, the agent lists it at its next poll and reloads Squid, which refuses it from then on.
+	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", elasticIP)
+	g.WaitFor(ctx, t, "the agent lists the Elastic IP among the guest's own addresses", func() bool {
+		own, _, _ := testutil.StatIn(t, upper, proxyconf.OwnAddressesPath)
+		return strings.Contains(own, elasticIP+"\n") && strings.Contains(g.FullLog(), "own addresses changed: backstop and squid reloaded")
+	})
+	// Squid reconfigures after the reload returns: until it has, the address is a destination like any other.
+	g.WaitFor(ctx, t, "Squid refuses the Elastic IP", func() bool { return proxy.get(ctx, "http://eip.example/", true) == http.StatusForbidden })
+	if set, err := g.Exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "own_v4"); err != nil || !strings.Contains(set, elasticIP) {
+		t.Errorf("the backstop's own addresses after the Elastic IP (%v):\n%s", err, set)
+	}
+
+	// Every token ends: the agent's next read of IMDS is refused, and it must get a new token and go on.
+	imds.ExpireTokens()
+	tokensEnded := time.Now()
+
+	// Config 2, a rule change in place: another destination, a new password, TLS on. The backend writes the
+	// config, then the secrets: the agent must see the config alone, refuse to apply half a change, and apply
+	// the pair once the secrets follow.
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	s2 := s1
+	s2.AllowedDestinations = []string{"allowed.example", "denied.example"}
+	s2.Auth = &proxyconf.BasicAuth{Username: "u", Password: "second-horse-battery"}
+	s2.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	r2 := params.render(s2)
+	id2 := r2.id
+	params.putConfig(r2)
+	g.WaitFor(ctx, t, "the agent reads config "+id2+" without its secrets", func() bool {
+		return strings.Contains(g.FullLog(), "config "+id2+" and the secrets read with it do not belong together yet")
+	})
+	if got := params.applied(); got != id1 {
+		t.Fatalf("with the config written and the secrets not yet, applied is %s, want %s still", got, id1)
+	}
+	params.putSecrets(r2)
+	g.WaitFor(ctx, t, "the guest reports config "+id2+" applied", applied(id2))
+	t.Logf("config 2 applied in place, %s after start", time.Since(start).Round(time.Second))
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(cert))
+	tlsProxy := proxy
+	tlsProxy.tls = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+	tlsProxy.password = "second-horse-battery"
+	oldPassword := tlsProxy
+	oldPassword.password = "correct-horse-battery"
+	checkConfig2 := func(when string) {
+		t.Helper()
+		for _, c := range []struct {
+			name   string
+			client proxyClient
+			url    string
+			want   int
+		}{
+			{"a destination allowed since", tlsProxy, "http://denied.example/", http.StatusOK},
+			{"a destination no longer allowed", tlsProxy, "http://own.example/", http.StatusForbidden},
+			{"the old password", oldPassword, "http://allowed.example/", http.StatusProxyAuthRequired},
+		} {
+			if got := c.client.get(ctx, c.url, true); got != c.want {
+				t.Errorf("%s, %s: %s = %d, want %d\n%s", when, c.name, c.url, got, c.want, g.Log())
+			}
+		}
+	}
+	checkConfig2("config 2")
+	checkModes(t, g, map[string]string{proxyconf.TLSCertPath: "root:proxy 644", proxyconf.TLSKeyPath: "root:proxy 640"})
+	for path, want := range map[string]string{proxyconf.TLSCertPath: cert, proxyconf.TLSKeyPath: key} {
+		if got, _, _ := testutil.StatIn(t, upper, path); got != want {
+			t.Errorf("%s in the guest is not the one in the parameters", path)
+		}
+	}
+
+	// Config 3: one Squid refuses, with the id of exactly what it holds, so only Squid can tell. The agent
+	// never installs it: config 2 serves on, and applied stays.
+	r3 := params.broken(r2)
+	id3 := r3.id
+	params.putConfig(r3)
+	refused := "squid rejected config " + id3
+	g.WaitFor(ctx, t, "the agent refuses config "+id3, func() bool { return strings.Contains(g.FullLog(), refused) })
+	checkConfig2("with config 3 refused")
+	if got := params.applied(); got != id2 {
+		t.Errorf("after config 3 was refused applied is %s, want %s", got, id2)
+	}
+	before := map[string]time.Time{}
+	for _, f := range []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, proxyconf.AWSGuestStateDir + "/applied"} {
+		_, mod, ok := testutil.StatIn(t, upper, f)
+		if !ok {
+			t.Fatalf("the guest has no %s", f)
+		}
+		before[f] = mod
+	}
+	checkAgentLog(t, g)
+	g.Stop(t)
+
+	// Boot 2: cloud-init does not run the user-data again; the agent starts with the instance, finds config
+	// 3 still there, refuses it again, and config 2, on disk, serves.
+	g = testutil.BootGuest(t, tree, upper, ns, "boot2")
+	g.WaitFor(ctx, t, "boot 2: the agent refuses config "+id3, func() bool { return strings.Contains(g.FullLog(), refused) })
+	checkConfig2("boot 2")
+	for f, mod := range before {
+		if _, now, _ := testutil.StatIn(t, upper, f); !now.Equal(mod) {
+			t.Errorf("boot 2 rewrote %s (modified %s, was %s)", f, now, mod)
+		}
+	}
+	if strings.Contains(g.FullLog(), "egress-proxy user-data ran") {
+		t.Error("boot 2 ran the user-data again")
+	}
+
+	// Config 4, good again (config 1's rules): applied, TLS off, its files gone from the disk.
+	r4 := params.render(s1)
+	id4 := r4.id
+	params.put(r4)
+	g.WaitFor(ctx, t, "boot 2: the guest reports config "+id4+" applied", applied(id4))
+	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
+		if got := proxy.get(ctx, url, true); got != want {
+			t.Errorf("config 4: %s = %d, want %d\n%s", url, got, want, g.Log())
+		}
+	}
+	for _, f := range []string{proxyconf.TLSCertPath, proxyconf.TLSKeyPath} {
+		if out, err := g.Exec(t, "test", "!", "-e", f); err != nil {
+			t.Errorf("%s stays in the guest with TLS off: %v %s", f, err, out)
+		}
+	}
+	checkAgentLog(t, g)
+	g.Stop(t)
+
+	checkIMDSUse(t, imds.Requests(), tokensEnded)
+	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4})
+	t.Logf("done in %s", time.Since(start).Round(time.Second))
+}
+
+// The test's addresses, in 198.18.0.0/24, a benchmarking range the proxy's guards do not refuse.
+const (
+	guestIP    = "198.18.0.1" // the guest's interface, where Squid listens
+	clientIP   = "198.18.0.2"
+	upstreamIP = "198.18.0.3"
+	ssmIP      = "198.18.0.4"  // the recording proxy in front of ec2fake's SSM
+	publicIP   = "198.18.0.77" // the instance's public address, on none of its interfaces: only IMDS names it
+	elasticIP  = "198.18.0.78" // the Elastic IP associated after boot, which replaces it
+	guestMAC   = "0e:49:61:0f:c3:11"
+)
+
+// awsTestNetns makes the guest's network namespace, with its address on a veth link and IMDS's on loopback,
+// and a peer namespace at the link's other end with the client, the upstream and SSM, so that none of those
+// is one of the guest's own addresses.
+func awsTestNetns(t *testing.T) (guest, peer string) {
+	t.Helper()
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	guest = "egress-aws-" + hex.EncodeToString(suffix)
+	peer = guest + "-peer"
+	testutil.AddNetns(t, guest)
+	testutil.AddNetns(t, peer)
+	testutil.IPIn(t, guest, "link", "add", "eg0", "type", "veth", "peer", "name", "eg1", "netns", peer)
+	testutil.IPIn(t, guest, "addr", "add", "169.254.169.254/32", "dev", "lo")
+	testutil.IPIn(t, guest, "addr", "add", guestIP+"/24", "dev", "eg0")
+	testutil.IPIn(t, guest, "link", "set", "eg0", "up")
+	for _, a := range []string{clientIP, upstreamIP, ssmIP} {
+		testutil.IPIn(t, peer, "addr", "add", a+"/24", "dev", "eg1")
+	}
+	testutil.IPIn(t, peer, "link", "set", "eg1", "up")
+	return guest, peer
+}
+
+// writeAWSGuestFiles puts into the container's upper layer what an EC2 instance has and the image has not:
+// names for the test's hosts, and a stand-in for cloud-init's scripts-user module, which runs the user-data
+// once per instance (its semaphore in /var/lib/cloud), read from IMDS with a token as cloud-init does on an
+// instance that requires IMDSv2. The image's own cloud-init is off: it would look for a data source in vain.
+func writeAWSGuestFiles(t *testing.T, upper string) {
+	t.Helper()
+	testutil.WriteGuestFiles(t, upper, map[string]string{
+		"etc/hosts": "127.0.0.1 localhost\n" + upstreamIP + " allowed.example denied.example\n" +
+			guestIP + " own.example\n" + publicIP + " external.example\n" + elasticIP + " eip.example\n",
+		"etc/cloud/cloud-init.disabled": "",
+		"usr/local/sbin/run-user-data": `#!/bin/sh
+set -eu
+sem=/var/lib/cloud/instance/sem/user-data
+[ -e "$sem" ] && exit 0
+token=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)
+curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/user-data >/run/user-data
+chmod 0700 /run/user-data
+/run/user-data
+mkdir -p "$(dirname "$sem")"
+touch "$sem"
+echo "egress-proxy user-data ran"
+`,
+		"etc/systemd/system/run-user-data.service": `[Unit]
+Description=Run the instance's user-data once, as cloud-init's scripts-user module does
+Wants=network-online.target
+After=network-online.target squid.service
+
+[Service]
+Type=oneshot
+ExecStart=/usr/local/sbin/run-user-data
+StandardOutput=journal+console
+StandardError=journal+console
+
+[Install]
+WantedBy=multi-user.target
+`,
+	})
+	testutil.EnableGuestUnit(t, upper, "run-user-data.service")
+}
+
+// paramWriter writes the proxy's parameters as the backend does, with the SDK's SSM client.
+type paramWriter struct {
+	t    *testing.T
+	ctx  context.Context
+	c    *ssm.Client
+	name string
+}
+
+// rendered are the two parameters' values for one config. Rendered once: the password's hash is salted, so
+// every rendering has another id.
+type rendered struct {
+	config, secrets []byte
+	id              string
+}
+
+func (p paramWriter) render(s proxyconf.Settings) rendered {
+	p.t.Helper()
+	config, secrets, id, err := proxyconf.RenderAWSParameters(s)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return rendered{config, secrets, id}
+}
+
+// broken is r with a squid.conf Squid refuses, under the id of the files as they are: only Squid can tell.
+func (p paramWriter) broken(r rendered) rendered {
+	p.t.Helper()
+	var c proxyconf.AWSConfig
+	var sec proxyconf.AWSSecrets
+	if err := errors.Join(json.Unmarshal(r.config, &c), json.Unmarshal(r.secrets, &sec)); err != nil {
+		p.t.Fatal(err)
+	}
+	c.SquidConf += "http_access allow no_such_acl\n"
+	c.ConfigID = proxyconf.ConfigID([]byte(c.SquidConf), []byte(sec.Htpasswd), []byte(c.TLSCert), []byte(sec.TLSKey), []byte(c.Backstop))
+	b, err := json.Marshal(c)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return rendered{b, r.secrets, c.ConfigID}
+}
+
+func (p paramWriter) putConfig(r rendered) {
+	p.t.Helper()
+	p.write(proxyconf.AWSParameterConfig, string(r.config), ssmtypes.ParameterTypeString)
+}
+
+func (p paramWriter) putSecrets(r rendered) {
+	p.t.Helper()
+	p.write(proxyconf.AWSParameterSecrets, string(r.secrets), ssmtypes.ParameterTypeSecureString)
+}
+
+// put writes the config, then the secrets, as the backend does.
+func (p paramWriter) put(r rendered) {
+	p.t.Helper()
+	p.putConfig(r)
+	p.putSecrets(r)
+}
+
+func (p paramWriter) write(param, value string, typ ssmtypes.ParameterType) {
+	p.t.Helper()
+	// As the backend: Standard up to 4096 bytes, Advanced (8192) beyond.
+	tier := ssmtypes.ParameterTierStandard
+	if len(value) > 4096 {
+		tier = ssmtypes.ParameterTierAdvanced
+	}
+	_, err := p.c.PutParameter(p.ctx, &ssm.PutParameterInput{
+		Name: aws.String(proxyconf.AWSParameterPath(p.name, param)), Value: aws.String(value), Type: typ, Overwrite: aws.Bool(true), Tier: tier,
+	})
+	if err != nil {
+		p.t.Fatalf("writing %s: %v", param, err)
+	}
+}
+
+// applied is what the guest reported, "" before its first report.
+func (p paramWriter) applied() string {
+	out, err := p.c.GetParameter(p.ctx, &ssm.GetParameterInput{Name: aws.String(proxyconf.AWSParameterPath(p.name, proxyconf.AWSParameterApplied))})
+	var nf *ssmtypes.ParameterNotFound
+	if errors.As(err, &nf) {
+		return ""
+	}
+	if err != nil {
+		p.t.Fatalf("reading applied: %v", err)
+	}
+	return aws.ToString(out.Parameter.Value)
+}
+
+// agentError is a line the agent logs when a poll failed (its watch loop names the exception), or Python's
+// own report of one it did not catch.
+var agentError = regexp.MustCompile(`egress-proxy-agent: [A-Za-z.]*(Error|Exception)\b.*|Traceback \(most recent call last\)`)
+
+// checkAgentLog: nothing in this test is a failure the agent should have to log, not even every IMDS token
+// ending (it takes a new one and reads on) or its credentials nearing their expiry (it fetches new ones first).
+func checkAgentLog(t *testing.T, g *testutil.Guest) {
+	t.Helper()
+	for _, m := range agentError.FindAllString(g.FullLog(), -1) {
+		t.Errorf("the agent logged a failure: %s", m)
+	}
+}
+
+// checkModes checks owners and modes of files in the running guest (`stat -c '%U:%G %a'`).
+func checkModes(t *testing.T, g *testutil.Guest, want map[string]string) {
+	t.Helper()
+	for path, w := range want {
+		out, err := g.Exec(t, "stat", "-c", "%U:%G %a", path)
+		if err != nil || strings.TrimSpace(out) != w {
+			t.Errorf("%s in the guest: %v %q, want %s", path, err, strings.TrimSpace(out), w)
+		}
+	}
+}
+
+// checkIMDSBackstop: root in the guest reaches IMDS (the agent does), Squid's user does not, whatever Squid
+// decided: the backstop below Squid rejects it.
+func checkIMDSBackstop(t *testing.T, g *testutil.Guest) {
+	t.Helper()
+	curl := []string{"curl", "-sS", "-o", "/dev/null", "--max-time", "20", "-X", "PUT", "-H", "X-aws-ec2-metadata-token-ttl-seconds: 10",
+		"http://169.254.169.254/latest/api/token"}
+	if out, err := g.Exec(t, curl...); err != nil {
+		t.Errorf("root in the guest could not reach IMDS: %v\n%s", err, out)
+	}
+	out, err := g.Exec(t, append([]string{"runuser", "-u", "proxy", "--"}, curl...)...)
+	if err == nil || !strings.Contains(out, "Failed to connect") {
+		t.Errorf("Squid's user reaching IMDS: %v %s; want it refused", err, out)
+	}
+}
+
+// checkIMDSUse: the agent and the user-data runner never read IMDS without a token (IMDSv1), and after every
+// token ended the agent got a new one.
+func checkIMDSUse(t *testing.T, reqs []imdsfake.Request, tokensEnded time.Time) {
+	t.Helper()
+	renewed := false
+	for _, r := range reqs {
+		if r.Method == http.MethodGet && !r.WithToken {
+			t.Errorf("IMDS read without a token: %s %s (%d)", r.Method, r.Path, r.Status)
+		}
+		if r.Method == http.MethodPut && r.Status == http.StatusOK && r.Time.After(tokensEnded) {
+			renewed = true
+		}
+	}
+	if !renewed {
+		t.Error("the agent took no new token after every token ended")
+	}
+}
+
+// checkSSMUse: every SSM call was signed with the session token, with credentials IMDS issued that were
+// nowhere near their expiry (the agent refreshes them ten minutes before; a minute is left for a slow
+// machine), the agent went through several sets of them, polled without decrypting, and wrote applied once
+// per config it applied, never more.
+func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, appliedIDs []string) {
+	t.Helper()
+	expiry := map[string]time.Time{}
+	for _, c := range issued {
+		expiry[c.Token] = c.Expiration
+	}
+	used := map[string]bool{}
+	var puts []string
+	polls := 0
+	for _, c := range calls {
+		exp, ok := expiry[c.token]
+		switch {
+		case !ok:
+			t.Errorf("SSM %s signed with session token %q, which IMDS never issued", c.target, c.token)
+		case c.time.After(exp.Add(-9 * time.Minute)):
+			t.Errorf("SSM %s at %s with credentials expiring at %s: within the agent's margin", c.target, c.time.Format(time.RFC3339), exp.Format(time.RFC3339))
+		}
+		if !strings.Contains(";"+c.signedHeaders+";", ";x-amz-security-token;") {
+			t.Errorf("SSM %s: the session token is not signed (%s)", c.target, c.signedHeaders)
+		}
+		used[c.token] = true
+		switch c.target {
+		case "AmazonSSM.PutParameter":
+			var in struct{ Name, Value, Type string }
+			_ = json.Unmarshal(c.body, &in)
+			puts = append(puts, in.Value)
+			if in.Type != "String" || !strings.HasSuffix(in.Name, "/"+proxyconf.AWSParameterApplied) {
+				t.Errorf("the guest wrote %s (%s): it may only write the applied parameter, a String", in.Name, in.Type)
+			}
+		case "AmazonSSM.GetParameters":
+			if bytes.Contains(c.body, []byte(`"WithDecryption": false`)) {
+				polls++
+			}
+		default:
+			t.Errorf("the guest called %s", c.target)
+		}
+	}
+	if len(used) < 3 {
+		t.Errorf("the agent used %d sets of credentials over the whole test, want it to refresh them as they near their expiry", len(used))
+	}
+	if polls < 5 {
+		t.Errorf("%d polls without decryption, want the agent to watch that way", polls)
+	}
+	if strings.Join(puts, " ") != strings.Join(appliedIDs, " ") {
+		t.Errorf("the guest wrote applied %v, want once per config applied: %v", puts, appliedIDs)
+	}
+}
+
+// ssmRecorder forwards SSM calls to ec2fake, keeping the Host the guest signed, and records each.
+type ssmRecorder struct {
+	mu    sync.Mutex
+	calls []ssmCall
+}
+
+type ssmCall struct {
+	time                         time.Time
+	target, token, signedHeaders string
+	body                         []byte
+}
+
+func (r *ssmRecorder) proxyTo(t *testing.T, target string) http.Handler {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+		pr.SetURL(u)
+		pr.Out.Host = pr.In.Host
+	}}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		_, signed, _ := strings.Cut(req.Header.Get("Authorization"), "SignedHeaders=")
+		signed, _, _ = strings.Cut(signed, ",")
+		r.mu.Lock()
+		r.calls = append(r.calls, ssmCall{time: time.Now(), target: req.Header.Get("X-Amz-Target"), token: req.Header.Get("X-Amz-Security-Token"), signedHeaders: signed, body: body})
+		r.mu.Unlock()
+		rp.ServeHTTP(w, req)
+	})
+}
+
+func (r *ssmRecorder) all() []ssmCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]ssmCall(nil), r.calls...)
+}
+
+// dialFrom dials the guest's Squid from localIP inside the namespace netns.
+func dialFrom(netns, localIP string) func(ctx context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
+		var c net.Conn
+		err := testutil.InNetns(netns, func() (err error) {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
+			c, err = d.DialContext(ctx, "tcp", guestIP+":3128")
+			return err
+		})
+		return c, err
+	}
+}
+
+type proxyClient struct {
+	t              *testing.T
+	dial           func(ctx context.Context) (net.Conn, error)
+	user, password string
+	tls            *tls.Config // set when the proxy port speaks TLS
+}
+
+// get sends one proxied GET and returns the status Squid answers with.
+func (c proxyClient) get(ctx context.Context, url string, auth bool) int {
+	t := c.t
+	t.Helper()
+	conn, err := c.dial(ctx)
+	if err != nil {
+		t.Fatalf("dialing the guest's Squid: %v", err)
+	}
+	defer func() { _ = conn.Close() }()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	if c.tls != nil {
+		tc := tls.Client(conn, c.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			t.Fatalf("TLS handshake with the guest's Squid: %v", err)
+		}
+		conn = tc
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
+	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", url, host)
+	if auth {
+		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(c.user+":"+c.password)) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading Squid's answer to %s: %v", url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(string(body), "upstream "+host) {
+		t.Errorf("200 for %s did not come from the upstream: %q", url, body)
+	}
+	return resp.StatusCode
+}

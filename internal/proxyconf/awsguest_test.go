@@ -1,0 +1,250 @@
+package proxyconf
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+func TestRenderAWSUserData(t *testing.T) {
+	t.Parallel()
+	base := AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: AWSParameterPath("proxy-1", "")}
+	for name, tc := range map[string]struct {
+		opts      AWSUserDataOptions
+		overrides AWSGuestOverrides
+		want      map[string]any // agent.json's values
+		wantErr   string
+	}{
+		"defaults": {opts: base, want: map[string]any{
+			"region": "eu-west-1", "prefix": "/egress-proxy/proxy-1/", "ssm_endpoint": "https://ssm.eu-west-1.amazonaws.com",
+			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(DefaultHealthPort),
+		}},
+		"test endpoints": {
+			opts:      AWSUserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/", SSMEndpoint: "http://198.18.0.4:8080"},
+			overrides: AWSGuestOverrides{IMDSEndpoint: "http://127.0.0.1:8081", WatchInterval: 2, TokenTTL: 5},
+			want: map[string]any{
+				"ssm_endpoint": "http://198.18.0.4:8080", "imds_endpoint": "http://127.0.0.1:8081", "interval": 2.0, "token_ttl": 5.0,
+			},
+		},
+		"gov cloud region": {opts: AWSUserDataOptions{Region: "us-gov-west-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
+			"ssm_endpoint": "https://ssm.us-gov-west-1.amazonaws.com",
+		}},
+		"no region":             {opts: AWSUserDataOptions{ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
+		"region with a quote":   {opts: AWSUserDataOptions{Region: "eu-west-1'", ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
+		"prefix without slash":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/p"}, wantErr: "must be /egress-proxy/"},
+		"prefix elsewhere":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/other/p/"}, wantErr: "must be /egress-proxy/"},
+		"prefix two levels":     {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/a/b/"}, wantErr: "must be /egress-proxy/"},
+		"ssm endpoint ftp":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "ftp://x"}, wantErr: "http or https URL"},
+		"ssm endpoint no host":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://"}, wantErr: "http or https URL"},
+		"ssm endpoint query":    {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://x/?a=b"}, wantErr: "http or https URL"},
+		"imds endpoint user":    {opts: base, overrides: AWSGuestOverrides{IMDSEndpoint: "http://u:p@127.0.0.1"}, wantErr: "http or https URL"},
+		"token ttl beyond imds": {opts: base, overrides: AWSGuestOverrides{TokenTTL: 21601}, wantErr: "token TTL"},
+		"token ttl negative":    {opts: base, overrides: AWSGuestOverrides{TokenTTL: -1}, wantErr: "token TTL"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, err := RenderAWSUserDataWith(tc.opts, tc.overrides)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > MaxAWSUserDataBytes {
+				t.Errorf("user-data is %d bytes, more than EC2 takes", len(b))
+			}
+			settings, agent := awsUserDataParts(t, b)
+			var got map[string]any
+			if err := json.Unmarshal([]byte(settings), &got); err != nil {
+				t.Fatalf("agent.json: %v\n%s", err, settings)
+			}
+			for k, v := range tc.want {
+				if got[k] != v {
+					t.Errorf("agent.json %s = %v, want %v", k, got[k], v)
+				}
+			}
+			// The agent arrives whole, and the shell reads the script (a template slip would break every boot).
+			if !bytes.Equal(agent, awsAgent) {
+				t.Error("the agent in the user-data is not awsguest_agent.py")
+			}
+			path := filepath.Join(t.TempDir(), "user-data")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
+				t.Fatalf("sh -n: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+// awsUserDataParts returns agent.json and the agent as the user-data's here-documents hold them.
+func awsUserDataParts(t *testing.T, userData []byte) (settings string, agent []byte) {
+	t.Helper()
+	docs := strings.Split(string(userData), "<<'EGRESS_EOF'\n")
+	if len(docs) < 3 {
+		t.Fatalf("user-data has %d quoted here-documents, want the settings and the agent first", len(docs)-1)
+	}
+	settings, _, _ = strings.Cut(docs[1], "\nEGRESS_EOF\n")
+	blob, _, _ := strings.Cut(docs[2], "\nEGRESS_EOF\n")
+	z, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(blob, "\n", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if agent, err = io.ReadAll(zr); err != nil {
+		t.Fatal(err)
+	}
+	return settings, agent
+}
+
+// python3 runs code with the agent importable as "agent", feeding it input on stdin, and returns its stdout.
+// python3 is part of every test environment (scripts/install-deps.sh); only -short skips without it.
+func python3(t *testing.T, code string, input any) []byte {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if testing.Short() {
+			t.Skip("python3 not installed; skipped in -short mode")
+		}
+		t.Fatal("python3 not found: the EC2 guest's agent is Python (scripts/install-deps.sh installs it)")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "agent.py"), awsAgent, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := json.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", "import sys, json\nsys.path.insert(0, sys.argv[1])\nimport agent\n"+code, dir)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("python3: %v\n%s", err, stderr.String())
+	}
+	return out
+}
+
+// The agent checks that the config parameter's id names the files it read with it: its id must be ConfigID's,
+// byte for byte, or a guest would refuse every config.
+func TestAWSAgentConfigIDIsConfigID(t *testing.T) {
+	t.Parallel()
+	type files struct{ Conf, Pass, Cert, Key, Backstop string }
+	cases := map[string]files{
+		"plain":          {Conf: "http_port 3128\n", Backstop: "table inet egress_proxy\n"},
+		"with password":  {Conf: "c", Pass: "u:$2y$05$hash\n", Backstop: "b"},
+		"with tls":       {Conf: "c", Pass: "u:h\n", Cert: "CERT", Key: "KEY", Backstop: "b"},
+		"no backstop":    {Conf: "c", Pass: "u:h\n"},
+		"non-ascii conf": {Conf: "# é ü\nhttp_port 3128\n", Backstop: "b"},
+		"empty":          {},
+	}
+	var rendered files
+	s := Settings{Port: DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
+		Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}}
+	config, secrets, _, err := RenderAWSParameters(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c AWSConfig
+	var sec AWSSecrets
+	if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
+		t.Fatal("RenderAWSParameters' values are not JSON")
+	}
+	rendered = files{Conf: c.SquidConf, Pass: sec.Htpasswd, Cert: c.TLSCert, Key: sec.TLSKey, Backstop: c.Backstop}
+	cases["rendered"] = rendered
+	names := slices.Sorted(maps.Keys(cases))
+	var inputs []files
+	for _, name := range names {
+		inputs = append(inputs, cases[name])
+	}
+	out := python3(t, `for f in json.load(sys.stdin):
+    print(agent.config_id(*(f[k].encode() for k in ("Conf", "Pass", "Cert", "Key", "Backstop"))))`, inputs)
+	got := strings.Fields(string(out))
+	for i, name := range names {
+		f := cases[name]
+		want := ConfigID([]byte(f.Conf), []byte(f.Pass), []byte(f.Cert), []byte(f.Key), []byte(f.Backstop))
+		if i >= len(got) || got[i] != want {
+			t.Errorf("%s: the agent's id %v, ConfigID %s", name, got, want)
+		}
+	}
+	if c.ConfigID != ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
+		t.Error("RenderAWSParameters' config id is not ConfigID of its files")
+	}
+}
+
+// The agent signs its SSM calls itself (no SDK on the image): its Signature Version 4 must be the AWS SDK's,
+// header for header, for the requests it sends.
+func TestAWSAgentSignsAsTheSDK(t *testing.T) {
+	t.Parallel()
+	creds := aws.Credentials{AccessKeyID: "ASIAEXAMPLEEXAMPLE01", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", SessionToken: "FQoGZXIvYXdzEXAMPLE//token+with/slashes="}
+	when := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	type request struct {
+		Name, URL, Region, Target, Body string
+	}
+	reqs := []request{
+		{Name: "GetParameters", URL: "https://ssm.eu-west-1.amazonaws.com", Region: "eu-west-1", Target: "AmazonSSM.GetParameters",
+			Body: `{"Names": ["/egress-proxy/p/config", "/egress-proxy/p/secrets"], "WithDecryption": true}`},
+		{Name: "PutParameter on a test endpoint", URL: "http://198.18.0.4:8080", Region: "us-east-1", Target: "AmazonSSM.PutParameter",
+			Body: `{"Name": "/egress-proxy/p/applied", "Value": "0123456789abcdef", "Type": "String", "Overwrite": true}`},
+		{Name: "endpoint with a path", URL: "https://vpce.example/ssm/", Region: "ap-southeast-2", Target: "AmazonSSM.GetParameters", Body: `{}`},
+	}
+	out := python3(t, `import datetime
+inp = json.load(sys.stdin)
+now = datetime.datetime.fromisoformat(inp["when"])
+for r in inp["reqs"]:
+    h = agent.sign("POST", r["URL"], r["Region"], "ssm", {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": r["Target"]},
+                   r["Body"].encode(), tuple(inp["creds"]), now)
+    print(json.dumps(h))`, map[string]any{"when": when.Format(time.RFC3339), "reqs": reqs,
+		"creds": []string{creds.AccessKeyID, creds.SecretAccessKey, creds.SessionToken}})
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(reqs) {
+		t.Fatalf("the agent signed %d requests, want %d: %s", len(lines), len(reqs), out)
+	}
+	for i, r := range reqs {
+		var got map[string]string
+		if err := json.Unmarshal([]byte(lines[i]), &got); err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodPost, r.URL, strings.NewReader(r.Body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-amz-json-1.1")
+		req.Header.Set("X-Amz-Target", r.Target)
+		sum := sha256.Sum256([]byte(r.Body))
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "ssm", r.Region, when); err != nil {
+			t.Fatal(err)
+		}
+		for _, h := range []string{"Authorization", "X-Amz-Date", "X-Amz-Security-Token"} {
+			if got[strings.ToLower(h)] != req.Header.Get(h) {
+				t.Errorf("%s: %s\n agent %q\n SDK   %q", r.Name, h, got[strings.ToLower(h)], req.Header.Get(h))
+			}
+		}
+	}
+}

@@ -1,0 +1,124 @@
+package ec2fake
+
+// The XML of security groups and their rules: the element names the SDK's deserializer reads
+// (awsEc2query_deserializeDocumentSecurityGroup, ...IpPermission, ...SecurityGroupRule).
+
+type ipRangeXML struct {
+	CidrIP      string `xml:"cidrIp"`
+	Description string `xml:"description,omitempty"`
+}
+
+type ipPermissionXML struct {
+	IPProtocol string          `xml:"ipProtocol"`
+	FromPort   *int            `xml:"fromPort,omitempty"`
+	ToPort     *int            `xml:"toPort,omitempty"`
+	Groups     set[struct{}]   `xml:"groups"`
+	IPRanges   set[ipRangeXML] `xml:"ipRanges"`
+	IPv6Ranges set[struct{}]   `xml:"ipv6Ranges"`
+	PrefixList set[struct{}]   `xml:"prefixListIds"`
+}
+
+type securityGroupXML struct {
+	OwnerID     string               `xml:"ownerId"`
+	GroupName   string               `xml:"groupName"`
+	GroupID     string               `xml:"groupId"`
+	Description string               `xml:"groupDescription"`
+	Ingress     set[ipPermissionXML] `xml:"ipPermissions"`
+	Egress      set[ipPermissionXML] `xml:"ipPermissionsEgress"`
+	VpcID       string               `xml:"vpcId"`
+	Arn         string               `xml:"securityGroupArn"`
+	Tags        *set[tagXML]         `xml:"tagSet,omitempty"`
+}
+
+type describeGroupsXML struct {
+	meta
+	Groups    set[securityGroupXML] `xml:"securityGroupInfo"`
+	NextToken string                `xml:"nextToken,omitempty"`
+}
+
+type createGroupXML struct {
+	meta
+	GroupID string       `xml:"groupId"`
+	Tags    *set[tagXML] `xml:"tagSet,omitempty"`
+	Arn     string       `xml:"securityGroupArn"`
+}
+
+type deleteGroupXML struct {
+	meta
+	Return  bool   `xml:"return"`
+	GroupID string `xml:"groupId"`
+}
+
+type ruleXML struct {
+	RuleID      string       `xml:"securityGroupRuleId"`
+	GroupID     string       `xml:"groupId"`
+	OwnerID     string       `xml:"groupOwnerId"`
+	IsEgress    bool         `xml:"isEgress"`
+	IPProtocol  string       `xml:"ipProtocol"`
+	FromPort    int          `xml:"fromPort"`
+	ToPort      int          `xml:"toPort"`
+	CidrIPv4    string       `xml:"cidrIpv4"`
+	Description string       `xml:"description,omitempty"`
+	Tags        *set[tagXML] `xml:"tagSet,omitempty"`
+}
+
+type authorizeXML struct {
+	meta
+	Return bool         `xml:"return"`
+	Rules  set[ruleXML] `xml:"securityGroupRuleSet"`
+}
+
+type revokedXML struct {
+	RuleID  string `xml:"securityGroupRuleId"`
+	GroupID string `xml:"groupId"`
+}
+
+type revokeXML struct {
+	meta
+	Return  bool              `xml:"return"`
+	Unknown []ipPermissionXML `xml:"unknownIpPermissionSet>item,omitempty"`
+	Revoked set[revokedXML]   `xml:"revokedSecurityGroupRuleSet"`
+}
+
+func permissionXML(r Rule) ipPermissionXML {
+	p := ipPermissionXML{IPProtocol: r.Protocol, IPRanges: setOf([]ipRangeXML{{r.CIDR, r.Description}})}
+	if r.FromPort >= 0 {
+		from, to := r.FromPort, r.ToPort
+		p.FromPort, p.ToPort = &from, &to
+	}
+	return p
+}
+
+func (s *Server) ruleXML(g *group, r Rule, tags map[string]string) ruleXML {
+	return ruleXML{
+		RuleID: r.ID, GroupID: g.ID, OwnerID: s.opts.AccountID, IPProtocol: r.Protocol, FromPort: r.FromPort,
+		ToPort: r.ToPort, CidrIPv4: r.CIDR, Description: r.Description, Tags: tagSet(tags),
+	}
+}
+
+func (s *Server) groupXML(rg *region, g *group) securityGroupXML {
+	x := securityGroupXML{
+		OwnerID: s.opts.AccountID, GroupName: g.Name, GroupID: g.ID, Description: g.Description, VpcID: g.VPCID,
+		Arn: s.groupArn(rg, g.ID), Tags: tagSet(g.Tags),
+	}
+	x.Ingress.Items = mergedPermissions(g.Ingress)
+	x.Egress.Items = mergedPermissions(g.Egress)
+	return x
+}
+
+// mergedPermissions lists rules as EC2 describes them: one permission per protocol and port range, with
+// every CIDR of it among its ipRanges.
+func mergedPermissions(rules []Rule) []ipPermissionXML {
+	var out []ipPermissionXML
+	index := map[[3]any]int{}
+	for _, r := range rules {
+		k := [3]any{r.Protocol, r.FromPort, r.ToPort}
+		if i, ok := index[k]; ok {
+			out[i].IPRanges.Items = append(out[i].IPRanges.Items, ipRangeXML{r.CIDR, r.Description})
+			continue
+		}
+		index[k] = len(out)
+		out = append(out, permissionXML(r))
+	}
+	return out
+}

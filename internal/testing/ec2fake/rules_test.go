@@ -1,0 +1,959 @@
+package ec2fake
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+)
+
+// One test per rule of README.md, each named by the rule's number there, driving the fake through the real
+// SDK clients: the error code, HTTP status and words a client reads, and the state it reads back.
+
+type rule struct {
+	opts Options
+	run  func(h *harness)
+}
+
+func TestDocumentedRules(t *testing.T) {
+	t.Parallel()
+	for name, r := range map[string]rule{
+		"R1 only the served actions": {run: func(h *harness) {
+			_, err := h.ec2.DescribeVpcs(h.ctx, &ec2.DescribeVpcsInput{})
+			h.failsWith("EC2 DescribeVpcs", err, http.StatusBadRequest, "InvalidAction")
+			_, err = h.ssm.DescribeParameters(h.ctx, &ssm.DescribeParametersInput{})
+			h.failsWith("SSM DescribeParameters", err, http.StatusBadRequest, "UnknownOperationException")
+			_, err = h.sts.GetSessionToken(h.ctx, &sts.GetSessionTokenInput{})
+			h.failsWith("STS GetSessionToken", err, http.StatusBadRequest, "InvalidAction")
+			_, err = h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.ok("STS GetCallerIdentity", err)
+		}},
+		"R2 unknown and unmodelled parameters": {run: func(h *harness) {
+			bogus := h.with(h.region, h.s.AWSConfig(h.region), withFormParam("Colour=red"))
+			_, err := bogus.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.fails("a parameter DescribeInstances has not", err, "UnknownParameter", "The parameter Colour is not recognized")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.LaunchTemplate = &ec2types.LaunchTemplateSpecification{LaunchTemplateName: aws.String("lt")}
+			})
+			h.failsWith("a launch template", err, http.StatusNotImplemented, "NotImplemented")
+			_, err = h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p"), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString, Policies: aws.String("[]")})
+			h.failsWith("parameter policies", err, http.StatusNotImplemented, "NotImplemented")
+		}},
+		"R3 SigV4 with the fake's credentials": {run: func(h *harness) {
+			for what, creds := range map[string]aws.CredentialsProvider{
+				"unknown key":  credentials.NewStaticCredentialsProvider("AKIAOTHERKEY00000000", DefaultSecretAccessKey, ""),
+				"wrong secret": credentials.NewStaticCredentialsProvider(DefaultAccessKeyID, "not-the-secret", ""),
+				"unsigned":     aws.AnonymousCredentials{},
+			} {
+				cfg := h.s.AWSConfig(h.region)
+				cfg.Credentials = creds
+				o := h.with(h.region, cfg)
+				want := map[string][3]string{
+					"unknown key":  {"AuthFailure", "UnrecognizedClientException", "InvalidClientTokenId"},
+					"wrong secret": {"AuthFailure", "InvalidSignatureException", "SignatureDoesNotMatch"},
+					"unsigned":     {"MissingAuthenticationToken", "MissingAuthenticationTokenException", "MissingAuthenticationToken"},
+				}[what]
+				_, err := o.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+				h.failsWith(what+": EC2", err, http.StatusUnauthorized, want[0])
+				_, err = o.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
+				h.failsWith(what+": SSM", err, http.StatusBadRequest, want[1])
+				_, err = o.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+				h.failsWith(what+": STS", err, http.StatusForbidden, want[2])
+			}
+			if n := len(h.s.Instances(h.region)); n != 0 {
+				h.t.Errorf("%d instances after refused requests", n)
+			}
+		}},
+		"R4 regions": {run: func(h *harness) {
+			id := h.mustLaunch(nil)
+			us := h.in("us-east-1")
+			_, err := us.describe(id)
+			h.fails("an eu-west-1 instance described in us-east-1", err, "InvalidInstanceID.NotFound", id)
+			if n := len(h.s.Instances("us-east-1")); n != 0 {
+				h.t.Errorf("us-east-1 holds %d instances", n)
+			}
+			h.s.SetReachable("us-east-1", false)
+			_, err = us.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			if err == nil || codeOf(err) != "" {
+				h.t.Errorf("an unreachable region answered: %v", err)
+			}
+			_, err = h.in("ap-south-2").sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			if err == nil || codeOf(err) != "" {
+				h.t.Errorf("a region the fake does not serve answered: %v", err)
+			}
+			h.s.SetReachable("us-east-1", true)
+			_, err = us.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("reachable again", err)
+		}},
+		"R5 DryRun": {run: func(h *harness) {
+			_, err := h.launch(func(in *ec2.RunInstancesInput) { in.DryRun = aws.Bool(true) })
+			h.failsWith("RunInstances", err, http.StatusPreconditionFailed, "DryRunOperation")
+			if n := len(h.s.Instances(h.region)); n != 0 {
+				h.t.Errorf("a dry run launched %d instances", n)
+			}
+		}},
+		"R6 ClientToken idempotency": {run: func(h *harness) {
+			first, err := h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String("token-1") })
+			h.ok("first", err)
+			again, err := h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String("token-1") })
+			h.ok("same token, same parameters", err)
+			if aws.ToString(again.ReservationId) != aws.ToString(first.ReservationId) ||
+				aws.ToString(again.Instances[0].InstanceId) != aws.ToString(first.Instances[0].InstanceId) {
+				h.t.Errorf("the repeat answered reservation %s, want %s", aws.ToString(again.ReservationId), aws.ToString(first.ReservationId))
+			}
+			if n := len(h.s.Instances(h.region)); n != 1 {
+				h.t.Errorf("%d instances after a repeated launch, want 1", n)
+			}
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.ClientToken = aws.String("token-1")
+				in.InstanceType = ec2types.InstanceTypeT3Small
+			})
+			h.failsWith("same token, other parameters", err, http.StatusBadRequest, "IdempotentParameterMismatch")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String(strings.Repeat("t", 65)) })
+			h.fails("a token of 65 characters", err, "InvalidParameterValue", "clientToken")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String("jeton-é") })
+			h.fails("a token that is not ASCII", err, "InvalidParameterValue", "clientToken")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String(strings.Repeat("t", 64)) })
+			h.ok("a token of 64 characters", err)
+			other, err := h.in("us-east-1").launch(func(in *ec2.RunInstancesInput) {
+				in.ClientToken = aws.String("token-1")
+				in.ImageId = aws.String(DebianAMI(1, "amd64"))
+			})
+			h.ok("the same token in another region", err)
+			if aws.ToString(other.ReservationId) == aws.ToString(first.ReservationId) {
+				h.t.Error("another region answered the first region's reservation")
+			}
+		}},
+		"R7 MinCount, MaxCount and the instance limits": {opts: Options{MaxInstances: 3}, run: func(h *harness) {
+			_, err := h.launch(func(in *ec2.RunInstancesInput) { in.MinCount, in.MaxCount = aws.Int32(3), aws.Int32(2) })
+			h.fails("MinCount above MaxCount", err, "InvalidParameterValue", "minCount")
+			out, err := h.launch(func(in *ec2.RunInstancesInput) { in.MinCount, in.MaxCount = aws.Int32(1), aws.Int32(5) })
+			h.ok("1 to 5 under a limit of 3", err)
+			if len(out.Instances) != 3 {
+				h.t.Errorf("launched %d, want the largest possible number, 3", len(out.Instances))
+			}
+			_, err = h.launch(nil)
+			h.fails("beyond the limit", err, "InstanceLimitExceeded", "your current instance limit of 3")
+			for _, in := range out.Instances {
+				_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{aws.ToString(in.InstanceId)}})
+				h.ok("terminate", err)
+			}
+			h.s.Settle()
+			h.mustLaunch(nil)
+
+			v := newHarness(h.t, Options{MaxVCPUs: 4})
+			v.mustLaunch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeT3Medium })
+			_, err = v.launch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeM5Xlarge })
+			h.fails("4 vCPUs more under a limit of 4", err, "VcpuLimitExceeded", "vCPU limit of 4")
+		}},
+		"R8 images and instance types": {run: func(h *harness) {
+			_, err := h.launch(func(in *ec2.RunInstancesInput) { in.ImageId = aws.String("ami-0123456789abcdef0") })
+			h.fails("unknown image", err, "InvalidAMIID.NotFound", "ami-0123456789abcdef0")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ImageId = aws.String("debian-12") })
+			h.fails("malformed image id", err, "InvalidAMIID.Malformed", "debian-12")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeT4gMicro })
+			h.fails("an x86_64 image on a Graviton type", err, "InvalidParameterValue", "architecture 'arm64'")
+			h.mustLaunch(func(in *ec2.RunInstancesInput) {
+				in.InstanceType = ec2types.InstanceTypeT4gMicro
+				in.ImageId = aws.String(h.debianAMI("arm64"))
+			})
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.InstanceType = "tiny" })
+			h.fails("unknown instance type", err, "InvalidParameterValue", "InstanceType")
+		}},
+		"R9 instance states": {opts: Options{Timing: &Timing{PendingPolls: 2, ShuttingDownFor: time.Minute, TerminatedVisibleFor: time.Hour}}, run: func(h *harness) {
+			out, err := h.launch(nil)
+			h.ok("launch", err)
+			id := aws.ToString(out.Instances[0].InstanceId)
+			if st := out.Instances[0].State; st.Name != ec2types.InstanceStateNamePending || aws.ToInt32(st.Code) != 0 {
+				h.t.Errorf("RunInstances answered %s/%d, want pending/0", st.Name, aws.ToInt32(st.Code))
+			}
+			for i, want := range []string{StatePending, StatePending, StateRunning} {
+				if st := h.state(id); st != want {
+					h.t.Errorf("poll %d: %s, want %s", i+1, st, want)
+				}
+			}
+			term, err := h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			h.ok("terminate", err)
+			if c := term.TerminatingInstances[0]; c.PreviousState.Name != "running" || c.CurrentState.Name != "shutting-down" {
+				h.t.Errorf("terminate: %s -> %s, want running -> shutting-down", c.PreviousState.Name, c.CurrentState.Name)
+			}
+			if st := h.state(id); st != StateShuttingDown {
+				h.t.Errorf("before a minute: %s, want shutting-down", st)
+			}
+			h.s.Advance(time.Minute)
+			if st := h.state(id); st != StateTerminated {
+				h.t.Errorf("after a minute: %s, want terminated", st)
+			}
+			again, err := h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			h.ok("terminating a terminated instance", err)
+			if c := again.TerminatingInstances[0]; c.PreviousState.Name != "terminated" || c.CurrentState.Name != "terminated" {
+				h.t.Errorf("terminate again: %s -> %s", c.PreviousState.Name, c.CurrentState.Name)
+			}
+			other := h.mustLaunch(nil)
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{other, "i-0123456789abcdef0"}})
+			h.fails("one unknown id among two", err, "InvalidInstanceID.NotFound", "i-0123456789abcdef0")
+			if st := h.state(other); st == StateShuttingDown {
+				h.t.Error("a failed TerminateInstances terminated the known instance")
+			}
+			h.s.Advance(time.Hour)
+			_, err = h.describe(id)
+			h.fails("an hour after termination", err, "InvalidInstanceID.NotFound", id)
+		}},
+		"R10 eventual consistency": {opts: Options{Timing: &Timing{UnseenPolls: 2}}, run: func(h *harness) {
+			id := h.mustLaunch(nil)
+			_, err := h.describe(id)
+			h.fails("right after RunInstances", err, "InvalidInstanceID.NotFound", id)
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags("a", "b")})
+			h.fails("CreateTags right after", err, "InvalidInstanceID.NotFound", id)
+			_, err = h.describe(id)
+			h.ok("two calls later", err)
+		}},
+		"R11 metadata options": {run: func(h *harness) {
+			id := h.mustLaunch(func(in *ec2.RunInstancesInput) {
+				in.MetadataOptions = &ec2types.InstanceMetadataOptionsRequest{
+					HttpTokens: ec2types.HttpTokensStateRequired, HttpPutResponseHopLimit: aws.Int32(1), HttpEndpoint: ec2types.InstanceMetadataEndpointStateEnabled,
+				}
+			})
+			in, err := h.describe(id)
+			h.ok("describe", err)
+			md := in.MetadataOptions
+			if md.HttpTokens != ec2types.HttpTokensStateRequired || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 || md.HttpEndpoint != "enabled" {
+				h.t.Errorf("metadata options %+v, want required, 1, enabled", md)
+			}
+			if got, _ := h.s.Instance(h.region, id); got.Metadata.HTTPTokens != "required" || got.Metadata.HopLimit != 1 {
+				h.t.Errorf("recorded %+v", got.Metadata)
+			}
+			def, err := h.describe(h.mustLaunch(nil))
+			h.ok("describe", err)
+			if md := def.MetadataOptions; md.HttpTokens != "optional" || aws.ToInt32(md.HttpPutResponseHopLimit) != 1 {
+				h.t.Errorf("defaults %s, %d, want optional, 1", md.HttpTokens, aws.ToInt32(md.HttpPutResponseHopLimit))
+			}
+			for _, hop := range []int32{0, 65} {
+				_, err = h.launch(func(in *ec2.RunInstancesInput) {
+					in.MetadataOptions = &ec2types.InstanceMetadataOptionsRequest{HttpPutResponseHopLimit: aws.Int32(hop)}
+				})
+				h.fails(fmt.Sprint("hop limit ", hop), err, "InvalidParameterValue", "HttpPutResponseHopLimit")
+			}
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.MetadataOptions = &ec2types.InstanceMetadataOptionsRequest{HttpTokens: "always"}
+			})
+			h.fails("HttpTokens always", err, "InvalidParameterValue", "HttpTokens")
+		}},
+		"R12 tags": {run: func(h *harness) {
+			out, err := h.launch(func(in *ec2.RunInstancesInput) {
+				in.TagSpecifications = []ec2types.TagSpecification{
+					{ResourceType: ec2types.ResourceTypeInstance, Tags: tags("Name", "p1", "egress-managed-by", "egress")},
+					{ResourceType: ec2types.ResourceTypeVolume, Tags: tags("Name", "p1-root")},
+				}
+			})
+			h.ok("launch with tags", err)
+			inst := out.Instances[0]
+			if got := tagMap(inst.Tags); got["Name"] != "p1" || got["egress-managed-by"] != "egress" {
+				h.t.Errorf("instance tags %v", got)
+			}
+			vol, _ := h.s.Volume(h.region, aws.ToString(inst.BlockDeviceMappings[0].Ebs.VolumeId))
+			if vol.Tags["Name"] != "p1-root" {
+				h.t.Errorf("volume tags %v", vol.Tags)
+			}
+			id := aws.ToString(inst.InstanceId)
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags("Name", "p2", "team", "net")})
+			h.ok("CreateTags", err)
+			_, err = h.ec2.DeleteTags(h.ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("team"), Value: aws.String("sec")}}})
+			h.ok("DeleteTags with another value", err)
+			got, _ := h.s.Instance(h.region, id)
+			if got.Tags["Name"] != "p2" || got.Tags["team"] != "net" {
+				h.t.Errorf("after CreateTags and a DeleteTags of another value: %v", got.Tags)
+			}
+			_, err = h.ec2.DeleteTags(h.ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("team")}}})
+			h.ok("DeleteTags by key", err)
+			if got, _ := h.s.Instance(h.region, id); len(got.Tags) != 2 || got.Tags["team"] != "" {
+				h.t.Errorf("after DeleteTags by key: %v", got.Tags)
+			}
+			for what, tc := range map[string]struct {
+				tags []ec2types.Tag
+				code string
+			}{
+				"key of 129":   {tags(strings.Repeat("k", 129), "v"), "InvalidParameterValue"},
+				"value of 257": {tags("k", strings.Repeat("v", 257)), "InvalidParameterValue"},
+				"aws: prefix":  {tags("aws:owner", "me"), "InvalidParameterValue"},
+				"AWS: prefix":  {tags("AWS:owner", "me"), "InvalidParameterValue"},
+				"51 tags":      {manyTags(51), "TagLimitExceeded"},
+			} {
+				_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tc.tags})
+				h.fails("CreateTags "+what, err, tc.code, "")
+				_, err = h.launch(func(in *ec2.RunInstancesInput) {
+					in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tc.tags}}
+				})
+				h.fails("TagSpecifications "+what, err, tc.code, "")
+			}
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: manyTags(48)})
+			h.ok("48 more tags make 50", err)
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags("one", "more")})
+			h.fails("a 51st tag", err, "TagLimitExceeded", "")
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags(strings.Repeat("k", 128), strings.Repeat("v", 256))})
+			h.fails("128/256 on a full resource", err, "TagLimitExceeded", "")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags(strings.Repeat("k", 128), strings.Repeat("v", 256))}}
+			})
+			h.ok("a key of 128 and a value of 256", err)
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeVpc, Tags: tags("a", "b")}}
+			})
+			h.fails("a VPC tag at launch", err, "InvalidParameterValue", "not a valid taggable resource type")
+		}},
+		"R13 filters": {opts: Options{Timing: &Timing{PendingPolls: 1000}}, run: func(h *harness) {
+			a := h.running(func(in *ec2.RunInstancesInput) {
+				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags("Name", "proxy-a", "egress-managed-by", "egress")}}
+			})
+			b := h.mustLaunch(func(in *ec2.RunInstancesInput) {
+				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags("Name", "proxy-b")}}
+			})
+			subnet := h.s.Subnets(h.region)[1]
+			c := h.mustLaunch(func(in *ec2.RunInstancesInput) { in.SubnetId = aws.String(subnet.ID) })
+			for what, tc := range map[string]struct {
+				filters []ec2types.Filter
+				want    []string
+			}{
+				"tag:Name":                  {[]ec2types.Filter{flt("tag:Name", "proxy-a")}, []string{a}},
+				"tag:Name wildcard":         {[]ec2types.Filter{flt("tag:Name", "proxy-?")}, []string{a, b}},
+				"tag-key":                   {[]ec2types.Filter{flt("tag-key", "egress-managed-by")}, []string{a}},
+				"instance-state-name":       {[]ec2types.Filter{flt("instance-state-name", "pending")}, []string{b, c}},
+				"state OR, tag AND":         {[]ec2types.Filter{flt("instance-state-name", "pending", "running"), flt("tag:Name", "proxy-*")}, []string{a, b}},
+				"instance-id":               {[]ec2types.Filter{flt("instance-id", c)}, []string{c}},
+				"subnet-id":                 {[]ec2types.Filter{flt("subnet-id", subnet.ID)}, []string{c}},
+				"vpc-id":                    {[]ec2types.Filter{flt("vpc-id", subnet.VPCID)}, []string{a, b, c}},
+				"no match":                  {[]ec2types.Filter{flt("tag:Name", "proxy")}, nil},
+				"instance.group-name":       {[]ec2types.Filter{flt("instance.group-name", "default")}, []string{a, b, c}},
+				"escaped wildcard is plain": {[]ec2types.Filter{flt("tag:Name", `proxy-\?`)}, nil},
+			} {
+				out, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{Filters: tc.filters})
+				h.ok(what, err)
+				if got := instanceIDs(out); fmt.Sprint(got) != fmt.Sprint(tc.want) {
+					h.t.Errorf("%s: %v, want %v", what, got, tc.want)
+				}
+			}
+			_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{flt("colour", "red")}})
+			h.fails("unknown filter", err, "InvalidParameterValue", "The filter 'colour' is invalid")
+			g, err := h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{flt("group-name", "default"), flt("vpc-id", subnet.VPCID)}})
+			h.ok("group-name", err)
+			if len(g.SecurityGroups) != 1 {
+				h.t.Errorf("group-name and vpc-id found %d groups", len(g.SecurityGroups))
+			}
+		}},
+		"R14 DescribeInstances pagination": {run: func(h *harness) {
+			out, err := h.launch(func(in *ec2.RunInstancesInput) { in.MinCount, in.MaxCount = aws.Int32(7), aws.Int32(7) })
+			h.ok("launch 7", err)
+			for _, n := range []int32{4, 1001} {
+				_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(n)})
+				h.fails(fmt.Sprint("MaxResults ", n), err, "InvalidParameterValue", "maxResults")
+			}
+			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(5), InstanceIds: []string{aws.ToString(out.Instances[0].InstanceId)}})
+			h.fails("MaxResults with InstanceIds", err, "InvalidParameterCombination", "")
+			var seen []string
+			pages := ec2.NewDescribeInstancesPaginator(h.ec2, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(5)})
+			n := 0
+			for pages.HasMorePages() {
+				page, err := pages.NextPage(h.ctx)
+				h.ok("page", err)
+				seen = append(seen, instanceIDs(page)...)
+				n++
+			}
+			if len(seen) != 7 || n != 2 {
+				h.t.Errorf("%d instances in %d pages, want 7 in 2", len(seen), n)
+			}
+			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(5), NextToken: aws.String("bogus")})
+			h.fails("a token the fake did not give", err, "InvalidPaginationToken", "")
+		}},
+		"R15 instance ids": {run: func(h *harness) {
+			_, err := h.describe("i-0123456789abcdef0")
+			h.failsWith("unknown", err, http.StatusBadRequest, "InvalidInstanceID.NotFound")
+			_, err = h.describe("proxy-1")
+			h.fails("malformed", err, "InvalidInstanceID.Malformed", "proxy-1")
+		}},
+		"R16 creating security groups": {run: func(h *harness) {
+			vpc := h.s.VPCs(h.region)[0].ID
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{
+				GroupName: aws.String("egress-proxy-p1"), Description: aws.String("proxy p1"),
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags("Name", "p1")}},
+			})
+			h.ok("create in the default VPC", err)
+			got, _ := h.s.SecurityGroup(h.region, aws.ToString(g.GroupId))
+			if got.VPCID != vpc || got.Tags["Name"] != "p1" || len(got.Egress) != 1 || got.Egress[0].CIDR != "0.0.0.0/0" {
+				h.t.Errorf("group %+v", got)
+			}
+			_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("EGRESS-proxy-P1"), Description: aws.String("d"), VpcId: aws.String(vpc)})
+			h.fails("the same name in another case", err, "InvalidGroup.Duplicate", "already exists")
+			other := h.s.SetSubnets(h.region, []Subnet{{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.0.0/24"}})
+			_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d"), VpcId: aws.String(other[0].VPCID)})
+			h.ok("the same name in another VPC", err)
+			for _, bad := range []string{"sg-proxy", "proxy\u00e9", strings.Repeat("g", 256)} {
+				_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(bad), Description: aws.String("d")})
+				h.fails(fmt.Sprintf("name %.12q", bad), err, "InvalidParameterValue", "GroupName")
+			}
+			_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("x"), Description: aws.String("d"), VpcId: aws.String("vpc-0123456789abcdef0")})
+			h.fails("unknown VPC", err, "InvalidVpcID.NotFound", "")
+		}},
+		"R17 deleting security groups": {run: func(h *harness) {
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
+			h.ok("create", err)
+			gid := aws.ToString(g.GroupId)
+			id := h.running(func(in *ec2.RunInstancesInput) { in.SecurityGroupIds = []string{gid} })
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(gid)})
+			h.fails("used by a running instance", err, "DependencyViolation", gid)
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			h.ok("terminate", err)
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(gid)})
+			h.fails("used by a shutting-down instance", err, "DependencyViolation", "")
+			h.s.Settle()
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(gid)})
+			h.ok("once the instance is terminated", err)
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(gid)})
+			h.fails("again", err, "InvalidGroup.NotFound", gid)
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupName: aws.String("default")})
+			h.fails("the default group", err, "CannotDelete", "")
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String("egress-proxy-p1")})
+			h.fails("a name as an id", err, "InvalidGroupId.Malformed", "")
+		}},
+		"R18 ingress rules": {run: func(h *harness) {
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
+			h.ok("create", err)
+			gid := g.GroupId
+			perm := func(cidrs ...string) []ec2types.IpPermission {
+				p := ec2types.IpPermission{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(3128), ToPort: aws.Int32(3128)}
+				for _, c := range cidrs {
+					p.IpRanges = append(p.IpRanges, ec2types.IpRange{CidrIp: aws.String(c)})
+				}
+				return []ec2types.IpPermission{p}
+			}
+			out, err := h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("10.0.0.0/8", "192.168.1.0/24")})
+			h.ok("authorize", err)
+			if len(out.SecurityGroupRules) != 2 || aws.ToInt32(out.SecurityGroupRules[0].FromPort) != 3128 {
+				h.t.Errorf("authorize answered %d rules", len(out.SecurityGroupRules))
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("172.16.0.0/12", "10.0.0.0/8")})
+			h.fails("a rule the group has", err, "InvalidPermission.Duplicate", `peer: 10.0.0.0/8, TCP, from port: 3128, to port: 3128, ALLOW`)
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("172.16.0.0/12", "172.16.0.0/12")})
+			h.fails("a rule twice in one request", err, "InvalidPermission.Duplicate", "")
+			if got, _ := h.s.SecurityGroup(h.region, aws.ToString(gid)); len(got.Ingress) != 2 {
+				h.t.Errorf("a refused request left %d rules, want 2", len(got.Ingress))
+			}
+			for _, bad := range []string{"10.0.0.1/8", "10.0.0.0/33", "10.0.0.0", "2001:db8::/32", "ten"} {
+				_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm(bad)})
+				h.fails("CIDR "+bad, err, "InvalidParameterValue", "CIDR block "+bad+" is malformed")
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: []ec2types.IpPermission{{
+				IpProtocol: aws.String("tcp"), FromPort: aws.Int32(4000), ToPort: aws.Int32(3000), IpRanges: []ec2types.IpRange{{CidrIp: aws.String("10.0.0.0/8")}},
+			}}})
+			h.fails("from above to", err, "InvalidParameterValue", "portRange")
+			d, err := h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{aws.ToString(gid)}})
+			h.ok("describe", err)
+			if p := d.SecurityGroups[0].IpPermissions; len(p) != 1 || len(p[0].IpRanges) != 2 {
+				h.t.Errorf("described %d permissions, want one of two ranges", len(p))
+			}
+			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("172.16.0.0/12")})
+			h.ok("revoke an unknown rule in the default VPC", err)
+			rev, err := h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("10.0.0.0/8", "172.16.0.0/12")})
+			h.ok("revoke", err)
+			if len(rev.UnknownIpPermissions) != 1 || len(rev.RevokedSecurityGroupRules) != 1 {
+				h.t.Errorf("revoke answered %d unknown, %d revoked; want 1, 1", len(rev.UnknownIpPermissions), len(rev.RevokedSecurityGroupRules))
+			}
+			sn := h.s.SetSubnets(h.region, []Subnet{{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.0.0/24"}})
+			o, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("g"), Description: aws.String("d"), VpcId: aws.String(sn[0].VPCID)})
+			h.ok("create in another VPC", err)
+			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: o.GroupId, IpPermissions: perm("10.0.0.0/8")})
+			h.fails("revoke an unknown rule elsewhere", err, "InvalidPermission.NotFound", "")
+		}},
+		"R19 launch placement": {run: func(h *harness) {
+			in, err := h.describe(h.mustLaunch(nil))
+			h.ok("describe", err)
+			def := h.s.Subnets(h.region)[0]
+			for _, sn := range h.s.Subnets(h.region) {
+				if sn.AvailabilityZone < def.AvailabilityZone {
+					def = sn
+				}
+			}
+			if aws.ToString(in.SubnetId) != def.ID || len(in.SecurityGroups) != 1 || aws.ToString(in.SecurityGroups[0].GroupName) != "default" {
+				h.t.Fatalf("no subnet: launched in %s with %v, want %s and its VPC's default group", aws.ToString(in.SubnetId), in.SecurityGroups, def.ID)
+			}
+			defaultGroup := aws.ToString(in.SecurityGroups[0].GroupId)
+			if aws.ToString(in.PublicIpAddress) == "" || aws.ToString(in.PrivateIpAddress) == "" {
+				h.t.Errorf("a default subnet's instance has addresses %q and %q", aws.ToString(in.PublicIpAddress), aws.ToString(in.PrivateIpAddress))
+			}
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.SubnetId = aws.String("subnet-0123456789abcdef0") })
+			h.fails("unknown subnet", err, "InvalidSubnetID.NotFound", "")
+			sn := h.s.SetSubnets(h.region, append(h.s.Subnets(h.region), Subnet{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.0.0/24"}))
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.SubnetId = aws.String(sn[len(sn)-1].ID)
+				in.SecurityGroupIds = []string{defaultGroup}
+			})
+			h.fails("a group of another VPC", err, "InvalidParameter", "belong to different networks")
+		}},
+		"R20 subnets": {run: func(h *harness) {
+			set := h.s.SetSubnets(h.region, []Subnet{
+				{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.1.0/24", AvailabilityZone: "eu-west-1a", Tags: map[string]string{"tier": "public"}},
+				{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.2.0/24", AvailabilityZone: "eu-west-1b", Tags: map[string]string{"tier": "private"}},
+				{VPCID: "vpc-0bbbbbbbbbbbbbbb2", CIDR: "10.2.1.0/24", AvailabilityZone: "eu-west-1a"},
+			})
+			for what, tc := range map[string]struct {
+				in   ec2.DescribeSubnetsInput
+				want int
+			}{
+				"all":               {ec2.DescribeSubnetsInput{}, 3},
+				"vpc-id":            {ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{flt("vpc-id", "vpc-0aaaaaaaaaaaaaaa1")}}, 2},
+				"availability-zone": {ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{flt("availability-zone", "eu-west-1a")}}, 2},
+				"tag:tier":          {ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{flt("tag:tier", "public")}}, 1},
+				"by id":             {ec2.DescribeSubnetsInput{SubnetIds: []string{set[2].ID}}, 1},
+			} {
+				out, err := h.ec2.DescribeSubnets(h.ctx, &tc.in)
+				h.ok(what, err)
+				if len(out.Subnets) != tc.want {
+					h.t.Errorf("%s: %d subnets, want %d", what, len(out.Subnets), tc.want)
+				}
+			}
+			_, err := h.ec2.DescribeSubnets(h.ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-0123456789abcdef0"}})
+			h.fails("unknown", err, "InvalidSubnetID.NotFound", "")
+			_, err = h.launch(nil)
+			h.fails("a launch without subnet and no default VPC", err, "VPCIdNotSpecified", "")
+		}},
+		"R21 allocating Elastic IPs": {opts: Options{MaxElasticIPs: 2}, run: func(h *harness) {
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc,
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeElasticIp, Tags: tags("Name", "p1")}}})
+			h.ok("allocate", err)
+			if a.Domain != ec2types.DomainTypeVpc || aws.ToString(a.PublicIp) == "" {
+				h.t.Errorf("allocated %+v", a)
+			}
+			_, err = h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("second", err)
+			_, err = h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.fails("beyond the quota of 2", err, "AddressLimitExceeded", "")
+			_, err = h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags("a", "b")}}})
+			h.fails("an instance tag on an address", err, "InvalidParameterValue", "taggable")
+			for what, tc := range map[string]struct {
+				in   ec2.DescribeAddressesInput
+				want int
+			}{
+				"all":           {ec2.DescribeAddressesInput{}, 2},
+				"allocation-id": {ec2.DescribeAddressesInput{Filters: []ec2types.Filter{flt("allocation-id", aws.ToString(a.AllocationId))}}, 1},
+				"domain":        {ec2.DescribeAddressesInput{Filters: []ec2types.Filter{flt("domain", "vpc")}}, 2},
+				"tag:Name":      {ec2.DescribeAddressesInput{Filters: []ec2types.Filter{flt("tag:Name", "p1")}}, 1},
+			} {
+				out, err := h.ec2.DescribeAddresses(h.ctx, &tc.in)
+				h.ok(what, err)
+				if len(out.Addresses) != tc.want {
+					h.t.Errorf("%s: %d addresses, want %d", what, len(out.Addresses), tc.want)
+				}
+			}
+			_, err = h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{"eipalloc-0123456789abcdef0"}})
+			h.fails("unknown allocation", err, "InvalidAllocationID.NotFound", "")
+		}},
+		"R22 associating Elastic IPs": {run: func(h *harness) {
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("allocate", err)
+			pending := h.mustLaunch(nil)
+			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(pending)})
+			h.fails("to a pending instance", err, "IncorrectInstanceState", "not in a valid state")
+			h.s.Settle()
+			first, err := h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(pending)})
+			h.ok("once running", err)
+			if in, _ := h.describe(pending); aws.ToString(in.PublicIpAddress) != aws.ToString(a.PublicIp) {
+				h.t.Errorf("the instance's public address is %s, want the Elastic IP %s", aws.ToString(in.PublicIpAddress), aws.ToString(a.PublicIp))
+			}
+			other := h.running(nil)
+			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(other), AllowReassociation: aws.Bool(false)})
+			h.fails("AllowReassociation false", err, "Resource.AlreadyAssociated", "")
+			second, err := h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(other)})
+			h.ok("reassociation is automatic", err)
+			if got := h.s.Addresses(h.region)[0]; got.InstanceID != other || got.AssociationID != aws.ToString(second.AssociationId) {
+				h.t.Errorf("address %+v, want associated with %s", got, other)
+			}
+			if in, _ := h.describe(pending); aws.ToString(in.PublicIpAddress) == aws.ToString(a.PublicIp) {
+				h.t.Error("the first instance kept the Elastic IP")
+			}
+			_, err = h.ec2.DisassociateAddress(h.ctx, &ec2.DisassociateAddressInput{AssociationId: first.AssociationId})
+			h.ok("disassociating an ended association", err)
+			if got := h.s.Addresses(h.region)[0]; got.InstanceID != other {
+				h.t.Error("disassociating the ended association ended the current one")
+			}
+			b, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("allocate another", err)
+			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: b.AllocationId, InstanceId: aws.String(other)})
+			h.ok("a second address to the same instance", err)
+			for _, got := range h.s.Addresses(h.region) {
+				if got.AllocationID == aws.ToString(a.AllocationId) && got.InstanceID != "" {
+					h.t.Error("the instance's earlier Elastic IP stayed associated")
+				}
+			}
+		}},
+		"R23 releasing Elastic IPs": {run: func(h *harness) {
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("allocate", err)
+			id := h.running(nil)
+			assoc, err := h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(id)})
+			h.ok("associate", err)
+			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
+			h.fails("while associated", err, "InvalidIPAddress.InUse", "")
+			_, err = h.ec2.DisassociateAddress(h.ctx, &ec2.DisassociateAddressInput{AssociationId: aws.String("eipassoc-0123456789abcdef0")})
+			h.fails("an association that never was", err, "InvalidAssociationID.NotFound", "")
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
+			h.ok("terminate", err)
+			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
+			h.fails("while its instance shuts down", err, "InvalidIPAddress.InUse", "")
+			h.s.Settle()
+			if got := h.s.Addresses(h.region)[0]; got.InstanceID != "" {
+				h.t.Errorf("a terminated instance keeps the address: %+v", got)
+			}
+			_, err = h.ec2.DisassociateAddress(h.ctx, &ec2.DisassociateAddressInput{AssociationId: assoc.AssociationId})
+			h.ok("disassociate after the instance ended it", err)
+			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
+			h.ok("release", err)
+			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
+			h.fails("release again", err, "InvalidAllocationID.NotFound", "")
+		}},
+		"R24 account attributes": {opts: Options{MaxInstances: 7, MaxElasticIPs: 3}, run: func(h *harness) {
+			out, err := h.ec2.DescribeAccountAttributes(h.ctx, &ec2.DescribeAccountAttributesInput{})
+			h.ok("all", err)
+			got := map[string]string{}
+			for _, a := range out.AccountAttributes {
+				got[aws.ToString(a.AttributeName)] = aws.ToString(a.AttributeValues[0].AttributeValue)
+			}
+			if got["max-instances"] != "7" || got["max-elastic-ips"] != "3" || got["vpc-max-elastic-ips"] != "3" || got["default-vpc"] != h.s.VPCs(h.region)[0].ID {
+				h.t.Errorf("attributes %v", got)
+			}
+			one, err := h.ec2.DescribeAccountAttributes(h.ctx, &ec2.DescribeAccountAttributesInput{AttributeNames: []ec2types.AccountAttributeName{"vpc-max-elastic-ips"}})
+			h.ok("one", err)
+			if len(one.AccountAttributes) != 1 {
+				h.t.Errorf("asked one, got %d", len(one.AccountAttributes))
+			}
+		}},
+		"R25 throttling": {opts: Options{Throttle: map[string]Bucket{"DescribeInstances": {Size: 2, RefillPerSecond: 1}, "GetParameter": {Size: 1, RefillPerSecond: 1}}}, run: func(h *harness) {
+			for i := range 2 {
+				_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+				h.ok(fmt.Sprint("call ", i+1), err)
+			}
+			_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.failsWith("the third at once", err, http.StatusServiceUnavailable, "RequestLimitExceeded")
+			_, err = h.in("us-east-1").ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("another region's bucket", err)
+			_, err = h.ec2.DescribeSubnets(h.ctx, &ec2.DescribeSubnetsInput{})
+			h.ok("another action", err)
+			h.s.Advance(time.Second)
+			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("a second later", err)
+			_, err = h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(DebianParameter("amd64"))})
+			h.ok("SSM first", err)
+			_, err = h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(DebianParameter("amd64"))})
+			h.failsWith("SSM second at once", err, http.StatusBadRequest, "ThrottlingException")
+			if h.s.Throttled("DescribeInstances") != 1 || h.s.Throttled("GetParameter") != 1 {
+				h.t.Errorf("throttled counts %d, %d, want 1, 1", h.s.Throttled("DescribeInstances"), h.s.Throttled("GetParameter"))
+			}
+		}},
+		"R26 fault injection": {run: func(h *harness) {
+			h.s.FailNext("DescribeInstances", "InternalError")
+			_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.failsWith("FailNext", err, http.StatusInternalServerError, "InternalError")
+			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("the call after", err)
+			h.s.FailNext("RunInstances", "InsufficientInstanceCapacity")
+			_, err = h.launch(nil)
+			h.fails("capacity", err, "InsufficientInstanceCapacity", "")
+
+			// The SDK's own retries, with the token it made up, survive a lost answer: one instance.
+			retrying := ec2.NewFromConfig(h.s.AWSConfig(h.region))
+			h.s.LoseNextAnswer("RunInstances")
+			out, err := retrying.RunInstances(h.ctx, &ec2.RunInstancesInput{ImageId: aws.String(h.debianAMI("amd64")), InstanceType: "t3.micro", MinCount: aws.Int32(1), MaxCount: aws.Int32(1)})
+			h.ok("RunInstances across a lost answer", err)
+			if n := len(h.s.Instances(h.region)); n != 1 || h.s.Count("RunInstances") != 3 {
+				h.t.Errorf("%d instances after %d RunInstances, want 1 after 3 (1 refused, 1 answer lost, 1 retried)", n, h.s.Count("RunInstances"))
+			}
+			if got := instanceIDsOf(out.Instances); len(got) != 1 || got[0] != h.s.Instances(h.region)[0].ID {
+				h.t.Errorf("the retry answered %v", got)
+			}
+			h.s.StickNextLaunchInPending(1)
+			stuck := h.mustLaunch(nil)
+			h.s.Settle()
+			h.s.Advance(time.Hour)
+			if st := h.state(stuck); st != StatePending {
+				h.t.Errorf("a stuck instance is %s", st)
+			}
+			h.s.StickInPending(h.region, stuck, false)
+			h.state(stuck)
+			if st := h.state(stuck); st != StateRunning {
+				h.t.Errorf("released: %s", st)
+			}
+		}},
+		"R27 PutParameter create and overwrite": {run: func(h *harness) {
+			put := func(edit func(*ssm.PutParameterInput)) (*ssm.PutParameterOutput, error) {
+				in := &ssm.PutParameterInput{Name: aws.String("/egress-proxy/p1/settings"), Value: aws.String("{}"), Type: ssmtypes.ParameterTypeString}
+				if edit != nil {
+					edit(in)
+				}
+				return h.ssm.PutParameter(h.ctx, in)
+			}
+			out, err := put(func(in *ssm.PutParameterInput) {
+				in.Tags = []ssmtypes.Tag{{Key: aws.String("Name"), Value: aws.String("p1")}}
+			})
+			h.ok("create with tags", err)
+			if out.Version != 1 || out.Tier != ssmtypes.ParameterTierStandard {
+				h.t.Errorf("created version %d tier %s", out.Version, out.Tier)
+			}
+			_, err = put(nil)
+			h.failsWith("again without Overwrite", err, http.StatusBadRequest, "ParameterAlreadyExists")
+			out, err = put(func(in *ssm.PutParameterInput) { in.Overwrite = aws.Bool(true); in.Value = aws.String(`{"a":1}`) })
+			h.ok("overwrite", err)
+			if out.Version != 2 {
+				h.t.Errorf("overwritten version %d, want 2", out.Version)
+			}
+			if p, _ := h.s.Parameter(h.region, "/egress-proxy/p1/settings"); p.Tags["Name"] != "p1" || p.Value != `{"a":1}` {
+				h.t.Errorf("after overwrite: %+v", p)
+			}
+			_, err = put(func(in *ssm.PutParameterInput) {
+				in.Overwrite = aws.Bool(true)
+				in.Tags = []ssmtypes.Tag{{Key: aws.String("Name"), Value: aws.String("p1")}}
+			})
+			h.fails("Overwrite with Tags", err, "ValidationException", "tags and overwrite can't be used together")
+			_, err = put(func(in *ssm.PutParameterInput) { in.Name = aws.String("/egress-proxy/p2/settings"); in.Type = "" })
+			h.fails("create without Type", err, "ValidationException", "type is required")
+			_, err = put(func(in *ssm.PutParameterInput) {
+				in.Overwrite = aws.Bool(true)
+				in.Type = ssmtypes.ParameterTypeSecureString
+			})
+			h.fails("change the type", err, "HierarchyTypeMismatchException", "")
+			out, err = put(func(in *ssm.PutParameterInput) { in.Overwrite = aws.Bool(true); in.Type = "" })
+			h.ok("overwrite without Type keeps it", err)
+			if out.Version != 3 {
+				h.t.Errorf("version %d, want 3", out.Version)
+			}
+			_, err = put(func(in *ssm.PutParameterInput) { in.Name = aws.String("/p/empty"); in.Value = aws.String("") })
+			h.fails("empty value", err, "ValidationException", "value")
+			_, err = put(func(in *ssm.PutParameterInput) {
+				in.Name = aws.String("/p/nested")
+				in.Value = aws.String("{{ssm:/other}}")
+			})
+			h.fails("a nested parameter", err, "ValidationException", "can't nest another parameter")
+			_, err = put(func(in *ssm.PutParameterInput) {
+				in.Name, in.Value, in.AllowedPattern = aws.String("/p/digits"), aws.String("12a"), aws.String(`^\d+$`)
+			})
+			h.fails("AllowedPattern", err, "ParameterPatternMismatchException", "")
+		}},
+		"R28 parameter names": {run: func(h *harness) {
+			put := func(name string) error {
+				_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString})
+				return err
+			}
+			prefix := "arn:aws:ssm:eu-west-1:" + DefaultAccountID + ":parameter/"
+			fits := "/" + strings.Repeat("n", MaxParameterNameLen-len(prefix))
+			h.ok("a name at 1011 with its ARN", put(fits))
+			h.fails("one character more", put(fits+"n"), "ValidationException", "1011")
+			for _, bad := range []string{"/aws/mine", "/AWS/mine", "/ssm-params/x", "awsome", "/egress proxy/x", "/egress/x*", "egress/x", "/egress//x"} {
+				h.fails(bad, put(bad), "ValidationException", "")
+			}
+			h.ok("fifteen levels", put("/l1/l2/l3/l4/l5/l6/l7/l8/l9/l10/l11/l12/l13/l14/l15"))
+			h.fails("sixteen levels", put("/l1/l2/l3/l4/l5/l6/l7/l8/l9/l10/l11/l12/l13/l14/l15/l16"), "HierarchyLevelLimitExceededException", "")
+			h.ok("a plain name", put("egress_proxy.v1-x"))
+			h.ok("spaces around are trimmed", put("  /egress-proxy/trimmed  "))
+			if _, ok := h.s.Parameter(h.region, "/egress-proxy/trimmed"); !ok {
+				h.t.Error("the trimmed name was not stored")
+			}
+		}},
+		"R29 tiers and value sizes": {opts: Options{MaxStandardParameters: 2}, run: func(h *harness) {
+			put := func(name string, size int, tier ssmtypes.ParameterTier, overwrite bool) (*ssm.PutParameterOutput, error) {
+				return h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String(strings.Repeat("x", size)), Type: ssmtypes.ParameterTypeString, Tier: tier, Overwrite: aws.Bool(overwrite)})
+			}
+			_, err := put("/p/std", MaxStandardValueLen, "", false)
+			h.ok("4096 bytes in Standard", err)
+			_, err = put("/p/big", MaxStandardValueLen+1, "", false)
+			h.fails("4097 bytes in Standard", err, "ValidationException", "Standard tier parameters support a maximum parameter value of 4096 characters")
+			out, err := put("/p/big", MaxAdvancedValueLen, ssmtypes.ParameterTierAdvanced, false)
+			h.ok("8192 bytes in Advanced", err)
+			if out.Tier != ssmtypes.ParameterTierAdvanced {
+				h.t.Errorf("tier %s", out.Tier)
+			}
+			_, err = put("/p/big", MaxAdvancedValueLen+1, ssmtypes.ParameterTierAdvanced, true)
+			h.fails("8193 bytes in Advanced", err, "ValidationException", "8192")
+			_, err = put("/p/big", 10, ssmtypes.ParameterTierStandard, true)
+			h.fails("Advanced back to Standard", err, "ValidationException", "can't downgrade")
+			out, err = put("/p/big", 10, "", true)
+			h.ok("overwrite without a tier", err)
+			if out.Tier != ssmtypes.ParameterTierAdvanced {
+				h.t.Errorf("an Advanced parameter overwritten without a tier is %s", out.Tier)
+			}
+			out, err = put("/p/smart", MaxStandardValueLen+1, ssmtypes.ParameterTierIntelligentTiering, false)
+			h.ok("Intelligent-Tiering", err)
+			if out.Tier != ssmtypes.ParameterTierAdvanced {
+				h.t.Errorf("a large Intelligent-Tiering value landed in %s", out.Tier)
+			}
+			_, err = put("/p/std2", 1, "", false)
+			h.ok("the second standard parameter", err)
+			_, err = put("/p/std3", 1, "", false)
+			h.fails("a third under a quota of 2", err, "ParameterLimitExceeded", "")
+		}},
+		"R30 SecureString": {run: func(h *harness) {
+			_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/egress-proxy/p1/secrets"), Value: aws.String("htpasswd-line"), Type: ssmtypes.ParameterTypeSecureString})
+			h.ok("put", err)
+			enc, err := h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/egress-proxy/p1/secrets")})
+			h.ok("get without decryption", err)
+			if v := aws.ToString(enc.Parameter.Value); v == "htpasswd-line" || strings.Contains(v, "htpasswd") || v == "" {
+				h.t.Errorf("without WithDecryption the value reads %q", v)
+			}
+			dec, err := h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/egress-proxy/p1/secrets"), WithDecryption: aws.Bool(true)})
+			h.ok("get with decryption", err)
+			if aws.ToString(dec.Parameter.Value) != "htpasswd-line" || dec.Parameter.Type != ssmtypes.ParameterTypeSecureString {
+				h.t.Errorf("with WithDecryption: %q %s", aws.ToString(dec.Parameter.Value), dec.Parameter.Type)
+			}
+			if p, _ := h.s.Parameter(h.region, "/egress-proxy/p1/secrets"); p.KeyID != DefaultParameterKey {
+				h.t.Errorf("key %q, want %s", p.KeyID, DefaultParameterKey)
+			}
+		}},
+		"R31 reading parameters": {run: func(h *harness) {
+			for _, v := range []string{"a", "b"} {
+				_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p/x"), Value: aws.String(v), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+				h.ok("put "+v, err)
+			}
+			_, err := h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p/missing")})
+			h.failsWith("missing", err, http.StatusBadRequest, "ParameterNotFound")
+			old, err := h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p/x:1")})
+			h.ok("version 1", err)
+			if aws.ToString(old.Parameter.Value) != "a" || aws.ToString(old.Parameter.Selector) != ":1" {
+				h.t.Errorf("version 1 reads %q %q", aws.ToString(old.Parameter.Value), aws.ToString(old.Parameter.Selector))
+			}
+			_, err = h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p/x:9")})
+			h.fails("version 9", err, "ParameterVersionNotFound", "")
+			many, err := h.ssm.GetParameters(h.ctx, &ssm.GetParametersInput{Names: []string{"/p/x", "/p/missing"}})
+			h.ok("GetParameters", err)
+			if len(many.Parameters) != 1 || fmt.Sprint(many.InvalidParameters) != "[/p/missing]" || aws.ToString(many.Parameters[0].Value) != "b" {
+				h.t.Errorf("GetParameters: %d found, invalid %v", len(many.Parameters), many.InvalidParameters)
+			}
+			_, err = h.ssm.GetParameters(h.ctx, &ssm.GetParametersInput{Names: strings.Split("a b c d e f g h i j k", " ")})
+			h.fails("eleven names", err, "ValidationException", "")
+		}},
+		"R32 deleting parameters": {run: func(h *harness) {
+			_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p/x"), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString})
+			h.ok("put", err)
+			out, err := h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: []string{"/p/x", "/p/missing"}})
+			h.ok("delete", err)
+			if fmt.Sprint(out.DeletedParameters, out.InvalidParameters) != "[/p/x] [/p/missing]" {
+				h.t.Errorf("deleted %v, invalid %v", out.DeletedParameters, out.InvalidParameters)
+			}
+			if _, ok := h.s.Parameter(h.region, "/p/x"); ok {
+				h.t.Error("still there")
+			}
+		}},
+		"R33 parameter tags": {run: func(h *harness) {
+			_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p/x"), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString})
+			h.ok("put", err)
+			add := func(id string, ts ...ssmtypes.Tag) error {
+				_, err := h.ssm.AddTagsToResource(h.ctx, &ssm.AddTagsToResourceInput{ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String(id), Tags: ts})
+				return err
+			}
+			tag := func(k, v string) ssmtypes.Tag { return ssmtypes.Tag{Key: aws.String(k), Value: aws.String(v)} }
+			h.ok("add", add("/p/x", tag("Name", "p1"), tag("egress-owner", "me@example.com")))
+			h.ok("overwrite one", add("/p/x", tag("Name", "p2")))
+			list, err := h.ssm.ListTagsForResource(h.ctx, &ssm.ListTagsForResourceInput{ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: aws.String("/p/x")})
+			h.ok("list", err)
+			if len(list.TagList) != 2 || aws.ToString(list.TagList[0].Key) != "Name" || aws.ToString(list.TagList[0].Value) != "p2" {
+				h.t.Errorf("tags %v", list.TagList)
+			}
+			h.fails("an unknown parameter", add("/p/missing", tag("a", "b")), "InvalidResourceId", "")
+			h.fails("aws: prefix", add("/p/x", tag("aws:x", "b")), "ValidationException", "")
+			h.fails("a key of 129", add("/p/x", tag(strings.Repeat("k", 129), "b")), "ValidationException", "")
+			h.fails("a value with a comma", add("/p/x", tag("k", "a,b")), "ValidationException", "")
+			var ts []ssmtypes.Tag
+			for i := range 49 {
+				ts = append(ts, tag(fmt.Sprint("k", i), "v"))
+			}
+			h.fails("51 tags in all", add("/p/x", ts...), "TooManyTagsError", "")
+		}},
+		"R34 GetParametersByPath": {run: func(h *harness) {
+			for _, name := range []string{"/egress-proxy/p1/settings", "/egress-proxy/p1/config", "/egress-proxy/p1/deep/x", "/egress-proxy/p2/settings", "/egress-proxy/p10/settings"} {
+				_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString})
+				h.ok("put "+name, err)
+			}
+			names := func(in *ssm.GetParametersByPathInput) []string {
+				var out []string
+				pages := ssm.NewGetParametersByPathPaginator(h.ssm, in)
+				for pages.HasMorePages() {
+					page, err := pages.NextPage(h.ctx)
+					h.ok("page", err)
+					for _, p := range page.Parameters {
+						out = append(out, aws.ToString(p.Name))
+					}
+				}
+				return out
+			}
+			if got := names(&ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy/p1")}); fmt.Sprint(got) != "[/egress-proxy/p1/config /egress-proxy/p1/settings]" {
+				h.t.Errorf("one level: %v", got)
+			}
+			if got := names(&ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy/p1/"), Recursive: aws.Bool(true)}); len(got) != 3 {
+				h.t.Errorf("recursive: %v", got)
+			}
+			if got := names(&ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy"), Recursive: aws.Bool(true), MaxResults: aws.Int32(2)}); len(got) != 5 {
+				h.t.Errorf("in pages of 2: %v", got)
+			}
+			page, err := h.ssm.GetParametersByPath(h.ctx, &ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy"), Recursive: aws.Bool(true), MaxResults: aws.Int32(2)})
+			h.ok("first page", err)
+			if len(page.Parameters) != 2 || page.NextToken == nil {
+				h.t.Errorf("first page: %d, token %v", len(page.Parameters), page.NextToken)
+			}
+			for _, n := range []int32{0, 11} {
+				_, err = h.ssm.GetParametersByPath(h.ctx, &ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy"), MaxResults: aws.Int32(n)})
+				h.fails(fmt.Sprint("MaxResults ", n), err, "ValidationException", "maxResults")
+			}
+			_, err = h.ssm.GetParametersByPath(h.ctx, &ssm.GetParametersByPathInput{Path: aws.String("/egress-proxy"), NextToken: aws.String("bogus")})
+			h.fails("a token the fake did not give", err, "InvalidNextToken", "")
+			if got := names(&ssm.GetParametersByPathInput{Path: aws.String("/"), Recursive: aws.Bool(true)}); len(got) != 5 {
+				h.t.Errorf("the root holds %v, want the account's 5 (not AWS's public ones)", got)
+			}
+			if got := names(&ssm.GetParametersByPathInput{Path: aws.String("/aws/service/debian/release/12/latest")}); len(got) != 2 {
+				h.t.Errorf("Debian's public path holds %v", got)
+			}
+		}},
+		"R35 Debian's public parameters": {run: func(h *harness) {
+			for _, arch := range []string{"amd64", "arm64"} {
+				out, err := h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(DebianParameter(arch))})
+				h.ok(arch, err)
+				ami := aws.ToString(out.Parameter.Value)
+				itype := ec2types.InstanceTypeT3Micro
+				if arch == "arm64" {
+					itype = ec2types.InstanceTypeT4gMicro
+				}
+				h.mustLaunch(func(in *ec2.RunInstancesInput) { in.ImageId, in.InstanceType = aws.String(ami), itype })
+			}
+			_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(DebianParameter("amd64")), Value: aws.String("ami-0123456789abcdef0"), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+			h.fails("overwriting a public parameter", err, "ValidationException", "")
+			us, err := h.in("us-east-1").ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(DebianParameter("amd64"))})
+			h.ok("us-east-1", err)
+			if aws.ToString(us.Parameter.Value) != DebianAMI(1, "amd64") {
+				h.t.Errorf("us-east-1's image %s", aws.ToString(us.Parameter.Value))
+			}
+		}},
+		"R36 GetCallerIdentity": {opts: Options{AccountID: "210987654321"}, run: func(h *harness) {
+			out, err := h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.ok("GetCallerIdentity", err)
+			if aws.ToString(out.Account) != "210987654321" || !strings.Contains(aws.ToString(out.Arn), "210987654321") {
+				h.t.Errorf("identity %s %s", aws.ToString(out.Account), aws.ToString(out.Arn))
+			}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r.run(newHarness(t, r.opts))
+		})
+	}
+}
+
+func manyTags(n int) []ec2types.Tag {
+	var kv []string
+	for i := range n {
+		kv = append(kv, fmt.Sprintf("k%d", i), "v")
+	}
+	return tags(kv...)
+}
