@@ -148,7 +148,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
 	made := backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: spec.Name}, Name: spec.Name, UID: spec.UID}
 	instanceID := awssdk.ToString(in.InstanceId)
-	if err := b.waitRunning(ctx, r, obj, instanceID); err != nil {
+	if in, err = b.waitRunning(ctx, r, obj, instanceID); err != nil {
 		return made, err
 	}
 	if err := b.attachEgressAddress(ctx, r, spec, o, instanceID); err != nil {
@@ -159,12 +159,15 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return made, err
 		}
 	}
-	in, err = b.findInstance(ctx, r, spec.Name)
-	if err != nil {
-		return made, err
-	}
-	if in == nil {
-		return made, backend.Transient(obj, "the instance was made but is not listed yet")
+	// The poll that saw the instance run described it whole, unless an Elastic IP has changed its public
+	// address since, or the wait for the guest has given it time to change.
+	if o.StaticEgressIP || o.EIPAllocationID != "" || o.WaitForProxy {
+		if in, err = b.findInstance(ctx, r, spec.Name); err != nil {
+			return made, err
+		}
+		if in == nil {
+			return made, backend.Transient(obj, "the instance was made but is not listed yet")
+		}
 	}
 	return b.readBack(ctx, r, in)
 }

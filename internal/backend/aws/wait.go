@@ -28,50 +28,62 @@ func (b *Backend) pollUntil(ctx context.Context, object, waitingFor string, chec
 	})
 }
 
-// instanceState reads one instance's state by id; "" when EC2 no longer lists it.
-func (b *Backend) instanceState(ctx context.Context, r *region, object, instanceID string) (ec2types.InstanceStateName, error) {
+// describeInstance reads one instance by id; nil when EC2 no longer lists it.
+func (b *Backend) describeInstance(ctx context.Context, r *region, object, instanceID string) (*ec2types.Instance, error) {
 	out, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{instanceID}})
 	switch {
 	case errorCode(err) == "InvalidInstanceID.NotFound":
 		// Right after RunInstances, EC2's reads may not list the instance yet ("Eventual consistency"); a
 		// terminated one is dropped from them after a while. Callers tell the two apart.
-		return "", nil
+		return nil, nil
 	case err != nil:
-		return "", classify(object, err)
+		return nil, classify(object, err)
 	}
 	for _, res := range out.Reservations {
-		for _, in := range res.Instances {
-			if in.State != nil {
-				return in.State.Name, nil
+		for i := range res.Instances {
+			if res.Instances[i].State != nil {
+				return &res.Instances[i], nil
 			}
 		}
 	}
-	return "", nil
+	return nil, nil
 }
 
-// waitRunning waits until the instance runs. One that ends instead (terminated, or stopped by a Spot
-// interruption) failed to start: Permanent, with what EC2 said.
-func (b *Backend) waitRunning(ctx context.Context, r *region, object, instanceID string) error {
-	return b.pollUntil(ctx, object, "the instance to run", func(ctx context.Context) (bool, error) {
-		state, err := b.instanceState(ctx, r, object, instanceID)
-		switch {
-		case err != nil:
+// stateName is the instance's state, "" for one EC2 no longer lists.
+func stateName(in *ec2types.Instance) ec2types.InstanceStateName {
+	if in == nil {
+		return ""
+	}
+	return in.State.Name
+}
+
+// waitRunning waits until the instance runs, and returns it as the poll that saw it running described it.
+// One that ends instead (terminated, or stopped by a Spot interruption) failed to start: Permanent, with what
+// EC2 said.
+func (b *Backend) waitRunning(ctx context.Context, r *region, object, instanceID string) (*ec2types.Instance, error) {
+	var running *ec2types.Instance
+	err := b.pollUntil(ctx, object, "the instance to run", func(ctx context.Context) (bool, error) {
+		in, err := b.describeInstance(ctx, r, object, instanceID)
+		if err != nil {
 			return false, err
-		case state == ec2types.InstanceStateNameRunning:
+		}
+		switch state := stateName(in); state {
+		case ec2types.InstanceStateNameRunning:
+			running = in
 			return true, nil
-		case state == ec2types.InstanceStateNameTerminated, state == ec2types.InstanceStateNameShuttingDown,
-			state == ec2types.InstanceStateNameStopped:
+		case ec2types.InstanceStateNameTerminated, ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameStopped:
 			return false, backend.Permanent(object, "instance %s is %s instead of running: see its state reason in the EC2 console", instanceID, state)
 		}
 		return false, nil
 	})
+	return running, err
 }
 
 // waitTerminated waits until the instance is terminated or no longer listed.
 func (b *Backend) waitTerminated(ctx context.Context, r *region, object, instanceID string) error {
 	return b.pollUntil(ctx, object, "the instance to terminate", func(ctx context.Context) (bool, error) {
-		state, err := b.instanceState(ctx, r, object, instanceID)
-		return err == nil && (state == "" || state == ec2types.InstanceStateNameTerminated), err
+		in, err := b.describeInstance(ctx, r, object, instanceID)
+		return err == nil && (in == nil || stateName(in) == ec2types.InstanceStateNameTerminated), err
 	})
 }
 
