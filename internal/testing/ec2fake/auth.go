@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Signature Version 4 ("Create a signed AWS API request", "Elements of an AWS API request signature"): the
@@ -17,20 +18,36 @@ import (
 // recomputes the signature with its secret, so a request signed for another service, with another secret or
 // altered after signing is refused as the service would.
 
-// scope is what a verified request's credential scope says.
+// scope is what a verified request's credential scope says, and who signed it.
 type scope struct {
 	accessKey, date, region, service string
+	principal                        *principal
 }
 
-// authFailure is what each service answers when the credentials are missing, unknown, or the signature
-// does not match. EC2 answers MissingAuthenticationToken to the first and AuthFailure to the others ("EC2 API
-// Reference: Error codes", AuthFailure: "The provided credentials could not be validated"); SSM and STS have
-// an error of each kind (the Common Errors of their API references: MissingAuthenticationToken,
-// UnrecognizedClientException / InvalidClientTokenId, InvalidSignatureException / SignatureDoesNotMatch).
+// principal is a set of credentials the fake accepts: its user's long-term access key, or a role session's
+// temporary one, which goes with its session token and ends at expires ("Use temporary credentials with AWS
+// resources", IAM user guide: the access key, secret and session token are used together).
+type principal struct {
+	secret, token string
+	// arn and userID are what GetCallerIdentity names.
+	arn, userID string
+	// expires is zero for the long-term key.
+	expires time.Time
+	// session is the role session the credentials are of; nil for the user's.
+	session *Session
+}
+
+// authFailure is what each service answers when the credentials are missing, unknown, expired, or the
+// signature does not match. EC2 answers MissingAuthenticationToken to the first, RequestExpired to expired
+// ones and AuthFailure to the others ("EC2 API Reference: Error codes", AuthFailure: "The provided credentials
+// could not be validated"); SSM and STS have an error of each kind (the Common Errors of their API
+// references: MissingAuthenticationToken, UnrecognizedClientException / InvalidClientTokenId,
+// ExpiredTokenException / ExpiredToken, InvalidSignatureException / SignatureDoesNotMatch).
 func authFailure(service, kind, detail string) *apiError {
 	const ec2Words = "AWS was not able to validate the provided access credentials"
 	const badKey = "The security token included in the request is invalid."
 	const badSig = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
+	const expired = "The security token included in the request is expired"
 	switch service {
 	case "ssm":
 		switch kind {
@@ -38,6 +55,8 @@ func authFailure(service, kind, detail string) *apiError {
 			return ssmErr("MissingAuthenticationTokenException", "Missing Authentication Token")
 		case "key":
 			return ssmErr("UnrecognizedClientException", badKey)
+		case "expired":
+			return ssmErr("ExpiredTokenException", expired)
 		}
 		return ssmErr("InvalidSignatureException", "%s", badSig+detail)
 	case "sts":
@@ -46,17 +65,23 @@ func authFailure(service, kind, detail string) *apiError {
 			return stsErr("MissingAuthenticationToken", "Request is missing Authentication Token")
 		case "key":
 			return stsErr("InvalidClientTokenId", badKey)
+		case "expired":
+			return stsErr("ExpiredToken", expired)
 		}
 		return stsErr("SignatureDoesNotMatch", "%s", badSig+detail)
 	}
-	if kind == "missing" {
+	switch kind {
+	case "missing":
 		return ec2Err("MissingAuthenticationToken", "The request must contain either a valid (registered) AWS access key ID or X.509 certificate.")
+	case "expired":
+		return ec2Err("RequestExpired", "Request has expired.")
 	}
 	return ec2Err("AuthFailure", ec2Words)
 }
 
-// verify checks r's SigV4 signature with the fake's credentials. service is the service the request's shape
-// names, for the error's form.
+// verify checks r's SigV4 signature with the credentials of the access key it names: the fake's user's, or a
+// role session's, whose session token the request must carry and whose expiry (on the fake's clock) must not
+// have passed. service is the service the request's shape names, for the error's form.
 func (s *Server) verify(r *http.Request, body []byte, service string) (scope, *apiError) {
 	auth := r.Header.Get("Authorization")
 	if auth == "" {
@@ -76,7 +101,12 @@ func (s *Server) verify(r *http.Request, body []byte, service string) (scope, *a
 		return scope{}, authFailure(service, "signature", "")
 	}
 	sc := scope{accessKey: cred[0], date: cred[1], region: cred[2], service: cred[3]}
-	if sc.accessKey != s.opts.AccessKeyID {
+	s.mu.Lock()
+	p, now := s.principals[sc.accessKey], s.now()
+	s.mu.Unlock()
+	// A long-term key carries no session token, a temporary one its own: anything else is a key the
+	// service does not know.
+	if p == nil || r.Header.Get("X-Amz-Security-Token") != p.token {
 		return sc, authFailure(service, "key", "")
 	}
 	if sc.service != service {
@@ -107,7 +137,7 @@ func (s *Server) verify(r *http.Request, body []byte, service string) (scope, *a
 	crHash := sha256.Sum256([]byte(canonicalRequest))
 	credScope := strings.Join(cred[1:], "/")
 	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + credScope + "\n" + hex.EncodeToString(crHash[:])
-	key := []byte("AWS4" + s.opts.SecretAccessKey)
+	key := []byte("AWS4" + p.secret)
 	for _, part := range cred[1:] {
 		key = hmacSHA256(key, part)
 	}
@@ -115,6 +145,10 @@ func (s *Server) verify(r *http.Request, body []byte, service string) (scope, *a
 	if !hmac.Equal([]byte(want), []byte(fields["Signature"])) {
 		return sc, authFailure(service, "signature", "")
 	}
+	if !p.expires.IsZero() && !now.Before(p.expires) {
+		return sc, authFailure(service, "expired", "")
+	}
+	sc.principal = p
 	return sc, nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -159,6 +160,17 @@ func (h *harness) running(edit func(*ec2.RunInstancesInput)) string {
 		h.t.Fatalf("instance %s is %s after Settle", id, st)
 	}
 	return id
+}
+
+// assume opens a role session with in and returns a harness signing with its temporary credentials.
+func (h *harness) assume(in *sts.AssumeRoleInput) *harness {
+	h.t.Helper()
+	out, err := h.sts.AssumeRole(h.ctx, in)
+	h.ok("AssumeRole "+aws.ToString(in.RoleArn), err)
+	cfg := h.s.AWSConfig(h.region)
+	c := out.Credentials
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken))
+	return h.with(h.region, cfg)
 }
 
 func tags(kv ...string) []ec2types.Tag {

@@ -12,8 +12,10 @@ import (
 // call is one request on its way through the fake.
 type call struct {
 	service, region, action string
-	form                    form   // EC2 and STS
-	body                    []byte // SSM
+	accessKey               string     // as signed, verified or not
+	principal               *principal // who signed it, once verified
+	form                    form       // EC2 and STS
+	body                    []byte     // SSM
 	requestID               string
 }
 
@@ -48,7 +50,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sc, aerr := s.verify(r, body, c.service)
-	c.region = sc.region
+	c.region, c.accessKey, c.principal = sc.region, sc.accessKey, sc.principal
 	if aerr != nil {
 		s.answer(w, c, nil, aerr)
 		return
@@ -68,6 +70,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := s.fault(c)
+	if f != nil && f.pause != nil && !f.After {
+		s.mu.Unlock()
+		if !f.pause.hold() {
+			s.dropped(w, c)
+			return
+		}
+		s.mu.Lock()
+		f = nil
+	}
 	if f != nil && !f.After {
 		s.mu.Unlock()
 		s.applyFault(w, c, f)
@@ -80,6 +91,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	out, e := s.handle(rg, c)
 	s.mu.Unlock()
+	if f != nil && f.pause != nil {
+		// Handled; held before its answer.
+		if !f.pause.hold() {
+			s.dropped(w, c)
+			return
+		}
+		s.answer(w, c, out, e)
+		return
+	}
 	if f != nil {
 		// The change is made; its answer is lost (or replaced by the fault's).
 		s.write(httptest.NewRecorder(), c, out, e)
@@ -131,7 +151,7 @@ func (s *Server) handle(rg *region, c *call) (any, *apiError) {
 	case "ssm":
 		return ssmActions[c.action](s, rg, c.body)
 	case "sts":
-		return stsActions[c.action](s, rg, c.form)
+		return stsActions[c.action](s, rg, c)
 	}
 	return ec2Actions[c.action](s, rg, c.form)
 }
@@ -174,12 +194,20 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 
 // logCall records a call. The caller holds s.mu.
 func (s *Server) logCall(c *call, status int, code string) {
-	s.log = append(s.log, Request{Service: c.service, Region: c.region, Action: c.action, Status: status, Code: code, Time: s.now()})
+	s.log = append(s.log, Request{Service: c.service, Region: c.region, Action: c.action, Status: status, Code: code, AccessKey: c.accessKey, Time: s.now()})
 }
 
 func (s *Server) requestID() string {
 	s.seq++
 	return fmt.Sprintf("ec2fake0-0000-4000-8000-%012x", s.seq)
+}
+
+// dropped logs c as dropped and closes its connection unanswered.
+func (s *Server) dropped(w http.ResponseWriter, c *call) {
+	s.mu.Lock()
+	s.logCall(c, 0, "dropped")
+	s.mu.Unlock()
+	dropConnection(w)
 }
 
 // dropConnection closes the connection without an answer: an endpoint that cannot be reached, or an

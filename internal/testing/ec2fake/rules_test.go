@@ -689,6 +689,40 @@ func TestDocumentedRules(t *testing.T) {
 			if st := h.state(stuck); st != StateRunning {
 				h.t.Errorf("released: %s", st)
 			}
+
+			// PauseNext holds a request before it is handled: nothing happens while it waits, and dropped it
+			// never happens; the client's connection is closed unanswered.
+			before := len(h.s.Instances(h.region))
+			held := h.s.PauseNext("RunInstances", false)
+			done := make(chan error, 1)
+			go func() { _, err := h.launch(nil); done <- err }()
+			<-held.Reached()
+			if n := len(h.s.Instances(h.region)); n != before {
+				h.t.Errorf("%d instances while a RunInstances is held before it is handled, want %d", n, before)
+			}
+			held.Drop()
+			if err := <-done; err == nil || codeOf(err) != "" {
+				h.t.Errorf("a dropped request answered %v, want a closed connection", err)
+			}
+			if n := len(h.s.Instances(h.region)); n != before {
+				h.t.Errorf("%d instances after a RunInstances was dropped before it was handled, want %d", n, before)
+			}
+			// Held after it is handled: the change is made while the answer waits, and resumed it is answered.
+			held = h.s.PauseNext("RunInstances", true)
+			answered := make(chan *ec2.RunInstancesOutput, 1)
+			go func() { out, err := h.launch(nil); done <- err; answered <- out }()
+			<-held.Reached()
+			if n := len(h.s.Instances(h.region)); n != before+1 {
+				h.t.Errorf("%d instances while a handled RunInstances waits for its answer, want %d", n, before+1)
+			}
+			held.Resume()
+			h.ok("a resumed RunInstances", <-done)
+			if out := <-answered; len(out.Instances) != 1 {
+				h.t.Errorf("the resumed RunInstances answered %d instances", len(out.Instances))
+			}
+			if r := h.s.Requests(); r[len(r)-1].Action != "RunInstances" || r[len(r)-2].Code != "dropped" {
+				h.t.Errorf("the request log ends with %+v, want the dropped request then the resumed one", r[len(r)-2:])
+			}
 		}},
 		"R27 PutParameter create and overwrite": {run: func(h *harness) {
 			put := func(edit func(*ssm.PutParameterInput)) (*ssm.PutParameterOutput, error) {
@@ -935,12 +969,154 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("us-east-1's image %s", aws.ToString(us.Parameter.Value))
 			}
 		}},
-		"R36 GetCallerIdentity": {opts: Options{AccountID: "210987654321"}, run: func(h *harness) {
+		"R36 GetCallerIdentity": {opts: Options{AccountID: "210987654321", Roles: []Role{{Name: "deployer"}}}, run: func(h *harness) {
 			out, err := h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
 			h.ok("GetCallerIdentity", err)
-			if aws.ToString(out.Account) != "210987654321" || !strings.Contains(aws.ToString(out.Arn), "210987654321") {
+			if aws.ToString(out.Account) != "210987654321" || aws.ToString(out.Arn) != "arn:aws:iam::210987654321:user/ec2fake" {
 				h.t.Errorf("identity %s %s", aws.ToString(out.Account), aws.ToString(out.Arn))
 			}
+			session := h.assume(&sts.AssumeRoleInput{RoleArn: aws.String(h.s.RoleARN("deployer")), RoleSessionName: aws.String("ci-run")})
+			out, err = session.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.ok("GetCallerIdentity of a role session", err)
+			if aws.ToString(out.Arn) != "arn:aws:sts::210987654321:assumed-role/deployer/ci-run" || aws.ToString(out.Account) != "210987654321" ||
+				!strings.HasPrefix(aws.ToString(out.UserId), "AROA") || !strings.HasSuffix(aws.ToString(out.UserId), ":ci-run") {
+				h.t.Errorf("a role session's identity: %s %s %s", aws.ToString(out.Account), aws.ToString(out.Arn), aws.ToString(out.UserId))
+			}
+		}},
+		"R37 AssumeRole parameters": {opts: Options{Roles: []Role{{Name: "deployer"}}}, run: func(h *harness) {
+			role := h.s.RoleARN("deployer")
+			for what, tc := range map[string]struct {
+				in    sts.AssumeRoleInput
+				code  string
+				words string
+			}{
+				"a session name too short": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("a")}, "ValidationError",
+					"1 validation error detected: Value 'a' at 'roleSessionName' failed to satisfy constraint: Member must have length greater than or equal to 2"},
+				"a session name too long": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String(strings.Repeat("s", 65))}, "ValidationError",
+					"Member must have length less than or equal to 64"},
+				"a space in the session name": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("ci run")}, "ValidationError",
+					`Member must satisfy regular expression pattern: [\w+=,.@-]*`},
+				"a session shorter than 15 minutes": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("ci"), DurationSeconds: aws.Int32(899)}, "ValidationError",
+					"at 'durationSeconds' failed to satisfy constraint: Member must have value greater than or equal to 900"},
+				"a session longer than 12 hours": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("ci"), DurationSeconds: aws.Int32(43201)}, "ValidationError",
+					"Member must have value less than or equal to 43200"},
+				"an external id too short": {sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("ci"), ExternalId: aws.String("x")}, "ValidationError",
+					"at 'externalId' failed to satisfy constraint: Member must have length greater than or equal to 2"},
+				"two errors": {sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::1"), RoleSessionName: aws.String("a")}, "ValidationError",
+					"2 validation errors detected: Value 'arn:aws:iam::1' at 'roleArn' failed to satisfy constraint: Member must have length greater than or equal to 20; Value 'a' at 'roleSessionName'"},
+				"not a role's ARN": {sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:s3:::deployment-bucket"), RoleSessionName: aws.String("ci")}, "ValidationError",
+					"Request ARN is invalid"},
+			} {
+				_, err := h.sts.AssumeRole(h.ctx, &tc.in)
+				h.fails(what, err, tc.code, tc.words)
+				if err != nil && statusOf(err) != http.StatusBadRequest {
+					h.t.Errorf("%s: HTTP status %d, want 400", what, statusOf(err))
+				}
+			}
+			_, err := h.sts.AssumeRole(h.ctx, &sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("ci"), Policy: aws.String("{}")})
+			h.failsWith("a session policy", err, http.StatusNotImplemented, "NotImplemented")
+			if n := len(h.s.Sessions()); n != 0 {
+				h.t.Errorf("%d sessions opened by refused requests", n)
+			}
+			// Without DurationSeconds a session lasts one hour; a session name may hold every character its
+			// pattern allows.
+			out, err := h.sts.AssumeRole(h.ctx, &sts.AssumeRoleInput{RoleArn: &role, RoleSessionName: aws.String("a+b=c,d.e@f-g_h")})
+			h.ok("AssumeRole", err)
+			if got, want := aws.ToTime(out.Credentials.Expiration), h.s.Now().Add(time.Hour); !got.Equal(want) {
+				h.t.Errorf("a session without DurationSeconds expires at %v, want %v", got, want)
+			}
+		}},
+		"R38 which roles may be assumed": {opts: Options{Roles: []Role{{Name: "deployer"}, {Name: "partner", ExternalID: "ext-2f9c", MaxSessionDuration: 2 * time.Hour}}}, run: func(h *harness) {
+			deployer, partner := h.s.RoleARN("deployer"), h.s.RoleARN("partner")
+			assume := func(arn, externalID string, seconds int32) (*sts.AssumeRoleOutput, error) {
+				in := &sts.AssumeRoleInput{RoleArn: aws.String(arn), RoleSessionName: aws.String("ci"), DurationSeconds: aws.Int32(seconds)}
+				if externalID != "" {
+					in.ExternalId = aws.String(externalID)
+				}
+				return h.sts.AssumeRole(h.ctx, in)
+			}
+			denied := func(what string, err error, arn string) {
+				h.t.Helper()
+				h.failsWith(what, err, http.StatusForbidden, "AccessDenied")
+				h.fails(what, err, "AccessDenied", "User: "+h.s.CallerARN()+" is not authorized to perform: sts:AssumeRole on resource: "+arn)
+			}
+			for what, arn := range map[string]string{
+				"a role the account does not have": h.s.RoleARN("admin"),
+				"a role of another account":        "arn:aws:iam::999999999999:role/deployer",
+				"the role under another path":      "arn:aws:iam::" + h.s.AccountID() + ":role/ops/deployer",
+			} {
+				_, err := assume(arn, "", 900)
+				denied(what, err, arn)
+			}
+			_, err := assume(partner, "", 900)
+			denied("without the external id the role asks for", err, partner)
+			_, err = assume(partner, "ext-0000", 900)
+			denied("with another external id", err, partner)
+			_, err = assume(partner, "ext-2f9c", 7200)
+			h.ok("with the external id, for the role's maximum session", err)
+			_, err = assume(partner, "ext-2f9c", 7201)
+			h.fails("beyond the role's maximum session", err, "ValidationError", "The requested DurationSeconds exceeds the MaxSessionDuration set for this role.")
+			_, err = assume(deployer, "ext-unasked", 3600)
+			h.ok("an external id the role does not ask for", err)
+			_, err = assume(deployer, "", 3601)
+			h.fails("beyond the default maximum of one hour", err, "ValidationError", "exceeds the MaxSessionDuration")
+
+			// Role chaining: a role session may assume another role, for at most one hour.
+			chained := h.assume(&sts.AssumeRoleInput{RoleArn: aws.String(deployer), RoleSessionName: aws.String("first")})
+			_, err = chained.sts.AssumeRole(h.ctx, &sts.AssumeRoleInput{RoleArn: aws.String(partner), RoleSessionName: aws.String("second"), ExternalId: aws.String("ext-2f9c"), DurationSeconds: aws.Int32(3601)})
+			h.fails("a chained session beyond one hour", err, "ValidationError", "The requested DurationSeconds exceeds the 1 hour session limit for roles assumed by role chaining.")
+			_, err = chained.sts.AssumeRole(h.ctx, &sts.AssumeRoleInput{RoleArn: aws.String(partner), RoleSessionName: aws.String("second"), ExternalId: aws.String("ext-2f9c"), DurationSeconds: aws.Int32(3600)})
+			h.ok("a chained session of one hour", err)
+			sessions := h.s.Sessions()
+			if last := sessions[len(sessions)-1]; last.CallerAccessKey != sessions[len(sessions)-2].AccessKeyID || last.AssumedRoleARN != "arn:aws:sts::"+h.s.AccountID()+":assumed-role/partner/second" {
+				h.t.Errorf("the chained session %+v: want it opened with the first session's key %s", last, sessions[len(sessions)-2].AccessKeyID)
+			}
+		}},
+		"R39 temporary credentials": {opts: Options{Roles: []Role{{Name: "deployer"}}}, run: func(h *harness) {
+			out, err := h.sts.AssumeRole(h.ctx, &sts.AssumeRoleInput{RoleArn: aws.String(h.s.RoleARN("deployer")), RoleSessionName: aws.String("ci"), DurationSeconds: aws.Int32(900)})
+			h.ok("AssumeRole", err)
+			c := out.Credentials
+			key, secret, token := aws.ToString(c.AccessKeyId), aws.ToString(c.SecretAccessKey), aws.ToString(c.SessionToken)
+			if !strings.HasPrefix(key, "ASIA") || len(key) != 20 || secret == "" || token == "" || !aws.ToTime(c.Expiration).Equal(h.s.Now().Add(15*time.Minute)) {
+				h.t.Errorf("credentials %s, %q, %q, expiring %v: want an ASIA key of 20 characters, a secret and a token, for 15 minutes", key, secret, token, c.Expiration)
+			}
+			with := func(key, secret, token string) *harness {
+				cfg := h.s.AWSConfig(h.region)
+				cfg.Credentials = credentials.NewStaticCredentialsProvider(key, secret, token)
+				return h.with(h.region, cfg)
+			}
+			session := with(key, secret, token)
+			_, err = session.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("EC2 with the session's credentials", err)
+			_, err = session.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/aws/service/debian/release/12/latest/amd64")})
+			h.ok("SSM with the session's credentials", err)
+			if r := h.s.Requests(); r[len(r)-1].AccessKey != key || r[len(r)-1].Action != "GetParameter" || r[0].AccessKey != DefaultAccessKeyID {
+				h.t.Errorf("the request log names keys %s (AssumeRole) and %s (%s), want %s and %s", r[0].AccessKey, r[len(r)-1].AccessKey, r[len(r)-1].Action, DefaultAccessKeyID, key)
+			}
+			for what, o := range map[string]*harness{
+				"without the session token":       with(key, secret, ""),
+				"with another session token":      with(key, secret, token+"x"),
+				"the fake's own key with a token": with(DefaultAccessKeyID, DefaultSecretAccessKey, token),
+			} {
+				_, err := o.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+				h.failsWith(what+": EC2", err, http.StatusUnauthorized, "AuthFailure")
+				_, err = o.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
+				h.failsWith(what+": SSM", err, http.StatusBadRequest, "UnrecognizedClientException")
+				_, err = o.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+				h.failsWith(what+": STS", err, http.StatusForbidden, "InvalidClientTokenId")
+			}
+			_, err = with(key, "not-the-secret", token).sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.failsWith("the session's key with another secret", err, http.StatusForbidden, "SignatureDoesNotMatch")
+			// Expired on the fake's clock: every service refuses them; the fake's own still work.
+			h.s.Advance(15 * time.Minute)
+			_, err = session.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.failsWith("expired: EC2", err, http.StatusBadRequest, "RequestExpired")
+			_, err = session.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
+			h.failsWith("expired: SSM", err, http.StatusBadRequest, "ExpiredTokenException")
+			_, err = session.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.failsWith("expired: STS", err, http.StatusForbidden, "ExpiredToken")
+			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
+			h.ok("the fake's own credentials", err)
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {

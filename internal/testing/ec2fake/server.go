@@ -1,8 +1,9 @@
 // Package ec2fake is a stateful fake of the AWS APIs the aws backend calls, for tests: the EC2 Query API,
-// the SSM JSON 1.1 API and STS GetCallerIdentity, on one loopback endpoint. The real aws-sdk-go-v2 clients
-// talk to it: requests are SigV4-signed and verified, EC2 answers are the Query API's XML, SSM's are JSON 1.1,
-// errors carry the codes and HTTP statuses the services document, so what the backend reads is what it would
-// parse from AWS.
+// the SSM JSON 1.1 API and STS GetCallerIdentity and AssumeRole, on one loopback endpoint. The real
+// aws-sdk-go-v2 clients talk to it: requests are SigV4-signed and verified (with the fake's own credentials
+// or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's are JSON 1.1, errors carry
+// the codes and HTTP statuses the services document, so what the backend reads is what it would parse from
+// AWS.
 //
 // It serves exactly the actions the backend calls (ec2Actions, ssmActions, stsActions) and refuses any other
 // as the services do (EC2 and STS: InvalidAction; SSM: UnknownOperationException), so a backend that starts
@@ -77,6 +78,8 @@ type Options struct {
 	Throttle map[string]Bucket
 	// Images are added to every region's seeded ones.
 	Images []Image
+	// Roles are the IAM roles of the account that the fake's user may assume (STS AssumeRole).
+	Roles []Role
 }
 
 // Timing says how long instances stay in their transitional states. A state ends once both hold: its
@@ -112,7 +115,10 @@ type Request struct {
 	Status  int
 	// Code is the error code answered, "" on success.
 	Code string
-	Time time.Time
+	// AccessKey is the access key the request was signed with: the fake's own, or a role session's
+	// (Sessions); "" when it was not signed.
+	AccessKey string
+	Time      time.Time
 }
 
 // Server is the fake. All exported methods are safe for concurrent use with requests in flight.
@@ -132,6 +138,9 @@ type Server struct {
 	faults    []*Fault
 	stickNext int
 	seq       uint64
+	// principals are the credentials the fake accepts, by access key: its user's, and each role session's.
+	principals map[string]*principal
+	sessions   []Session
 }
 
 // New starts a fake on a loopback port and closes it when the test ends.
@@ -162,6 +171,7 @@ func New(t testing.TB, opts Options) *Server {
 		t: t, opts: opts, timing: DefaultTiming(), regions: map[string]*region{},
 		clockBase: time.Now().UTC().Truncate(time.Second), throttled: map[string]int{}, buckets: map[string]*bucketState{},
 	}
+	s.principals = map[string]*principal{opts.AccessKeyID: {secret: opts.SecretAccessKey, arn: s.CallerARN(), userID: fakeUserID}}
 	if opts.Timing != nil {
 		s.timing = *opts.Timing
 	}

@@ -1,0 +1,480 @@
+package provider
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
+)
+
+// kill -9 in the middle of an aws create: the provider process and the CLI die at a known point of the
+// create's requests, so neither the backend nor the CLI records or cleans up anything. Each object the
+// create made by then must be adopted by the next apply of the configuration or belong to a proxy that
+// egress_proxy_orphans lists (and that its id deletes whole); what is neither is a leak, and every such
+// leak this test knows of is named in its case, so that a new one fails it and a fixed one does too.
+
+// providerProcessEnv makes the test binary, started again by startProviderProcess, serve the real provider
+// for the CLI (TestProviderProcessForKill) until it is killed.
+const providerProcessEnv = "EGRESS_TEST_PROVIDER_PROCESS"
+
+// reattachLinePrefix starts the line on which that process tells its TF_REATTACH_PROVIDERS value.
+const reattachLinePrefix = "egress-provider-reattach: "
+
+// TestProviderProcessForKill is no test of its own: it is the provider process the kill -9 tests start and
+// kill, a process apart from the test's so that killing it loses everything it held, as a real kill does.
+func TestProviderProcessForKill(t *testing.T) {
+	if os.Getenv(providerProcessEnv) == "" {
+		t.Skip("the provider process of the kill -9 tests: started by them, never on its own")
+	}
+	reattach := serveProviderForCLI(t, New("test")())
+	fmt.Println(reattachLinePrefix + reattach)
+	select {} // until killed
+}
+
+// providerProcess is the real provider served in a process of its own.
+type providerProcess struct {
+	reattach string
+	cmd      *exec.Cmd
+	stderr   testutil.LockedBuffer
+}
+
+// startProviderProcess starts the test binary again as the provider's process and returns once it serves.
+func startProviderProcess(t *testing.T) *providerProcess {
+	t.Helper()
+	p := &providerProcess{cmd: exec.Command(os.Args[0], "-test.run=^TestProviderProcessForKill$", "-test.count=1")}
+	p.cmd.Env = append(os.Environ(), providerProcessEnv+"=1")
+	// Killed with the test, should the test die first.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.cmd.Stderr = &p.stderr
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting the provider process: %v", err)
+	}
+	t.Cleanup(p.kill)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	reattach, ok := strings.CutPrefix(strings.TrimSpace(line), reattachLinePrefix)
+	if err != nil || !ok {
+		t.Fatalf("the provider process did not start: %q, %v; its stderr:\n%s", line, err, p.stderr.String())
+	}
+	p.reattach = reattach
+	return p
+}
+
+// kill is kill -9: the process ends at once, whatever it was doing.
+func (p *providerProcess) kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// awsKillPoint is where a create dies.
+type awsKillPoint struct {
+	name string
+	// staticIP asks for an Elastic IP of the proxy's own.
+	staticIP bool
+	// arm prepares the fake before the apply starts, and returns what waits for the point: the pause holding
+	// the request the provider process is killed in, once reached.
+	arm func(fake *ec2fake.Server) func() *ec2fake.Pause
+	// leaksUnnamed are the objects, by kind, that a kill here leaves of a proxy named after its UID (name
+	// unset) and that the next apply does not adopt and no orphan list shows. A proxy with a name leaks
+	// nothing: the next apply of its name adopts what is not listed.
+	leaksUnnamed []string
+}
+
+// pauseAt arms a pause of the next request of action.
+func pauseAt(action string, after bool) func(*ec2fake.Server) func() *ec2fake.Pause {
+	return func(fake *ec2fake.Server) func() *ec2fake.Pause {
+		p := fake.PauseNext(action, after)
+		return func() *ec2fake.Pause { <-p.Reached(); return p }
+	}
+}
+
+var awsKillPoints = []awsKillPoint{
+	{
+		// The settings parameter is written; its tags go in a request of their own (tags cannot go with an
+		// overwrite), which never comes.
+		name: "a parameter written, its tags not", arm: pauseAt("PutParameter", true),
+		leaksUnnamed: []string{"parameter settings"},
+	},
+	{
+		name: "the parameters written", arm: pauseAt("DescribeSubnets", false),
+		leaksUnnamed: []string{"parameter config", "parameter secrets", "parameter settings"},
+	},
+	{
+		name: "the security group made", arm: pauseAt("RunInstances", false),
+		leaksUnnamed: []string{"parameter config", "parameter secrets", "parameter settings", "security group"},
+	},
+	{name: "the instance launched, its answer lost", arm: pauseAt("RunInstances", true)},
+	{
+		name: "waiting for the instance to run",
+		arm: func(fake *ec2fake.Server) func() *ec2fake.Pause {
+			fake.StickNextLaunchInPending(1)
+			launched := fake.PauseNext("RunInstances", true)
+			return func() *ec2fake.Pause {
+				<-launched.Reached()
+				// The next DescribeInstances is the wait's first poll of the pending instance.
+				poll := fake.PauseNext("DescribeInstances", false)
+				launched.Resume()
+				<-poll.Reached()
+				return poll
+			}
+		},
+	},
+	{name: "an Elastic IP allocated, not associated", staticIP: true, arm: pauseAt("AllocateAddress", true)},
+}
+
+// awsObject is one object of the fake that a proxy is made of.
+type awsObject struct {
+	kind, id string
+	// name is the proxy's it carries (its Name tag, or the path of a parameter), uid its egress-uid tag.
+	name, uid string
+}
+
+// what names the object by kind, and a parameter by its last path element.
+func (o awsObject) what() string {
+	if o.kind == "parameter" {
+		return "parameter " + o.id[strings.LastIndex(o.id, "/")+1:]
+	}
+	return o.kind
+}
+
+// awsObjects lists the fake's proxy objects: live instances, security groups but the VPC's default, Elastic
+// IPs and parameters under the proxies' prefix.
+func awsObjects(fake *ec2fake.Server) map[string]awsObject {
+	out := map[string]awsObject{}
+	add := func(o awsObject) { out[o.kind+" "+o.id] = o }
+	for _, in := range liveInstances(fake) {
+		add(awsObject{"instance", in.ID, in.Tags["Name"], in.Tags[backend.LabelUID]})
+	}
+	for _, g := range fake.SecurityGroups(awsTestRegion) {
+		if g.Name != "default" {
+			add(awsObject{"security group", g.ID, g.Tags["Name"], g.Tags[backend.LabelUID]})
+		}
+	}
+	for _, a := range fake.Addresses(awsTestRegion) {
+		add(awsObject{"Elastic IP", a.AllocationID, a.Tags["Name"], a.Tags[backend.LabelUID]})
+	}
+	for _, p := range fake.Parameters(awsTestRegion) {
+		if rest, ok := strings.CutPrefix(p.Name, proxyconf.AWSParameterPrefix); ok {
+			name, _, _ := strings.Cut(rest, "/")
+			add(awsObject{"parameter", p.Name, name, p.Tags[backend.LabelUID]})
+		}
+	}
+	return out
+}
+
+// awsCLI runs the CLI under test in one configuration directory.
+type awsCLI struct {
+	t   *testing.T
+	dir string
+	env []string
+}
+
+func newAWSCLI(t *testing.T, config string) *awsCLI {
+	t.Helper()
+	c := &awsCLI{t: t, dir: t.TempDir()}
+	config = "terraform {\n  required_providers {\n    egress = { source = \"" + providerAddress + "\" }\n  }\n}\n" + config
+	if err := os.WriteFile(filepath.Join(c.dir, "main.tf"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cliConfig := filepath.Join(c.dir, "cli.tfrc")
+	if err := os.WriteFile(cliConfig, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+cliConfig, "TF_IN_AUTOMATION=1")
+	return c
+}
+
+// cmd is one CLI run against the provider served at reattach.
+func (c *awsCLI) cmd(reattach string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), append(args, "-no-color")...)
+	cmd.Dir, cmd.Env = c.dir, append(slices.Clip(c.env), "TF_REATTACH_PROVIDERS="+reattach)
+	return cmd
+}
+
+// run runs the CLI to its end and returns its output, whitespace made single spaces for matching.
+func (c *awsCLI) run(reattach string, args ...string) (string, error) {
+	out, err := c.cmd(reattach, args...).CombinedOutput()
+	return strings.Join(strings.Fields(string(out)), " "), err
+}
+
+func (c *awsCLI) mustRun(reattach string, args ...string) string {
+	c.t.Helper()
+	out, err := c.run(reattach, args...)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v\n%s", filepath.Base(os.Getenv("TF_ACC_TERRAFORM_PATH")), strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// stateProxy is the proxy the state holds: its id, name and uid; zero when it holds none.
+func (c *awsCLI) stateProxy(reattach string) (id, name, uid string) {
+	c.t.Helper()
+	out, err := c.cmd(reattach, "show", "-json").Output()
+	if err != nil {
+		c.t.Fatalf("show -json: %v", err)
+	}
+	var state struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Type   string         `json:"type"`
+					Values map[string]any `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal(out, &state); err != nil {
+		c.t.Fatalf("reading show -json: %v\n%s", err, out)
+	}
+	for _, r := range state.Values.RootModule.Resources {
+		if r.Type == "egress_proxy" {
+			str := func(k string) string { s, _ := r.Values[k].(string); return s }
+			return str("id"), str("name"), str("uid")
+		}
+	}
+	return "", "", ""
+}
+
+// awsOrphans lists the owner's orphans with egress_proxy_orphans, through the CLI, given the ids a state
+// holds: their ids by name.
+func awsOrphans(t *testing.T, fake *ec2fake.Server, reattach string, known []string) map[string]string {
+	t.Helper()
+	c := newAWSCLI(t, awsConfig(t, fake, "", `
+variable "known" {
+  type = list(string)
+}
+data "egress_proxy_orphans" "all" {
+  backends  = ["aws"]
+  min_age   = "0s"
+  known_ids = var.known
+}
+output "orphans" {
+  value = data.egress_proxy_orphans.all.orphans
+}
+output "incomplete" {
+  value = data.egress_proxy_orphans.all.incomplete
+}
+`))
+	knownJSON, _ := json.Marshal(append([]string{}, known...)) // [] when none, not null
+	c.env = append(c.env, "TF_VAR_known="+string(knownJSON))
+	c.mustRun(reattach, "init")
+	c.mustRun(reattach, "apply", "-auto-approve")
+	out, err := c.cmd(reattach, "output", "-json").Output()
+	if err != nil {
+		t.Fatalf("output -json: %v", err)
+	}
+	var outputs struct {
+		Orphans struct {
+			Value []struct {
+				ID, Name, State string
+			} `json:"value"`
+		} `json:"orphans"`
+		Incomplete struct {
+			Value bool `json:"value"`
+		} `json:"incomplete"`
+	}
+	if err := json.Unmarshal(out, &outputs); err != nil {
+		t.Fatalf("reading the outputs: %v\n%s", err, out)
+	}
+	if outputs.Incomplete.Value {
+		t.Fatalf("egress_proxy_orphans could not list every region: %s", out)
+	}
+	ids := map[string]string{}
+	for _, o := range outputs.Orphans.Value {
+		ids[o.Name] = o.ID
+		t.Logf("egress_proxy_orphans lists %s (%s)", o.ID, o.State)
+	}
+	return ids
+}
+
+// awsTestBackend reaches the fake as the provider does, for deleting an orphan by the id its list gave.
+func awsTestBackend(t *testing.T, fake *ec2fake.Server) *aws.Backend {
+	t.Helper()
+	creds, err := fake.Credentials().Retrieve(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL()}
+	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestAccProxyAWS_killedApply(t *testing.T) {
+	if os.Getenv("TF_ACC") == "" {
+		t.Skip("acceptance test: set TF_ACC=1")
+	}
+	testAccPreCheck(t)
+	// The runs after the kill use the real provider served in this process; only the killed run has its own.
+	inProcess := serveProviderForCLI(t, New("test")())
+	for _, kp := range awsKillPoints {
+		for _, named := range []bool{true, false} {
+			if kp.staticIP && !named {
+				continue // static_egress_ip needs a name: the address is found again by it
+			}
+			t.Run(fmt.Sprintf("%s, name %s", kp.name, map[bool]string{true: "set", false: "unset"}[named]), func(t *testing.T) {
+				testAWSKilledApply(t, inProcess, kp, named)
+			})
+		}
+	}
+}
+
+func testAWSKilledApply(t *testing.T, inProcess string, kp awsKillPoint, named bool) {
+	fake := awsFake(t, ec2fake.Options{})
+	name := ""
+	if named {
+		name = `name = "egress-acc"`
+	}
+	cli := newAWSCLI(t, awsConfig(t, fake, "", fmt.Sprintf(`
+resource "egress_proxy" "test" {
+  %s
+  aws = {
+    subnet_id            = %q
+    iam_instance_profile = "egress-proxy"
+    static_egress_ip     = %t
+  }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+}
+`, name, fake.Subnets(awsTestRegion)[0].ID, kp.staticIP)))
+	cli.mustRun(inProcess, "init")
+
+	// The apply, against a provider process of its own, until the create reaches the point.
+	provider := startProviderProcess(t)
+	reached := kp.arm(fake)
+	var out testutil.LockedBuffer
+	apply := cli.cmd(provider.reattach, "apply", "-auto-approve")
+	apply.Stdout, apply.Stderr = &out, &out
+	if err := apply.Start(); err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan error, 1)
+	go func() { applied <- apply.Wait() }()
+	at := make(chan *ec2fake.Pause, 1)
+	go func() { at <- reached() }()
+	var pause *ec2fake.Pause
+	select {
+	case pause = <-at:
+	case err := <-applied:
+		t.Fatalf("the apply ended (%v) before the create reached the point:\n%s\nthe provider's stderr:\n%s", err, out.String(), provider.stderr.String())
+	case <-time.After(2 * time.Minute):
+		_ = apply.Process.Kill()
+		t.Fatalf("the create did not reach the point in 2 minutes:\n%s", out.String())
+	}
+	// kill -9 of both: nothing more is sent, nothing is recorded.
+	provider.kill()
+	_ = apply.Process.Signal(syscall.SIGKILL)
+	if err := <-applied; err == nil {
+		t.Fatalf("the apply killed at the point exited 0:\n%s", out.String())
+	}
+	pause.Drop()
+	made := awsObjects(fake)
+	if len(made) == 0 {
+		t.Fatal("the killed create made nothing: the point is too early to test anything")
+	}
+	if id, _, _ := cli.stateProxy(inProcess); id != "" {
+		t.Fatalf("the killed apply recorded %s: the test needs a kill before anything is recorded", id)
+	}
+	var inventory []string
+	for _, o := range made {
+		inventory = append(inventory, fmt.Sprintf("%s %s (%s, uid %s)", o.kind, o.id, o.name, o.uid))
+	}
+	slices.Sort(inventory)
+	t.Logf("killed at %q, the fake holds:\n  %s", kp.name, strings.Join(inventory, "\n  "))
+
+	// The next apply of the same configuration.
+	next, err := cli.run(inProcess, "apply", "-auto-approve")
+	launched := false
+	for _, o := range made {
+		launched = launched || o.kind == "instance"
+	}
+	refused := named && launched
+	switch {
+	case refused:
+		// A live instance of the name with another uid: refused, not taken over (the contract's rule); it is
+		// the orphan list's to show.
+		if err == nil || !strings.Contains(next, "already exists") || !strings.Contains(next, "belongs to proxy") {
+			t.Fatalf("the next apply over the killed create's instance: %v, want a refusal naming its proxy:\n%s", err, next)
+		}
+	case err != nil:
+		t.Fatalf("the next apply: %v\n%s", err, next)
+	}
+	stateID, stateName, stateUID := cli.stateProxy(inProcess)
+	var known []string
+	if stateID != "" {
+		known = append(known, stateID)
+	}
+	orphans := awsOrphans(t, fake, inProcess, known)
+
+	// Each object the killed create made: adopted (now the state's proxy's), removed, or its proxy listed.
+	now := awsObjects(fake)
+	var leaked []string
+	leakedIDs := map[string]bool{}
+	for key, o := range made {
+		cur, present := now[key]
+		switch {
+		case !present:
+			t.Logf("%s %s: removed by the next apply", o.kind, o.id)
+		case stateID != "" && cur.name == stateName && cur.uid == stateUID:
+			t.Logf("%s %s: adopted by the next apply (%s)", o.kind, o.id, stateID)
+		case orphans[cur.name] != "":
+			t.Logf("%s %s: its proxy %s is listed by egress_proxy_orphans", o.kind, o.id, cur.name)
+		default:
+			leaked = append(leaked, o.what())
+			leakedIDs[key] = true
+			t.Logf("LEAK: %s %s (proxy %s, uid %q): not adopted, and no orphan list shows it", o.kind, o.id, cur.name, cur.uid)
+		}
+	}
+	slices.Sort(leaked)
+	var want []string
+	if !named {
+		want = kp.leaksUnnamed
+	}
+	if !slices.Equal(leaked, want) {
+		t.Errorf("leaked %v, want %v", leaked, want)
+	}
+
+	// The orphans deleted by the ids the list gave, the refused apply made again, and a destroy: nothing is
+	// left but the leaks.
+	b := awsTestBackend(t, fake)
+	for _, orphan := range orphans {
+		id, diags := parseID(orphan)
+		if diags.HasError() {
+			t.Fatalf("the orphan list's id %s does not parse: %v", orphan, diags)
+		}
+		if err := b.Delete(t.Context(), id); err != nil {
+			t.Fatalf("deleting orphan %s: %v", orphan, err)
+		}
+	}
+	if refused {
+		cli.mustRun(inProcess, "apply", "-auto-approve")
+	}
+	cli.mustRun(inProcess, "destroy", "-auto-approve")
+	var left []string
+	for key, o := range awsObjects(fake) {
+		if !leakedIDs[key] {
+			left = append(left, fmt.Sprintf("%s %s (%s)", o.kind, o.id, o.name))
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("after deleting the orphans and destroying, left behind: %v", left)
+	}
+}
