@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -133,11 +134,14 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 				awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
 		}
 	}
-	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, configID), config, secrets); err != nil {
-		return backend.Instance{}, err
-	}
+	// The group first: it is made with its tags in one request, so that whatever a crash leaves of the
+	// proxy from here on is listed by ListByTag (as a leftover of its name) until a create adopts it or a
+	// delete of that id removes it, parameters included.
 	groupID, err := b.ensureSecurityGroup(ctx, r, spec, o.SubnetID)
 	if err != nil {
+		return backend.Instance{}, err
+	}
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, configID), config, secrets); err != nil {
 		return backend.Instance{}, err
 	}
 	if in == nil {
@@ -180,8 +184,9 @@ func ownerOf(tags map[string]string) string {
 }
 
 // putParameters writes the proxy's parameters: the settings Get reads back, the configuration and the
-// secrets, each tagged like the instance. Overwriting makes a retried create idempotent; tags cannot go with
-// an overwrite, so they are added after.
+// secrets, each tagged like the instance. A new parameter is made with its tags in one request; one that
+// exists (a retried create, a reconfiguration) is overwritten, and tags, which cannot go with an overwrite,
+// are set after.
 func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, config, secrets []byte) error {
 	stored, err := jsonString(st)
 	if err != nil {
@@ -200,11 +205,16 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 		path := proxyconf.AWSParameterPath(spec.Name, p.name)
 		obj := parameterObject(r.name, path)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-			_, err := r.ssm.PutParameter(ctx, &ssm.PutParameterInput{
-				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Overwrite: awssdk.Bool(true),
+			in := &ssm.PutParameterInput{
+				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Tags: tags,
 				Tier: tierFor(p.value), Description: awssdk.String("egress proxy " + spec.Name + ": " + p.name),
-			})
-			if err != nil {
+			}
+			_, err := r.ssm.PutParameter(ctx, in)
+			if errorCode(err) != "ParameterAlreadyExists" {
+				return classify(obj, err)
+			}
+			in.Tags, in.Overwrite = nil, awssdk.Bool(true)
+			if _, err := r.ssm.PutParameter(ctx, in); err != nil {
 				return classify(obj, err)
 			}
 			_, err = r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
@@ -236,6 +246,17 @@ func ssmTags(m map[string]string) []ssmtypes.Tag {
 	for _, t := range ec2Tags(m) {
 		tags = append(tags, ssmtypes.Tag{Key: t.Key, Value: t.Value})
 	}
+	return tags
+}
+
+// tagCreated holds, on the proxy's security group, when the proxy's parts began to be made: EC2 records no
+// creation time of a group, and egress_proxy_orphans' min_age needs one for a leftover listed by its group.
+const tagCreated = "egress-created"
+
+// groupTags are the group's tags: the proxy's, and when its making began.
+func groupTags(spec backend.Spec, now time.Time) map[string]string {
+	tags := objectTags(spec)
+	tags[tagCreated] = now.UTC().Format(time.RFC3339)
 	return tags
 }
 
@@ -278,7 +299,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 			// getting here, or it would have refused): a terminated instance's group, or a crash between
 			// the group and the launch. Adopted, as the successor adopts a kept Elastic IP.
 			err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-				_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(group.GroupId)}, Tags: ec2Tags(objectTags(spec))})
+				_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{awssdk.ToString(group.GroupId)}, Tags: ec2Tags(groupTags(spec, time.Now()))})
 				return classify(obj, err)
 			})
 			if err != nil {
@@ -290,7 +311,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 			out, err := r.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 				GroupName: awssdk.String(name), VpcId: awssdk.String(vpcID),
 				Description:       awssdk.String("egress proxy " + spec.Name + ": the allowed clients on the proxy port"),
-				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: ec2Tags(objectTags(spec))}},
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: ec2Tags(groupTags(spec, time.Now()))}},
 			})
 			if errorCode(err) == "InvalidGroup.Duplicate" {
 				// A retry after a lost answer: the group was made.

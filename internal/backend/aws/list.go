@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -13,9 +14,12 @@ import (
 // listPageSize is the largest page DescribeInstances serves: the fewest calls.
 const listPageSize = 1000
 
-// ListByTag lists each region's proxies of sel.Owner with one paged DescribeInstances filtered by tags,
-// regions side by side; a region that fails is a failed scope beside what the others hold. The settings are
-// not read (one more request per proxy): the instances carry none.
+// ListByTag lists each region's proxies of sel.Owner with one paged DescribeInstances filtered by tags, and
+// the leftovers of proxies whose instance is gone or was never launched (a crash mid-create) with one paged
+// DescribeSecurityGroups: a group of the owner's without a live instance of its name stands for the proxy,
+// in state Failed, so that its id deletes the group and the parameters with it. Regions side by side; a
+// region that fails is a failed scope beside what the others hold. The settings are not read (one more
+// request per proxy): the instances carry none.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
 	return backend.ListEach(ctx, b.Regions(), func(ctx context.Context, name string) backend.Listed {
 		found, err := b.listRegion(ctx, name, sel.Owner)
@@ -56,5 +60,50 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 		}
 		return nil
 	}()
-	return found, err
+	if err != nil {
+		return nil, err
+	}
+	leftovers, err := b.listLeftovers(ctx, r, owner, found)
+	return append(found, leftovers...), err
+}
+
+// listLeftovers lists the owner's security groups whose proxy has no live instance, as proxies in state
+// Failed, created when the group's tag says.
+func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, live []backend.Instance) ([]backend.Instance, error) {
+	names := map[string]bool{}
+	for _, inst := range live {
+		names[inst.Name] = true
+	}
+	var left []backend.Instance
+	pages := ec2.NewDescribeSecurityGroupsPaginator(r.ec2, &ec2.DescribeSecurityGroupsInput{
+		MaxResults: awssdk.Int32(listPageSize),
+		Filters: []ec2types.Filter{
+			{Name: awssdk.String("tag:" + backend.LabelManagedBy), Values: []string{backend.ManagedByValue}},
+			{Name: awssdk.String("tag:" + backend.LabelOwner), Values: []string{owner}},
+		},
+	})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, classify("aws security groups in region "+r.name, err)
+		}
+		for _, g := range out.SecurityGroups {
+			tags := tagMap(g.Tags)
+			name := tags[tagName]
+			if name == "" || names[name] || awssdk.ToString(g.GroupName) != securityGroupName(name) {
+				continue
+			}
+			inst := backend.Instance{
+				ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: name}, Name: name,
+				UID: tags[backend.LabelUID], Owner: tags[backend.LabelOwner], Labels: userLabels(tags), State: backend.StateFailed,
+				Placement: backend.Placement{Backend: Kind, Target: r.name, Options: &Options{}},
+				Notes:     []string{"a leftover of a create that did not finish: its security group and parameters, without an instance"},
+			}
+			if created, err := time.Parse(time.RFC3339, tags[tagCreated]); err == nil {
+				inst.CreatedAt = created
+			}
+			left = append(left, inst)
+		}
+	}
+	return left, nil
 }

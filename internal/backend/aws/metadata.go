@@ -212,6 +212,7 @@ func toInstance(regionName string, in *ec2types.Instance) backend.Instance {
 func userLabels(tags map[string]string) map[string]string {
 	out := backend.UserLabels(tags)
 	delete(out, tagName)
+	delete(out, tagCreated)
 	for k := range out {
 		if isAWSTag(k) {
 			delete(out, k)
