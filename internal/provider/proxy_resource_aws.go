@@ -93,7 +93,8 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				Default:  booldefault.StaticBool(false),
 				MarkdownDescription: "Allocate an Elastic IP for the proxy's egress, tagged with `name`, which must be set: when the proxy is replaced, the " +
 					"address is kept and the new instance of the same name takes it, so the egress address does not change; it is released " +
-					"when the proxy is destroyed. Defaults to `false`. To keep an address beyond the proxy's life, allocate it yourself and set `eip_allocation_id`.",
+					"when the proxy is destroyed. Defaults to `false`. An address left by a replacement that never finished is listed by `egress_proxy_orphans`. " +
+					"To keep an address beyond the proxy's life, allocate it yourself and set `eip_allocation_id`.",
 				Validators: []validator.Bool{attribute_validator.TrueRequiresValid(path.MatchRoot("name"),
 					"the address is found again by the proxy's name so that a replacement keeps it, and a name derived from `uid` changes with every replacement",
 					func(string) error { return nil })},

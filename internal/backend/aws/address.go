@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -57,7 +58,7 @@ func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backe
 			}
 			// Adopted: it now belongs to this proxy, so that a destroy of this one releases it.
 			err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-				_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{allocationID}, Tags: ec2Tags(objectTags(spec))})
+				_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{allocationID}, Tags: ec2Tags(groupTags(spec, time.Now()))})
 				return classify(obj, err)
 			})
 			if err != nil {
@@ -66,7 +67,7 @@ func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backe
 		} else {
 			err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 				out, err := r.ec2.AllocateAddress(ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc,
-					TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeElasticIp, Tags: ec2Tags(objectTags(spec))}}})
+					TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeElasticIp, Tags: ec2Tags(groupTags(spec, time.Now()))}}})
 				if err != nil {
 					return classify(obj, err)
 				}

@@ -262,9 +262,9 @@ func seedList(tb testing.TB, n int) (*ec2fake.Server, *Backend) {
 	return fake, be
 }
 
-// listCalls lists the n proxies of owner "bench" and checks the design's count: one DescribeInstances and
-// one DescribeSecurityGroups (for the leftovers of unfinished creates) in each of benchRegions (a page holds
-// listPageSize of either) and nothing else, the settings not read. It
+// listCalls lists the n proxies of owner "bench" and checks the design's count: one DescribeInstances, one
+// DescribeSecurityGroups and one DescribeAddresses (for the leftovers of unfinished creates and of
+// replacements) in each of benchRegions (a page holds listPageSize) and nothing else, the settings not read. It
 // returns the calls by action and the DescribeInstances by region.
 func listCalls(tb testing.TB, fake *ec2fake.Server, be *Backend, n int) (calls, map[string]int) {
 	tb.Helper()
@@ -284,15 +284,15 @@ func listCalls(tb testing.TB, fake *ec2fake.Server, be *Backend, n int) (calls, 
 	for _, region := range benchRegions {
 		want[region] = 1
 	}
-	if !maps.Equal(perRegion, want) || all["ec2:DescribeSecurityGroups"] != len(benchRegions) || all.total() != 2*len(benchRegions) || len(failed) > 0 {
-		tb.Errorf("ListByTag of %d proxies made %s (DescribeInstances by region %v, %d answered with an error), want one DescribeInstances and one DescribeSecurityGroups in each of %v and nothing else",
+	if !maps.Equal(perRegion, want) || all["ec2:DescribeSecurityGroups"] != len(benchRegions) || all["ec2:DescribeAddresses"] != len(benchRegions) || all.total() != 3*len(benchRegions) || len(failed) > 0 {
+		tb.Errorf("ListByTag of %d proxies made %s (DescribeInstances by region %v, %d answered with an error), want one DescribeInstances, DescribeSecurityGroups and DescribeAddresses in each of %v and nothing else",
 			n, all.per(1), perRegion, len(failed), benchRegions)
 	}
 	return all, perRegion
 }
 
-// BenchmarkListByTag200In3Regions lists 200 proxies spread over three regions: one DescribeInstances and one
-// DescribeSecurityGroups a region, side by side, and nothing else. It fails on any other count.
+// BenchmarkListByTag200In3Regions lists 200 proxies spread over three regions: one DescribeInstances, one
+// DescribeSecurityGroups and one DescribeAddresses a region, side by side, and nothing else. It fails on any other count.
 //
 //	go test -run '^$' -bench ListByTag200In3Regions -benchtime 1x -v ./internal/backend/aws/
 func BenchmarkListByTag200In3Regions(b *testing.B) {

@@ -249,11 +249,11 @@ func ssmTags(m map[string]string) []ssmtypes.Tag {
 	return tags
 }
 
-// tagCreated holds, on the proxy's security group, when the proxy's parts began to be made: EC2 records no
-// creation time of a group, and egress_proxy_orphans' min_age needs one for a leftover listed by its group.
+// tagCreated holds, on the proxy's security group and Elastic IP, when they were made or adopted: EC2 records
+// no creation time of either, and egress_proxy_orphans' min_age needs one for a leftover listed by them.
 const tagCreated = "egress-created"
 
-// groupTags are the group's tags: the proxy's, and when its making began.
+// groupTags are the tags of the group and the Elastic IP: the proxy's, and when they were made.
 func groupTags(spec backend.Spec, now time.Time) map[string]string {
 	tags := objectTags(spec)
 	tags[tagCreated] = now.UTC().Format(time.RFC3339)

@@ -15,9 +15,8 @@ import (
 const listPageSize = 1000
 
 // ListByTag lists each region's proxies of sel.Owner with one paged DescribeInstances filtered by tags, and
-// the leftovers of proxies whose instance is gone or was never launched (a crash mid-create) with one paged
-// DescribeSecurityGroups: a group of the owner's without a live instance of its name stands for the proxy,
-// in state Failed, so that its id deletes the group and the parameters with it. Regions side by side; a
+// the leftovers of proxies whose instance is gone or was never launched with one paged DescribeSecurityGroups
+// and one DescribeAddresses (listLeftovers), so that nothing the backend made is lost. Regions side by side; a
 // region that fails is a failed scope beside what the others hold. The settings are not read (one more
 // request per proxy): the instances carry none.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
@@ -67,43 +66,68 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 	return append(found, leftovers...), err
 }
 
-// listLeftovers lists the owner's security groups whose proxy has no live instance, as proxies in state
-// Failed, created when the group's tag says.
+// listLeftovers lists what is left of the owner's proxies that have no live instance, one proxy in state
+// Failed per name, so that deleting its id removes every part: a security group (a create that did not
+// finish, its parameters beside it) and an Elastic IP no instance uses (kept by a replacement whose
+// successor never came). Each is found with one paged request per region; the time is the parts' tag.
 func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, live []backend.Instance) ([]backend.Instance, error) {
 	names := map[string]bool{}
 	for _, inst := range live {
 		names[inst.Name] = true
 	}
-	var left []backend.Instance
-	pages := ec2.NewDescribeSecurityGroupsPaginator(r.ec2, &ec2.DescribeSecurityGroupsInput{
-		MaxResults: awssdk.Int32(listPageSize),
-		Filters: []ec2types.Filter{
-			{Name: awssdk.String("tag:" + backend.LabelManagedBy), Values: []string{backend.ManagedByValue}},
-			{Name: awssdk.String("tag:" + backend.LabelOwner), Values: []string{owner}},
-		},
-	})
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
+	byName := map[string]*backend.Instance{}
+	var order []string
+	add := func(tags map[string]string, note string) {
+		name := tags[tagName]
+		if name == "" || names[name] {
+			return
+		}
+		inst, seen := byName[name]
+		if !seen {
+			inst = &backend.Instance{
+				ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: name}, Name: name,
+				UID: tags[backend.LabelUID], Owner: tags[backend.LabelOwner], Labels: userLabels(tags), State: backend.StateFailed,
+				Placement: backend.Placement{Backend: Kind, Target: r.name, Options: &Options{}},
+			}
+			byName[name] = inst
+			order = append(order, name)
+		}
+		inst.Notes = append(inst.Notes, note)
+		if created, err := time.Parse(time.RFC3339, tags[tagCreated]); err == nil && (inst.CreatedAt.IsZero() || created.Before(inst.CreatedAt)) {
+			inst.CreatedAt = created
+		}
+	}
+	mine := []ec2types.Filter{
+		{Name: awssdk.String("tag:" + backend.LabelManagedBy), Values: []string{backend.ManagedByValue}},
+		{Name: awssdk.String("tag:" + backend.LabelOwner), Values: []string{owner}},
+	}
+	groups := ec2.NewDescribeSecurityGroupsPaginator(r.ec2, &ec2.DescribeSecurityGroupsInput{MaxResults: awssdk.Int32(listPageSize), Filters: mine})
+	for groups.HasMorePages() {
+		out, err := groups.NextPage(ctx)
 		if err != nil {
 			return nil, classify("aws security groups in region "+r.name, err)
 		}
 		for _, g := range out.SecurityGroups {
 			tags := tagMap(g.Tags)
-			name := tags[tagName]
-			if name == "" || names[name] || awssdk.ToString(g.GroupName) != securityGroupName(name) {
-				continue
+			if awssdk.ToString(g.GroupName) == securityGroupName(tags[tagName]) {
+				add(tags, "its security group and parameters are left without an instance: a create that did not finish")
 			}
-			inst := backend.Instance{
-				ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: name}, Name: name,
-				UID: tags[backend.LabelUID], Owner: tags[backend.LabelOwner], Labels: userLabels(tags), State: backend.StateFailed,
-				Placement: backend.Placement{Backend: Kind, Target: r.name, Options: &Options{}},
-				Notes:     []string{"a leftover of a create that did not finish: its security group and parameters, without an instance"},
-			}
-			if created, err := time.Parse(time.RFC3339, tags[tagCreated]); err == nil {
-				inst.CreatedAt = created
-			}
-			left = append(left, inst)
 		}
+	}
+	// DescribeAddresses has no pages: it answers every address of the region at once.
+	var addresses *ec2.DescribeAddressesOutput
+	addresses, err := r.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{Filters: mine})
+	if err != nil {
+		return nil, classify("aws Elastic IPs in region "+r.name, err)
+	}
+	for _, a := range addresses.Addresses {
+		if a.AssociationId == nil {
+			add(tagMap(a.Tags), "its Elastic IP "+awssdk.ToString(a.PublicIp)+" is left without an instance: kept by a replacement whose new proxy never came")
+		}
+	}
+	left := make([]backend.Instance, 0, len(order))
+	for _, name := range order {
+		left = append(left, *byName[name])
 	}
 	return left, nil
 }
