@@ -447,11 +447,15 @@ func (f *fakeHost) StorageVolUpload(v libvirt.StorageVol, r io.Reader, _ uint64,
 func (f *fakeHost) StorageVolDownload(v libvirt.StorageVol, w io.Writer, _ uint64, length uint64, _ libvirt.StorageVolDownloadFlags) error {
 	f.mu.Lock()
 	fv, err := f.vol(v)
+	var data []byte
+	if err == nil {
+		// Read under the lock: an upload to the same volume may be appending to it side by side.
+		data = fv.data
+	}
 	f.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	data := fv.data
 	if uint64(len(data)) > length {
 		data = data[:length]
 	}
