@@ -52,8 +52,7 @@ import (
 // config.
 func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	ctx := testutil.GuestContext(t, 15*time.Minute)
 	start := time.Now()
 
 	const region, name = "eu-west-1", "guest-proxy"
@@ -61,13 +60,15 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	client := ssm.NewFromConfig(fake.AWSConfig(region))
 	params := paramWriter{t: t, ctx: ctx, c: client, name: name}
 
-	// The role's credentials are the ones ec2fake accepts, with a session token of their own each time IMDS
-	// makes new ones: every few seconds, since they live ten minutes and four seconds and are replaced ten
-	// minutes before they expire, within the agent's margin. So the agent keeps fetching new ones.
+	// The role's credentials are sessions ec2fake opens for the instance's profile, as EC2 does, so SSM
+	// checks the agent's signature, access key and session token as the service would. IMDS makes new ones
+	// every few seconds, since they live ten minutes and four seconds and are replaced ten minutes before
+	// they expire, within the agent's margin. So the agent keeps fetching new ones.
+	const role, lifetime = "egress-proxy-role", 10*time.Minute + 4*time.Second
 	imds := imdsfake.New(imdsfake.Options{
-		Role: "egress-proxy-role", CredentialLifetime: 10*time.Minute + 4*time.Second, RotateBefore: 10 * time.Minute,
-		NewCredentials: func(n int) (string, string, string) {
-			return ec2fake.DefaultAccessKeyID, ec2fake.DefaultSecretAccessKey, fmt.Sprintf("session-token-%d", n)
+		Role: role, CredentialLifetime: lifetime, RotateBefore: 10 * time.Minute,
+		NewCredentials: func(int) (string, string, string) {
+			return fake.InstanceProfileCredentials(role, "i-0a1b2c3d4e5f60718", lifetime)
 		},
 	})
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", publicIP)

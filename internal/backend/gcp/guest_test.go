@@ -55,8 +55,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			t.Fatalf("%s: %v (make guest-root installs it)", tool, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	ctx := testutil.GuestContext(t, 15*time.Minute)
 
 	// The proxy, made through the backend: its metadata holds the startup script and the rendered config, and
 	// turns guest attributes on (boot 1 turns them off first, to see the report refused).

@@ -1118,6 +1118,25 @@ func TestDocumentedRules(t *testing.T) {
 			_, err = h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
 			h.ok("the fake's own credentials", err)
 		}},
+		"R40 instance profile credentials": {run: func(h *harness) {
+			key, secret, token := h.s.InstanceProfileCredentials("egress-proxy-role", "i-0a1b2c3d4e5f60718", 10*time.Minute)
+			cfg := h.s.AWSConfig(h.region)
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(key, secret, token)
+			guest := h.with(h.region, cfg)
+			who, err := guest.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.ok("STS with the instance's credentials", err)
+			if want := "arn:aws:sts::" + h.s.AccountID() + ":assumed-role/egress-proxy-role/i-0a1b2c3d4e5f60718"; aws.ToString(who.Arn) != want {
+				h.t.Errorf("the instance's credentials are %s, want %s", aws.ToString(who.Arn), want)
+			}
+			_, err = guest.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/aws/service/debian/release/12/latest/amd64")})
+			h.ok("SSM with the instance's credentials", err)
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(DefaultAccessKeyID, DefaultSecretAccessKey, token)
+			_, err = h.with(h.region, cfg).ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
+			h.failsWith("the fake's own key with the instance's token", err, http.StatusBadRequest, "UnrecognizedClientException")
+			h.s.Advance(10 * time.Minute)
+			_, err = guest.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
+			h.failsWith("past their lifetime", err, http.StatusBadRequest, "ExpiredTokenException")
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -201,21 +201,41 @@ func (s *Server) assumeRole(_ *region, c *call) (any, *apiError) {
 	case duration > maxDuration:
 		return nil, stsErr("ValidationError", "The requested DurationSeconds exceeds the MaxSessionDuration set for this role.")
 	}
-	s.seq++
-	key := fmt.Sprintf("ASIAEC2FAKE%09d", s.seq)
-	sum := sha256.Sum256([]byte(role.Name))
-	roleID := "AROA" + strings.ToUpper(hex.EncodeToString(sum[:]))[:17]
-	session := Session{RoleARN: arn, SessionName: name, AccessKeyID: key, CallerAccessKey: c.accessKey, Expires: s.now().Add(duration),
-		AssumedRoleARN: "arn:aws:sts::" + account + ":assumed-role/" + role.Name + "/" + name}
-	p := &principal{secret: fmt.Sprintf("ec2fake/session/%024d", s.seq), token: fmt.Sprintf("ec2fake-session-token-%s-%x", key, sum[:8]),
-		arn: session.AssumedRoleARN, userID: roleID + ":" + name, expires: session.Expires, session: &session}
-	s.principals[key] = p
-	s.sessions = append(s.sessions, session)
+	p := s.openSession(role.Name, name, c.accessKey, duration)
 	out := &assumeRoleXML{}
-	out.Credentials.AccessKeyID, out.Credentials.SecretAccessKey, out.Credentials.SessionToken = key, p.secret, p.token
+	session := *p.session
+	out.Credentials.AccessKeyID, out.Credentials.SecretAccessKey, out.Credentials.SessionToken = session.AccessKeyID, p.secret, p.token
 	out.Credentials.Expiration = session.Expires.UTC().Format(time.RFC3339)
 	out.AssumedRoleUser.Arn, out.AssumedRoleUser.AssumedRoleID = session.AssumedRoleARN, p.userID
 	return out, nil
+}
+
+// openSession opens a session of the account's role roleName named sessionName, lasting duration on the
+// fake's clock, and registers its temporary credentials. The caller holds s.mu.
+func (s *Server) openSession(roleName, sessionName, callerAccessKey string, duration time.Duration) *principal {
+	s.seq++
+	key := fmt.Sprintf("ASIAEC2FAKE%09d", s.seq)
+	sum := sha256.Sum256([]byte(roleName))
+	roleID := "AROA" + strings.ToUpper(hex.EncodeToString(sum[:]))[:17]
+	session := Session{RoleARN: s.RoleARN(roleName), SessionName: sessionName, AccessKeyID: key, CallerAccessKey: callerAccessKey,
+		Expires: s.now().Add(duration), AssumedRoleARN: "arn:aws:sts::" + s.opts.AccountID + ":assumed-role/" + roleName + "/" + sessionName}
+	p := &principal{secret: fmt.Sprintf("ec2fake/session/%024d", s.seq), token: fmt.Sprintf("ec2fake-session-token-%s-%x", key, sum[:8]),
+		arn: session.AssumedRoleARN, userID: roleID + ":" + sessionName, expires: session.Expires, session: &session}
+	s.principals[key] = p
+	s.sessions = append(s.sessions, session)
+	return p
+}
+
+// InstanceProfileCredentials opens a session of the role an instance's profile names, as EC2 does for the
+// credentials IMDS serves at iam/security-credentials/<role> ("IAM roles for Amazon EC2": temporary
+// credentials of the role, with a session token, rotated before they expire; the session is named after
+// the instance). They last lifetime on the fake's clock, and every service of the fake accepts them until
+// then: a guest that signs with them is checked as the backend is.
+func (s *Server) InstanceProfileCredentials(roleName, instanceID string, lifetime time.Duration) (accessKeyID, secretAccessKey, sessionToken string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.openSession(roleName, instanceID, "", lifetime)
+	return p.session.AccessKeyID, p.secret, p.token
 }
 
 func stsErr(code, format string, args ...any) *apiError {

@@ -226,3 +226,19 @@ func StatIn(t testing.TB, upper, name string) (content string, mod time.Time, ok
 	}
 	return string(b), fi.ModTime(), true
 }
+
+// GuestContext is the context a guest test waits under: limit, cut short a minute before go test's own
+// -timeout, so that a wait that never ends fails with the guest's console log instead of go test's bare
+// goroutine dump.
+func GuestContext(t testing.TB, limit time.Duration) context.Context {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if end, set := d.Deadline(); set && end.Add(-time.Minute).Before(deadline) {
+			deadline = end.Add(-time.Minute)
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return ctx
+}
