@@ -33,10 +33,15 @@ func serveForCLI(t *testing.T, mem memoryBackends) string {
 // serveProviderForCLI is serveForCLI for any provider value, the real one (New) included.
 func serveProviderForCLI(t *testing.T, p provider.Provider) string {
 	t.Helper()
+	return serveProviderServerForCLI(t, providerserver.NewProtocol6(p))
+}
+
+// serveProviderServerForCLI is serveProviderForCLI for a provider server, which a test may wrap.
+func serveProviderServerForCLI(t *testing.T, factory func() tfprotov6.ProviderServer) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	configCh := make(chan *plugin.ReattachConfig, 1)
 	closeCh := make(chan struct{})
-	factory := providerserver.NewProtocol6(p)
 	go func() {
 		err := tf6server.Serve(providerAddress, func() tfprotov6.ProviderServer { return factory() },
 			tf6server.WithDebug(ctx, configCh, closeCh))

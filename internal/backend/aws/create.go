@@ -128,6 +128,17 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if in != nil && stateName(in) == ec2types.InstanceStateNameShuttingDown {
+		// On its way out, and gone for Get and ListByTag: a replacement whose delete half died after it
+		// terminated the old instance leaves it so. Its group and kept Elastic IP are this proxy's to adopt
+		// once it is terminated; refusing over it would ask the user to delete what is deleting itself.
+		if err := b.waitTerminated(ctx, r, obj, awssdk.ToString(in.InstanceId)); err != nil {
+			return backend.Instance{}, err
+		}
+		if in, err = b.findInstance(ctx, r, spec.Name); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	if in != nil {
 		if tags := tagMap(in.Tags); !managed(tags) || tags[backend.LabelUID] != spec.UID {
 			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
