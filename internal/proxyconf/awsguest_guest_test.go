@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -594,11 +595,21 @@ type proxyClient struct {
 	tls            *tls.Config // set when the proxy port speaks TLS
 }
 
-// get sends one proxied GET and returns the status Squid answers with.
+// get sends one proxied GET and returns the status Squid answers with. A refused connection is Squid
+// between closing its port and opening it again, as it does on every reconfigure: the dial is tried again
+// until it connects or ctx ends.
 func (c proxyClient) get(ctx context.Context, url string, auth bool) int {
 	t := c.t
 	t.Helper()
 	conn, err := c.dial(ctx)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		tick := time.NewTicker(250 * time.Millisecond)
+		defer tick.Stop()
+		for errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
+			<-tick.C
+			conn, err = c.dial(ctx)
+		}
+	}
 	if err != nil {
 		t.Fatalf("dialing the guest's Squid: %v", err)
 	}
