@@ -40,9 +40,10 @@ type awsAssumeRoleModel struct {
 }
 
 type awsEndpointsModel struct {
-	EC2 types.String `tfsdk:"ec2"`
-	SSM types.String `tfsdk:"ssm"`
-	STS types.String `tfsdk:"sts"`
+	EC2           types.String `tfsdk:"ec2"`
+	SSM           types.String `tfsdk:"ssm"`
+	STS           types.String `tfsdk:"sts"`
+	ServiceQuotas types.String `tfsdk:"servicequotas"`
 }
 
 // awsRegionEnvVars are read, in this order, when the block sets no region, as the AWS CLI reads them.
@@ -85,7 +86,8 @@ func awsRegionAttributes(perRegion bool) map[string]schema.Attribute {
 			}},
 		"endpoints": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: "Service endpoints instead of the region's public ones." + fallback(""),
-			Attributes:          map[string]schema.Attribute{"ec2": endpoint("EC2"), "ssm": endpoint("SSM"), "sts": endpoint("STS")}},
+			Attributes: map[string]schema.Attribute{"ec2": endpoint("EC2"), "ssm": endpoint("SSM"), "sts": endpoint("STS"),
+				"servicequotas": endpoint("Service Quotas")}},
 	}
 }
 
@@ -145,6 +147,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		SharedCredentialsFiles: list(r.SharedCredentialsFiles, top.SharedCredentialsFiles),
 		AccessKey:              or(r.AccessKey, top.AccessKey), SecretKey: or(r.SecretKey, top.SecretKey), SessionToken: or(r.Token, top.SessionToken),
 		AssumeRole: top.AssumeRole, EC2Endpoint: top.EC2Endpoint, SSMEndpoint: top.SSMEndpoint, STSEndpoint: top.STSEndpoint,
+		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint,
 	}
 	if r.AssumeRole != nil {
 		out.AssumeRole = aws.AssumeRole{RoleARN: r.AssumeRole.RoleARN.ValueString(), SessionName: r.AssumeRole.SessionName.ValueString(),
@@ -154,6 +157,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		out.EC2Endpoint = or(r.Endpoints.EC2, top.EC2Endpoint)
 		out.SSMEndpoint = or(r.Endpoints.SSM, top.SSMEndpoint)
 		out.STSEndpoint = or(r.Endpoints.STS, top.STSEndpoint)
+		out.ServiceQuotasEndpoint = or(r.Endpoints.ServiceQuotas, top.ServiceQuotasEndpoint)
 	}
 	return out
 }

@@ -41,12 +41,12 @@ provider "egress" {
     access_key  = %q
     secret_key  = %q
     assume_role = { role_arn = %q, session_name = "egress-acc", external_id = %q }
-    endpoints   = { ec2 = %q, ssm = %q, sts = %q }
+    endpoints   = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
   }
 }
 data "egress_backends" "all" {}
 %s
-`, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.RoleARN(awsDeployerRole), externalID, fake.URL(), fake.URL(), fake.URL(), resources)
+`, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.RoleARN(awsDeployerRole), externalID, fake.URL(), fake.URL(), fake.URL(), fake.URL(), resources)
 }
 
 func TestAccProxyAWS_assumeRole(t *testing.T) {

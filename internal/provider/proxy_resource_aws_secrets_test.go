@@ -27,7 +27,7 @@ import (
 // description, not another parameter.
 func TestAccProxyAWS_secretsOnlyInTheSecureString(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
-	awsGuests(t, fake)
+	fake.PlayGuests()
 	logFile := filepath.Join(t.TempDir(), "trace.log")
 	t.Setenv("TF_ACC_LOG_PATH", logFile)
 	t.Setenv("TF_LOG", "TRACE")

@@ -2,17 +2,12 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -58,11 +53,11 @@ provider "egress" {
     region     = %q
     access_key = %q
     secret_key = %q
-    endpoints  = { ec2 = %q, ssm = %q, sts = %q }
+    endpoints  = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
   }
 }
 %s
-`, awsTestRegion, creds.AccessKeyID, secretKey, fake.URL(), fake.URL(), fake.URL(), resources)
+`, awsTestRegion, creds.AccessKeyID, secretKey, fake.URL(), fake.URL(), fake.URL(), fake.URL(), resources)
 }
 
 func awsProxy(fake *ec2fake.Server, labels, destination, instanceType string) string {
@@ -82,53 +77,6 @@ resource "egress_proxy" "test" {
 `, fake.Subnets(awsTestRegion)[0].ID, instanceType, destination, labels)
 }
 
-// awsGuests plays the guest side of every instance: the agent, which applies each configuration written to
-// a proxy's config parameter and reports its id in the applied parameter, through the SSM API as the
-// instance's role would. No proxy runs here; what the test proves is the provider's and the backend's part.
-func awsGuests(t *testing.T, fake *ec2fake.Server) {
-	client := ssm.NewFromConfig(fake.AWSConfig(awsTestRegion))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			for _, p := range fake.Parameters(awsTestRegion) {
-				if !strings.HasSuffix(p.Name, "/"+proxyconf.AWSParameterConfig) {
-					continue
-				}
-				var c proxyconf.AWSConfig
-				if json.Unmarshal([]byte(p.Value), &c) != nil {
-					continue
-				}
-				prefix := strings.TrimSuffix(p.Name, proxyconf.AWSParameterConfig)
-				applied := prefix + proxyconf.AWSParameterApplied
-				if cur, ok := fake.Parameter(awsTestRegion, applied); ok && cur.Value == c.ConfigID {
-					continue
-				}
-				// Only a running instance's agent reports; one that stopped running while the report was on
-				// its way never sent it (its parameters may already be deleted), so the report is taken back.
-				name := strings.TrimSuffix(strings.TrimPrefix(prefix, proxyconf.AWSParameterPrefix), "/")
-				if !runningProxy(fake, awsTestRegion, name) {
-					continue
-				}
-				_, _ = client.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String(applied), Value: awssdk.String(c.ConfigID),
-					Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
-				if !runningProxy(fake, awsTestRegion, name) {
-					_, _ = client.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: []string{applied}})
-				}
-			}
-		}
-	}()
-}
-
 // liveInstances are the fake's instances that are not terminated.
 func liveInstances(fake *ec2fake.Server) []ec2fake.Instance {
 	var live []ec2fake.Instance
@@ -142,7 +90,7 @@ func liveInstances(fake *ec2fake.Server) []ec2fake.Instance {
 
 func TestAccProxyAWS_lifecycle(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
-	awsGuests(t, fake)
+	fake.PlayGuests()
 	var eip string
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -303,16 +251,6 @@ func TestAccProxyAWS_errors(t *testing.T) {
 	}
 }
 
-// runningProxy reports whether the fake runs an instance of the proxy named name.
-func runningProxy(fake *ec2fake.Server, region, name string) bool {
-	for _, in := range fake.Instances(region) {
-		if in.Tags["Name"] == name && in.State == "running" {
-			return true
-		}
-	}
-	return false
-}
-
 // Proxies of the owner that no state holds (made here straight through the backend, as a crashed apply
 // would leave them) are listed by egress_proxy_orphans, a region that cannot be reached is reported beside
 // them, and egress_backends reports the reachable region healthy in a check block.
@@ -322,7 +260,8 @@ func TestAccProxyAWS_orphansAndHealth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL()}
+	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
+		ServiceQuotasEndpoint: fake.URL()}
 	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
 	if err != nil {
 		t.Fatal(err)
@@ -354,7 +293,7 @@ provider "egress" {
     region     = %[1]q
     access_key = %[2]q
     secret_key = %[3]q
-    endpoints  = { ec2 = %[4]q, ssm = %[4]q, sts = %[4]q }
+    endpoints  = { ec2 = %[4]q, ssm = %[4]q, sts = %[4]q, servicequotas = %[4]q }
     regions    = { "us-east-1" = {} }
   }
 }
@@ -382,7 +321,10 @@ check "aws_reachable" {
 				// The check block's assertion holds (a failing one is only a warning, so the state says it).
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"target": knownvalue.StringExact(awsTestRegion), "healthy": knownvalue.Bool(true),
-						"reason": knownvalue.StringExact(backend.HealthHealthy)}),
+						"reason": knownvalue.StringExact(backend.HealthHealthy), "details": knownvalue.MapPartial(map[string]knownvalue.Check{
+							"quota_source": knownvalue.StringExact("service_quotas"), "quota_on_demand_vcpus": knownvalue.StringExact("32"),
+							"vcpus_in_use": knownvalue.StringExact("4"),
+						})}),
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"target": knownvalue.StringExact("us-east-1"), "healthy": knownvalue.Bool(false)}),
 				})),
 			},
@@ -398,7 +340,8 @@ func awsGCCLIFixture(t *testing.T) gcCLIFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL()}
+	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
+		ServiceQuotasEndpoint: fake.URL()}
 	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
 	if err != nil {
 		t.Fatal(err)
@@ -424,15 +367,15 @@ func awsGCCLIFixture(t *testing.T) gcCLIFixture {
     region     = %q
     access_key = %q
     secret_key = %q
-    endpoints  = { ec2 = %q, ssm = %q, sts = %q }
+    endpoints  = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
   }
 }
-`, owner, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.URL(), fake.URL(), fake.URL())
+`, owner, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.URL(), fake.URL(), fake.URL(), fake.URL())
 	return gcCLIFixture{
 		providerBlock: block, b: b, kept: made[0], orphans: made[1:3], foreign: made[3],
 		leftovers: func(t *testing.T, inst backend.Instance) []string {
 			var left []string
-			if runningProxy(fake, awsTestRegion, inst.Name) {
+			if fake.RunsInstanceNamed(awsTestRegion, inst.Name) {
 				left = append(left, "instance "+inst.Name)
 			}
 			for _, g := range fake.SecurityGroups(awsTestRegion) {

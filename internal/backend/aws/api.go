@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
@@ -44,8 +45,14 @@ type stsAPI interface {
 	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, opts ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
 }
 
+// quotasAPI is the one Service Quotas call Check makes.
+type quotasAPI interface {
+	GetServiceQuota(ctx context.Context, in *servicequotas.GetServiceQuotaInput, opts ...func(*servicequotas.Options)) (*servicequotas.GetServiceQuotaOutput, error)
+}
+
 var (
-	_ ec2API = (*ec2.Client)(nil)
-	_ ssmAPI = (*ssm.Client)(nil)
-	_ stsAPI = (*sts.Client)(nil)
+	_ ec2API    = (*ec2.Client)(nil)
+	_ ssmAPI    = (*ssm.Client)(nil)
+	_ stsAPI    = (*sts.Client)(nil)
+	_ quotasAPI = (*servicequotas.Client)(nil)
 )

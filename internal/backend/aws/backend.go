@@ -14,6 +14,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
@@ -42,11 +43,12 @@ type region struct {
 	name     string
 	settings RegionConfig
 
-	once sync.Once
-	err  error
-	ec2  ec2API
-	ssm  ssmAPI
-	sts  stsAPI
+	once   sync.Once
+	err    error
+	ec2    ec2API
+	ssm    ssmAPI
+	sts    stsAPI
+	quotas quotasAPI
 }
 
 // New validates cfg and returns a backend. It reads no credentials and calls nothing.
@@ -96,6 +98,9 @@ func (b *Backend) clients(ctx context.Context, name string) (*region, error) {
 		r.ec2 = ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = optionalString(r.settings.EC2Endpoint) })
 		r.ssm = ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = optionalString(r.settings.SSMEndpoint) })
 		r.sts = sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = optionalString(r.settings.STSEndpoint) })
+		r.quotas = servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) {
+			o.BaseEndpoint = optionalString(r.settings.ServiceQuotasEndpoint)
+		})
 	})
 	return r, r.err
 }

@@ -37,7 +37,7 @@ func newBenchBackend(tb testing.TB, opts ec2fake.Options) (*ec2fake.Server, *Bac
 	regions := map[string]RegionConfig{}
 	for _, name := range fake.RegionNames() {
 		regions[name] = RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey,
-			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL()}
+			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL()}
 	}
 	b, err := New(Config{DefaultRegion: testRegion, Regions: regions})
 	if err != nil {
@@ -253,7 +253,7 @@ func BenchmarkAPIRequests(b *testing.B) {
 // backend of all three.
 func seedList(tb testing.TB, n int) (*ec2fake.Server, *Backend) {
 	tb.Helper()
-	fake, be := newBenchBackend(tb, ec2fake.Options{Regions: benchRegions, MaxInstances: n})
+	fake, be := newBenchBackend(tb, ec2fake.Options{Regions: benchRegions, MaxInstances: n, MaxVCPUs: n * defaultInstanceVCPUs})
 	specs := make([]backend.Spec, n)
 	for i := range specs {
 		specs[i] = benchSpec(fake, benchRegions[i%len(benchRegions)], i, false)
@@ -328,6 +328,48 @@ func TestRequestCounts(t *testing.T) {
 		fake, be := seedList(t, n)
 		listCalls(t, fake, be, n)
 	})
+	for name, tc := range checkCallCases {
+		t.Run("Check/"+name, func(t *testing.T) {
+			t.Parallel()
+			if got := checkCalls(t, tc.deny); !maps.Equal(got, tc.want) {
+				t.Errorf("Check made %d calls in its region (%s), want %d (%s)", got.total(), got.per(1), tc.want.total(), tc.want.per(1))
+			}
+		})
+	}
+}
+
+// checkCallCases are Check's requests in one region: the caller's identity, the three quotas (On-Demand and
+// Spot vCPUs, Elastic IPs), the vCPUs in use (one page of DescribeInstances) and the Elastic IPs allocated;
+// without servicequotas:GetServiceQuota, the first quota's refusal and the account attributes instead. Before
+// Check read Service Quotas it made 3: GetCallerIdentity, DescribeAccountAttributes, DescribeAddresses.
+var checkCallCases = map[string]struct {
+	deny bool
+	want calls
+}{
+	"service quotas": {want: calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 3, "ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1}},
+	"denied": {deny: true, want: calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 1, "ec2:DescribeAccountAttributes": 1,
+		"ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1}},
+}
+
+// checkCalls checks one region, its Service Quotas denied or not, and returns the calls. It fails tb when the
+// region is not healthy, or when a request other than the denied quota was answered with an error (a retry).
+func checkCalls(tb testing.TB, deny bool) calls {
+	tb.Helper()
+	fake, be := newBenchBackend(tb, ec2fake.Options{Regions: []string{testRegion}})
+	if deny {
+		fake.Deny("servicequotas:GetServiceQuota")
+	}
+	m := &meter{fake: fake}
+	if h := be.Check(context.Background()); len(h) != 1 || !h[0].Healthy {
+		tb.Fatalf("Check = %+v, want %s healthy", h, testRegion)
+	}
+	got, failed := m.take()
+	for _, r := range failed {
+		if !deny || r.Action != "GetServiceQuota" || r.Code != "AccessDeniedException" {
+			tb.Errorf("%s %s answered %s", r.Service, r.Action, r.Code)
+		}
+	}
+	return got
 }
 
 // idealCreate is the fewest calls a Create can make, read off the design: the default AMI read from Debian's
@@ -349,7 +391,7 @@ func BenchmarkCreate50Concurrency10(b *testing.B) {
 	const n, parallel = 50, 10
 	alone := apiRequestCases[0].create.total()
 	for b.Loop() {
-		fake, be := newBenchBackend(b, ec2fake.Options{MaxInstances: n})
+		fake, be := newBenchBackend(b, ec2fake.Options{MaxInstances: n, MaxVCPUs: n * defaultInstanceVCPUs})
 		specs := make([]backend.Spec, n)
 		for i := range specs {
 			specs[i] = benchSpec(fake, testRegion, i, false)

@@ -35,7 +35,7 @@ type RegionConfig struct {
 	// AssumeRole, when its RoleARN is set, is assumed with the credentials above.
 	AssumeRole AssumeRole
 	// Endpoints override the services' addresses, for tests and private endpoints.
-	EC2Endpoint, SSMEndpoint, STSEndpoint string
+	EC2Endpoint, SSMEndpoint, STSEndpoint, ServiceQuotasEndpoint string
 }
 
 // AssumeRole is a role the backend assumes before calling EC2 and SSM.

@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 			if got := fake.Subnets(testRegion)[0].ID; got != subnet {
 				t.Fatalf("this fake's first subnet is %s, the first fake's %s: Spec would place proxies nowhere", got, subnet)
 			}
-			playGuests(t, fake)
+			fake.PlayGuests()
 			raw := ec2.NewFromConfig(fake.AWSConfig(testRegion))
 			foreign := map[string]string{}
 			return backendtest.World{

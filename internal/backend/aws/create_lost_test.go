@@ -15,7 +15,7 @@ import (
 func TestCreateRetriedAfterLostLaunchLaunchesOneInstance(t *testing.T) {
 	t.Parallel()
 	fake, b := newTest(t, ec2fake.Options{Timing: &ec2fake.Timing{PendingPolls: 1, ShuttingDownPolls: 1, UnseenPolls: 50, TerminatedVisibleFor: time.Hour}})
-	playGuests(t, fake)
+	fake.PlayGuests()
 	spec := testSpec(fake, "lost-launch")
 	for range 1000 {
 		fake.LoseNextAnswer("RunInstances")

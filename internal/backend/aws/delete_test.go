@@ -14,7 +14,7 @@ import (
 func TestKeptAddressWithoutSuccessorIsListedAndReleased(t *testing.T) {
 	t.Parallel()
 	fake, b := newTest(t, ec2fake.Options{})
-	playGuests(t, fake)
+	fake.PlayGuests()
 	ctx := context.Background()
 	spec := testSpec(fake, "kept")
 	spec.Placement.Options.(*Options).StaticEgressIP = true //nolint:forcetypeassert // testSpec's own options
@@ -44,27 +44,5 @@ func TestKeptAddressWithoutSuccessorIsListedAndReleased(t *testing.T) {
 	}
 	if listed, err := b.ListByTag(ctx, backend.Selector{Owner: spec.Owner}); err != nil || len(listed) != 0 {
 		t.Fatalf("ListByTag after the delete = %v, %v; want nothing", listed, err)
-	}
-}
-
-// Check reports the region healthy with its limits, and Degraded once the Elastic IP quota is used up.
-func TestCheckReportsElasticIPHeadroom(t *testing.T) {
-	t.Parallel()
-	fake, b := newTest(t, ec2fake.Options{MaxElasticIPs: 1})
-	playGuests(t, fake)
-	ctx := context.Background()
-	health := b.Check(ctx)
-	if len(health) != 2 || !health[0].Healthy || health[0].Details["limit_vpc-max-elastic-ips"] != "1" || health[0].Details["account"] != fake.AccountID() {
-		t.Fatalf("Check = %+v, want both regions healthy, the first with its limit of 1 Elastic IP and the account", health)
-	}
-	spec := testSpec(fake, "uses-the-quota")
-	spec.Placement.Options.(*Options).StaticEgressIP = true //nolint:forcetypeassert // testSpec's own options
-	if _, err := b.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range b.Check(ctx) {
-		if h.Target == testRegion && (h.Healthy || h.Reason != backend.HealthDegraded) {
-			t.Fatalf("Check of %s with its one Elastic IP allocated = %+v, want Degraded", testRegion, h)
-		}
 	}
 }

@@ -28,8 +28,8 @@ func classify(object string, err error) error {
 const QuotaAdvice = "The account's EC2 limits in this region are reached (instances, vCPUs or Elastic IPs). Free some " +
 	"(terminate unused instances, release unused Elastic IPs), or ask for an increase in Service Quotas, then apply again."
 
-// The error codes EC2 and SSM answer, by what can be done about them ("EC2 API Reference: Error codes";
-// "AWS Systems Manager API Reference: Common Errors").
+// The error codes EC2, SSM and Service Quotas answer, by what can be done about them ("EC2 API Reference: Error
+// codes"; "AWS Systems Manager API Reference: Common Errors"; "Service Quotas API Reference").
 var (
 	quotaCodes = map[string]bool{
 		"InstanceLimitExceeded": true, "VcpuLimitExceeded": true, "AddressLimitExceeded": true,
@@ -40,6 +40,8 @@ var (
 		"InternalError": true, "InternalServerError": true, "ServiceUnavailable": true, "Unavailable": true,
 		"InsufficientAddressCapacity": true, "DependencyViolation": true, "IncorrectInstanceState": true,
 		"InvalidInstanceID.NotFound.Eventual": true, "TooManyUpdates": true,
+		// Service Quotas' throttling (Service Quotas API Reference: GetServiceQuota, Errors).
+		"TooManyRequestsException": true,
 	}
 	notFoundCodes = map[string]bool{
 		"InvalidInstanceID.NotFound": true, "InvalidGroup.NotFound": true, "InvalidAllocationID.NotFound": true,

@@ -36,6 +36,8 @@ func TestClassify(t *testing.T) {
 		"capacity":                {apiError("InsufficientInstanceCapacity", 500), backend.ClassTransient, false},
 		"throttled":               {apiError("RequestLimitExceeded", 503), backend.ClassTransient, false},
 		"ssm throttled":           {apiError("ThrottlingException", 400), backend.ClassTransient, false},
+		"quotas throttled":        {apiError("TooManyRequestsException", 400), backend.ClassTransient, false},
+		"quotas denied":           {apiError("AccessDeniedException", 400), backend.ClassPermanent, false},
 		"unauthorized":            {apiError("UnauthorizedOperation", 403), backend.ClassPermanent, false},
 		"bad parameter":           {apiError("InvalidParameterValue", 400), backend.ClassPermanent, false},
 		"unknown code, 5xx":       {apiError("SomethingNew", 503), backend.ClassTransient, false},

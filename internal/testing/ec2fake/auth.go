@@ -42,14 +42,15 @@ type principal struct {
 // ones and AuthFailure to the others ("EC2 API Reference: Error codes", AuthFailure: "The provided credentials
 // could not be validated"); SSM and STS have an error of each kind (the Common Errors of their API
 // references: MissingAuthenticationToken, UnrecognizedClientException / InvalidClientTokenId,
-// ExpiredTokenException / ExpiredToken, InvalidSignatureException / SignatureDoesNotMatch).
+// ExpiredTokenException / ExpiredToken, InvalidSignatureException / SignatureDoesNotMatch); Service Quotas,
+// another JSON service, answers as SSM does.
 func authFailure(service, kind, detail string) *apiError {
 	const ec2Words = "AWS was not able to validate the provided access credentials"
 	const badKey = "The security token included in the request is invalid."
 	const badSig = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
 	const expired = "The security token included in the request is expired"
 	switch service {
-	case "ssm":
+	case "ssm", "servicequotas":
 		switch kind {
 		case "missing":
 			return ssmErr("MissingAuthenticationTokenException", "Missing Authentication Token")

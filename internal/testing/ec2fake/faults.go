@@ -13,9 +13,9 @@ import (
 type Fault struct {
 	// Action ("" any) and Region ("" any) select the requests.
 	Action, Region string
-	// Code is the error answered, in the service's form (EC2 XML, SSM JSON, STS XML); "" is the service's
-	// internal error (InternalError, InternalServerError, InternalFailure). Status, when set, overrides the
-	// HTTP status the service answers Code with.
+	// Code is the error answered, in the service's form (EC2 XML, SSM JSON, STS XML, Service Quotas JSON);
+	// "" is the service's internal error (InternalError, InternalServerError, InternalFailure,
+	// ServiceException). Status, when set, overrides the HTTP status the service answers Code with.
 	Code, Message string
 	Status        int
 	// Drop closes the connection without an answer instead.
@@ -135,6 +135,12 @@ func (s *Server) applyFault(w http.ResponseWriter, c *call, f *Fault) {
 			code = "InternalServerError"
 		}
 		e = ssmErr(code, "%s", f.Message)
+	case "servicequotas":
+		code := f.Code
+		if code == "" {
+			code = "ServiceException"
+		}
+		e = sqErr(code, "%s", f.Message)
 	case "sts":
 		code := f.Code
 		if code == "" {
@@ -218,7 +224,8 @@ func (s *Server) SetThrottle(action string, b Bucket) {
 
 // throttle takes a token for c, or refuses it as the service does when the bucket is empty: EC2 503
 // RequestLimitExceeded ("EC2 API Reference: Error codes"), SSM 400 ThrottlingException and STS 400
-// Throttling (their Common Errors). The caller holds s.mu.
+// Throttling (their Common Errors), Service Quotas 400 TooManyRequestsException (Service Quotas API
+// Reference: GetServiceQuota, Errors). The caller holds s.mu.
 func (s *Server) throttle(c *call) *apiError {
 	b, ok := s.opts.Throttle[c.action]
 	if !ok {
@@ -243,6 +250,8 @@ func (s *Server) throttle(c *call) *apiError {
 		return ssmErr("ThrottlingException", "Rate exceeded")
 	case "sts":
 		return stsErr("Throttling", "Rate exceeded")
+	case "servicequotas":
+		return sqErr("TooManyRequestsException", "Due to throttling, the request was denied. Slow down the rate of request calls, or request an increase for this quota.")
 	}
 	return ec2Err("RequestLimitExceeded", "Request limit exceeded.")
 }

@@ -72,7 +72,7 @@ var (
 	typeRE       = regexp.MustCompile(`^([a-z][a-z0-9-]*)\.([0-9]*[a-z]+)$`)
 )
 
-// vcpus is the vCPU count the vCPU limit charges an instance type: 2 up to large, 4 per xlarge, as the
+// vcpus is the vCPU count the vCPU quotas charge an instance type: 2 up to large, 4 per xlarge, as the
 // general-purpose families have ("Amazon EC2 instance types": instance type specifications). A type the
 // pattern does not know is refused at launch.
 func vcpus(instanceType string) int {
@@ -93,6 +93,31 @@ func vcpus(instanceType string) int {
 		return 4 * n
 	}
 	return 0
+}
+
+// cpuOptionsOf is how an instance type's vCPUs are described (DescribeInstances' CpuOptions, "CPU options
+// for Amazon EC2 instances"): Graviton cores run one thread each, the x86_64 types two; vCPUs are
+// CoreCount * ThreadsPerCore.
+func cpuOptionsOf(instanceType string) cpuOptionsXML {
+	n := vcpus(instanceType)
+	if archOf(instanceType) == "arm64" {
+		return cpuOptionsXML{CoreCount: n, ThreadsPerCore: 1}
+	}
+	return cpuOptionsXML{CoreCount: max(n/2, 1), ThreadsPerCore: 2}
+}
+
+// standardFamily reports whether an instance type is of the Standard families (A, C, D, H, I, M, R, T, Z),
+// the ones the Standard vCPU quotas (L-1216C47A On-Demand, L-34B43A08 Spot) count; Inf, DL, HPC, Trn and Mac
+// begin with those letters and have quotas of their own ("Amazon EC2 service quotas": On-Demand Instance
+// quotas). The fake models no quota of the other families.
+func standardFamily(instanceType string) bool {
+	family, _, _ := strings.Cut(instanceType, ".")
+	for _, other := range []string{"inf", "dl", "hpc", "trn", "mac"} {
+		if strings.HasPrefix(family, other) {
+			return false
+		}
+	}
+	return family != "" && strings.ContainsRune("acdhimrtz", rune(family[0]))
 }
 
 // archOf is an instance type's architecture: Graviton families carry a 'g' after their generation digit
@@ -242,7 +267,7 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 	case minCount > maxCount:
 		return nil, ec2Err("InvalidParameterValue", "Value (%d) for parameter minCount is invalid. minCount must be less than or equal to maxCount (%d).", minCount, maxCount)
 	}
-	for _, p := range []string{"LaunchTemplate", "NetworkInterface", "SecondaryInterface", "Ipv6Address", "Ipv6AddressCount", "PrivateIpAddress"} {
+	for _, p := range []string{"LaunchTemplate", "NetworkInterface", "SecondaryInterface", "Ipv6Address", "Ipv6AddressCount", "PrivateIpAddress", "CpuOptions"} {
 		if f.anyUnder(p) {
 			return nil, notModelled("RunInstances " + p)
 		}
@@ -292,7 +317,7 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 		profile = f.str("IamInstanceProfile.Name")
 	}
 
-	n, e := s.launchCount(rg, minCount, maxCount, perVCPU)
+	n, e := s.launchCount(rg, minCount, maxCount, itype, spot)
 	if e != nil {
 		return nil, e
 	}
@@ -326,28 +351,39 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 	return s.reservationXML(rg, resID), nil
 }
 
-// launchCount is how many instances a launch of [minCount, maxCount] gets under the instance and vCPU
-// limits: RunInstances, MaxCount: "Amazon EC2 launches the largest possible number of instances above the
-// specified minimum count"; below MinCount it fails with InstanceLimitExceeded or VcpuLimitExceeded.
-func (s *Server) launchCount(rg *region, minCount, maxCount, perVCPU int) (int, *apiError) {
+// launchCount is how many instances of itype (Spot or On-Demand) a launch of [minCount, maxCount] gets under
+// the instance limit and the vCPU quota of its kind: RunInstances, MaxCount: "Amazon EC2 launches the largest
+// possible number of instances above the specified minimum count"; below MinCount it fails with
+// InstanceLimitExceeded, VcpuLimitExceeded (On-Demand) or MaxSpotInstanceCountExceeded (Spot).
+func (s *Server) launchCount(rg *region, minCount, maxCount int, itype string, spot bool) (int, *apiError) {
 	usedInstances, usedVCPUs := 0, 0
 	for _, in := range rg.instances {
 		if in.State != StateTerminated && in.State != StateStopped {
 			usedInstances++
-			usedVCPUs += vcpus(in.InstanceType)
+			if in.Spot == spot && standardFamily(in.InstanceType) {
+				usedVCPUs += vcpus(in.InstanceType)
+			}
 		}
 	}
 	n := min(maxCount, s.opts.MaxInstances-usedInstances)
 	if n < minCount {
 		return 0, ec2Err("InstanceLimitExceeded", "You have requested more instances (%d) than your current instance limit of %d allows for the specified instance type. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.", usedInstances+minCount, s.opts.MaxInstances)
 	}
-	if s.opts.MaxVCPUs > 0 {
-		n = min(n, (s.opts.MaxVCPUs-usedVCPUs)/perVCPU)
-		if n < minCount {
-			return 0, ec2Err("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of %d allows for the instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.", s.opts.MaxVCPUs)
-		}
+	if !standardFamily(itype) {
+		return n, nil
 	}
-	return n, nil
+	quota := s.opts.MaxVCPUs
+	if spot {
+		quota = s.opts.MaxSpotVCPUs
+	}
+	n = min(n, max(quota-usedVCPUs, 0)/vcpus(itype))
+	switch {
+	case n >= minCount:
+		return n, nil
+	case spot:
+		return 0, ec2Err("MaxSpotInstanceCountExceeded", "Max spot instance count exceeded")
+	}
+	return 0, ec2Err("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of %d allows for the instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit.", max(quota, 0))
 }
 
 func imageOf(rg *region, id string) (Image, *apiError) {

@@ -41,6 +41,11 @@ type iamProfileXML struct {
 	ID  string `xml:"id"`
 }
 
+type cpuOptionsXML struct {
+	CoreCount      int `xml:"coreCount"`
+	ThreadsPerCore int `xml:"threadsPerCore"`
+}
+
 type placementXML struct {
 	AvailabilityZone string `xml:"availabilityZone"`
 	Tenancy          string `xml:"tenancy"`
@@ -82,6 +87,7 @@ type instanceXML struct {
 	IamProfile      *iamProfileXML          `xml:"iamInstanceProfile,omitempty"`
 	EbsOptimized    bool                    `xml:"ebsOptimized"`
 	EnaSupport      bool                    `xml:"enaSupport"`
+	CPUOptions      cpuOptionsXML           `xml:"cpuOptions"`
 	Lifecycle       string                  `xml:"instanceLifecycle,omitempty"`
 	MetadataOptions metadataOptionsXML      `xml:"metadataOptions"`
 	PlatformDetails string                  `xml:"platformDetails"`
@@ -147,6 +153,7 @@ func (s *Server) instanceXML(rg *region, in *instance) instanceXML {
 		SourceDestCheck: true, Architecture: in.Architecture, RootDeviceType: "ebs", RootDeviceName: "/dev/xvda",
 		Virtualization: "hvm", ClientToken: in.ClientToken, Tags: tagSet(in.Tags), Hypervisor: "xen",
 		EnaSupport: true, PlatformDetails: "Linux/UNIX", UsageOperation: "RunInstances", CurrentBootMode: "uefi",
+		CPUOptions: cpuOptionsOf(in.InstanceType),
 		MetadataOptions: metadataOptionsXML{
 			State: "applied", HTTPTokens: in.Metadata.HTTPTokens, HTTPPutResponseHopLimit: in.Metadata.HopLimit,
 			HTTPEndpoint: in.Metadata.HTTPEndpoint, HTTPProtocolIpv6: "disabled", InstanceMetadataTags: in.Metadata.InstanceMetadataTags,

@@ -15,12 +15,13 @@ type call struct {
 	accessKey               string     // as signed, verified or not
 	principal               *principal // who signed it, once verified
 	form                    form       // EC2 and STS
-	body                    []byte     // SSM
+	body                    []byte     // SSM and Service Quotas
 	requestID               string
 }
 
-// serve is the one endpoint: it tells the service from the request's shape (a JSON X-Amz-Target is SSM, a
-// form with STS's API version is STS, any other form is EC2), verifies the signature, whose credential
+// serve is the one endpoint: it tells the service from the request's shape (an X-Amz-Target of Service
+// Quotas' prefix is Service Quotas, any other is SSM, a form with STS's API version is STS, any other form is
+// EC2), verifies the signature, whose credential
 // scope must name that service and gives the region, then answers as that service does.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
@@ -32,7 +33,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	c.requestID = s.requestID()
 	s.mu.Unlock()
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
+	if target := r.Header.Get("X-Amz-Target"); strings.HasPrefix(target, sqTargetPrefix) {
+		c.service, c.action = "servicequotas", strings.TrimPrefix(target, sqTargetPrefix)
+	} else if target != "" {
 		c.service = "ssm"
 		// A target of another service keeps its prefix, and is no SSM action: UnknownOperationException.
 		c.action = strings.TrimPrefix(target, ssmTargetPrefix)
@@ -117,6 +120,8 @@ func (s *Server) checkAction(c *call) *apiError {
 		if _, ok := ssmActions[c.action]; !ok {
 			return ssmErr("UnknownOperationException", "")
 		}
+	case "servicequotas":
+		return s.checkSQAction(c)
 	case "sts":
 		if _, ok := stsActions[c.action]; !ok {
 			return stsErr("InvalidAction", "Could not find operation %s for version %s", c.action, stsVersion)
@@ -150,6 +155,8 @@ func (s *Server) handle(rg *region, c *call) (any, *apiError) {
 	switch c.service {
 	case "ssm":
 		return ssmActions[c.action](s, rg, c.body)
+	case "servicequotas":
+		return sqActions[c.action](s, rg, c)
 	case "sts":
 		return stsActions[c.action](s, rg, c)
 	}
@@ -174,6 +181,12 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 	case "ssm":
 		if e != nil {
 			writeSSMError(w, e, c.requestID)
+		} else {
+			writeJSON(w, out, c.requestID)
+		}
+	case "servicequotas":
+		if e != nil {
+			writeSQError(w, e, c.requestID)
 		} else {
 			writeJSON(w, out, c.requestID)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -34,6 +35,10 @@ func TestDocumentedRules(t *testing.T) {
 			h.failsWith("SSM DescribeParameters", err, http.StatusBadRequest, "UnknownOperationException")
 			_, err = h.sts.GetSessionToken(h.ctx, &sts.GetSessionTokenInput{})
 			h.failsWith("STS GetSessionToken", err, http.StatusBadRequest, "InvalidAction")
+			_, err = h.sq().ListServiceQuotas(h.ctx, &servicequotas.ListServiceQuotasInput{ServiceCode: aws.String("ec2")})
+			h.failsWith("Service Quotas ListServiceQuotas", err, http.StatusBadRequest, "UnknownOperationException")
+			_, err = h.quota(QuotaOnDemandStandardVCPUs)
+			h.ok("Service Quotas GetServiceQuota", err)
 			_, err = h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
 			h.ok("STS GetCallerIdentity", err)
 		}},
@@ -68,6 +73,8 @@ func TestDocumentedRules(t *testing.T) {
 				h.failsWith(what+": SSM", err, http.StatusBadRequest, want[1])
 				_, err = o.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
 				h.failsWith(what+": STS", err, http.StatusForbidden, want[2])
+				_, err = sqClient(cfg).GetServiceQuota(h.ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(QuotaElasticIPs)})
+				h.failsWith(what+": Service Quotas", err, http.StatusBadRequest, want[1])
 			}
 			if n := len(h.s.Instances(h.region)); n != 0 {
 				h.t.Errorf("%d instances after refused requests", n)
@@ -149,11 +156,6 @@ func TestDocumentedRules(t *testing.T) {
 			}
 			h.s.Settle()
 			h.mustLaunch(nil)
-
-			v := newHarness(h.t, Options{MaxVCPUs: 4})
-			v.mustLaunch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeT3Medium })
-			_, err = v.launch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeM5Xlarge })
-			h.fails("4 vCPUs more under a limit of 4", err, "VcpuLimitExceeded", "vCPU limit of 4")
 		}},
 		"R8 images and instance types": {run: func(h *harness) {
 			_, err := h.launch(func(in *ec2.RunInstancesInput) { in.ImageId = aws.String("ami-0123456789abcdef0") })
@@ -634,7 +636,7 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("asked one, got %d", len(one.AccountAttributes))
 			}
 		}},
-		"R25 throttling": {opts: Options{Throttle: map[string]Bucket{"DescribeInstances": {Size: 2, RefillPerSecond: 1}, "GetParameter": {Size: 1, RefillPerSecond: 1}}}, run: func(h *harness) {
+		"R25 throttling": {opts: Options{Throttle: map[string]Bucket{"DescribeInstances": {Size: 2, RefillPerSecond: 1}, "GetParameter": {Size: 1, RefillPerSecond: 1}, "GetServiceQuota": {Size: 1, RefillPerSecond: 1}}}, run: func(h *harness) {
 			for i := range 2 {
 				_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
 				h.ok(fmt.Sprint("call ", i+1), err)
@@ -652,8 +654,12 @@ func TestDocumentedRules(t *testing.T) {
 			h.ok("SSM first", err)
 			_, err = h.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String(DebianParameter("amd64"))})
 			h.failsWith("SSM second at once", err, http.StatusBadRequest, "ThrottlingException")
-			if h.s.Throttled("DescribeInstances") != 1 || h.s.Throttled("GetParameter") != 1 {
-				h.t.Errorf("throttled counts %d, %d, want 1, 1", h.s.Throttled("DescribeInstances"), h.s.Throttled("GetParameter"))
+			_, err = h.quota(QuotaOnDemandStandardVCPUs)
+			h.ok("Service Quotas first", err)
+			_, err = h.quota(QuotaOnDemandStandardVCPUs)
+			h.failsWith("Service Quotas second at once", err, http.StatusBadRequest, "TooManyRequestsException")
+			if h.s.Throttled("DescribeInstances") != 1 || h.s.Throttled("GetParameter") != 1 || h.s.Throttled("GetServiceQuota") != 1 {
+				h.t.Errorf("throttled counts %d, %d, %d, want 1, 1, 1", h.s.Throttled("DescribeInstances"), h.s.Throttled("GetParameter"), h.s.Throttled("GetServiceQuota"))
 			}
 		}},
 		"R26 fault injection": {run: func(h *harness) {
@@ -1136,6 +1142,108 @@ func TestDocumentedRules(t *testing.T) {
 			h.s.Advance(10 * time.Minute)
 			_, err = guest.ssm.GetParameter(h.ctx, &ssm.GetParameterInput{Name: aws.String("/p")})
 			h.failsWith("past their lifetime", err, http.StatusBadRequest, "ExpiredTokenException")
+		}},
+		"R41 Service Quotas GetServiceQuota": {opts: Options{MaxVCPUs: 12, MaxSpotVCPUs: 6, MaxElasticIPs: 3}, run: func(h *harness) {
+			for code, want := range map[string]struct {
+				name  string
+				value float64
+				class string
+			}{
+				QuotaOnDemandStandardVCPUs: {"Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", 12, "Standard/OnDemand"},
+				QuotaSpotStandardVCPUs:     {"All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", 6, "Standard/Spot"},
+				QuotaElasticIPs:            {"EC2-VPC Elastic IPs", 3, ""},
+			} {
+				out, err := h.quota(code)
+				h.ok(code, err)
+				q := out.Quota
+				if aws.ToString(q.QuotaName) != want.name || aws.ToFloat64(q.Value) != want.value || aws.ToString(q.Unit) != "None" ||
+					aws.ToString(q.QuotaCode) != code || aws.ToString(q.ServiceCode) != "ec2" || !q.Adjustable || q.GlobalQuota ||
+					aws.ToString(q.QuotaArn) != "arn:aws:servicequotas:eu-west-1:"+h.s.AccountID()+":ec2/"+code {
+					h.t.Errorf("%s = %s %v %s (code %s, service %s, adjustable %v, global %v, %s), want %s %v None, adjustable, regional",
+						code, aws.ToString(q.QuotaName), aws.ToFloat64(q.Value), aws.ToString(q.Unit), aws.ToString(q.QuotaCode), aws.ToString(q.ServiceCode),
+						q.Adjustable, q.GlobalQuota, aws.ToString(q.QuotaArn), want.name, want.value)
+				}
+				if want.class != "" && (q.UsageMetric == nil || q.UsageMetric.MetricDimensions["Class"] != want.class || q.UsageMetric.MetricDimensions["Resource"] != "vCPU") {
+					h.t.Errorf("%s usage metric %+v, want the vCPUs of class %s", code, q.UsageMetric, want.class)
+				}
+			}
+			// The Elastic IP quota is the account attribute's, and the limit AllocateAddress enforces (R21).
+			attrs, err := h.ec2.DescribeAccountAttributes(h.ctx, &ec2.DescribeAccountAttributesInput{AttributeNames: []ec2types.AccountAttributeName{"vpc-max-elastic-ips"}})
+			h.ok("DescribeAccountAttributes", err)
+			if v := aws.ToString(attrs.AccountAttributes[0].AttributeValues[0].AttributeValue); v != "3" {
+				h.t.Errorf("vpc-max-elastic-ips = %s, want the quota's 3", v)
+			}
+			us, err := h.in("us-east-1").quota(QuotaElasticIPs)
+			h.ok("us-east-1", err)
+			if arn := aws.ToString(us.Quota.QuotaArn); !strings.Contains(arn, ":us-east-1:") {
+				h.t.Errorf("us-east-1's quota is %s", arn)
+			}
+			_, err = h.quota("L-00000000")
+			h.failsWith("an unknown quota code", err, http.StatusBadRequest, "NoSuchResourceException")
+			_, err = h.sq().GetServiceQuota(h.ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("lambda"), QuotaCode: aws.String("L-B99A9384")})
+			h.failsWith("a service the fake has no quota of", err, http.StatusBadRequest, "NoSuchResourceException")
+			_, err = h.quota("L_1216C47A")
+			h.failsWith("a malformed quota code", err, http.StatusBadRequest, "IllegalArgumentException")
+			_, err = h.sq().GetServiceQuota(h.ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("ec2"), QuotaCode: aws.String(QuotaOnDemandStandardVCPUs),
+				ContextId: aws.String("arn:aws:ec2:eu-west-1:" + h.s.AccountID() + ":instance/i-0123456789abcdef0")})
+			h.failsWith("a resource-level quota", err, http.StatusNotImplemented, "NotImplemented")
+		}},
+		"R42 a caller without servicequotas:GetServiceQuota": {run: func(h *harness) {
+			_, err := h.quota(QuotaOnDemandStandardVCPUs)
+			h.ok("allowed", err)
+			h.s.Deny("servicequotas:GetServiceQuota")
+			_, err = h.quota(QuotaOnDemandStandardVCPUs)
+			h.failsWith("denied", err, http.StatusBadRequest, "AccessDeniedException")
+			h.fails("denied", err, "AccessDeniedException", "User: "+h.s.CallerARN()+" is not authorized to perform: servicequotas:GetServiceQuota")
+			_, err = h.ec2.DescribeAccountAttributes(h.ctx, &ec2.DescribeAccountAttributesInput{})
+			h.ok("EC2 still answers", err)
+		}},
+		"R43 vCPU quotas and CPU options": {opts: Options{MaxVCPUs: 8, MaxSpotVCPUs: 4}, run: func(h *harness) {
+			big := h.mustLaunch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeM5Xlarge })
+			out, err := h.launch(func(in *ec2.RunInstancesInput) { in.MaxCount = aws.Int32(5) })
+			h.ok("1 to 5 t3.micro with 4 vCPUs left", err)
+			if len(out.Instances) != 2 {
+				h.t.Errorf("launched %d t3.micro, want the 2 that 4 vCPUs hold", len(out.Instances))
+			}
+			_, err = h.launch(nil)
+			h.failsWith("2 vCPUs more under a quota of 8", err, http.StatusBadRequest, "VcpuLimitExceeded")
+			h.fails("2 vCPUs more under a quota of 8", err, "VcpuLimitExceeded", "more vCPU capacity than your current vCPU limit of 8 allows")
+			spot := func(in *ec2.RunInstancesInput) {
+				in.InstanceMarketOptions = &ec2types.InstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeSpot}
+				in.InstanceType = ec2types.InstanceTypeT3Medium
+			}
+			h.mustLaunch(spot)
+			h.mustLaunch(spot)
+			_, err = h.launch(spot)
+			h.fails("a third 2-vCPU Spot instance under a Spot quota of 4", err, "MaxSpotInstanceCountExceeded", "")
+			h.mustLaunch(func(in *ec2.RunInstancesInput) { in.InstanceType = ec2types.InstanceTypeG5Xlarge })
+
+			for id, want := range map[string][2]int32{big: {2, 2}, aws.ToString(out.Instances[0].InstanceId): {1, 2}} {
+				in, err := h.describe(id)
+				h.ok("describe", err)
+				if in.CpuOptions == nil || aws.ToInt32(in.CpuOptions.CoreCount) != want[0] || aws.ToInt32(in.CpuOptions.ThreadsPerCore) != want[1] {
+					h.t.Errorf("%s %s CpuOptions %+v, want %d cores of %d threads", in.InstanceType, id, in.CpuOptions, want[0], want[1])
+				}
+			}
+
+			// A terminated instance's vCPUs are free again.
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{big}})
+			h.ok("terminate the m5.xlarge", err)
+			h.s.Settle()
+			graviton := h.mustLaunch(func(in *ec2.RunInstancesInput) {
+				in.InstanceType = ec2types.InstanceTypeT4gMedium
+				in.ImageId = aws.String(h.debianAMI("arm64"))
+			})
+			if in, err := h.describe(graviton); err != nil || aws.ToInt32(in.CpuOptions.CoreCount) != 2 || aws.ToInt32(in.CpuOptions.ThreadsPerCore) != 1 {
+				h.t.Errorf("t4g.medium CpuOptions %+v, %v; want 2 cores of 1 thread", in.CpuOptions, err)
+			}
+			h.mustLaunch(nil)
+			_, err = h.launch(nil)
+			h.fails("the quota full again", err, "VcpuLimitExceeded", "")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) {
+				in.CpuOptions = &ec2types.CpuOptionsRequest{CoreCount: aws.Int32(1), ThreadsPerCore: aws.Int32(1)}
+			})
+			h.failsWith("CPU options at launch", err, http.StatusNotImplemented, "NotImplemented")
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {

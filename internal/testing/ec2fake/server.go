@@ -1,12 +1,15 @@
 // Package ec2fake is a stateful fake of the AWS APIs the aws backend calls, for tests: the EC2 Query API,
-// the SSM JSON 1.1 API and STS GetCallerIdentity and AssumeRole, on one loopback endpoint. The real
+// the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, and Service Quotas' GetServiceQuota, on one
+// loopback endpoint. The real
 // aws-sdk-go-v2 clients talk to it: requests are SigV4-signed and verified (with the fake's own credentials
-// or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's are JSON 1.1, errors carry
+// or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's and Service Quotas' are
+// JSON 1.1, errors carry
 // the codes and HTTP statuses the services document, so what the backend reads is what it would parse from
 // AWS.
 //
-// It serves exactly the actions the backend calls (ec2Actions, ssmActions, stsActions) and refuses any other
-// as the services do (EC2 and STS: InvalidAction; SSM: UnknownOperationException), so a backend that starts
+// It serves exactly the actions the backend calls (ec2Actions, ssmActions, stsActions, sqActions) and refuses
+// any other as the services do (EC2 and STS: InvalidAction; SSM and Service Quotas: UnknownOperationException),
+// so a backend that starts
 // calling something new fails loudly. A request parameter the SDK's serializer for that action cannot send
 // is UnknownParameter; a parameter the fake accepts but does not model, where modelling it would change the
 // answer (a launch template, a network interface), is 501 NotImplemented.
@@ -43,6 +46,10 @@ const (
 	DefaultSecretAccessKey = "ec2fake/secret/access/key/EXAMPLEKEY0001"
 	DefaultMaxInstances    = 20
 	DefaultMaxElasticIPs   = 5
+	// DefaultMaxVCPUs and DefaultMaxSpotVCPUs are the fake's Standard-family vCPU quotas per region, On-Demand
+	// (L-1216C47A) and Spot (L-34B43A08): room for sixteen 2-vCPU instances of each.
+	DefaultMaxVCPUs     = 32
+	DefaultMaxSpotVCPUs = 32
 	// DefaultMaxStandardParameters is Parameter Store's standard-tier quota per Region (SSM API Reference:
 	// PutParameter, Tier: "You can create a maximum of 10,000 standard parameters for each Region").
 	DefaultMaxStandardParameters = 10000
@@ -67,10 +74,16 @@ type Options struct {
 	// MaxInstances is the account attribute max-instances and the On-Demand instance limit per region
 	// (InstanceLimitExceeded); 0 takes DefaultMaxInstances.
 	MaxInstances int
-	// MaxVCPUs, when positive, is the On-Demand vCPU limit per region (VcpuLimitExceeded).
+	// MaxVCPUs is the vCPU quota per region of On-Demand instances of the Standard families
+	// (VcpuLimitExceeded), and the value of Service Quotas' L-1216C47A; 0 takes DefaultMaxVCPUs, a negative
+	// value is a quota of none.
 	MaxVCPUs int
-	// MaxElasticIPs is the Elastic IP address quota per region (AddressLimitExceeded) and the account
-	// attributes max-elastic-ips and vpc-max-elastic-ips; 0 takes DefaultMaxElasticIPs.
+	// MaxSpotVCPUs is the vCPU quota per region of Spot instances of the Standard families
+	// (MaxSpotInstanceCountExceeded), and the value of L-34B43A08; 0 takes DefaultMaxSpotVCPUs.
+	MaxSpotVCPUs int
+	// MaxElasticIPs is the Elastic IP address quota per region (AddressLimitExceeded), the account
+	// attributes max-elastic-ips and vpc-max-elastic-ips and Service Quotas' L-0263D0A3; 0 takes
+	// DefaultMaxElasticIPs.
 	MaxElasticIPs int
 	// MaxStandardParameters is the standard-tier parameter quota per region; 0 takes the default.
 	MaxStandardParameters int
@@ -109,7 +122,7 @@ func DefaultTiming() Timing {
 
 // Request is one request the fake received.
 type Request struct {
-	Service string // ec2, ssm or sts
+	Service string // ec2, ssm, sts or servicequotas
 	Region  string
 	Action  string
 	Status  int
@@ -141,6 +154,8 @@ type Server struct {
 	// principals are the credentials the fake accepts, by access key: its user's, and each role session's.
 	principals map[string]*principal
 	sessions   []Session
+	// denied are the IAM actions no caller of the account may call (Deny).
+	denied map[string]bool
 }
 
 // New starts a fake on a loopback port and closes it when the test ends.
@@ -164,6 +179,12 @@ func New(t testing.TB, opts Options) *Server {
 	if opts.MaxElasticIPs == 0 {
 		opts.MaxElasticIPs = DefaultMaxElasticIPs
 	}
+	if opts.MaxVCPUs == 0 {
+		opts.MaxVCPUs = DefaultMaxVCPUs
+	}
+	if opts.MaxSpotVCPUs == 0 {
+		opts.MaxSpotVCPUs = DefaultMaxSpotVCPUs
+	}
 	if opts.MaxStandardParameters == 0 {
 		opts.MaxStandardParameters = DefaultMaxStandardParameters
 	}
@@ -183,7 +204,7 @@ func New(t testing.TB, opts Options) *Server {
 	return s
 }
 
-// URL is the endpoint of all three services: give it to each client as its BaseEndpoint.
+// URL is the endpoint of all four services: give it to each client as its BaseEndpoint.
 func (s *Server) URL() string { return s.srv.URL }
 
 // AccountID is the account every answer names.
@@ -268,7 +289,7 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.log...)
 }
 
-// Count is how many requests named action (EC2, SSM or STS), answered or not.
+// Count is how many requests named action (EC2, SSM, STS or Service Quotas), answered or not.
 func (s *Server) Count(action string) int {
 	n := 0
 	for _, r := range s.Requests() {

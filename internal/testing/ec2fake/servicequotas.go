@@ -1,0 +1,186 @@
+package ec2fake
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// The Service Quotas JSON 1.1 API ("Service Quotas API Reference"): a POST of a JSON body with
+// X-Amz-Target: ServiceQuotasV20190624.<Action>, signed for the service servicequotas, answered with JSON;
+// errors are 400 (500 for ServiceException) with {"__type": code, "Message": words}. The fake serves the one
+// action the backend calls, GetServiceQuota, for the EC2 quotas the backend reads, and takes their values from
+// the limits RunInstances and AllocateAddress enforce, so the quota a client reads is the one it runs into.
+
+const sqTargetPrefix = "ServiceQuotasV20190624."
+
+type sqHandler func(s *Server, rg *region, c *call) (any, *apiError)
+
+// sqActions are the actions the fake serves; any other target is UnknownOperationException.
+var sqActions = map[string]sqHandler{
+	"GetServiceQuota": (*Server).getServiceQuota,
+}
+
+// The EC2 quota codes the fake knows (Service Quotas console and ListServiceQuotas for the service code ec2;
+// "Amazon EC2 service quotas" in the EC2 user guide names the On-Demand and Spot ones).
+const (
+	// QuotaOnDemandStandardVCPUs is "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", in
+	// vCPUs: Options.MaxVCPUs.
+	QuotaOnDemandStandardVCPUs = "L-1216C47A"
+	// QuotaSpotStandardVCPUs is "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", in vCPUs:
+	// Options.MaxSpotVCPUs.
+	QuotaSpotStandardVCPUs = "L-34B43A08"
+	// QuotaElasticIPs is "EC2-VPC Elastic IPs": Options.MaxElasticIPs.
+	QuotaElasticIPs = "L-0263D0A3"
+)
+
+// ec2ServiceName is how Service Quotas names EC2 (its CLI example of get-service-quota for L-1216C47A).
+const ec2ServiceName = "Amazon Elastic Compute Cloud (Amazon EC2)"
+
+// The patterns of GetServiceQuota's ServiceCode and QuotaCode (Service Quotas API Reference: GetServiceQuota,
+// Request Parameters).
+var (
+	serviceCodeRE = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,63}$`)
+	quotaCodeRE   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9-]{1,128}$`)
+)
+
+// sqErr is a Service Quotas error: 400 but for its server-side ServiceException (500) and the fake's own
+// NotImplemented (501).
+func sqErr(code, format string, args ...any) *apiError {
+	status := http.StatusBadRequest
+	switch code {
+	case "ServiceException":
+		status = http.StatusInternalServerError
+	case "NotImplemented":
+		status = http.StatusNotImplemented
+	}
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// writeSQError writes a Service Quotas error: its exceptions carry their words in a member named Message.
+func writeSQError(w http.ResponseWriter, e *apiError, requestID string) {
+	b, _ := json.Marshal(map[string]string{"__type": e.code, "Message": e.message})
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	w.Header().Set("X-Amzn-Requestid", requestID)
+	w.WriteHeader(e.status)
+	_, _ = w.Write(b)
+}
+
+// sqMetric is a quota's UsageMetric: the CloudWatch metric of what is in use.
+type sqMetric struct {
+	MetricNamespace               string            `json:"MetricNamespace"`
+	MetricName                    string            `json:"MetricName"`
+	MetricDimensions              map[string]string `json:"MetricDimensions"`
+	MetricStatisticRecommendation string            `json:"MetricStatisticRecommendation"`
+}
+
+// sqQuota is the ServiceQuota shape GetServiceQuota answers.
+type sqQuota struct {
+	ServiceCode string    `json:"ServiceCode"`
+	ServiceName string    `json:"ServiceName"`
+	QuotaArn    string    `json:"QuotaArn"`
+	QuotaCode   string    `json:"QuotaCode"`
+	QuotaName   string    `json:"QuotaName"`
+	Value       float64   `json:"Value"`
+	Unit        string    `json:"Unit"`
+	Adjustable  bool      `json:"Adjustable"`
+	GlobalQuota bool      `json:"GlobalQuota"`
+	UsageMetric *sqMetric `json:"UsageMetric,omitempty"`
+}
+
+// vcpuMetric is the usage metric of a vCPU quota of class ("Standard/OnDemand", "Standard/Spot"), as the
+// CLI example of get-aws-default-service-quota for L-1216C47A shows it.
+func vcpuMetric(class string) *sqMetric {
+	return &sqMetric{MetricNamespace: "AWS/Usage", MetricName: "ResourceCount", MetricStatisticRecommendation: "Maximum",
+		MetricDimensions: map[string]string{"Class": class, "Resource": "vCPU", "Service": "EC2", "Type": "Resource"}}
+}
+
+// ec2Quotas are the quotas of the service code ec2 the fake knows, by quota code, with the values of its
+// options: the applied values, adjustable, per region.
+func (s *Server) ec2Quotas(rg *region) map[string]sqQuota {
+	quota := func(code, name string, value int, metric *sqMetric) sqQuota {
+		return sqQuota{ServiceCode: "ec2", ServiceName: ec2ServiceName, QuotaArn: "arn:aws:servicequotas:" + rg.name + ":" + s.opts.AccountID + ":ec2/" + code,
+			QuotaCode: code, QuotaName: name, Value: float64(max(value, 0)), Unit: "None", Adjustable: true, UsageMetric: metric}
+	}
+	return map[string]sqQuota{
+		QuotaOnDemandStandardVCPUs: quota(QuotaOnDemandStandardVCPUs, "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", s.opts.MaxVCPUs, vcpuMetric("Standard/OnDemand")),
+		QuotaSpotStandardVCPUs:     quota(QuotaSpotStandardVCPUs, "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests", s.opts.MaxSpotVCPUs, vcpuMetric("Standard/Spot")),
+		QuotaElasticIPs:            quota(QuotaElasticIPs, "EC2-VPC Elastic IPs", s.opts.MaxElasticIPs, nil),
+	}
+}
+
+// getServiceQuota answers a quota's applied value (Service Quotas API Reference: GetServiceQuota): a quota
+// of the service code ec2 the fake knows; any other service or quota code is NoSuchResourceException. A
+// resource-level quota (ContextId) is not modelled.
+func (s *Server) getServiceQuota(rg *region, c *call) (any, *apiError) {
+	var in struct {
+		ServiceCode, QuotaCode, ContextId *string
+	}
+	if e := decode(c.body, &in); e != nil {
+		return nil, e
+	}
+	if in.ContextId != nil {
+		return nil, sqErr("NotImplemented", "ec2fake does not model resource-level quotas (ContextId)")
+	}
+	for _, f := range []struct {
+		name  string
+		value *string
+		re    *regexp.Regexp
+	}{{"ServiceCode", in.ServiceCode, serviceCodeRE}, {"QuotaCode", in.QuotaCode, quotaCodeRE}} {
+		if f.value == nil || !f.re.MatchString(*f.value) {
+			return nil, sqErr("IllegalArgumentException", "Invalid %s: it is required and must match %s.", f.name, f.re.String())
+		}
+	}
+	if *in.ServiceCode != "ec2" {
+		return nil, sqErr("NoSuchResourceException", "The request failed because the specified service does not exist.")
+	}
+	q, ok := s.ec2Quotas(rg)[*in.QuotaCode]
+	if !ok {
+		return nil, sqErr("NoSuchResourceException", "The request failed because the specified quota does not exist.")
+	}
+	return map[string]any{"Quota": q}, nil
+}
+
+// Deny takes an IAM action ("servicequotas:GetServiceQuota") away from every caller of the fake's account,
+// as a policy that does not allow it: the service then answers AccessDeniedException. Only Service Quotas'
+// actions are modelled; denying another service's fails the test.
+func (s *Server) Deny(iamAction string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	service, action, _ := strings.Cut(iamAction, ":")
+	if _, ok := sqActions[action]; service != "servicequotas" || !ok {
+		s.t.Fatalf("ec2fake: Deny(%q): only the Service Quotas actions the fake serves can be denied (%s)", iamAction, strings.Join(sqActionNames(), ", "))
+	}
+	if s.denied == nil {
+		s.denied = map[string]bool{}
+	}
+	s.denied[iamAction] = true
+}
+
+func sqActionNames() []string {
+	var out []string
+	for a := range sqActions {
+		out = append(out, "servicequotas:"+a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkSQAction refuses an action Service Quotas has not, or that the caller's policy does not allow
+// (Deny). The caller holds s.mu.
+func (s *Server) checkSQAction(c *call) *apiError {
+	if _, ok := sqActions[c.action]; !ok {
+		return sqErr("UnknownOperationException", "")
+	}
+	if iamAction := "servicequotas:" + c.action; s.denied[iamAction] {
+		caller := s.CallerARN()
+		if c.principal != nil {
+			caller = c.principal.arn
+		}
+		return sqErr("AccessDeniedException", "User: %s is not authorized to perform: %s because no identity-based policy allows the %s action", caller, iamAction, iamAction)
+	}
+	return nil
+}
