@@ -180,13 +180,13 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 	switch c.service {
 	case "ssm":
 		if e != nil {
-			writeSSMError(w, e, c.requestID)
+			writeJSONError(w, e, c.requestID, "message")
 		} else {
 			writeJSON(w, out, c.requestID)
 		}
 	case "servicequotas":
 		if e != nil {
-			writeSQError(w, e, c.requestID)
+			writeJSONError(w, e, c.requestID, "Message")
 		} else {
 			writeJSON(w, out, c.requestID)
 		}

@@ -1,7 +1,6 @@
 package ec2fake
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -58,15 +57,6 @@ func sqErr(code, format string, args ...any) *apiError {
 		status = http.StatusNotImplemented
 	}
 	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
-}
-
-// writeSQError writes a Service Quotas error: its exceptions carry their words in a member named Message.
-func writeSQError(w http.ResponseWriter, e *apiError, requestID string) {
-	b, _ := json.Marshal(map[string]string{"__type": e.code, "Message": e.message})
-	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
-	w.Header().Set("X-Amzn-Requestid", requestID)
-	w.WriteHeader(e.status)
-	_, _ = w.Write(b)
 }
 
 // sqMetric is a quota's UsageMetric: the CloudWatch metric of what is in use.

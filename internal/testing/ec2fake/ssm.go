@@ -83,8 +83,10 @@ func writeJSON(w http.ResponseWriter, out any, requestID string) {
 	_, _ = w.Write(b)
 }
 
-func writeSSMError(w http.ResponseWriter, e *apiError, requestID string) {
-	b, _ := json.Marshal(map[string]string{"__type": e.code, "message": e.message})
+// writeJSONError writes an error of a JSON 1.1 service: its code in __type, its words in messageMember,
+// which SSM names message and Service Quotas Message.
+func writeJSONError(w http.ResponseWriter, e *apiError, requestID, messageMember string) {
+	b, _ := json.Marshal(map[string]string{"__type": e.code, messageMember: e.message})
 	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
 	w.Header().Set("X-Amzn-Requestid", requestID)
 	w.WriteHeader(e.status)
