@@ -123,42 +123,42 @@ func checkID(id backend.ProviderID) error {
 	return nil
 }
 
-// Get reads the proxy back from its instance and its settings parameter.
-func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+// liveInstance is the instance of the proxy id names, in its region; NotFound when none is pending,
+// running, stopping or stopped.
+func (b *Backend) liveInstance(ctx context.Context, id backend.ProviderID) (*region, *ec2types.Instance, error) {
 	if err := checkID(id); err != nil {
-		return backend.Instance{}, err
+		return nil, nil, err
 	}
 	r, err := b.clients(ctx, id.Target)
 	if err != nil {
-		return backend.Instance{}, err
+		return nil, nil, err
 	}
 	in, err := b.findInstance(ctx, r, id.Name)
 	if err != nil {
-		return backend.Instance{}, err
+		return nil, nil, err
 	}
 	if in == nil {
-		return backend.Instance{}, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
+		return nil, nil, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
+	}
+	return r, in, nil
+}
+
+// Get reads the proxy back from its instance and its settings parameter.
+func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
+	r, in, err := b.liveInstance(ctx, id)
+	if err != nil {
+		return backend.Instance{}, err
 	}
 	return b.readBack(ctx, r, in)
 }
 
 // Update changes the tags in place, on the instance and everything made for it.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	if err := checkID(id); err != nil {
-		return backend.Instance{}, err
-	}
-	r, err := b.clients(ctx, id.Target)
+	r, in, err := b.liveInstance(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	obj := instanceObject(id.Target, id.Name)
-	in, err := b.findInstance(ctx, r, id.Name)
-	if err != nil {
-		return backend.Instance{}, err
-	}
-	if in == nil {
-		return backend.Instance{}, backend.NotFound(obj, "no instance of this name is pending, running or stopped")
-	}
 	tags := tagMap(in.Tags)
 	if spec.UID != "" && tags[backend.LabelUID] != spec.UID {
 		return backend.Instance{}, backend.Permanent(obj, "belongs to proxy %q, not %q", tags[backend.LabelUID], spec.UID)

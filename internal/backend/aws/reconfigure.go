@@ -13,21 +13,11 @@ import (
 // group, then waits until the guest reports it applied. The guest checks a configuration with Squid before
 // swapping it in and keeps the last good one otherwise; the settings were validated when rendered here.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
-	if err := checkID(id); err != nil {
-		return backend.Instance{}, err
-	}
-	r, err := b.clients(ctx, id.Target)
+	r, in, err := b.liveInstance(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	obj := instanceObject(id.Target, id.Name)
-	in, err := b.findInstance(ctx, r, id.Name)
-	if err != nil {
-		return backend.Instance{}, err
-	}
-	if in == nil {
-		return backend.Instance{}, backend.NotFound(obj, "no instance of this name is pending, running or stopped")
-	}
 	current, err := b.readBack(ctx, r, in)
 	if err != nil {
 		return backend.Instance{}, err
