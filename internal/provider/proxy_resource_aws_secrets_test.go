@@ -1,12 +1,10 @@
 package provider
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,15 +20,13 @@ import (
 
 // An aws proxy with a write-only password and a write-only TLS key, its password rotated in place and then
 // its key (which replaces it): no state, no plan and no line of the CLI's and the provider's TRACE log holds
-// a password, a hash the backend wrote, a private key or any PRIVATE KEY block; on the fake, only the
-// secrets parameter, a SecureString, holds the hash and the key: not the user-data, not a tag, not a
-// description, not another parameter.
+// a password, a hash the backend wrote (any bcrypt hash, in fact), a private key or any PRIVATE KEY block; on
+// the fake, only the secrets parameter, a SecureString, holds the hash and the key: not the user-data, not a
+// tag, not a description, not another parameter.
 func TestAccProxyAWS_secretsOnlyInTheSecureString(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
-	logFile := filepath.Join(t.TempDir(), "trace.log")
-	t.Setenv("TF_ACC_LOG_PATH", logFile)
-	t.Setenv("TF_LOG", "TRACE")
+	logFile := traceLogTo(t)
 	password := func(v int) string { return fmt.Sprintf("aws-secret-password-v%d", v) }
 	cert1, key1 := testutil.SelfSignedPEM(t, "proxy.test")
 	cert2, key2 := testutil.SelfSignedPEM(t, "proxy.test")
@@ -54,15 +50,15 @@ resource "egress_proxy" "test" {
   }
 }`, subnet, password(passwordVersion), passwordVersion, strconv.Quote(keys[keyVersion][0]), strconv.Quote(keys[keyVersion][1]), keyVersion))
 	}
-	secrets := append([]string{password(1), password(2), "PRIVATE KEY"}, append(keyBodyLines(t, key1), keyBodyLines(t, key2)...)...)
-	made := len(secrets)
+	scan := &secretScan{secrets: append([]string{password(1), password(2), "PRIVATE KEY"}, append(keyBodyLines(t, key1), keyBodyLines(t, key2)...)...)}
+	made := len(scan.secrets)
 	// recordHashes adds the hashes the backend wrote to the secrets, and checks that nothing the fake holds
 	// but the secrets parameter carries any of them.
 	recordHashes := func(*terraform.State) error {
-		var readable []string
+		readable := map[string]string{} // where on the fake: what it holds
 		for _, p := range fake.Parameters(awsTestRegion) {
 			if !strings.HasSuffix(p.Name, "/"+proxyconf.AWSParameterSecrets) {
-				readable = append(readable, p.Name+" "+p.Value+" "+p.Description+fmt.Sprint(p.Tags))
+				readable["parameter "+p.Name] = p.Name + " " + p.Value + " " + p.Description + fmt.Sprint(p.Tags)
 				continue
 			}
 			if p.Type != "SecureString" {
@@ -73,67 +69,42 @@ resource "egress_proxy" "test" {
 				return fmt.Errorf("parameter %s: %w", p.Name, err)
 			}
 			_, hash, _ := strings.Cut(strings.TrimSpace(s.Htpasswd), ":")
-			secrets = append(secrets, hash)
+			scan.secrets = append(scan.secrets, hash)
 		}
 		for _, in := range fake.Instances(awsTestRegion) {
 			userData, err := base64.StdEncoding.DecodeString(in.UserData)
 			if err != nil {
 				return fmt.Errorf("user-data of %s: %w", in.ID, err)
 			}
-			readable = append(readable, string(userData), in.UserData, fmt.Sprint(in.Tags))
+			readable["instance "+in.ID] = string(userData) + " " + in.UserData + " " + fmt.Sprint(in.Tags)
 		}
 		for _, g := range fake.SecurityGroups(awsTestRegion) {
-			readable = append(readable, g.Description+fmt.Sprint(g.Tags))
+			readable["security group "+g.ID] = g.Description + fmt.Sprint(g.Tags)
 		}
 		for _, a := range fake.Addresses(awsTestRegion) {
-			readable = append(readable, fmt.Sprint(a.Tags))
+			readable["address "+a.AllocationID] = fmt.Sprint(a.Tags)
 		}
-		for _, text := range readable {
-			for _, secret := range secrets {
-				if strings.Contains(text, secret) {
-					return fmt.Errorf("a secret (%.12q...) is readable outside the SecureString: %.80q", secret, text)
-				}
-			}
+		var found []error
+		for where, text := range readable {
+			found = append(found, scan.find(where+", outside the SecureString,", text))
 		}
-		return nil
-	}
-	noSecretInState := func(s *terraform.State) error {
-		for _, secret := range secrets {
-			if err := checkNoSecretInState(secret)(s); err != nil {
-				return fmt.Errorf("%w (%.12q...)", err, secret)
-			}
-		}
-		return nil
+		return errors.Join(found...)
 	}
 	planChecks := func(action plancheck.ResourceActionType) resource.ConfigPlanChecks {
-		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
-			plancheck.ExpectResourceAction("egress_proxy.test", action),
-			planCheckFunc(func(ctx context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) error {
-				noSecretInPlan{secrets: secrets}.CheckPlan(ctx, req, resp)
-				return resp.Error
-			}),
-		}}
+		// The check reads the scan's secrets when it runs, so it looks for the hashes recorded by the steps before.
+		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action), scan.inPlan()}}
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
 		Steps: []resource.TestStep{
-			{Config: config(1, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionCreate), Check: resource.ComposeTestCheckFunc(recordHashes, noSecretInState)},
-			{Config: config(2, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionUpdate), Check: resource.ComposeTestCheckFunc(recordHashes, noSecretInState)},
-			{Config: config(2, 2), ConfigPlanChecks: planChecks(plancheck.ResourceActionDestroyBeforeCreate), Check: resource.ComposeTestCheckFunc(recordHashes, noSecretInState)},
+			{Config: config(1, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionCreate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
+			{Config: config(2, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionUpdate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
+			{Config: config(2, 2), ConfigPlanChecks: planChecks(plancheck.ResourceActionDestroyBeforeCreate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
 		},
 	})
-	trace, err := os.ReadFile(logFile)
-	if err != nil {
-		t.Fatalf("reading the trace log: %v", err)
+	if len(scan.secrets) == made {
+		t.Fatal("no hash was recorded: the search would prove nothing")
 	}
-	logged := withoutConfigEchoes(string(trace))
-	if !strings.Contains(logged, "ApplyResourceChange") || len(secrets) == made {
-		t.Fatalf("the trace log holds no provider RPC, or no hash was recorded (%d secrets): the search would prove nothing", len(secrets))
-	}
-	for _, secret := range secrets {
-		if strings.Contains(logged, secret) {
-			t.Errorf("the TRACE log %s holds a secret: %.12q...", logFile, secret)
-		}
-	}
+	scan.inTraceLog(t, logFile)
 }

@@ -19,11 +19,13 @@ import (
 var bcryptHash = regexp.MustCompile(`\$2[aby]\$[0-9]{2}\$[./A-Za-z0-9]{53}`)
 
 // secretScan looks for the secrets a test made, and for any bcrypt hash, in what a reader without secret
-// access sees: the state, the plan's values, the TRACE log, a backend's readable objects.
+// access sees: the state, the plan's values, the TRACE log, a backend's readable objects. A test may add to
+// secrets as it goes (the hashes the backend wrote, read back from a fake): the methods take the scan by
+// pointer, so a plan check made before the first step looks for what the steps before it recorded.
 type secretScan struct{ secrets []string }
 
 // find names the first secret or hash text holds, as an error about where.
-func (s secretScan) find(where, text string) error {
+func (s *secretScan) find(where, text string) error {
 	for _, secret := range s.secrets {
 		if strings.Contains(text, secret) {
 			return fmt.Errorf("%s holds a secret: %.12q...", where, secret)
@@ -36,7 +38,7 @@ func (s secretScan) find(where, text string) error {
 }
 
 // inState checks every attribute of every resource in the state.
-func (s secretScan) inState(st *terraform.State) error {
+func (s *secretScan) inState(st *terraform.State) error {
 	for name, rs := range st.RootModule().Resources {
 		for key, value := range rs.Primary.Attributes {
 			if err := s.find(fmt.Sprintf("state of %s, attribute %s", name, key), value); err != nil {
@@ -49,7 +51,7 @@ func (s secretScan) inState(st *terraform.State) error {
 
 // inPlan checks what the plan records of values. Its configuration section is left out: it echoes the
 // source, where the tests write the secrets as literals (a user would pass an ephemeral variable).
-func (s secretScan) inPlan() plancheck.PlanCheck {
+func (s *secretScan) inPlan() plancheck.PlanCheck {
 	return planCheckFunc(func(_ context.Context, req plancheck.CheckPlanRequest, _ *plancheck.CheckPlanResponse) error {
 		values := *req.Plan
 		values.Config = nil
@@ -64,7 +66,7 @@ func (s secretScan) inPlan() plancheck.PlanCheck {
 // inTraceLog checks the TRACE log traceLogTo started, less the harness's echoes of each step's configuration.
 // The log must hold each of mustHold (the provider's own RPC lines, the proxy's id), or the search would
 // prove nothing.
-func (s secretScan) inTraceLog(t *testing.T, logFile string, mustHold ...string) {
+func (s *secretScan) inTraceLog(t *testing.T, logFile string, mustHold ...string) {
 	t.Helper()
 	trace, err := os.ReadFile(logFile)
 	if err != nil {
@@ -87,4 +89,20 @@ func traceLogTo(t *testing.T) string {
 	t.Setenv("TF_ACC_LOG_PATH", logFile)
 	t.Setenv("TF_LOG", "TRACE")
 	return logFile
+}
+
+// keyBodyLines are the base64 lines of a PEM key: found wherever the key is, whatever escapes the newlines
+// between them (JSON, a log line).
+func keyBodyLines(t *testing.T, keyPEM string) []string {
+	t.Helper()
+	var body []string
+	for _, line := range strings.Split(strings.TrimSpace(keyPEM), "\n") {
+		if !strings.HasPrefix(line, "-----") {
+			body = append(body, line)
+		}
+	}
+	if len(body) == 0 {
+		t.Fatalf("not a PEM key: %.20q", keyPEM)
+	}
+	return body
 }

@@ -1,26 +1,21 @@
 package proxyconf_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -102,7 +97,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 
 	upper := t.TempDir()
 	writeAWSGuestFiles(t, upper)
-	proxy := proxyClient{t: t, dial: dialFrom(peer, clientIP), user: "u", password: "correct-horse-battery"}
+	proxy := testutil.ProxyClient{Dial: testutil.DialFromNetns(peer, clientIP, guestIP+":3128"), User: "u", Password: "correct-horse-battery"}
 	applied := func(id string) func() bool { return func() bool { return params.applied() == id } }
 
 	// Boot 1: cloud-init runs the user-data, which starts the agent; it applies config 1.
@@ -120,7 +115,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 		{"the guest's interface address", "http://own.example/", true, http.StatusForbidden},
 		{"the guest's public address, which only IMDS names", "http://external.example/", true, http.StatusForbidden},
 	} {
-		if got := proxy.get(ctx, c.url, c.auth); got != c.want {
+		if got := proxy.Get(ctx, t, c.url, c.auth); got != c.want {
 			t.Errorf("config 1, %s: %s through the guest's Squid = %d, want %d\n%s", c.name, c.url, got, c.want, g.Log())
 		}
 	}
@@ -144,7 +139,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 		return strings.Contains(own, elasticIP+"\n") && strings.Contains(g.FullLog(), "own addresses changed: backstop and squid reloaded")
 	})
 	// Squid reconfigures after the reload returns: until it has, the address is a destination like any other.
-	g.WaitFor(ctx, t, "Squid refuses the Elastic IP", func() bool { return proxy.get(ctx, "http://eip.example/", true) == http.StatusForbidden })
+	g.WaitFor(ctx, t, "Squid refuses the Elastic IP", func() bool { return proxy.Get(ctx, t, "http://eip.example/", true) == http.StatusForbidden })
 	if set, err := g.Exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "own_v4"); err != nil || !strings.Contains(set, elasticIP) {
 		t.Errorf("the backstop's own addresses after the Elastic IP (%v):\n%s", err, set)
 	}
@@ -176,15 +171,15 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM([]byte(cert))
 	tlsProxy := proxy
-	tlsProxy.tls = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
-	tlsProxy.password = "second-horse-battery"
+	tlsProxy.TLS = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+	tlsProxy.Password = "second-horse-battery"
 	oldPassword := tlsProxy
-	oldPassword.password = "correct-horse-battery"
+	oldPassword.Password = "correct-horse-battery"
 	checkConfig2 := func(when string) {
 		t.Helper()
 		for _, c := range []struct {
 			name   string
-			client proxyClient
+			client testutil.ProxyClient
 			url    string
 			want   int
 		}{
@@ -192,7 +187,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 			{"a destination no longer allowed", tlsProxy, "http://own.example/", http.StatusForbidden},
 			{"the old password", oldPassword, "http://allowed.example/", http.StatusProxyAuthRequired},
 		} {
-			if got := c.client.get(ctx, c.url, true); got != c.want {
+			if got := c.client.Get(ctx, t, c.url, true); got != c.want {
 				t.Errorf("%s, %s: %s = %d, want %d\n%s", when, c.name, c.url, got, c.want, g.Log())
 			}
 		}
@@ -247,7 +242,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	params.put(r4)
 	g.WaitFor(ctx, t, "boot 2: the guest reports config "+id4+" applied", applied(id4))
 	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
-		if got := proxy.get(ctx, url, true); got != want {
+		if got := proxy.Get(ctx, t, url, true); got != want {
 			t.Errorf("config 4: %s = %d, want %d\n%s", url, got, want, g.Log())
 		}
 	}
@@ -573,72 +568,4 @@ func (r *ssmRecorder) all() []ssmCall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]ssmCall(nil), r.calls...)
-}
-
-// dialFrom dials the guest's Squid from localIP inside the namespace netns.
-func dialFrom(netns, localIP string) func(ctx context.Context) (net.Conn, error) {
-	return func(ctx context.Context) (net.Conn, error) {
-		var c net.Conn
-		err := testutil.InNetns(netns, func() (err error) {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
-			c, err = d.DialContext(ctx, "tcp", guestIP+":3128")
-			return err
-		})
-		return c, err
-	}
-}
-
-type proxyClient struct {
-	t              *testing.T
-	dial           func(ctx context.Context) (net.Conn, error)
-	user, password string
-	tls            *tls.Config // set when the proxy port speaks TLS
-}
-
-// get sends one proxied GET and returns the status Squid answers with. A refused connection is Squid
-// between closing its port and opening it again, as it does on every reconfigure: the dial is tried again
-// until it connects or ctx ends.
-func (c proxyClient) get(ctx context.Context, url string, auth bool) int {
-	t := c.t
-	t.Helper()
-	conn, err := c.dial(ctx)
-	if errors.Is(err, syscall.ECONNREFUSED) {
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil {
-			<-tick.C
-			conn, err = c.dial(ctx)
-		}
-	}
-	if err != nil {
-		t.Fatalf("dialing the guest's Squid: %v", err)
-	}
-	defer func() { _ = conn.Close() }()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	if c.tls != nil {
-		tc := tls.Client(conn, c.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			t.Fatalf("TLS handshake with the guest's Squid: %v", err)
-		}
-		conn = tc
-	}
-	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
-	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", url, host)
-	if auth {
-		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(c.user+":"+c.password)) + "\r\n"
-	}
-	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("reading Squid's answer to %s: %v", url, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(string(body), "upstream "+host) {
-		t.Errorf("200 for %s did not come from the upstream: %q", url, body)
-	}
-	return resp.StatusCode
 }

@@ -1,27 +1,18 @@
 package gcp
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
@@ -43,18 +34,7 @@ import (
 // reach resolves to one: its interface's address, the external address the metadata server names (which is
 // on no interface of the VM), and an address added to its interface between two boots.
 func TestGuestStartupScriptOnRealSquid(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("boots the proxy image in a container: set TF_ACC (make testacc) to run it")
-	}
-	tree := os.Getenv("EGRESS_TEST_GUEST_ROOT")
-	if tree == "" || os.Geteuid() != 0 {
-		t.Fatal("needs root and EGRESS_TEST_GUEST_ROOT, the proxy image's root tree (make guest-root)")
-	}
-	for _, tool := range []string{"systemd-nspawn", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s: %v (make guest-root installs it)", tool, err)
-		}
-	}
+	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
 
 	// The proxy, made through the backend: its metadata holds the startup script and the rendered config, and
@@ -76,21 +56,21 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	}
 
 	ns, peer := testNetns(t)
-	serveIn(t, ns, "169.254.169.254:80", fake.MetadataHandler())
-	serveIn(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	testutil.ServeInNetns(t, ns, "169.254.169.254:80", fake.MetadataHandler())
+	testutil.ServeInNetns(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "upstream "+r.Host)
 	}))
 
 	upper := t.TempDir()
 	writeGuestFiles(t, upper, inst.EgressAddress)
-	client := proxyClient{dial: netnsDialer(peer, clientIP), proxy: guestIP + ":3128", user: "u", password: "correct-horse-battery"}
+	client := testutil.ProxyClient{Dial: testutil.DialFromNetns(peer, clientIP, guestIP+":3128"), User: "u", Password: "correct-horse-battery"}
 
 	files := []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, "/var/lib/egress-proxy/applied"}
 	var first map[string]fileState
 	for boot := 1; boot <= 2; boot++ {
 		if boot == 2 {
 			// An address the guest did not have at its first boot: the second boot must list it.
-			ipIn(t, ns, "addr", "add", laterIP+"/24", "dev", guestLink)
+			testutil.IPIn(t, ns, "addr", "add", laterIP+"/24", "dev", guestLink)
 		}
 		start := time.Now()
 		switch boot {
@@ -103,7 +83,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, MetadataEnableGuestAttributes, "")
 			fake.SetProjectMetadata(testProject, MetadataEnableGuestAttributes, "TRUE")
 		}
-		guest := bootGuest(t, tree, upper, ns, boot)
+		guest := testutil.BootGuest(t, tree, upper, ns, fmt.Sprintf("boot%d", boot))
 		if boot == 1 {
 			refused := func() bool {
 				for _, w := range fake.RefusedGuestWrites() {
@@ -113,14 +93,14 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 				}
 				return false
 			}
-			waitFor(ctx, t, guest, "boot 1: the guest's report refused while guest attributes are off", refused)
+			guest.WaitFor(ctx, t, "boot 1: the guest's report refused while guest attributes are off", refused)
 			if got := applied(); got != "" {
 				t.Fatalf("boot 1: with guest attributes off the guest's report reached the API: %q", got)
 			}
 			t.Logf("boot 1: report refused with guest attributes off, %s after start; turning them on as Create does", time.Since(start).Round(time.Second))
 			fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, MetadataEnableGuestAttributes, "TRUE")
 		}
-		waitFor(ctx, t, guest, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
+		guest.WaitFor(ctx, t, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
 		t.Logf("boot %d: config applied and reported %s after start", boot, time.Since(start).Round(time.Second))
 
 		// Without the guard, a request for one of the guest's own addresses would be a 503: nothing listens
@@ -142,8 +122,8 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			if boot < c.fromBoot {
 				continue
 			}
-			if got := client.get(ctx, t, c.url, c.auth); got != c.want {
-				t.Errorf("boot %d, %s: %s through the guest's Squid = %d, want %d\n%s", boot, c.name, c.url, got, c.want, guest.log())
+			if got := client.Get(ctx, t, c.url, c.auth); got != c.want {
+				t.Errorf("boot %d, %s: %s through the guest's Squid = %d, want %d\n%s", boot, c.name, c.url, got, c.want, guest.Log())
 			}
 		}
 		checkBackstop(t, guest, boot)
@@ -175,7 +155,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 				}
 			}
 		}
-		guest.stop(t)
+		guest.Stop(t)
 		// The guest reports again at the next boot: clear what this boot reported.
 		if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, ""); err != nil {
 			t.Fatal(err)
@@ -184,17 +164,17 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 
 	// Boot 3: TLS turned on in place while the guest runs. Its watch service applies the new metadata; the
 	// proxy port then speaks TLS only, with the certificate and key the script installed from their own keys.
-	guest := bootGuest(t, tree, upper, ns, 3)
-	waitFor(ctx, t, guest, "boot 3: the guest reports config "+configID+" applied", func() bool { return applied() == configID })
+	guest := testutil.BootGuest(t, tree, upper, ns, "boot3")
+	guest.WaitFor(ctx, t, "boot 3: the guest reports config "+configID+" applied", func() bool { return applied() == configID })
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
 	withTLS := spec.Proxy
 	withTLS.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
 	// A private range allowed in the same change: the guest's backstop follows it.
 	withTLS.AllowedPrivateCIDRs = []string{"10.1.0.0/16"}
 	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
-		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.log())
+		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.Log())
 	}
-	if set, err := guest.exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "refused_v4"); err != nil ||
+	if set, err := guest.Exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "refused_v4"); err != nil ||
 		strings.Contains(set, "10.0.0.0/8") || !strings.Contains(set, "10.0.0.0/16") || !strings.Contains(set, "169.254.0.0/16") {
 		t.Errorf("the guest's backstop after allowing 10.1.0.0/16 in place (%v): want 10.0.0.0/8 split around it\n%s", err, set)
 	}
@@ -202,10 +182,10 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM([]byte(cert))
 	tlsClient := client
-	tlsClient.tls = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+	tlsClient.TLS = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
 	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
-		if got := tlsClient.get(ctx, t, url, true); got != want {
-			t.Errorf("with TLS: %s through the guest's Squid = %d, want %d\n%s", url, got, want, guest.log())
+		if got := tlsClient.Get(ctx, t, url, true); got != want {
+			t.Errorf("with TLS: %s through the guest's Squid = %d, want %d\n%s", url, got, want, guest.Log())
 		}
 	}
 	for _, f := range []struct {
@@ -221,42 +201,28 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			t.Errorf("%s in the guest: mode %v, want the content from metadata with mode %v", f.path, fi.Mode().Perm(), f.mode)
 		}
 	}
-	guest.stop(t)
+	guest.Stop(t)
 }
 
 // checkBackstop: the backstop below Squid, which the guest loaded at this boot before Squid started, keeps a
 // program running as the proxy user (Squid's) from the metadata server, which root in the guest reaches (the
 // startup script itself reads it there), and counts what it refused. The programs run inside the container,
 // with its own tools, through nsenter.
-func checkBackstop(t *testing.T, g *guestContainer, boot int) {
+func checkBackstop(t *testing.T, g *testutil.Guest, boot int) {
 	t.Helper()
 	metadata := "http://169.254.169.254/computeMetadata/v1/instance/attributes/"
 	curl := []string{"curl", "-sS", "-o", "/dev/null", "--max-time", "20", "-H", "Metadata-Flavor: Google", metadata}
-	if out, err := g.exec(t, curl...); err != nil {
+	if out, err := g.Exec(t, curl...); err != nil {
 		t.Errorf("boot %d: root in the guest could not reach the metadata server: %v\n%s", boot, err, out)
 	}
-	out, err := g.exec(t, append([]string{"runuser", "-u", "proxy", "--"}, curl...)...)
+	out, err := g.Exec(t, append([]string{"runuser", "-u", "proxy", "--"}, curl...)...)
 	if err == nil || !strings.Contains(out, "Failed to connect") {
 		t.Errorf("boot %d: the proxy user reaching the metadata server: %v %s; want it refused", boot, err, out)
 	}
-	rules, err := g.exec(t, "nft", "list", "chain", "inet", proxyconf.NftablesTable, "from_proxy")
+	rules, err := g.Exec(t, "nft", "list", "chain", "inet", proxyconf.NftablesTable, "from_proxy")
 	if err != nil || !strings.Contains(rules, "@refused_v4 counter packets") || strings.Contains(rules, "@refused_v4 counter packets 0 ") {
 		t.Errorf("boot %d: the backstop's chain in the guest (%v):\n%s", boot, err, rules)
 	}
-}
-
-// exec runs a program inside the running container (its namespaces, its root) as root, and returns its output.
-func (g *guestContainer) exec(t *testing.T, argv ...string) (string, error) {
-	t.Helper()
-	// nspawn's child is the container's init.
-	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", g.cmd.Process.Pid, g.cmd.Process.Pid))
-	initPID, _, _ := strings.Cut(strings.TrimSpace(string(kids)), " ")
-	if err != nil || initPID == "" {
-		t.Fatalf("finding the container's init under nspawn (pid %d): %v %q", g.cmd.Process.Pid, err, kids)
-	}
-	args := append([]string{"--target", initPID, "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"}, argv...)
-	out, err := exec.Command("nsenter", args...).CombinedOutput()
-	return string(out), err
 }
 
 // writeGuestFiles puts into the container's upper layer what a GCE VM has and the image has not: the metadata
@@ -279,27 +245,13 @@ StandardOutput=journal+console
 [Install]
 WantedBy=multi-user.target
 `
-	for name, content := range map[string]string{
+	testutil.WriteGuestFiles(t, upper, map[string]string{
 		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal\n" + upstreamIP + " allowed.example denied.example\n" +
 			guestIP + " own.example\n" + externalIP + " external.example\n" + laterIP + " later.example\n",
 		"etc/systemd/system/google-startup-scripts.service": unit,
 		"etc/cloud/cloud-init.disabled":                     "",
-	} {
-		p := filepath.Join(upper, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	wants := filepath.Join(upper, "etc/systemd/system/multi-user.target.wants")
-	if err := os.MkdirAll(wants, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/etc/systemd/system/google-startup-scripts.service", filepath.Join(wants, "google-startup-scripts.service")); err != nil {
-		t.Fatal(err)
-	}
+	})
+	testutil.EnableGuestUnit(t, upper, "google-startup-scripts.service")
 }
 
 type fileState struct {
@@ -307,98 +259,14 @@ type fileState struct {
 	ModTime time.Time
 }
 
-// statIn reads a file of the guest from the upper layer, where everything the guest wrote is.
+// statIn reads a file the guest must have written, from the upper layer.
 func statIn(t *testing.T, upper, name string) fileState {
 	t.Helper()
-	p := filepath.Join(upper, name)
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatalf("the guest did not write %s: %v", name, err)
+	content, mod, ok := testutil.StatIn(t, upper, name)
+	if !ok {
+		t.Fatalf("the guest did not write %s", name)
 	}
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fileState{Content: string(b), ModTime: fi.ModTime()}
-}
-
-type guestContainer struct {
-	cmd     *exec.Cmd
-	logPath string
-	exited  chan struct{} // closed once the container's process is reaped; err is its result
-	err     error
-}
-
-func (g *guestContainer) log() string {
-	b, _ := os.ReadFile(g.logPath)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
-}
-
-// stop shuts the container down as a poweroff would (nspawn turns SIGTERM into an orderly shutdown).
-func (g *guestContainer) stop(t *testing.T) {
-	t.Helper()
-	select {
-	case <-g.exited:
-		t.Fatalf("the container had stopped already: %v\n%s", g.err, g.log())
-	default:
-	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.exited:
-	case <-time.After(3 * time.Minute):
-		_ = g.cmd.Process.Kill()
-		<-g.exited
-		t.Errorf("the container did not shut down on SIGTERM\n%s", g.log())
-	}
-}
-
-func bootGuest(t *testing.T, tree, upper, ns string, boot int) *guestContainer {
-	t.Helper()
-	g := &guestContainer{logPath: filepath.Join(t.TempDir(), fmt.Sprintf("boot%d.log", boot)), exited: make(chan struct{})}
-	logf, err := os.Create(g.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// CAP_NET_ADMIN, which root has on a VM and nspawn drops unless it makes the network itself: the guest
-	// loads its backstop below Squid with nft. It reaches no further than the test's namespace.
-	g.cmd = exec.Command("systemd-nspawn", "--quiet", "--boot", "--directory", tree, "--capability=CAP_NET_ADMIN",
-		"--overlay", tree+":"+upper+":/", "--network-namespace-path", "/run/netns/"+ns,
-		"--register=no", "--keep-unit", "--resolv-conf=off", "--timezone=off", "--link-journal=no",
-		"--machine", ns)
-	g.cmd.Stdout, g.cmd.Stderr = logf, logf
-	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { g.err = g.cmd.Wait(); _ = logf.Close(); close(g.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-g.exited:
-		default:
-			_ = g.cmd.Process.Kill()
-			<-g.exited
-		}
-	})
-	return g
-}
-
-// waitFor polls cond until it holds, the container stops, or ctx ends. Booting takes seconds to minutes on
-// a loaded machine: the deadline is the test's, not a guess at the boot time.
-func waitFor(ctx context.Context, t *testing.T, g *guestContainer, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-g.exited:
-			t.Fatalf("%s: the container stopped (%v)\n%s", what, g.err, g.log())
-		case <-ctx.Done():
-			t.Fatalf("%s: %v\n%s", what, ctx.Err(), g.log())
-		case <-tick.C:
-		}
-	}
+	return fileState{Content: content, ModTime: mod}
 }
 
 // The guest test's addresses, all in 198.18.0.0/24, a benchmarking range the proxy's guards do not refuse.
@@ -419,119 +287,15 @@ func testNetns(t *testing.T) (guest, peer string) {
 	_, _ = rand.Read(suffix)
 	guest = "egress-gcp-" + hex.EncodeToString(suffix)
 	peer = guest + "-peer"
-	for _, ns := range []string{guest, peer} {
-		ipIn(t, "", "netns", "add", ns)
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() })
-		ipIn(t, ns, "link", "set", "lo", "up")
-	}
-	ipIn(t, guest, "link", "add", guestLink, "type", "veth", "peer", "name", "eg1", "netns", peer)
-	ipIn(t, guest, "addr", "add", "169.254.169.254/32", "dev", "lo")
-	ipIn(t, guest, "addr", "add", guestIP+"/24", "dev", guestLink)
-	ipIn(t, guest, "link", "set", guestLink, "up")
+	testutil.AddNetns(t, guest)
+	testutil.AddNetns(t, peer)
+	testutil.IPIn(t, guest, "link", "add", guestLink, "type", "veth", "peer", "name", "eg1", "netns", peer)
+	testutil.IPIn(t, guest, "addr", "add", "169.254.169.254/32", "dev", "lo")
+	testutil.IPIn(t, guest, "addr", "add", guestIP+"/24", "dev", guestLink)
+	testutil.IPIn(t, guest, "link", "set", guestLink, "up")
 	for _, a := range []string{clientIP, upstreamIP} {
-		ipIn(t, peer, "addr", "add", a+"/24", "dev", "eg1")
+		testutil.IPIn(t, peer, "addr", "add", a+"/24", "dev", "eg1")
 	}
-	ipIn(t, peer, "link", "set", "eg1", "up")
+	testutil.IPIn(t, peer, "link", "set", "eg1", "up")
 	return guest, peer
-}
-
-// ipIn runs ip with args, inside namespace ns unless it is empty.
-func ipIn(t *testing.T, ns string, args ...string) {
-	t.Helper()
-	if ns != "" {
-		args = append([]string{"-n", ns}, args...)
-	}
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-}
-
-// inNetns runs fn on a thread moved into the namespace; the thread is never moved back, and ends with its
-// goroutine (a locked thread is not reused), so no other goroutine ever runs in the namespace by accident.
-func inNetns(ns string, fn func() error) error {
-	ch := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			ch <- err
-			return
-		}
-		defer func() { _ = f.Close() }()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- fmt.Errorf("entering network namespace %s: %w", ns, err)
-			return
-		}
-		ch <- fn()
-	}()
-	return <-ch
-}
-
-// serveIn serves h on addr inside the namespace: the listening socket is made there, and stays there
-// whichever thread accepts on it.
-func serveIn(t *testing.T, ns, addr string, h http.Handler) {
-	t.Helper()
-	var l net.Listener
-	if err := inNetns(ns, func() (err error) { l, err = net.Listen("tcp", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-}
-
-func netnsDialer(ns, localIP string) func(ctx context.Context) (net.Conn, error) {
-	return func(ctx context.Context) (net.Conn, error) {
-		var c net.Conn
-		err := inNetns(ns, func() (err error) {
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(localIP)}}
-			c, err = d.DialContext(ctx, "tcp", guestIP+":3128")
-			return err
-		})
-		return c, err
-	}
-}
-
-type proxyClient struct {
-	dial           func(ctx context.Context) (net.Conn, error)
-	proxy          string
-	user, password string
-	tls            *tls.Config // set when the proxy port speaks TLS
-}
-
-// get sends one proxied GET and returns the status Squid answers with.
-func (c proxyClient) get(ctx context.Context, t *testing.T, url string, auth bool) int {
-	t.Helper()
-	conn, err := c.dial(ctx)
-	if err != nil {
-		t.Fatalf("dialing the guest's Squid: %v", err)
-	}
-	defer func() { _ = conn.Close() }()
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	if c.tls != nil {
-		tc := tls.Client(conn, c.tls)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			t.Fatalf("TLS handshake with the guest's Squid: %v", err)
-		}
-		conn = tc
-	}
-	host := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")
-	req := fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", url, host)
-	if auth {
-		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(c.user+":"+c.password)) + "\r\n"
-	}
-	if _, err := io.WriteString(conn, req+"\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("reading Squid's answer to %s: %v", url, err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(string(body), "upstream "+host) {
-		t.Errorf("200 for %s did not come from the upstream: %q", url, body)
-	}
-	return resp.StatusCode
 }
