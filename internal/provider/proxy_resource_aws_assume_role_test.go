@@ -26,27 +26,11 @@ const (
 	awsDeployerExternalID = "ext-7d1e-acc"
 )
 
-// awsAssumeRoleConfig is awsConfig with an assume_role block of externalID.
+// awsAssumeRoleConfig is awsConfig with an assume_role block of externalID, and egress_backends.
 func awsAssumeRoleConfig(t *testing.T, fake *ec2fake.Server, externalID, resources string) string {
 	t.Helper()
-	creds, err := fake.Credentials().Retrieve(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  aws = {
-    region      = %q
-    access_key  = %q
-    secret_key  = %q
-    assume_role = { role_arn = %q, session_name = "egress-acc", external_id = %q }
-    endpoints   = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
-  }
-}
-data "egress_backends" "all" {}
-%s
-`, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.RoleARN(awsDeployerRole), externalID, fake.URL(), fake.URL(), fake.URL(), fake.URL(), resources)
+	assumeRole := fmt.Sprintf(`assume_role = { role_arn = %q, session_name = "egress-acc", external_id = %q }`, fake.RoleARN(awsDeployerRole), externalID)
+	return awsProviderConfig(t, fake, "team-a", "", assumeRole) + "data \"egress_backends\" \"all\" {}\n" + resources
 }
 
 func TestAccProxyAWS_assumeRole(t *testing.T) {

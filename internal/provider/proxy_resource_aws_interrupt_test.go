@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
@@ -323,29 +322,19 @@ output "incomplete" {
 	return ids
 }
 
-// awsTestBackend reaches the fake as the provider does, for deleting an orphan by the id its list gave.
-func awsTestBackend(t *testing.T, fake *ec2fake.Server) *aws.Backend {
+// serveForKillTests checks the kill tests can run and serves the real provider in this process for the CLI
+// runs after a kill; only the killed run has a provider process of its own.
+func serveForKillTests(t *testing.T) string {
 	t.Helper()
-	creds, err := fake.Credentials().Retrieve(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
-		ServiceQuotasEndpoint: fake.URL()}
-	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func TestAccProxyAWS_killedApply(t *testing.T) {
 	if os.Getenv("TF_ACC") == "" {
 		t.Skip("acceptance test: set TF_ACC=1")
 	}
 	testAccPreCheck(t)
-	// The runs after the kill use the real provider served in this process; only the killed run has its own.
-	inProcess := serveProviderForCLI(t, New("test")())
+	return serveProviderForCLI(t, New("test")())
+}
+
+func TestAccProxyAWS_killedApply(t *testing.T) {
+	inProcess := serveForKillTests(t)
 	for _, kp := range awsKillPoints {
 		for _, named := range []bool{true, false} {
 			if kp.staticIP && !named {
@@ -433,11 +422,7 @@ var awsReplacementKillPoints = []awsReplacementKillPoint{
 // A replacement killed: the next apply converges on one proxy of the name, which egresses from the Elastic
 // IP the first one had (what static_egress_ip promises across a replacement), and nothing is lost.
 func TestAccProxyAWS_killedReplacement(t *testing.T) {
-	if os.Getenv("TF_ACC") == "" {
-		t.Skip("acceptance test: set TF_ACC=1")
-	}
-	testAccPreCheck(t)
-	inProcess := serveProviderForCLI(t, New("test")())
+	inProcess := serveForKillTests(t)
 	for _, kp := range awsReplacementKillPoints {
 		t.Run(kp.name, func(t *testing.T) {
 			fake := awsFake(t, ec2fake.Options{})

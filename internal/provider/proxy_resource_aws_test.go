@@ -37,7 +37,16 @@ func awsProviderFactories() map[string]func() (tfprotov6.ProviderServer, error) 
 	return gcpProviderFactories() // the real backends, each built from its provider block
 }
 
+// awsConfig is the provider block that reaches the fake with its own credentials (or secretKey, when set),
+// followed by resources.
 func awsConfig(t *testing.T, fake *ec2fake.Server, secretKey, resources string) string {
+	t.Helper()
+	return awsProviderConfig(t, fake, "team-a", secretKey, "") + resources
+}
+
+// awsProviderConfig is the provider block of owner that reaches the fake, with more attributes of the aws
+// block.
+func awsProviderConfig(t *testing.T, fake *ec2fake.Server, owner, secretKey, moreAWS string) string {
 	t.Helper()
 	creds, err := fake.Credentials().Retrieve(context.Background())
 	if err != nil {
@@ -48,16 +57,33 @@ func awsConfig(t *testing.T, fake *ec2fake.Server, secretKey, resources string) 
 	}
 	return fmt.Sprintf(`
 provider "egress" {
-  owner = "team-a"
+  owner = %q
   aws = {
     region     = %q
     access_key = %q
     secret_key = %q
-    endpoints  = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
+    endpoints  = { ec2 = %[5]q, ssm = %[5]q, sts = %[5]q, servicequotas = %[5]q }
+    %[6]s
   }
 }
-%s
-`, awsTestRegion, creds.AccessKeyID, secretKey, fake.URL(), fake.URL(), fake.URL(), fake.URL(), resources)
+`, owner, awsTestRegion, creds.AccessKeyID, secretKey, fake.URL(), moreAWS)
+}
+
+// awsTestBackend reaches the fake as the provider does, for what a test does behind Terraform's back:
+// proxies no state holds, orphans deleted by the id their list gave.
+func awsTestBackend(t *testing.T, fake *ec2fake.Server) *aws.Backend {
+	t.Helper()
+	creds, err := fake.Credentials().Retrieve(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
+		ServiceQuotasEndpoint: fake.URL()}
+	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func awsProxy(fake *ec2fake.Server, labels, destination, instanceType string) string {
@@ -256,16 +282,7 @@ func TestAccProxyAWS_errors(t *testing.T) {
 // them, and egress_backends reports the reachable region healthy in a check block.
 func TestAccProxyAWS_orphansAndHealth(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
-	creds, err := fake.Credentials().Retrieve(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
-		ServiceQuotasEndpoint: fake.URL()}
-	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awsTestBackend(t, fake)
 	var ids []string
 	for i := range 2 {
 		uid := fmt.Sprintf("orphan-%d", i)
@@ -286,17 +303,7 @@ func TestAccProxyAWS_orphansAndHealth(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
 		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  aws = {
-    region     = %[1]q
-    access_key = %[2]q
-    secret_key = %[3]q
-    endpoints  = { ec2 = %[4]q, ssm = %[4]q, sts = %[4]q, servicequotas = %[4]q }
-    regions    = { "us-east-1" = {} }
-  }
-}
+			Config: awsProviderConfig(t, fake, "team-a", "", `regions = { "us-east-1" = {} }`) + fmt.Sprintf(`
 data "egress_proxy_orphans" "all" {
   backends = ["aws"]
   min_age  = "0s"
@@ -308,7 +315,7 @@ check "aws_reachable" {
     error_message = "the AWS region is not healthy"
   }
 }
-`, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.URL()),
+`, awsTestRegion),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("orphans"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[0])}),
@@ -336,16 +343,7 @@ check "aws_reachable" {
 // fake, for the CLI garbage-collection test.
 func awsGCCLIFixture(t *testing.T) gcCLIFixture {
 	fake := awsFake(t, ec2fake.Options{})
-	creds, err := fake.Credentials().Retrieve(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
-		ServiceQuotasEndpoint: fake.URL()}
-	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := awsTestBackend(t, fake)
 	owner, other := "acc-gc-aws", "acc-gc-other"
 	var made []backend.Instance
 	for i, o := range []string{owner, owner, owner, other} {
@@ -361,18 +359,8 @@ func awsGCCLIFixture(t *testing.T) gcCLIFixture {
 		}
 		made = append(made, inst)
 	}
-	block := fmt.Sprintf(`provider "egress" {
-  owner = %q
-  aws = {
-    region     = %q
-    access_key = %q
-    secret_key = %q
-    endpoints  = { ec2 = %q, ssm = %q, sts = %q, servicequotas = %q }
-  }
-}
-`, owner, awsTestRegion, creds.AccessKeyID, creds.SecretAccessKey, fake.URL(), fake.URL(), fake.URL(), fake.URL())
 	return gcCLIFixture{
-		providerBlock: block, b: b, kept: made[0], orphans: made[1:3], foreign: made[3],
+		providerBlock: awsProviderConfig(t, fake, owner, "", ""), b: b, kept: made[0], orphans: made[1:3], foreign: made[3],
 		leftovers: func(t *testing.T, inst backend.Instance) []string {
 			var left []string
 			if fake.RunsInstanceNamed(awsTestRegion, inst.Name) {
