@@ -281,7 +281,7 @@ timed() {
 		exit 1
 	fi
 	end=$(now)
-	seconds[$label]=$(echo "$end - $start" | bc)
+	seconds[$label]=$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')
 	say "$label: ${seconds[$label]} s"
 }
 tf() {
@@ -314,7 +314,9 @@ for n in "${counts[@]}"; do
 	done
 done
 
-ratio() { if [ -n "${seconds[$2]:-}" ]; then printf '%.2fx' "$(echo "${seconds[$1]} / ${seconds[$2]}" | bc -l)"; else echo -; fi; }
+# quotient A B prints A/B: awk, which every Debian has, rather than bc, which none has until installed.
+quotient() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
+ratio() { if [ -n "${seconds[$2]:-}" ]; then quotient "${seconds[$1]}" "${seconds[$2]}"; else echo -; fi; }
 secs() { if [ -n "${seconds[$1]:-}" ]; then printf '%.1f' "${seconds[$1]}"; else echo -; fi; }
 echo
 # egress_proxy's own share: apply less its plan, destroy less its refresh, over raw.
@@ -326,7 +328,7 @@ own() {
 	*) echo -; return ;;
 	esac
 	if [ -n "${seconds[raw-$step-$n]:-}" ]; then
-		printf '%.2fx' "$(echo "(${seconds[egress-$step-$n]} - ${seconds[egress-$less-$n]}) / ${seconds[raw-$step-$n]}" | bc -l)"
+		quotient "$(awk -v a="${seconds[egress-$step-$n]}" -v b="${seconds[egress-$less-$n]}" 'BEGIN { print a - b }')" "${seconds[raw-$step-$n]}"
 	else
 		echo -
 	fi

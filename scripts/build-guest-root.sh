@@ -4,6 +4,7 @@
 # and systemd. The tree is a read-only lower layer; tests write into an overlay of their own.
 #
 #   scripts/build-guest-root.sh [image]   prints the tree's path on stdout
+#   scripts/build-guest-root.sh packages  installs the Debian packages it runs, and exits (make test-deps)
 #
 # Default image: ${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}/images/debian-12-squid.qcow2 (make
 # image); the tree goes beside it as <image>.root, with a stamp holding the image's own stamp, so it is rebuilt
@@ -12,12 +13,27 @@
 # packages.
 set -euo pipefail
 
+log() { printf '%s build-guest-root: %s\n' "$(date +%T)" "$*" >&2; }
+
+# install_tools installs what the tree's build and its tests run: debugfs, and systemd-nspawn, which boots it.
+install_tools() {
+	local need=()
+	command -v debugfs >/dev/null || need+=(e2fsprogs)
+	command -v systemd-nspawn >/dev/null || need+=(systemd-container)
+	if ((${#need[@]})); then
+		log "installing ${need[*]}"
+		"$(dirname "$0")/install-packages.sh" "${need[@]}"
+	fi
+}
+if [[ ${1:-} == packages ]]; then
+	install_tools
+	exit 0
+fi
+
 cache=${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}
 image=${1:-$cache/images/debian-12-squid.qcow2}
 tree=${image%.qcow2}.root
 stamp=$tree.stamp
-
-log() { printf '%s build-guest-root: %s\n' "$(date +%T)" "$*" >&2; }
 
 [[ -f $image && -f $image.stamp ]] || { echo "build-guest-root: no image at $image (make image)" >&2; exit 1; }
 want=$(cat "$image.stamp")
@@ -27,13 +43,7 @@ if [[ -d $tree && -f $stamp && $(cat "$stamp") == "$want" ]]; then
 fi
 [[ $(id -u) == 0 ]] || { echo "build-guest-root: must run as root (file owners)" >&2; exit 1; }
 
-need=()
-command -v debugfs >/dev/null || need+=(e2fsprogs)
-command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-if ((${#need[@]})); then
-	log "installing ${need[*]}"
-	"$(dirname "$0")/install-packages.sh" "${need[@]}"
-fi
+install_tools
 
 exec 9>"$tree.lock"
 flock 9

@@ -5,6 +5,8 @@
 #   scripts/build-image.sh [--force] [output-path]   build (or reuse) the image; prints its path on stdout
 #   scripts/build-image.sh --smoke-test [image]      boot a throw-away copy inside the egress-test namespace
 #                                                    (see scripts/image/smoke-test.sh)
+#   scripts/build-image.sh packages                  install the Debian packages the build runs, and exit
+#                                                    (make test-deps: every package before any test starts)
 #
 # Default output: ${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}/images/debian-12-squid.qcow2. A stamp
 # file beside it holds a hash of this script's inputs; when it matches, the script prints the path and exits.
@@ -25,6 +27,27 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 imagedir=$here/image
+
+log() { printf '%s build-image: %s\n' "$(date +%T)" "$*" >&2; }
+
+# install_tools installs the packages of the programs (and GRUB's boot sector file) the build runs, those missing.
+install_tools() {
+	local need=() tool t p
+	for tool in debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk mkfs.ext4:e2fsprogs \
+		grub-mkimage:grub-common /usr/lib/grub/i386-pc/boot.img:grub-pc-bin; do
+		t=${tool%%:*} p=${tool#*:}
+		if [[ $t == /* ]]; then [[ -e $t ]] || need+=("$p"); else command -v "$t" >/dev/null || need+=("$p"); fi
+	done
+	if ((${#need[@]})); then
+		log "installing ${need[*]}"
+		"$(dirname "$0")/install-packages.sh" "${need[@]}"
+	fi
+}
+
+if [[ ${1:-} == packages ]]; then
+	install_tools
+	exit 0
+fi
 
 if [[ ${1:-} == --smoke-test ]]; then
 	shift
@@ -61,7 +84,6 @@ packages=(
 	qemu-guest-agent
 )
 
-log() { printf '%s build-image: %s\n' "$(date +%T)" "$*" >&2; }
 
 # What the image is made from: this script, configure-rootfs.sh and the guest files it copies in (not the smoke test).
 inputs_hash() {
@@ -98,17 +120,7 @@ if [[ $force == 0 ]] && valid; then
 fi
 
 start=$(date +%s)
-
-need=()
-for tool in debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk mkfs.ext4:e2fsprogs \
-	grub-mkimage:grub-common /usr/lib/grub/i386-pc/boot.img:grub-pc-bin; do
-	t=${tool%%:*} p=${tool#*:}
-	if [[ $t == /* ]]; then [[ -e $t ]] || need+=("$p"); else command -v "$t" >/dev/null || need+=("$p"); fi
-done
-if ((${#need[@]})); then
-	log "installing ${need[*]}"
-	"$(dirname "$0")/install-packages.sh" "${need[@]}"
-fi
+install_tools
 
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/egress-image.XXXXXX")
 root=$work/root
