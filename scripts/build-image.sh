@@ -128,9 +128,9 @@ root=$work/root
 # Unmount whatever is still mounted under the tree before removing it, and never cross into another filesystem.
 cleanup() {
 	local m
-	for m in $(awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r); do
+	while read -r m; do
 		umount -l "$m" || true
-	done
+	done < <(awk -v r="$root" '$2 == r || index($2, r "/") == 1 {print $2}' /proc/mounts | sort -r)
 	if awk -v r="$root" '$2 == r || index($2, r "/") == 1 {found=1} END {exit !found}' /proc/mounts; then
 		echo "build-image: $root still has mounts; leaving $work" >&2
 		return
@@ -190,11 +190,12 @@ if in_root dpkg --audit | grep -q .; then
 	exit 1
 fi
 # The drivers a proxy VM boots with (q35 or pc machine, virtio disk and network, SATA or IDE cdrom seed).
-kconfig=$(ls "$root"/boot/config-* | sort -V | tail -n 1)
+kconfig=$(printf '%s\n' "$root"/boot/config-* | sort -V | tail -n 1)
 for opt in VIRTIO_BLK VIRTIO_NET VIRTIO_PCI SATA_AHCI ATA_PIIX BLK_DEV_SR ISO9660_FS EXT4_FS SERIAL_8250_CONSOLE; do
 	grep -Eq "^CONFIG_$opt=[ym]" "$kconfig" || { echo "build-image: $kconfig lacks CONFIG_$opt" >&2; exit 1; }
 done
 for p in unattended-upgrades systemd-timesyncd chrony ntp ntpsec openssh-server; do
+	# shellcheck disable=SC2016 # dpkg-query's own ${Status}, not the shell's
 	if in_root dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
 		in_root apt-get -q -y purge "$p" >&2
 	fi

@@ -56,7 +56,9 @@ if [[ ! -s $pristine ]]; then
 fi
 
 work=$(mktemp -d /var/tmp/egress-rehearsal.XXXXXX)
-cleanup() { [[ -n ${EGRESS_REHEARSAL_KEEP:-} ]] && say "kept $work/root" || rm -rf "$work"; }
+cleanup() {
+	if [[ -n ${EGRESS_REHEARSAL_KEEP:-} ]]; then say "kept $work/root"; else rm -rf "$work"; fi
+}
 trap cleanup EXIT
 root=$work/root
 mkdir "$root"
@@ -95,6 +97,7 @@ chmod +x "$root/rehearse"
 
 say "make test-deps in the bare root"
 rc=0
+# shellcheck disable=SC2016 # the script's own arguments, expanded inside the namespace
 unshare --mount --pid --fork --propagation private -- bash -euc '
 	root=$1 goroot=$2 archives=$3
 	mount -t proc proc "$root/proc"

@@ -28,7 +28,7 @@ EOF
 # The kernel and initramfs the boot menu names.
 for link in vmlinuz initrd.img; do
 	if [[ ! -e $root/$link ]]; then
-		newest=$(cd "$root/boot" && ls -1 "$link"-* 2>/dev/null | sort -V | tail -n 1)
+		newest=$(cd "$root/boot" && printf '%s\n' "$link"-* | grep -v '\*$' | sort -V | tail -n 1)
 		[[ -n $newest ]] || { echo "configure-rootfs: no /boot/$link-*" >&2; exit 1; }
 		ln -sfn "boot/$newest" "$root/$link"
 	fi
@@ -70,7 +70,7 @@ expect() { # PATTERN COMMAND...: the first line COMMAND prints in the guest tree
 	local want=$1 got
 	shift
 	got=$(in_root "$@" 2>/dev/null | head -n 1 || true)
-	[[ $got == $want ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
+	[[ $got == "$want" ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
 }
 expect disabled systemctl is-enabled squid.service
 expect masked systemctl is-enabled systemd-timesyncd.service

@@ -36,6 +36,7 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/egress-smoke.XXXXXX")
 qemu_pid=
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
 	if [[ -n $qemu_pid ]] && kill -0 "$qemu_pid" 2>/dev/null; then
 		kill "$qemu_pid" 2>/dev/null || true
@@ -108,7 +109,7 @@ ip netns exec "$netns" qemu-system-x86_64 -machine q35,accel=tcg -m "${EGRESS_SM
 qemu_pid=$!
 echo "smoke-test: booting $image in netns $netns (qemu pid $qemu_pid, TCG), up to ${timeout}s" >&2
 
-finished= result=
+finished=
 while :; do
 	now=$(($(date +%s) - start))
 	if [[ -z $finished ]] && grep -aq 'Cloud-init v\. .* finished at' "$work/serial.log"; then
@@ -178,8 +179,12 @@ check "denied destination refused (403)" 'denied=\[HTTP/1\.1 403 '
 check "health port answers (200)" 'health=\[HTTP/1\.1 200 '
 check "guest has a DHCP address" 'addr=[^ ]+=10\.0\.2\.'
 check "guest agent running" ' qga=active '
-[[ $qga_addrs == *=10.0.2.* ]] && echo "smoke-test: ok   guest agent reports the address" >&2 ||
-	{ echo "smoke-test: FAIL guest agent reports the address" >&2; fail=1; }
+if [[ $qga_addrs == *=10.0.2.* ]]; then
+	echo "smoke-test: ok   guest agent reports the address" >&2
+else
+	echo "smoke-test: FAIL guest agent reports the address" >&2
+	fail=1
+fi
 check "time sync and apt timers off" 'timesyncd=masked apt-daily=masked'
 echo "smoke-test: serial log: $serial_copy" >&2
 echo "smoke-test: boot to cloud-init finished: ${finished:-never}s; total ${total}s" >&2
