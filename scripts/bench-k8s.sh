@@ -39,9 +39,10 @@ image=${IMAGE:-localhost/egress-proxies/squid:dev}
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(10 30)
 
-say() { echo "bench-k8s: $*" >&2; }
-[ -r "$KUBECONFIG" ] || { say "no kubeconfig at $KUBECONFIG (start the test cluster: scripts/k8s-env.sh start)"; exit 1; }
-[ -x "$terraform" ] || { say "no Terraform at $terraform (make terraform, or set TERRAFORM)"; exit 1; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
+[ -r "$KUBECONFIG" ] || { log "no kubeconfig at $KUBECONFIG (start the test cluster: scripts/k8s-env.sh start)"; exit 1; }
+[ -x "$terraform" ] || { log "no Terraform at $terraform (make terraform, or set TERRAFORM)"; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench-k8s.XXXXXX")
 ns=egress-bench-$$
@@ -66,7 +67,7 @@ kube_namespace() {
 		{ cat "$tmp/namespace-$1.log" >&2; return 1; }
 }
 
-say "building the test binary and the provider"
+log "building the test binary and the provider"
 (cd "$root" && go test -c -o "$tmp/kubernetes.test" ./internal/backend/kubernetes/)
 egress_address=registry.terraform.io/egress-proxies/egress
 if [ -n "${PROVIDER_BIN:-}" ]; then
@@ -79,7 +80,7 @@ generic_address=registry.terraform.io/hashicorp/kubernetes
 if [ -n "${GENERIC_PROVIDER:-}" ]; then
 	mirror_provider "$tmp/mirror" "$generic_address" 3.0.0 "$GENERIC_PROVIDER"
 else
-	say "GENERIC_PROVIDER is not set: the generic provider's column is left out"
+	log "GENERIC_PROVIDER is not set: the generic provider's column is left out"
 fi
 mirror_cli_config "$tmp/mirror" "$tmp/clirc" "$egress_address" "$generic_address"
 unset TF_CLI_ARGS TF_CLI_ARGS_apply TF_CLI_ARGS_plan TF_CLI_ARGS_destroy TF_PLUGIN_CACHE_DIR TF_DATA_DIR TF_WORKSPACE TF_LOG
@@ -276,13 +277,13 @@ timed() {
 	shift
 	start=$(now)
 	if ! "$@" >"$tmp/$label.log" 2>&1; then
-		say "$label failed:"
+		log "$label failed:"
 		tail -40 "$tmp/$label.log" >&2
 		exit 1
 	fi
 	end=$(now)
 	seconds[$label]=$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')
-	say "$label: ${seconds[$label]} s"
+	log "$label: ${seconds[$label]} s"
 }
 tf() {
 	local dir=$1 n=$2

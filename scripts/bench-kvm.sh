@@ -45,22 +45,23 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=scripts/provider-mirror.sh
 . "$root/scripts/provider-mirror.sh"
-say() { echo "bench-kvm: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 N=${1:-${BENCH_N:-30}}
-[[ $N =~ ^[1-9][0-9]*$ ]] || { say "N=$N: want a positive number of proxies"; exit 2; }
+[[ $N =~ ^[1-9][0-9]*$ ]] || { log "N=$N: want a positive number of proxies"; exit 2; }
 FIXED_IP=${BENCH_FIXED_IP:-0}
 # The raw side also runs WINDOW at a time, Terraform's default parallelism: the ratio to that run is what the
 # provider adds, the ratio to N at once what a user waits for beside a script. 0 skips it.
 WINDOW=${BENCH_WINDOW:-10}
-[[ $WINDOW =~ ^[0-9]+$ ]] || { say "BENCH_WINDOW=$WINDOW: want a number"; exit 2; }
+[[ $WINDOW =~ ^[0-9]+$ ]] || { log "BENCH_WINDOW=$WINDOW: want a number"; exit 2; }
 if [ "$FIXED_IP" = 1 ] && ((N > 90)); then
-  say "BENCH_FIXED_IP=1 takes at most 90 proxies (198.18.0.10 to .99)"
+  log "BENCH_FIXED_IP=1 takes at most 90 proxies (198.18.0.10 to .99)"
   exit 2
 fi
 INSTANCE=${EGRESS_LIBVIRT_INSTANCE:-}
 if [[ ! $INSTANCE =~ ^[a-z0-9][a-z0-9-]{0,20}$ ]]; then
-  say "set EGRESS_LIBVIRT_INSTANCE to a running scripts/libvirt-env.sh instance (got '$INSTANCE')"
+  log "set EGRESS_LIBVIRT_INSTANCE to a running scripts/libvirt-env.sh instance (got '$INSTANCE')"
   exit 2
 fi
 URI="qemu:///system?socket=/var/lib/egress-$INSTANCE/run/libvirt-sock"
@@ -72,11 +73,11 @@ MEMORY_MIB=128
 DISK_GIB=2
 
 for tool in virsh genisoimage "$TERRAFORM"; do
-  command -v "$tool" >/dev/null || { say "$tool not found"; exit 1; }
+  command -v "$tool" >/dev/null || { log "$tool not found"; exit 1; }
 done
 virsh_() { virsh -q -c "$URI" "$@"; }
 if ! virsh_ pool-info "$POOL" >/dev/null 2>&1 || ! virsh_ net-info "$NETWORK" >/dev/null 2>&1; then
-  say "instance $INSTANCE is not running, or lacks pool $POOL or network $NETWORK: start it with EGRESS_LIBVIRT_INSTANCE=$INSTANCE scripts/libvirt-env.sh start"
+  log "instance $INSTANCE is not running, or lacks pool $POOL or network $NETWORK: start it with EGRESS_LIBVIRT_INSTANCE=$INSTANCE scripts/libvirt-env.sh start"
   exit 1
 fi
 base_path=$(virsh_ vol-path --pool "$POOL" "$BASE_VOLUME")
@@ -98,9 +99,9 @@ cleanup() {
   trap - EXIT INT TERM
   if [ "$tf_ready" = yes ] && [ -s "$tmp/tf/terraform.tfstate" ] &&
     [ "$("$TERRAFORM" -chdir="$tmp/tf" state list 2>/dev/null | wc -l)" -gt 0 ]; then
-    say "cleaning up: destroying the proxies Terraform still has"
+    log "cleaning up: destroying the proxies Terraform still has"
     if ! "$TERRAFORM" -chdir="$tmp/tf" destroy -auto-approve -input=false -no-color >"$tmp/cleanup-destroy.log" 2>&1; then
-      say "cleanup destroy failed, see $tmp/cleanup-destroy.log (kept)"
+      log "cleanup destroy failed, see $tmp/cleanup-destroy.log (kept)"
       KEEP=1
     fi
   fi
@@ -115,7 +116,7 @@ cleanup() {
   for name in $(virsh_ net-dumpxml "$NETWORK" 2>/dev/null | grep -o "name='${prefix}[0-9]*'" | cut -d"'" -f2); do
     virsh_ net-update "$NETWORK" delete ip-dhcp-host "<host name='$name'/>" --live --config >/dev/null 2>&1 || true
   done
-  if [ -n "${KEEP:-}" ]; then say "kept $tmp"; else rm -rf "$tmp"; fi
+  if [ -n "${KEEP:-}" ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
   exit "$rc"
 }
 trap cleanup EXIT
@@ -210,7 +211,7 @@ side_by_side() {
     [ ! -e "$tmp/raw/$i/failed" ] || failed+=("$i")
   done
   if [ ${#failed[@]} -gt 0 ]; then
-    say "$fn failed for proxies ${failed[*]}; first log:"
+    log "$fn failed for proxies ${failed[*]}; first log:"
     cat "$tmp/raw/${failed[0]}/"*.log >&2
     return 1
   fi
@@ -266,7 +267,7 @@ tf() {
   local step=$1
   shift
   "$TERRAFORM" -chdir="$tmp/tf" "$@" -input=false -no-color >"$tmp/tf-$step.log" 2>&1 || {
-    say "terraform $step failed:"
+    log "terraform $step failed:"
     tail -40 "$tmp/tf-$step.log" >&2
     return 1
   }
@@ -274,42 +275,42 @@ tf() {
 
 # ---- the run ----
 
-say "instance $INSTANCE, $N proxies, fixed IPs: $([ "$FIXED_IP" = 1 ] && echo yes || echo no), provider: ${PROVIDER_BIN:-built from $root}"
+log "instance $INSTANCE, $N proxies, fixed IPs: $([ "$FIXED_IP" = 1 ] && echo yes || echo no), provider: ${PROVIDER_BIN:-built from $root}"
 tf_setup
 for ((i = 0; i < N; i++)); do raw_prepare "$i"; done
 
-say "raw virsh, $N at once: create"
+log "raw virsh, $N at once: create"
 t=$(now)
 side_by_side raw_create "$N"
 raw_create_s=$(since "$t")
-say "raw virsh, $N at once: destroy"
+log "raw virsh, $N at once: destroy"
 t=$(now)
 side_by_side raw_destroy "$N"
 raw_destroy_s=$(since "$t")
 if ((WINDOW > 0)); then
-  say "raw virsh, $WINDOW at a time: create"
+  log "raw virsh, $WINDOW at a time: create"
   t=$(now)
   side_by_side raw_create "$WINDOW"
   win_create_s=$(since "$t")
-  say "raw virsh, $WINDOW at a time: destroy"
+  log "raw virsh, $WINDOW at a time: destroy"
   t=$(now)
   side_by_side raw_destroy "$WINDOW"
   win_destroy_s=$(since "$t")
 fi
 
-say "egress_proxy: plan (before the apply)"
+log "egress_proxy: plan (before the apply)"
 t=$(now)
 tf plan-new plan
 tf_plan_new_s=$(since "$t")
-say "egress_proxy: apply"
+log "egress_proxy: apply"
 t=$(now)
 tf apply apply -auto-approve
 tf_apply_s=$(since "$t")
-say "egress_proxy: plan (refresh)"
+log "egress_proxy: plan (refresh)"
 t=$(now)
 tf plan plan -detailed-exitcode
 tf_plan_s=$(since "$t")
-say "egress_proxy: destroy"
+log "egress_proxy: destroy"
 t=$(now)
 tf destroy destroy -auto-approve
 tf_destroy_s=$(since "$t")

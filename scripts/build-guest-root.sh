@@ -13,7 +13,8 @@
 # packages.
 set -euo pipefail
 
-log() { printf '%s build-guest-root: %s\n' "$(date +%T)" "$*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 # install_tools installs what the tree's build and its tests run: debugfs, and systemd-nspawn, which boots it.
 install_tools() {

@@ -28,7 +28,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 imagedir=$here/image
 
-log() { printf '%s build-image: %s\n' "$(date +%T)" "$*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 # install_tools installs the packages of the programs (and GRUB's boot sector file) the build runs, those missing.
 install_tools() {

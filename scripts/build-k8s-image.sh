@@ -45,7 +45,8 @@ amd64 | arm64) ;; # Debian's and OCI's names agree for these two
 	;;
 esac
 
-log() { printf '%s build-k8s-image: %s\n' "$(date +%T)" "$*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 # The same script builds a different archive per architecture: both go into the stamp.
 want="$(sha256sum "$0" | cut -d' ' -f1) $arch"

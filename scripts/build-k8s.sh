@@ -19,7 +19,8 @@ KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$SRC/go.mod")
 # The commit of that release is not in the module; the field stays as this marker instead of empty.
 KUBE_COMMIT=module-${KUBE_VERSION}
 
-log() { echo "build-k8s: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 source_hash() {
 	{

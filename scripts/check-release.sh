@@ -29,7 +29,8 @@ goreleaser=${GORELEASER:-$cache/bin/goreleaser}
 actionlint=${ACTIONLINT:-$cache/bin/actionlint}
 project=terraform-provider-egress
 
-log() { echo "check-release: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 # Each failed check is reported and the others still run, so one run shows everything that is wrong.
 failures=0
 fail() {
@@ -203,7 +204,7 @@ if [ -x "$bin_path" ]; then
 	# (-trimpath keeps -ldflags out of the embedded build information, so the string is there for no other reason).
 	grep -qaF -- "$version" "$bin_path" ||
 		fail "$binary does not contain its version $version: -X main.version set nothing (is main.version still the variable?)"
-	# Run by hand, without the CLI's handshake cookie, the plugin must say what it is and exit, not serve.
+	# Run by hand, without the CLI's handshake cookie, the plugin must log what it is and exit, not serve.
 	# The timeout only bounds a binary that would wrongly serve.
 	rc=0
 	out=$(env -u TF_PLUGIN_MAGIC_COOKIE timeout 20 "$bin_path" 2>&1) || rc=$?

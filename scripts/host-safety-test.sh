@@ -73,9 +73,11 @@ IGNORE=${HOSTSAFETY_IGNORE:+$HOSTSAFETY_IGNORE|}$RUNNER_CGROUPS
 # The longest wait for any one condition; generous, for a loaded machine. Not a timing budget.
 WAIT_LIMIT=${HOSTSAFETY_WAIT_LIMIT:-900}
 
-say() { printf 'host-safety: %s %s\n' "$(date +%T)" "$*"; }
+LOG_NAME=host-safety # read by log.sh
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 cannot() {
-	say "cannot run: $*"
+	log "cannot run: $*"
 	exit 2
 }
 duration() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
@@ -86,7 +88,7 @@ wait_for() {
 	shift
 	until "$@" >/dev/null 2>&1; do
 		if [ "$SECONDS" -ge "$deadline" ]; then
-			say "gave up after ${WAIT_LIMIT}s waiting for $what"
+			log "gave up after ${WAIT_LIMIT}s waiting for $what"
 			return 1
 		fi
 		sleep 0.5
@@ -106,7 +108,7 @@ outer() {
 		command -v "$t" >/dev/null || cannot "$t is missing"
 	done
 	local t0=$SECONDS
-	say "repository under test: $REPO"
+	log "repository under test: $REPO"
 	# The packages the simulated machine runs, and those the flows of this repository install: inside the
 	# namespace no package may be installed.
 	if ! "$HERE/install-packages.sh" "${SIM_PACKAGES[@]}" || ! "$HERE/install-deps.sh" quickstart ||
@@ -118,7 +120,7 @@ outer() {
 	chmod 755 "$T"
 	trap outer_cleanup EXIT
 	# An interrupt reaches the test inside the namespace too: wait for its cleanup, then clean up here.
-	trap 'say "interrupted"' INT TERM HUP
+	trap 'log "interrupted"' INT TERM HUP
 	# Mount points the machine lacks are made for the test's binds and removed at the end.
 	: >"$T/made-dirs"
 	local p
@@ -140,7 +142,7 @@ outer_cleanup() {
 	local d
 	if [ -n "${T:-}" ] && [ -d "$T" ]; then
 		# Only empty: the test's binds went with its namespace.
-		while read -r d; do rmdir "$d" 2>/dev/null || say "left $d: not empty"; done < <(tac "$T/made-dirs" 2>/dev/null)
+		while read -r d; do rmdir "$d" 2>/dev/null || log "left $d: not empty"; done < <(tac "$T/made-dirs" 2>/dev/null)
 		rm -rf "$T"
 	fi
 	exit "$rc"
@@ -159,20 +161,20 @@ inside() {
 	: >"$T/flow-results"
 	STARTED=()
 	trap inside_cleanup EXIT
-	trap 'say "interrupted"; exit 130' INT TERM HUP
+	trap 'log "interrupted"; exit 130' INT TERM HUP
 	local t0=$SECONDS
 	choose_names
 	private_mounts
 	simulated_folders
 	guard_tools
-	start_simulated_machine || { say "the simulated machine did not start"; exit 2; }
+	start_simulated_machine || { log "the simulated machine did not start"; exit 2; }
 	local setup=$((SECONDS - t0 + $(cat "$T/outer-setup-seconds")))
-	say "setup (packages, simulated machine): $(duration "$setup")"
+	log "setup (packages, simulated machine): $(duration "$setup")"
 
-	[ -z "$IGNORE" ] || say "leaving out of the machine's records the lines matching: $IGNORE"
+	[ -z "$IGNORE" ] || log "leaving out of the machine's records the lines matching: $IGNORE"
 	t0=$SECONDS
 	snapshot "$T/before"
-	say "snapshot before: $(duration $((SECONDS - t0)))"
+	log "snapshot before: $(duration $((SECONDS - t0)))"
 
 	local flows_t0=$SECONDS
 	if wants quickstart; then
@@ -197,8 +199,8 @@ inside() {
 	check_leftovers
 	snapshot "$T/after"
 	compare_snapshots
-	say "snapshot after and checks: $(duration $((SECONDS - t0)))"
-	say "durations: setup $(duration "$setup"), flows $(duration "$flows_time") ($(tr '\n' ' ' <"$T/flows" | sed 's/ $//'))"
+	log "snapshot after and checks: $(duration $((SECONDS - t0)))"
+	log "durations: setup $(duration "$setup"), flows $(duration "$flows_time") ($(tr '\n' ' ' <"$T/flows" | sed 's/ $//'))"
 	# The verdict is printed last, after the cleanup.
 	if [ ${#FAILED[@]} -gt 0 ]; then
 		{
@@ -222,7 +224,7 @@ private_mounts() {
 		mount --make-private "$mp" 2>/dev/null || true
 	done < <(awk '{print $5}' /proc/self/mountinfo | sort -u)
 	if [ "$(findmnt -n -o PROPAGATION /)" != private ]; then
-		say "the namespace's mounts could not be made private"
+		log "the namespace's mounts could not be made private"
 		exit 2
 	fi
 }
@@ -407,14 +409,14 @@ start_simulated_machine() {
 	for name in libvirtd virtlogd containerd; do
 		pid=$(sim_pids "$name")
 		[ "$(wc -w <<<"$pid")" = 1 ] || {
-			say "expected one simulated $name, found: ${pid:-none}"
+			log "expected one simulated $name, found: ${pid:-none}"
 			return 1
 		}
 		echo "$name $pid" >>"$T/sim-pids"
 	done
 	echo "qemu(precious) $(cat /run/libvirt/qemu/precious.pid)" >>"$T/sim-pids"
 	stat -c '%n %i' /run/libvirt/libvirt-sock /run/containerd/containerd.sock >"$T/sim-sockets"
-	say "simulated machine: $(tr '\n' ' ' <"$T/sim-pids")(default network active, autostarted; precious running)"
+	log "simulated machine: $(tr '\n' ' ' <"$T/sim-pids")(default network active, autostarted; precious running)"
 }
 
 stop_simulated_machine() {
@@ -429,7 +431,7 @@ stop_simulated_machine() {
 		kill -"$([ "$i" -gt 40 ] && echo KILL || echo TERM)" "${pids[@]}" 2>/dev/null
 		sleep 0.25
 	done
-	say "simulated machine's processes still running: ${pids[*]}"
+	log "simulated machine's processes still running: ${pids[*]}"
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -584,7 +586,7 @@ run_flow() {
 	done
 	shift
 	local log=$T/logs/$name.log t0=$SECONDS rc=0
-	say "flow $name: ${envs[*]}${envs[*]:+ }$*"
+	log "flow $name: ${envs[*]}${envs[*]:+ }$*"
 	STARTED+=("$name")
 	: >"$log"
 	# A session of its own: an interrupt reaches the test, which ends the flow's processes itself.
@@ -601,7 +603,7 @@ run_flow() {
 	local took=$((SECONDS - t0))
 	echo "$name $rc $took" >>"$T/flow-results"
 	echo "$name $(duration "$took")" >>"$T/flows"
-	say "flow $name: exit status $rc after $(duration "$took")"
+	log "flow $name: exit status $rc after $(duration "$took")"
 }
 
 # ---------------------------------------------------------------------------------------------------------
@@ -613,7 +615,7 @@ fail() {
 	what=$(tr '\n' ' ' <<<"$*" | sed 's/ *$//')
 	CHECKS=$((CHECKS + 1))
 	FAILED+=("$what")
-	say "check failed: $what"
+	log "check failed: $what"
 }
 
 check_flows() {
@@ -736,7 +738,7 @@ inside_cleanup() {
 	local i
 	# A flow cut short by an interrupt: its process group first.
 	if [ -n "${FLOW_PID:-}" ] && kill -0 "$FLOW_PID" 2>/dev/null; then
-		say "cleanup: ending the running flow"
+		log "cleanup: ending the running flow"
 		for i in $(seq 1 40); do
 			kill -"$([ "$i" -gt 20 ] && echo KILL || echo TERM)" -- "-$FLOW_PID" 2>/dev/null || break
 			sleep 0.25
@@ -745,7 +747,7 @@ inside_cleanup() {
 	local pair
 	for pair in quickstart:quickstart-destroy libvirt-env-start:libvirt-env-stop k8s-env-start:k8s-env-stop; do
 		if started "${pair%%:*}" && ! grep -q "^${pair#*:} 0 " "$T/flow-results" 2>/dev/null; then
-			say "cleanup: ${pair#*:} again"
+			log "cleanup: ${pair#*:} again"
 			case ${pair#*:} in
 			quickstart-destroy) (cd "$REPO" && env HOSTSAFETY_FLOW="$MARK" "${QS_ENV[@]}" scripts/quickstart.sh destroy) ;;
 			libvirt-env-stop) (cd "$REPO" && env HOSTSAFETY_FLOW="$MARK" "${LV_ENV[@]}" scripts/libvirt-env.sh stop) ;;
@@ -757,7 +759,7 @@ inside_cleanup() {
 	for i in $(seq 1 40); do
 		left=$(leftover_processes | awk '{print $1}')
 		[ -z "$left" ] && break
-		[ "$i" = 1 ] && say "cleanup: ending what the flows left running: $(paste -sd' ' <<<"$left")"
+		[ "$i" = 1 ] && log "cleanup: ending what the flows left running: $(paste -sd' ' <<<"$left")"
 		# shellcheck disable=SC2086 # one pid a word
 		kill -"$([ "$i" -gt 20 ] && echo KILL || echo TERM)" $left 2>/dev/null
 		sleep 0.25
@@ -766,11 +768,11 @@ inside_cleanup() {
 	local x
 	for x in $(flows_left); do
 		exists "$x" || continue
-		say "cleanup: removing ${x/netns:/network namespace }"
+		log "cleanup: removing ${x/netns:/network namespace }"
 		case $x in netns:*) ip netns delete "${x#netns:}" ;; *) rm -rf "$x" ;; esac
 	done
 	stop_simulated_machine
-	say "cleanup: $(duration $((SECONDS - t0)))"
+	log "cleanup: $(duration $((SECONDS - t0)))"
 	[ -s "$T/verdict" ] && cat "$T/verdict"
 	exit "$rc"
 }

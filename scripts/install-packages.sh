@@ -10,7 +10,8 @@
 # something is missing. Quiet when there is nothing to do.
 set -euo pipefail
 
-log() { echo "install-packages: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 missing_packages() {
 	missing=()

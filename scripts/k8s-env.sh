@@ -68,7 +68,8 @@ KUBELET_SYSCTLS=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel
 	kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
 sysctl_file() { echo "${1//\//.}"; } # the file of $STATE/sysctl standing in for /proc/sys/$1
 
-log() { echo "k8s-env: $(date +%T) $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 need_root() {
 	[ "$(id -u)" = 0 ] || { log "must run as root"; exit 1; }

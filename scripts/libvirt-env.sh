@@ -56,7 +56,8 @@ LIBVIRT_USERS=(libvirt-qemu libvirt-dnsmasq)
 # a libvirt that has it (newer Debian, backports, other distributions) uses it.
 PACKAGES=(libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients qemu-system-x86 qemu-utils dnsmasq-base iptables genisoimage passt tini)
 
-log() { echo "libvirt-env: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 virsh_() { virsh -q -c "$URI" "$@"; }
 
 need_root() {
@@ -91,7 +92,7 @@ configure() {
 		cgroup_controllers = [ ]
 	EOF
 	# A test that takes its daemon down reads this log when it fails: the QEMU driver's and the domain
-	# jobs' debug messages say what libvirtd did with a domain between two cuts.
+	# jobs' debug messages log what libvirtd did with a domain between two cuts.
 	cat >"$STATE_DIR/etc/libvirtd.conf" <<-'EOF'
 		# Written by scripts/libvirt-env.sh for this private libvirt instance only.
 		log_filters="1:qemu.qemu_process 1:qemu.qemu_driver 1:qemu.qemu_domain 1:qemu.qemu_domainjob 1:hypervisor.domain_job 3:qemu.qemu_monitor 3:rpc"

@@ -26,14 +26,11 @@ mirror=${EGRESS_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 goroot=$(go env GOROOT 2>/dev/null || echo /usr/local/go)
 
-say() { printf '%s rehearse-fresh-root: %s\n' "$(date +%T)" "$*" >&2; }
-fail() {
-	say "$*"
-	exit 1
-}
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
-[[ $(id -u) == 0 ]] || fail "must run as root (debootstrap, chroot, namespaces)"
-[[ -x $goroot/bin/go ]] || fail "no Go toolchain at $goroot"
+[[ $(id -u) == 0 ]] || die "must run as root (debootstrap, chroot, namespaces)"
+[[ -x $goroot/bin/go ]] || die "no Go toolchain at $goroot"
 command -v debootstrap >/dev/null || "$here/install-packages.sh" debootstrap
 
 mkdir -p "$cache/debs" "$cache/archives"
@@ -43,12 +40,12 @@ flock 9 # one rehearsal at a time per cache: the pristine root and the package c
 # The pristine root: a tarball, so that each run starts from the same bytes and a half-made root is never kept.
 pristine=$cache/debian-12-$suite.tar
 if [[ ! -s $pristine ]]; then
-	say "debootstrap $suite (default variant) from $mirror, once"
+	log "debootstrap $suite (default variant) from $mirror, once"
 	build=$(mktemp -d /var/tmp/egress-fresh-root-build.XXXXXX)
 	trap 'rm -rf "$build"' EXIT
 	if ! debootstrap --cache-dir="$cache/debs" "$suite" "$build/root" "$mirror" >"$build/debootstrap.log" 2>&1; then
 		tail -n 30 "$build/debootstrap.log" >&2
-		fail "debootstrap failed"
+		die "debootstrap failed"
 	fi
 	tar -C "$build/root" -cf "$pristine.tmp" . && mv "$pristine.tmp" "$pristine"
 	rm -rf "$build"
@@ -57,14 +54,14 @@ fi
 
 work=$(mktemp -d /var/tmp/egress-rehearsal.XXXXXX)
 cleanup() {
-	if [[ -n ${EGRESS_REHEARSAL_KEEP:-} ]]; then say "kept $work/root"; else rm -rf "$work"; fi
+	if [[ -n ${EGRESS_REHEARSAL_KEEP:-} ]]; then log "kept $work/root"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 root=$work/root
 mkdir "$root"
 tar -C "$root" -xf "$pristine"
 git clone -q --no-hardlinks "$repo" "$root/src"
-say "bare root of HEAD $(git -C "$root/src" rev-parse --short HEAD) at $root"
+log "bare root of HEAD $(git -C "$root/src" rev-parse --short HEAD) at $root"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 mkdir -p "$root/usr/local/go"
 
@@ -95,7 +92,7 @@ echo "$(wc -l </programs.tsv) programs looked up, $missing missing"
 EOF
 chmod +x "$root/rehearse"
 
-say "make test-deps in the bare root"
+log "make test-deps in the bare root"
 rc=0
 # shellcheck disable=SC2016 # the script's own arguments, expanded inside the namespace
 unshare --mount --pid --fork --propagation private -- bash -euc '
@@ -109,7 +106,7 @@ unshare --mount --pid --fork --propagation private -- bash -euc '
 	exec chroot "$root" /rehearse
 ' rehearse "$root" "$goroot" "$cache/archives" || rc=$?
 case $rc in
-0) say "passed: make test-deps on a bare Debian 12 root brings every program of scripts/host-programs.tsv" ;;
-3) fail "make test-deps failed in the bare root (its log's end above)" ;;
-*) fail "programs missing on a bare Debian 12 root after make test-deps (above): add their packages to the scripts the table names" ;;
+0) log "passed: make test-deps on a bare Debian 12 root brings every program of scripts/host-programs.tsv" ;;
+3) die "make test-deps failed in the bare root (its log's end above)" ;;
+*) die "programs missing on a bare Debian 12 root after make test-deps (above): add their packages to the scripts the table names" ;;
 esac

@@ -38,10 +38,11 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/egress-examples.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-say() { echo "validate-examples: $*" >&2; }
+# shellcheck source=log.sh
+. "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 version=$(sed -n 's/^## \([0-9][0-9.]*\) .*/\1/p' "$root/CHANGELOG.md" | head -1)
-[ -n "$version" ] || { say "CHANGELOG.md has no release heading (## X.Y.Z ...)"; exit 1; }
+[ -n "$version" ] || { log "CHANGELOG.md has no release heading (## X.Y.Z ...)"; exit 1; }
 # One build, under both registry addresses the examples' `source` may resolve to.
 (cd "$root" && go build -o "$tmp/provider" .)
 for a in "$address" "$tofu_address"; do
@@ -73,12 +74,12 @@ run_cli() {
   local cli=$1 dir=$2 label=$3
   shift 3
   if ! "$cli" -chdir="$dir" init -backend=false -input=false -no-color >"$dir.init.log" 2>&1; then
-    say "$label: init failed with $(basename "$cli"):"
+    log "$label: init failed with $(basename "$cli"):"
     sed -n '/^Error/,$p' "$dir.init.log" >&2
     return 1
   fi
   if ! "$cli" -chdir="$dir" validate -no-color "$@" >"$dir.log" 2>&1; then
-    say "$label is not valid with $(basename "$cli"):"
+    log "$label is not valid with $(basename "$cli"):"
     if grep -q '^Error' "$dir.log"; then sed -n '/^Error/,$p' "$dir.log" >&2; else cat "$dir.log" >&2; fi
     return 1
   fi
@@ -105,7 +106,7 @@ for cli in "$@"; do
     case "$f" in
       actions/* | *.tfquery.hcl)
         if [ "$actions" = no ]; then
-          say "examples/$f: $cli_version reads no actions or .tfquery.hcl files; left to a CLI that does"
+          log "examples/$f: $cli_version reads no actions or .tfquery.hcl files; left to a CLI that does"
           continue
         fi
         [[ $f == *.tfquery.hcl ]] && args=(-query)
@@ -121,11 +122,11 @@ for cli in "$@"; do
     validated[$f]=1
     n=$((n + 1))
   done
-  say "$n examples checked with $cli_version"
+  log "$n examples checked with $cli_version"
 done
 for e in "${dirs[@]}" "${files[@]}"; do
   if [ -z "${validated[$e]:-}" ]; then
-    say "examples/$e was validated by none of the CLIs given"
+    log "examples/$e was validated by none of the CLIs given"
     [ "$partial" = yes ] || failed=1
   fi
 done
