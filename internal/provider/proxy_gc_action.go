@@ -146,7 +146,7 @@ func (a *proxyGCAction) Invoke(ctx context.Context, req action.InvokeRequest, re
 			break
 		}
 		progress("deleting %d/%d: %s", i+1, len(chosen), name)
-		if err := a.delete(ctx, inst.ID); err != nil {
+		if err := a.delete(ctx, inst); err != nil {
 			// One proxy that cannot be deleted must not keep the others: it is reported at the end.
 			resp.Diagnostics.Append(backendErrorDiagnostic("delete orphaned", inst.ID.String(), err))
 			failedDeletes = append(failedDeletes, inst.ID.String())
@@ -165,7 +165,11 @@ func (a *proxyGCAction) Invoke(ctx context.Context, req action.InvokeRequest, re
 	}
 }
 
-func (a *proxyGCAction) delete(ctx context.Context, id backend.ProviderID) error {
+// delete deletes one orphan the owner's listing reported, as long as it is still that owner's and that proxy's:
+// between the list and the delete, the name may have gone to another proxy.
+func (a *proxyGCAction) delete(ctx context.Context, inst backend.Instance) error {
+	id := inst.ID
+	ctx = backend.WithOwnership(ctx, backend.Ownership{Owner: a.data.owner, UID: inst.UID})
 	b, err := a.data.registry.Backend(ctx, id.Backend)
 	if err != nil {
 		return err

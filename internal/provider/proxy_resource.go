@@ -201,6 +201,7 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx = r.owned(ctx, state)
 	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -247,6 +248,7 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx = r.owned(ctx, state)
 	spec, diags := r.spec(ctx, plan, state.UID.ValueString(), writeOnly)
 	resp.Diagnostics.Append(diags...)
 	id, b, diags := r.existing(ctx, state.ID.ValueString())
@@ -293,6 +295,7 @@ func (r *proxyResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	ctx = r.owned(ctx, state)
 	id, b, diags := r.existing(ctx, state.ID.ValueString())
 	resp.Diagnostics.Append(diags...)
 	if resp.Diagnostics.HasError() {
@@ -366,6 +369,13 @@ func (r *proxyResource) existing(ctx context.Context, stateID string) (backend.P
 	b, d := r.backendFor(ctx, id.Backend)
 	diags.Append(d...)
 	return id, b, diags
+}
+
+// owned puts on ctx whose the proxy in state must be, so that the backend refuses to read, change or delete
+// an object of its name that another owner, or another proxy, made (see backend.Ownership). An imported
+// proxy has no UID in state yet: only its owner is checked.
+func (r *proxyResource) owned(ctx context.Context, state proxyResourceModel) context.Context {
+	return backend.WithOwnership(ctx, backend.Ownership{Owner: r.data.owner, UID: state.UID.ValueString()})
 }
 
 func parseID(s string) (backend.ProviderID, diag.Diagnostics) {

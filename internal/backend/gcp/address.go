@@ -32,9 +32,12 @@ func (b *Backend) reserveAddress(ctx context.Context, p *project, region, name s
 		if err != nil {
 			return classify(obj, err)
 		}
-		if uid := a.GetLabels()[backend.LabelUID]; uid != spec.UID && !keptFor(a, spec) {
-			return backend.Permanent(obj, "already exists and belongs to %s, not to this proxy (%s): release it or choose another name",
-				ownerOf(uid), spec.UID)
+		if !keptFor(a, spec) {
+			// Neither kept for this proxy by a predecessor of its owner, nor reserved by this proxy: whoever's
+			// it is, it is not taken (an address a partner allow-lists is worth more than a failed apply).
+			if err := ownedBy(backend.OwnershipOfSpec(spec), obj, a.GetLabels()); err != nil {
+				return err
+			}
 		}
 		ip, inherited = a.GetAddress(), a.GetLabels()[backend.LabelUID] != spec.UID
 		return nil

@@ -172,6 +172,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if err := ownedBy(backend.OwnershipOf(ctx), instanceObject(p.id, id.Scope, id.Name), in.GetLabels()); err != nil {
+		return backend.Instance{}, err
+	}
 	return toInstance(p.id, in)
 }
 
@@ -191,16 +194,25 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			return err
 		}
 		cur := in.GetLabels()
-		if spec.UID != "" && cur[backend.LabelUID] != spec.UID {
-			return backend.Permanent(obj, "belongs to proxy %q, not %q", cur[backend.LabelUID], spec.UID)
+		// The labels written below carry spec's owner: they must be its already, or Update would hand another
+		// owner's proxy to this one.
+		want := backend.OwnershipOf(ctx)
+		if spec.UID != "" {
+			want.UID = spec.UID
 		}
-		want := backend.ManagedLabels(withIdentity(spec, cur))
-		if equalMaps(cur, want) {
+		if spec.Owner != "" {
+			want.Owner = spec.Owner
+		}
+		if err := ownedBy(want, obj, cur); err != nil {
+			return err
+		}
+		labels := backend.ManagedLabels(withIdentity(spec, cur))
+		if equalMaps(cur, labels) {
 			return nil
 		}
 		op, err := p.instances.SetLabels(ctx, &computepb.SetLabelsInstanceRequest{
 			Project: p.id, Zone: id.Scope, Instance: id.Name,
-			InstancesSetLabelsRequestResource: &computepb.InstancesSetLabelsRequest{Labels: want, LabelFingerprint: in.LabelFingerprint},
+			InstancesSetLabelsRequestResource: &computepb.InstancesSetLabelsRequest{Labels: labels, LabelFingerprint: in.LabelFingerprint},
 		})
 		if err != nil {
 			// 412 conditionNotMet (someone changed the labels meanwhile) is Transient: read again and retry.

@@ -218,18 +218,17 @@ func (b *Backend) adopt(ctx context.Context, p *project, zone string, spec backe
 	if err != nil {
 		return err
 	}
-	if uid := in.GetLabels()[backend.LabelUID]; uid != spec.UID {
-		return backend.Permanent(instanceObject(p.id, zone, spec.Name), "already exists and belongs to %s, not to this proxy (%s): choose another name",
-			ownerOf(uid), spec.UID)
-	}
-	return nil
+	// The owner too, not the UID alone: a UID is no secret (it is on every label), and an instance another
+	// owner made under this proxy's UID is still not this configuration's to adopt.
+	return ownedBy(backend.OwnershipOfSpec(spec), instanceObject(p.id, zone, spec.Name), in.GetLabels())
 }
 
-func ownerOf(uid string) string {
-	if uid == "" {
-		return "something not made by this provider"
+// ownedBy checks the provider's labels of an object against the ownership expected of it.
+func ownedBy(o backend.Ownership, object string, labels map[string]string) error {
+	if labels[backend.LabelManagedBy] != backend.ManagedByValue {
+		return o.Check(object, "", "")
 	}
-	return "proxy " + uid
+	return o.Check(object, labels[backend.LabelOwner], labels[backend.LabelUID])
 }
 
 // waitRunning polls the instance until RUNNING with its addresses and, with waitProxy, until the guest

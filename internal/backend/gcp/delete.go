@@ -46,6 +46,9 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 		if in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
 			return backend.Permanent(obj, "was not made by this provider: not deleting it")
 		}
+		if err := ownedBy(backend.OwnershipOf(ctx), obj, in.GetLabels()); err != nil {
+			return err
+		}
 		if st, ok := readStoredSpec(in); ok {
 			reserved = st.StaticEgressIP
 		}
@@ -81,6 +84,11 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue || a.GetLabels()[backend.LabelName] != instance || a.GetStatus() == "IN_USE" {
 		return nil
 	}
+	// Only the owner is checked: an address a predecessor kept for this proxy still carries the predecessor's
+	// UID. Another owner's address of this name is no part of this proxy, so there is nothing of it to release.
+	if (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", a.GetLabels()[backend.LabelOwner], "") != nil {
+		return nil
+	}
 	if forSuccessor && instance != backend.NameFromUID(a.GetLabels()[backend.LabelUID]) {
 		tflog.SubsystemInfo(ctx, string(Kind), "static address kept for the proxy replacing this one",
 			map[string]any{"address": addressObject(p.id, region, name), "ip": a.GetAddress()})
@@ -102,6 +110,9 @@ func (b *Backend) releaseKeptAddress(ctx context.Context, p *project, region, na
 	}
 	if a.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
 		return backend.Permanent(obj, "was not reserved by this provider: not releasing it")
+	}
+	if err := ownedBy(backend.OwnershipOf(ctx), obj, a.GetLabels()); err != nil {
+		return err
 	}
 	if a.GetStatus() == "IN_USE" || len(a.GetUsers()) > 0 {
 		return backend.Permanent(obj, "is in use by %v: not releasing it", a.GetUsers())

@@ -34,6 +34,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		if err != nil {
 			return err
 		}
+		if err := ownedBy(backend.OwnershipOf(ctx), obj, in.GetLabels()); err != nil {
+			return err
+		}
 		stored, ok := readStoredSpec(in)
 		if !ok || in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
 			return backend.Permanent(obj, "cannot be reconfigured: it carries no %s metadata", metadataSpec)

@@ -87,12 +87,12 @@ func TestCreateAdoptsOnlyItsOwnObjects(t *testing.T) {
 	t.Parallel()
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p1", Namespace: testNS, Labels: map[string]string{backend.LabelUID: "someone-else"}}}
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p2", Namespace: testNS}}
-	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: testNS, UID: "crashed-try-configmap", Labels: map[string]string{backend.LabelUID: "uid-p3"}}}
+	mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "p3", Namespace: testNS, UID: "crashed-try-configmap", Labels: map[string]string{backend.LabelUID: "uid-p3", backend.LabelOwner: "owner-1"}}}
 	tests := map[string]struct {
 		name    string
 		wantErr string
 	}{
-		"another proxy's": {"p1", "belongs to another proxy"},
+		"another proxy's": {"p1", "belongs to owner"},
 		"not ours at all": {"p2", "not made by this provider"},
 		"a crashed try's": {"p3", ""},
 	}

@@ -52,7 +52,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	var secret *corev1.Secret
 	err = allOf(ctx,
 		func(ctx context.Context) (err error) {
-			cm, err = adopt(ctx, "ConfigMap", id, spec.UID, o.configMap,
+			cm, err = adopt(ctx, "ConfigMap", id, backend.OwnershipOfSpec(spec), o.configMap,
 				func(ctx context.Context, x *corev1.ConfigMap) (*corev1.ConfigMap, error) {
 					return cs.CoreV1().ConfigMaps(ns).Create(ctx, x, metav1.CreateOptions{})
 				},
@@ -65,7 +65,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 			if o.secret == nil {
 				return nil
 			}
-			secret, err = adopt(ctx, "Secret", id, spec.UID, o.secret,
+			secret, err = adopt(ctx, "Secret", id, backend.OwnershipOfSpec(spec), o.secret,
 				func(ctx context.Context, x *corev1.Secret) (*corev1.Secret, error) {
 					return cs.CoreV1().Secrets(ns).Create(ctx, x, metav1.CreateOptions{})
 				},
@@ -77,7 +77,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	d, err := adopt(ctx, "Deployment", id, spec.UID, o.deployment,
+	d, err := adopt(ctx, "Deployment", id, backend.OwnershipOfSpec(spec), o.deployment,
 		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
 			return cs.AppsV1().Deployments(ns).Create(ctx, x, metav1.CreateOptions{})
 		},
@@ -120,7 +120,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 		},
 		func(ctx context.Context) (err error) {
 			ownedBy(&o.service.ObjectMeta, d)
-			svc, err = adopt(ctx, "Service", id, spec.UID, o.service,
+			svc, err = adopt(ctx, "Service", id, backend.OwnershipOfSpec(spec), o.service,
 				func(ctx context.Context, x *corev1.Service) (*corev1.Service, error) {
 					return cs.CoreV1().Services(ns).Create(ctx, x, metav1.CreateOptions{})
 				},
@@ -134,7 +134,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 				return nil
 			}
 			ownedBy(&o.networkPolicy.ObjectMeta, d)
-			_, err := adopt(ctx, "NetworkPolicy", id, spec.UID, o.networkPolicy,
+			_, err := adopt(ctx, "NetworkPolicy", id, backend.OwnershipOfSpec(spec), o.networkPolicy,
 				func(ctx context.Context, x *networkingv1.NetworkPolicy) (*networkingv1.NetworkPolicy, error) {
 					return cs.NetworkingV1().NetworkPolicies(ns).Create(ctx, x, metav1.CreateOptions{})
 				},
@@ -182,9 +182,9 @@ func (b *Backend) render(spec backend.Spec, id backend.ProviderID) (objects, err
 	return o, nil
 }
 
-// adopt creates want, or, when an object of that name exists already, returns it if it carries uid: a
-// retried Create finds what the crashed one made. One that belongs to anyone else is refused.
-func adopt[T metav1.Object](ctx context.Context, kind string, id backend.ProviderID, uid string, want T,
+// adopt creates want, or, when an object of that name exists already, returns it if it carries the proxy's
+// owner and UID: a retried Create finds what the crashed one made. One that belongs to anyone else is refused.
+func adopt[T metav1.Object](ctx context.Context, kind string, id backend.ProviderID, own backend.Ownership, want T,
 	create func(context.Context, T) (T, error), get func(context.Context) (T, error),
 ) (T, error) {
 	object := objectName(kind, id)
@@ -200,11 +200,12 @@ func adopt[T metav1.Object](ctx context.Context, kind string, id backend.Provide
 	if err != nil {
 		return zero, classify(object, err)
 	}
-	if owner := got.GetLabels()[backend.LabelUID]; owner != uid {
-		if owner == "" {
-			return zero, backend.Permanent(object, "exists already and was not made by this provider; choose another name or remove it")
-		}
-		return zero, backend.Permanent(object, "exists already and belongs to another proxy (%s=%s); choose another name", backend.LabelUID, owner)
+	if got.GetLabels()[backend.LabelUID] == "" {
+		return zero, backend.Permanent(object, "exists already and was not made by this provider; choose another name or remove it")
+	}
+	// The owner too, not the UID alone: a UID is on every label and no secret.
+	if err := own.Check(object, got.GetLabels()[backend.LabelOwner], got.GetLabels()[backend.LabelUID]); err != nil {
+		return zero, err
 	}
 	if got.GetDeletionTimestamp() != nil {
 		return zero, backend.Transient(object, "is being deleted; it can be made again once it is gone")

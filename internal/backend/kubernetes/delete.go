@@ -51,6 +51,9 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue || uid == "" {
 		return backend.Permanent(object, "was not made by this provider; it is left alone")
 	}
+	if err := backend.OwnershipOf(ctx).Check(object, d.Labels[backend.LabelOwner], uid); err != nil {
+		return err
+	}
 	selector := selectorLabelsOf(d)
 	deploymentUID, finalizers := d.UID, len(d.Finalizers) > 0
 	ns, core, netv1 := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1()

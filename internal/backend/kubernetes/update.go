@@ -26,6 +26,13 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		return backend.Instance{}, err
 	}
 	cs, ns := c.cs, id.Scope
+	// The labels written below carry spec's owner: every object must be its already, or Update would hand
+	// another owner's proxy to this one.
+	if spec.Owner != "" {
+		o := backend.OwnershipOf(ctx)
+		o.Owner = spec.Owner
+		ctx = backend.WithOwnership(ctx, o)
+	}
 	want := backend.ManagedLabels(spec)
 	replicasChanged := false
 	err = updateObject(ctx, objectName("Deployment", id), spec.UID,
@@ -113,7 +120,7 @@ func relabel(ctx context.Context, c *client, id backend.ProviderID, uid string, 
 }
 
 // updateObject reads, changes and writes one object, again from a fresh read when another writer got there
-// first (409 Conflict). The object must carry uid.
+// first (409 Conflict). The object must carry uid, and the owner and UID the context expects.
 func updateObject[T metav1.Object](ctx context.Context, object, uid string,
 	get func(context.Context) (T, error), update func(context.Context, T) (T, error),
 ) error {
@@ -122,8 +129,12 @@ func updateObject[T metav1.Object](ctx context.Context, object, uid string,
 		if err != nil {
 			return err
 		}
-		if got := o.GetLabels()[backend.LabelUID]; uid != "" && got != uid {
-			return backend.Permanent(object, "belongs to another proxy (%s=%s)", backend.LabelUID, got)
+		want := backend.OwnershipOf(ctx)
+		if uid != "" {
+			want.UID = uid
+		}
+		if err := want.Check(object, o.GetLabels()[backend.LabelOwner], o.GetLabels()[backend.LabelUID]); err != nil {
+			return err
 		}
 		_, err = update(ctx, o)
 		return err
@@ -149,6 +160,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	uid := d.Labels[backend.LabelUID]
 	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue || uid == "" {
 		return backend.Instance{}, backend.Permanent(objectName("Deployment", id), "was not made by this provider")
+	}
+	if err := backend.OwnershipOf(ctx).Check(objectName("Deployment", id), d.Labels[backend.LabelOwner], uid); err != nil {
+		return backend.Instance{}, err
 	}
 	k, err := proxyconf.RenderKubernetes(settings, proxyconf.RenderOptions{})
 	if err != nil {

@@ -101,6 +101,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		if err != nil {
 			return err
 		}
+		if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
+			return err
+		}
 		st, reason, err := l.DomainGetState(dom, 0)
 		if err != nil {
 			return err
@@ -173,8 +176,12 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		if err != nil {
 			return err
 		}
-		if spec.UID != "" && m.UID != spec.UID {
-			return backend.Permanent("", "domain %s belongs to proxy %s, not %s", id.Name, m.UID, spec.UID)
+		want := backend.OwnershipOf(ctx)
+		if spec.UID != "" {
+			want.UID = spec.UID
+		}
+		if err := want.Check("", m.Owner, m.UID); err != nil {
+			return err
 		}
 		m.Labels = labelsToMeta(spec.Labels)
 		return writeMetadata(l, dom, m)

@@ -37,9 +37,12 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		var err error
 		dom, m, err = lookupManaged(l, spec.Name)
 		switch {
-		case err == nil && m.UID != spec.UID:
-			return backend.Permanent("", "domain %s already exists and belongs to another proxy (uid %s, owner %q): choose another name or delete it", spec.Name, m.UID, m.Owner)
 		case err == nil:
+			// Adopted only when both owner and UID are this proxy's: a UID is written on every object and is
+			// no secret, so a domain another owner made under it is still not this configuration's.
+			if err := backend.OwnershipOfSpec(spec).Check("", m.Owner, m.UID); err != nil {
+				return err
+			}
 			return nil // ours from an earlier attempt: adopt it
 		case !isCode(err, libvirt.ErrNoDomain):
 			return err
@@ -241,14 +244,19 @@ func clearLeftoverSeed(l api, pool string, spec backend.Spec) error {
 	switch {
 	case errors.Is(err, errNoISO):
 		// An upload that never reached the ISO's descriptors: this proxy's own interrupted attempt.
-		m = metadata{UID: spec.UID}
+		m = metadata{ManagedBy: backend.ManagedByValue, Owner: spec.Owner, UID: spec.UID}
 	case err != nil && backend.ClassOf(classify("", err)) == backend.ClassTransient:
 		return err
 	case err != nil:
 		return backend.Permanent("", "volume %s exists in pool %s and is not a seed this provider made (%v): remove it or choose another name", seedName, pool, err)
 	}
-	if m.UID != spec.UID && (m.ManagedBy != backend.ManagedByValue || m.Owner != spec.Owner) {
-		return backend.Permanent("", "volume %s belongs to another proxy (uid %s, owner %q): choose another name or delete it", seedName, m.UID, m.Owner)
+	if m.ManagedBy != backend.ManagedByValue && m.UID != spec.UID {
+		return backend.Permanent("", "volume %s exists in pool %s and was not made by this provider: remove it or choose another name", seedName, pool)
+	}
+	// The owner's leftover of another proxy of this name is the owner's garbage, which garbage collection
+	// would remove too; another owner's is refused.
+	if err := (backend.Ownership{Owner: spec.Owner}).Check("volume "+seedName+" in pool "+pool, m.Owner, m.UID); err != nil {
+		return err
 	}
 	return deleteVolume(l, pool, seedName)
 }

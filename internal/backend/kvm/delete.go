@@ -39,6 +39,9 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 		found := err == nil
 		switch {
 		case found:
+			if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
+				return err
+			}
 			pool, network, mac = m.Placement.Pool, m.Placement.Network, m.Placement.MAC
 			if m.Placement.IP == "" {
 				network = "" // nothing was reserved
@@ -55,6 +58,12 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 		root := func() error { return deleteVolume(l, pool, rootVolumeName(id.Name)) }
 		seed := func() error { return deleteVolume(l, pool, seedVolumeName(id.Name)) }
 		if !found {
+			// Leftovers are found by name: the seed says whose they are. Another owner's, or another proxy's,
+			// are none of this proxy's, and stay (its owner's garbage collection lists them).
+			if sm, err := readSeedIdentity(l, volRef(pool, seedVolumeName(id.Name))); err == nil &&
+				backend.OwnershipOf(ctx).Check("", sm.Owner, sm.UID) != nil {
+				return nil
+			}
 			// Without a domain, the seed goes last: it is what makes a leftover attributable.
 			if err := steps(unreserved, root); err != nil {
 				return err

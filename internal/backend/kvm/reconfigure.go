@@ -133,6 +133,9 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		if dom, m, err = lookupManaged(l, r.id.Name); err != nil {
 			return err
 		}
+		if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
+			return err
+		}
 		if r.settings.Port != m.Proxy.Port {
 			return backend.Permanent("", "the proxy listens on port %d; a new port (%d) replaces the proxy, it is not reconfigured", m.Proxy.Port, r.settings.Port)
 		}
