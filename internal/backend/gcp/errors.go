@@ -20,7 +20,58 @@ import (
 // classify gives err a class and names the object, keeping the API's message whole. An error already
 // classified keeps its class, and gets the object only when it had none.
 func classify(object string, err error) error {
-	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" }, nil)
+	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" }, orgPolicyAdvice)
+}
+
+// Compute Engine refuses what an organization policy forbids with 412 conditionNotMet, the reason it also
+// gives a stale fingerprint (which a retry cures), and names the constraint only in the message: "Constraint
+// constraints/compute.vmExternalIpAccess violated for project 123. ...". No retry lifts a policy, and only its
+// administrator can: Permanent, with what the constraint means for a proxy.
+var constraintRE = regexp.MustCompile(`Constraint (constraints/[A-Za-z0-9_.]+) violated`)
+
+// orgPolicyAdvices say, per constraint, what it stops and what the user can do. A constraint not listed
+// gets the general words.
+var orgPolicyAdvices = map[string]string{
+	"constraints/compute.vmExternalIpAccess": "The organization policy constraints/compute.vmExternalIpAccess does not allow this VM an " +
+		"external IP address, and a proxy VM always has one: it is the address its traffic leaves from (egress_address). " +
+		"Ask the policy's administrator to add the instance the message names (projects/PROJECT/zones/ZONE/instances/NAME, " +
+		"with the proxy's name) to the constraint's allowed values, or place the proxy in a project where the constraint allows it.",
+	"constraints/compute.disableGuestAttributesAccess": "The organization policy constraints/compute.disableGuestAttributesAccess " +
+		"is enforced on the project: the provider cannot read the guest attribute where the VM's startup script reports the " +
+		"config it applied, so it cannot wait for the proxy (wait_for_proxy) nor confirm a change of rules made in place. " +
+		"Set gcp.wait_for_proxy = false to create without waiting, and ask the policy's administrator to lift the " +
+		"constraint on this project for changes of rules to complete.",
+}
+
+// orgPolicyAdvice makes an organization policy's refusal Permanent, with its advice.
+func orgPolicyAdvice(e *backend.Error) {
+	constraint := violatedConstraint(e.Err)
+	if constraint == "" {
+		return
+	}
+	e.Class = backend.ClassPermanent
+	e.Advice = orgPolicyAdvices[constraint]
+	if e.Advice == "" {
+		e.Advice = "The organization policy " + constraint + " forbids this request; only the policy's administrator can change it for the project."
+	}
+}
+
+// violatedConstraint names the constraint a 412 from Compute Engine says was violated, or "".
+func violatedConstraint(err error) string {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) || ge.Code != http.StatusPreconditionFailed {
+		return ""
+	}
+	texts := []string{ge.Message}
+	for _, item := range ge.Errors {
+		texts = append(texts, item.Message)
+	}
+	for _, t := range texts {
+		if m := constraintRE.FindStringSubmatch(t); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 // Reasons Compute Engine puts in an error body's errors[].reason.
@@ -75,6 +126,7 @@ func operationError(object string, e *computepb.Error) error {
 	}
 	class := backend.ClassPermanent
 	var msgs []string
+	advice := ""
 	for _, item := range e.GetErrors() {
 		code := item.GetCode()
 		msg := code + ": " + item.GetMessage()
@@ -88,6 +140,10 @@ func operationError(object string, e *computepb.Error) error {
 			}
 		case strings.HasPrefix(code, "ZONE_RESOURCE_POOL_EXHAUSTED"):
 			class = backend.ClassQuota
+		case code == "CONDITION_NOT_MET":
+			if m := constraintRE.FindStringSubmatch(item.GetMessage()); m != nil {
+				advice = orgPolicyAdvices[m[1]]
+			}
 		case code == "RESOURCE_NOT_READY", code == "INTERNAL_ERROR", code == "RESOURCE_OPERATION_RATE_EXCEEDED", code == "OPERATION_CANCELED_BY_USER":
 			if class == backend.ClassPermanent {
 				class = backend.ClassTransient
@@ -95,7 +151,7 @@ func operationError(object string, e *computepb.Error) error {
 		}
 		msgs = append(msgs, msg)
 	}
-	return backend.NewError(class, object, errors.New("operation failed: "+strings.Join(msgs, "; ")))
+	return &backend.Error{Class: class, Object: object, Err: errors.New("operation failed: " + strings.Join(msgs, "; ")), Advice: advice}
 }
 
 // isConflict reports whether err is the API's 409 alreadyExists.

@@ -85,9 +85,13 @@ func TestOperationError(t *testing.T) {
 	}{
 		"quota with its metric": {item("QUOTA_EXCEEDED", &computepb.ErrorDetails{QuotaInfo: &computepb.QuotaExceededInfo{
 			MetricName: proto.String("compute.googleapis.com/cpus"), LimitName: proto.String("CPUS-per-project-region")}}), backend.ClassQuota, "compute.googleapis.com/cpus"},
-		"zone exhausted":  {item("ZONE_RESOURCE_POOL_EXHAUSTED"), backend.ClassQuota, "ZONE_RESOURCE_POOL_EXHAUSTED"},
-		"not ready":       {item("RESOURCE_NOT_READY"), backend.ClassTransient, "RESOURCE_NOT_READY"},
-		"bad image":       {item("INVALID_FIELD_VALUE"), backend.ClassPermanent, "INVALID_FIELD_VALUE"},
+		"zone exhausted": {item("ZONE_RESOURCE_POOL_EXHAUSTED"), backend.ClassQuota, "ZONE_RESOURCE_POOL_EXHAUSTED"},
+		"not ready":      {item("RESOURCE_NOT_READY"), backend.ClassTransient, "RESOURCE_NOT_READY"},
+		"bad image":      {item("INVALID_FIELD_VALUE"), backend.ClassPermanent, "INVALID_FIELD_VALUE"},
+		// As a managed group's or a cluster's operations report it (public issue threads quote these words).
+		"organization policy": {&computepb.Error{Errors: []*computepb.Errors{{Code: proto.String("CONDITION_NOT_MET"),
+			Message: proto.String("Constraint constraints/compute.vmExternalIpAccess violated for project 1. Add instance projects/p/zones/z/instances/i to the constraint to use external IP with it.")}}},
+			backend.ClassPermanent, "vmExternalIpAccess"},
 		"none":            {nil, backend.ClassUnclassified, ""},
 		"empty error set": {&computepb.Error{}, backend.ClassUnclassified, ""},
 	} {
@@ -99,6 +103,9 @@ func TestOperationError(t *testing.T) {
 			}
 			if err != nil && !contains(err.Error(), tc.contains) {
 				t.Fatalf("%v does not name %s", err, tc.contains)
+			}
+			if name == "organization policy" && !contains(backend.AdviceOf(err), "allowed values") {
+				t.Fatalf("advice %q does not say what to do", backend.AdviceOf(err))
 			}
 		})
 	}

@@ -95,6 +95,7 @@ func (s *Server) insertInstance(w http.ResponseWriter, r *http.Request, project,
 		checkLabels(in.GetLabels(), "resource.labels"),
 		checkLabels(in.GetDisks()[0].GetInitializeParams().GetLabels(), "resource.disks[0].initializeParams.labels"),
 		checkMetadata(in.GetMetadata().GetItems(), "resource.metadata"),
+		s.externalIPViolation(project, zone, in),
 	} {
 		if e != nil {
 			writeError(w, e.status, e.reason, e.message)
@@ -340,6 +341,10 @@ func (s *Server) getGuestAttributes(w http.ResponseWriter, r *http.Request, proj
 		w.Header().Set("Retry-After", "6")
 		writeError(w, http.StatusTooManyRequests, "rateLimitExceeded",
 			fmt.Sprintf("Guest attributes of instance '%s' were queried more than %d times a minute or %d times a second.", name, GuestQueriesPerMinute, GuestQueriesPerSecond))
+		return
+	}
+	if e := s.guestAttributesViolation(project); e != nil {
+		writeError(w, e.status, e.reason, e.message)
 		return
 	}
 	attrs := s.guest[k]

@@ -121,6 +121,9 @@ func metadataBool(v string) (value, ok bool) {
 
 // guestAttributesEnabled reports whether in may write and be queried for guest attributes. The caller holds s.mu.
 func (s *Server) guestAttributesEnabled(project string, in *computepb.Instance) bool {
+	if s.orgPolicies[project].guestAttributesOff {
+		return false // R26: the organization policy overrides any metadata
+	}
 	for _, it := range in.GetMetadata().GetItems() {
 		if it.GetKey() == EnableGuestAttributes {
 			on, ok := metadataBool(it.GetValue())

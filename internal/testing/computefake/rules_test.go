@@ -427,6 +427,35 @@ func TestDocumentedRules(t *testing.T) {
 			h.want("without", h.do(http.MethodGet, "/computeMetadata/v1/instance/attributes/startup-script", "", ""), 403, "", "Metadata-Flavor")
 			h.want("with", h.do(http.MethodGet, "/computeMetadata/v1/instance/attributes/startup-script", "Google", ""), 200, "", "#!/bin/sh")
 		},
+		"R25 organization policy vmExternalIpAccess": func(h *harness) {
+			noExternal := func(in map[string]any) { field(in, "networkInterfaces", 0)["accessConfigs"] = []any{} }
+			h.vm("before", nil)
+			h.s.SetVMExternalIPAccess("p", []string{})
+			h.want("deny all", h.do(http.MethodPost, instancesPath, "", instanceBody("vm", nil)), 412, "conditionNotMet",
+				"Constraint constraints/compute.vmExternalIpAccess violated for project ")
+			h.want("what to do", h.do(http.MethodPost, instancesPath, "", instanceBody("vm", nil)), 412, "conditionNotMet",
+				"Add instance projects/p/zones/us-central1-a/instances/vm to the constraint to use external IP with it.")
+			if h.s.Instance("p", "us-central1-a", "vm") != nil {
+				h.t.Error("a refused insert left its instance")
+			}
+			h.vm("internal-only", noExternal)
+			h.want("existing instances stay", h.do(http.MethodGet, instancesPath+"/before", "", ""), 200, "", `"natIP"`)
+			h.s.SetVMExternalIPAccess("p", []string{"projects/p/zones/us-central1-a/instances/listed"})
+			h.vm("listed", nil)
+			h.want("not listed", h.do(http.MethodPost, instancesPath, "", instanceBody("other", nil)), 412, "conditionNotMet", "instances/other")
+			h.s.SetVMExternalIPAccess("p", nil)
+			h.vm("other", nil)
+		},
+		"R26 organization policy disableGuestAttributesAccess": func(h *harness) {
+			h.vm("vm", withMetadata([2]string{EnableGuestAttributes, "TRUE"}))
+			h.want("put before", h.guestPut("vm", "egress/applied", "x"), 200, "", "")
+			h.s.DisableGuestAttributesAccess("p", true)
+			h.want("query", h.guestQuery("vm", "egress/"), 412, "conditionNotMet",
+				"Constraint constraints/compute.disableGuestAttributesAccess violated for project ")
+			h.want("guest write", h.guestPut("vm", "egress/applied", "y"), 403, "", GuestAttributesDisabled)
+			h.s.DisableGuestAttributesAccess("p", false)
+			h.want("lifted", h.guestQuery("vm", "egress/"), 200, "", `"value":"x"`)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -79,6 +79,8 @@ type Server struct {
 	guestQueries    map[string][]time.Time
 	guestViolations int
 	refusedGuest    []string
+	// orgPolicies are the organization policy constraints in force on each project (orgpolicy.go).
+	orgPolicies map[string]orgPolicy
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -96,6 +98,7 @@ func New(opts Options) *Server {
 		addresses: map[string]*computepb.Address{}, ops: map[string]*operation{}, guest: map[string]map[string]string{},
 		quotas: map[string]map[string]float64{}, exhausted: map[string]bool{}, brokenZ: map[string]string{}, now: time.Now,
 		projectMeta: map[string]map[string]string{}, guestQueries: map[string][]time.Time{},
+		orgPolicies: map[string]orgPolicy{},
 	}
 	if opts.Now != nil {
 		s.now = opts.Now
