@@ -6,6 +6,7 @@
 # scripts/install-packages.sh, which starts and enables no service. `quickstart` (the default) is what
 # `make quickstart` needs: curl and Python for the demo's web server. `test` adds what the tests run for real:
 # git (the release check's goreleaser reads the clone's history; a machine may have been given the clone as files),
+# iproute2 and procps (ip, ss, ps, pgrep, sysctl: of priority important, so a minimal Debian lacks them),
 # squid-openssl (the Squid build the proxy image runs) for the data-plane tests, nftables (nft: the proxyconf
 # tests load the backstop ruleset in a network namespace of their own, as the guest loads it), apache2-utils for htpasswd,
 # genisoimage to read back seed ISOs, jq, openssh-server for the kvm backend's ssh transport test (its sshd is
@@ -19,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 packages=(curl python3 ca-certificates)
 case "${1:-quickstart}" in
 quickstart) ;;
-test) packages+=(git squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck gnupg) ;;
+test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck gnupg) ;;
 *)
 	echo "usage: $0 [quickstart|test]" >&2
 	exit 2

@@ -3,7 +3,9 @@
 #
 # A machine that has run the tests before already has their packages, so no run there can see one missing from
 # the scripts (nftables was, and only a new machine found it). This makes a bare machine of its own: a Debian 12
-# root from debootstrap (the default variant: what an install of Debian has, no more), the Go toolchain bound in
+# root from debootstrap's minbase variant (the packages of priority required, and apt: what the smallest Debian 12,
+# a container image's, has; an installer's "important" ones such as iproute2, procps and nftables are not there,
+# and a bare machine here lacked them), the Go toolchain bound in
 # read-only, and a clone of the repository's HEAD (committed work only). In a mount and PID namespace of its own
 # it chroots there, installs make as .ci/run does, runs make test-deps, and then looks up every program of
 # scripts/host-programs.tsv (but the optional ones) with command -v. It fails naming each program missing, its
@@ -38,12 +40,12 @@ exec 9>"$cache/lock"
 flock 9 # one rehearsal at a time per cache: the pristine root and the package cache are shared
 
 # The pristine root: a tarball, so that each run starts from the same bytes and a half-made root is never kept.
-pristine=$cache/debian-12-$suite.tar
+pristine=$cache/debian-12-$suite-minbase.tar
 if [[ ! -s $pristine ]]; then
-	log "debootstrap $suite (default variant) from $mirror, once"
+	log "debootstrap $suite (minbase) from $mirror, once"
 	build=$(mktemp -d /var/tmp/egress-fresh-root-build.XXXXXX)
 	trap 'rm -rf "$build"' EXIT
-	if ! debootstrap --cache-dir="$cache/debs" "$suite" "$build/root" "$mirror" >"$build/debootstrap.log" 2>&1; then
+	if ! debootstrap --variant=minbase --cache-dir="$cache/debs" "$suite" "$build/root" "$mirror" >"$build/debootstrap.log" 2>&1; then
 		tail -n 30 "$build/debootstrap.log" >&2
 		die "debootstrap failed"
 	fi

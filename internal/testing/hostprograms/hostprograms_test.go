@@ -151,6 +151,14 @@ func TestListedProgramsComeFromTheirPackage(t *testing.T) {
 			continue
 		}
 		checked++
+		if r.installedBy == installedByBase {
+			// base means every Debian 12 has it, the smallest too: only priority required is that.
+			priority, err := exec.Command("dpkg-query", "-W", "-f=${Priority}", r.installedAs).Output()
+			if err != nil || string(priority) != "required" {
+				t.Errorf("host-programs.tsv:%d: %s is base, but %s is of priority %q, not required: a minimal Debian 12 lacks it; name a script that installs it",
+					r.line, r.program, r.installedAs, priority)
+			}
+		}
 		files := strings.Split(string(out), "\n")
 		if !slices.ContainsFunc(files, func(f string) bool { return holds(f, r.program) }) &&
 			!slices.ContainsFunc(files, func(f string) bool { return isAlternative(f, r.program) }) {
