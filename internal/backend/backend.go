@@ -169,6 +169,10 @@ type Instance struct {
 	// the backend could tell when it read the instance (on KVM: the guest agent answered). The provider keeps
 	// it in state and plans a replacement instead of an update when it is false.
 	Reconfigurable bool
+	// Drift, when not empty, says how the proxy's rules in force differ from those the backend last wrote
+	// (a config changed behind the provider's back, a guest that refused or lost it), although Proxy reads
+	// back as written. The provider plans the in-place update that writes them again (Reconfigure).
+	Drift string
 	// Notes are what the user should know about an operation that succeeded, such as a readiness check the
 	// backend could not make from where the provider runs. The provider shows each as a warning.
 	Notes []string

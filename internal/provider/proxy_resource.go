@@ -227,6 +227,11 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	resp.Diagnostics.Append(state.setInstance(inst, r.data.defaultLabels)...)
+	if inst.Drift != "" {
+		state.markRulesDrifted()
+		resp.Diagnostics.AddWarning("Egress proxy's rules drifted",
+			fmt.Sprintf("%s: %s. The plan shows allowed_destinations as changed: applying it writes the proxy's rules again, in place.", id, inst.Drift))
+	}
 	resp.Diagnostics.Append(state.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)

@@ -137,6 +137,13 @@ func (m *proxyResourceModel) setPlacement(p backend.Placement) {
 	}
 }
 
+// markRulesDrifted records rules the backend no longer enforces as it was given them (backend.Instance.Drift):
+// allowed_destinations, which the configuration always sets (its default is the empty set), reads back null,
+// so the next plan differs from the state in a rule, and Update reconfigures the proxy in place (rulesDiffer).
+func (m *proxyResourceModel) markRulesDrifted() {
+	m.AllowedDestinations = types.SetNull(types.StringType)
+}
+
 // rulesDiffer tells whether the proxy's rules differ between m and prior: what Reconfigure changes in place.
 // A new password_wo_version counts: the write-only password itself is never in a plan or state.
 func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {

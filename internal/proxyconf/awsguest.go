@@ -76,6 +76,7 @@ type awsAgentSettings struct {
 	HealthPort     int               `json:"health_port"`
 	InstallCommand string            `json:"install_command"`
 	Paths          map[string]string `json:"paths"`
+	Guard          awsGuard          `json:"guard"`
 }
 
 func checkEndpoint(name, v string) error {
@@ -104,14 +105,15 @@ func RenderAWSUserData(opts AWSUserDataOptions) ([]byte, error) {
 //     role's credentials from it, again before they come within ten minutes of their expiry;
 //   - reads the config and secrets parameters (GetParameters, WithDecryption, signed with Signature Version
 //     4), checks that the config id names exactly the pair it read (the backend writes the two one after the
-//     other), writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
+//     other), that the config's MAC is the one the key in the secrets gives (AWSConfigMAC), and that it holds
+//     nothing the renderer never writes (awsguard.go), and refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
 //     RenderUserData and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
 //     certificate 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
 //   - never installs what Squid (squid -k parse) or nft (nft -c) refuses: the last good config keeps serving;
 //   - reports the id it applied in the applied parameter (PutParameter, Overwrite) once Squid takes
 //     connections, and only when that parameter says otherwise, so a running proxy adds no versions;
 //   - then polls the parameters' versions, without decrypting (no KMS call, no secret read), and applies a
-//     change the same way. Before Squid starts and at every poll it lists the VM's own addresses, those of its
+//     change the same way; a poll that fails waits longer each time in a row, up to 16 intervals. Before Squid starts and at every poll it lists the VM's own addresses, those of its
 //     interfaces and the public ones IMDS names (an Elastic IP associated after boot), which squid.conf and
 //     the backstop refuse (VMRenderOptions); Squid reloads when they change.
 //
@@ -135,6 +137,7 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 			"conf": ConfPath, "htpasswd": HtpasswdPath, "cert": TLSCertPath, "key": TLSKeyPath,
 			"backstop": NftablesPath, "own": OwnAddressesPath, "prestart": PrestartPath,
 		},
+		Guard: awsGuardOnce(),
 	}
 	if s.SSMEndpoint == "" {
 		s.SSMEndpoint = "https://ssm." + opts.Region + ".amazonaws.com"
@@ -160,16 +163,19 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 	if err != nil {
 		return nil, err
 	}
-	// The agent goes compressed: as text it alone would pass EC2's limit.
-	var z bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression) // a valid level never fails
-	_, _ = zw.Write(awsAgent)                              // writes to a buffer never fail
-	if err := zw.Close(); err != nil {
+	// The agent and its settings go compressed: as text the agent alone would pass EC2's limit, and the
+	// settings' guard (awsguard.go) is a few kilobytes more.
+	agent, err := gzipBase64(agentForUserData())
+	if err != nil {
+		return nil, err
+	}
+	settingsZ, err := gzipBase64(settings)
+	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
 	err = awsUserData.Execute(&b, map[string]any{
-		"State": AWSGuestStateDir, "Settings": string(settings), "Agent": wrap(base64.StdEncoding.EncodeToString(z.Bytes()), 76),
+		"State": AWSGuestStateDir, "Settings": settingsZ, "Agent": agent,
 		"Prestart": PrestartPath, "PrestartScript": strings.TrimSuffix(string(RenderPrestart(OwnAddressesPath)), "\n"),
 		"DropIn": SquidDropInPath, "Unit": AWSAgentUnit, "OwnCmd": PrestartOwnAddresses, "BackstopCmd": PrestartBackstop,
 	})
@@ -182,6 +188,31 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 	return b.Bytes(), nil
 }
 
+// agentForUserData is the agent without its comment lines, which the guest does not need and EC2's limit
+// cannot spare: only lines that hold nothing but a comment go, so the code is the same (TestAWSAgentInUserData
+// compares the two's syntax trees).
+func agentForUserData() []byte {
+	var b bytes.Buffer
+	for i, l := range strings.SplitAfter(string(awsAgent), "\n") {
+		if i > 0 && strings.HasPrefix(strings.TrimSpace(l), "#") {
+			continue
+		}
+		b.WriteString(l)
+	}
+	return b.Bytes()
+}
+
+// gzipBase64 is b compressed and in base64, in lines of 76 characters, as base64 -d reads it.
+func gzipBase64(b []byte) (string, error) {
+	var z bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression) // a valid level never fails
+	_, _ = zw.Write(b)                                     // writes to a buffer never fail
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return wrap(base64.StdEncoding.EncodeToString(z.Bytes()), 76), nil
+}
+
 func wrap(s string, n int) string {
 	var b strings.Builder
 	for len(s) > n {
@@ -192,8 +223,8 @@ func wrap(s string, n int) string {
 	return b.String()
 }
 
-// The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings are JSON on
-// one line, the agent base64, and the prestart script is this package's: none holds a line EGRESS_EOF.
+// The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings and the
+// agent are base64, and the prestart script is this package's: none holds a line EGRESS_EOF.
 var awsUserData = template.Must(template.New("aws").Parse(`#!/bin/sh
 # Egress proxy on EC2, written by terraform-provider-egress. cloud-init runs this once, at the instance's
 # first boot: it installs the agent that configures Squid from the proxy's SSM parameters, at every boot.
@@ -202,14 +233,15 @@ set -eu
 umask 022
 STATE='{{.State}}'
 mkdir -p "$STATE" /etc/squid "$(dirname '{{.DropIn}}')"
-cat >"$STATE/agent.json.new" <<'EGRESS_EOF'
+base64 -d >"$STATE/agent.json.gz" <<'EGRESS_EOF'
 {{.Settings}}
 EGRESS_EOF
 base64 -d >"$STATE/agent.py.gz" <<'EGRESS_EOF'
 {{.Agent}}
 EGRESS_EOF
+gzip -dc "$STATE/agent.json.gz" >"$STATE/agent.json.new"
 gzip -dc "$STATE/agent.py.gz" >"$STATE/agent.py.new"
-rm -f "$STATE/agent.py.gz"
+rm -f "$STATE/agent.json.gz" "$STATE/agent.py.gz"
 chmod 0600 "$STATE/agent.json.new"
 chmod 0700 "$STATE/agent.py.new"
 mv "$STATE/agent.json.new" "$STATE/agent.json"

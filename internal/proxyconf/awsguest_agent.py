@@ -3,6 +3,7 @@
 # proxy's SSM parameters with the instance role, installs the Squid config they hold, reports the config id
 # applied, and watches for changes. Standard library only: Debian's images ship python3 and nothing more.
 # Everything specific to the proxy is in agent.json beside this file, which the user-data wrote.
+import base64
 import datetime
 import grp
 import hashlib
@@ -12,6 +13,7 @@ import ipaddress
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -163,6 +165,77 @@ def config_id(squid_conf, htpasswd, cert, key, backstop):
     return h.hexdigest()[:16]
 
 
+def config_mac(key, prefix, config):
+    """proxyconf.AWSConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian."""
+    m = hmac.new(key, b"egress-proxy config v1\n", hashlib.sha256)
+    for field in (prefix, config.get("config_id", ""), config.get("squid_conf", ""), config.get("backstop", ""), config.get("tls_cert", "")):
+        b = field.encode()
+        m.update(len(b).to_bytes(8, "big"))
+        m.update(b)
+    return m.hexdigest()
+
+
+def authenticated(config, secrets, prefix):
+    """True when the config's MAC is the one the key in the secrets parameter gives: only who could read the
+    secrets (and so decrypt them) could have written it."""
+    try:
+        key = base64.b64decode(secrets.get("config_key", ""), validate=True)
+    except ValueError:
+        return False
+    mac = config.get("mac", "")
+    return len(key) >= 32 and isinstance(mac, str) and hmac.compare_digest(config_mac(key, prefix, config), mac)
+
+
+def guard_squid_conf(conf, guard):
+    """Why squid.conf holds what the renderer never writes (proxyconf/awsguard.go), or None. Physical lines
+    are checked one by one, so a line continued with a backslash cannot hide a directive in the next."""
+    pinned = {d: set(lines) for d, lines in guard["pinned"].items()}
+    for n, raw in enumerate(conf.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        f = line.split()
+        d = f[0]
+        if d not in guard["directives"]:
+            return "line %d: directive %s is not one the provider writes" % (n, d[:40])
+        if d in pinned and " ".join(f) not in pinned[d]:
+            return "line %d: %s is not as the provider writes it" % (n, d)
+        for tok in f[1:]:
+            if tok.startswith('"') and tok not in guard["quoted_files"]:
+                return "line %d: %s names a file the provider never names" % (n, d)
+        if d == "acl" and (len(f) < 4 or f[2] not in guard["acl_types"]):
+            return "line %d: an acl of a type the provider never uses" % n
+        if d in ("http_port", "https_port") and any(o not in guard["port_options"] for o in f[2:]):
+            return "line %d: %s has options the provider never sets" % (n, d)
+    return None
+
+
+def guard_backstop(backstop, guard):
+    """Why the backstop is not the provider's table with its chains, or None: it must replace its own table
+    only, and hold every line the renderer writes to hook the proxy user's packets and reject them."""
+    lines = [line.strip() for line in backstop.splitlines() if line.strip() and not line.strip().startswith("#")]
+    for want in guard["backstop_lines"]:
+        if want not in lines:
+            return "the backstop lacks %r" % want
+    table = guard["backstop_table"]
+    for line in lines:
+        f = line.split()
+        if f[0] in ("table", "delete", "flush", "include", "add", "define", "destroy", "reset", "create", "insert", "replace") and \
+                line not in ("table inet %s" % table, "delete table inet %s" % table, "table inet %s {" % table):
+            return "the backstop has a statement outside its table: %s" % shlex.quote(line[:60])
+    return None
+
+
+def applied_id(value):
+    """The config id an applied parameter's value (proxyconf.AWSApplied) says runs: the value itself, or its
+    config_id when it also tells of a refusal (which stays until a config is applied)."""
+    try:
+        doc = json.loads(value or "")
+    except ValueError:
+        return value
+    return doc.get("config_id") if isinstance(doc, dict) else value
+
+
 def run(argv, **kw):
     return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
 
@@ -193,6 +266,18 @@ def read(path):
 
 def squid_state():
     return run(["systemctl", "is-active", "squid"]).stdout.decode().strip()
+
+
+# A poll that fails (SSM refuses, the config is refused or half written, Squid is down) waits longer each
+# time, up to this many intervals: a guest that cannot apply must not decrypt the secrets every interval
+# forever, at a KMS call each, against the account's shared SSM and KMS throughput.
+MAX_BACKOFF = 16
+
+
+def next_poll(interval, failures):
+    """Seconds until the next poll: the interval after a good one, doubled per failure in a row up to
+    MAX_BACKOFF intervals, give or take a fifth (jitter, so proxies started together do not poll together)."""
+    return interval * min(2 ** failures, MAX_BACKOFF) * random.uniform(0.8, 1.2)
 
 
 class Agent:
@@ -330,7 +415,7 @@ class Agent:
         params = self.ssm.parameters([n["config"], n["secrets"], n["applied"]], False)
         if n["config"] not in params:
             log("no parameter %s yet" % n["config"])
-            return
+            return False
         versions = (params[n["config"]]["Version"], params.get(n["secrets"], {}).get("Version"))
         own_changed = self.own_addresses()
         for _ in range(120):  # a Squid still starting is not one to restart
@@ -348,38 +433,73 @@ class Agent:
             if got != config["config_id"]:
                 # The backend writes the two parameters one after the other: this is half of a change.
                 log("config %s and the secrets read with it do not belong together yet; reading them again" % config["config_id"])
-                return
-            self.seen = versions
+                return False
             cid = config["config_id"]
+            # Read again only once a version changes: a config refused stays refused, and costs no decrypt.
+            self.seen = versions
+            why = None
+            if not authenticated(config, secrets, self.cfg["prefix"]):
+                # Half of a change (the config written, its new key not yet: tried again once the secrets'
+                # version changes) or a config the provider did not write.
+                why = "it is not authenticated by the proxy's key in %s" % n["secrets"]
+            else:
+                why = guard_squid_conf(config["squid_conf"], self.cfg["guard"]) or guard_backstop(config["backstop"], self.cfg["guard"])
+                if why:
+                    self.rejected = (cid, config["mac"])
+                    self.report_refused(params, applied, cid, config["mac"], "the agent's guards refused it: " + why)
+            if why:
+                log("refused config %s: %s; the last good config stays" % (cid, why))
+                if not active and applied:
+                    run(["systemctl", "restart", "squid"])
+                return False
             if cid != applied or not active:
-                if cid == self.rejected or not self.apply(config, secrets):
-                    self.rejected = cid
+                # A refused config is not tried again, unless the provider writes it again (a new key, so a
+                # new MAC): that is another attempt, asked for by an apply.
+                attempt = (cid, config["mac"])
+                if attempt == self.rejected or not self.apply(config, secrets):
+                    if attempt != self.rejected:
+                        self.report_refused(params, applied, cid, config["mac"], "squid or nft rejected it")
+                    self.rejected = attempt
                     if not active and applied:
                         # Squid is down and the new config refused: the last good one on disk serves.
                         run(["systemctl", "restart", "squid"])
-                    return
+                    return False
                 applied, own_changed, active = cid, False, True
             self.rejected = None
         if own_changed and active:
             if run(["sh", self.paths["prestart"], "backstop"]).returncode != 0 or run(["systemctl", "reload", "squid"]).returncode != 0:
                 raise AgentError("squid did not take the VM's new own addresses")
             log("own addresses changed: backstop and squid reloaded")
-        if applied and params.get(n["applied"], {}).get("Value") != applied:
+        if applied and applied_id(params.get(n["applied"], {}).get("Value")) != applied:
             conf = read(self.paths["conf"]) or b""
             if not self.listening(conf):
                 raise AgentError("squid runs config %s but does not take connections" % applied)
             self.ssm.call("PutParameter", {"Name": n["applied"], "Value": applied, "Type": "String", "Overwrite": True})
             log("reported config %s applied" % applied)
+        return True
+
+    def report_refused(self, params, applied, cid, mac, reason):
+        """Says in the applied parameter (proxyconf.AWSApplied) that config cid was refused, beside the id that
+        runs, so that whoever waits for cid fails at once with the reason instead of at its timeout."""
+        value = json.dumps({"config_id": applied or "-", "refused": cid, "refused_mac": mac[:16], "reason": reason[:300]}, sort_keys=True)
+        if params.get(self.names["applied"], {}).get("Value") == value:
+            return
+        try:
+            self.ssm.call("PutParameter", {"Name": self.names["applied"], "Value": value, "Type": "String", "Overwrite": True})
+        except (AgentError, OSError) as e:
+            log("reporting the refusal of config %s: %s" % (cid, e))
 
     def watch(self):
         os.makedirs(self.cfg["state_dir"], exist_ok=True)
+        failures = 0
         while True:
             try:
-                self.cycle()
+                ok = self.cycle()
             except Exception as e:  # noqa: BLE001 -- one bad poll must not end the watch
                 log("%s: %s" % (type(e).__name__, e))
-            # Jitter: proxies started together do not poll SSM together.
-            time.sleep(self.cfg["interval"] * random.uniform(0.8, 1.2))
+                ok = False
+            failures = 0 if ok else failures + 1
+            time.sleep(next_poll(self.cfg["interval"], failures))
 
 
 def main():

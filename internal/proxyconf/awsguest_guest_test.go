@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -349,28 +350,47 @@ type rendered struct {
 
 func (p paramWriter) render(s proxyconf.Settings) rendered {
 	p.t.Helper()
-	config, secrets, id, err := proxyconf.RenderAWSParameters(s)
+	key, err := proxyconf.NewAWSConfigKey()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	config, secrets, id, err := proxyconf.RenderAWSParameters(s, proxyconf.AWSParameterPath(p.name, ""), key)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	return rendered{config, secrets, id}
 }
 
-// broken is r with a squid.conf Squid refuses, under the id of the files as they are: only Squid can tell.
-func (p paramWriter) broken(r rendered) rendered {
+// edited is r with its squid.conf changed by edit, under the id of the files as they are, authenticated
+// with r's own key when signed (as a writer holding the key would) and with another key otherwise.
+func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) rendered {
 	p.t.Helper()
 	var c proxyconf.AWSConfig
 	var sec proxyconf.AWSSecrets
 	if err := errors.Join(json.Unmarshal(r.config, &c), json.Unmarshal(r.secrets, &sec)); err != nil {
 		p.t.Fatal(err)
 	}
-	c.SquidConf += "http_access allow no_such_acl\n"
+	c.SquidConf = edit(c.SquidConf)
 	c.ConfigID = proxyconf.ConfigID([]byte(c.SquidConf), []byte(sec.Htpasswd), []byte(c.TLSCert), []byte(sec.TLSKey), []byte(c.Backstop))
+	key, err := base64.StdEncoding.DecodeString(sec.ConfigKey)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if !signed {
+		key = make([]byte, proxyconf.AWSConfigKeyBytes)
+	}
+	c.MAC = proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(p.name, ""), c)
 	b, err := json.Marshal(c)
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	return rendered{b, r.secrets, c.ConfigID}
+}
+
+// broken is r with a squid.conf Squid refuses, authenticated: only Squid can tell.
+func (p paramWriter) broken(r rendered) rendered {
+	p.t.Helper()
+	return p.edited(r, func(c string) string { return c + "http_access allow no_such_acl\n" }, true)
 }
 
 func (p paramWriter) putConfig(r rendered) {

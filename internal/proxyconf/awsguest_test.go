@@ -83,9 +83,10 @@ func TestRenderAWSUserData(t *testing.T) {
 					t.Errorf("agent.json %s = %v, want %v", k, got[k], v)
 				}
 			}
-			// The agent arrives whole, and the shell reads the script (a template slip would break every boot).
-			if !bytes.Equal(agent, awsAgent) {
-				t.Error("the agent in the user-data is not awsguest_agent.py")
+			// The agent arrives whole (TestAWSAgentInUserData), and the shell reads the script (a template slip would
+			// break every boot).
+			if !bytes.Equal(agent, agentForUserData()) {
+				t.Error("the agent in the user-data is not awsguest_agent.py without its comment lines")
 			}
 			path := filepath.Join(t.TempDir(), "user-data")
 			if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -105,20 +106,37 @@ func awsUserDataParts(t *testing.T, userData []byte) (settings string, agent []b
 	if len(docs) < 3 {
 		t.Fatalf("user-data has %d quoted here-documents, want the settings and the agent first", len(docs)-1)
 	}
-	settings, _, _ = strings.Cut(docs[1], "\nEGRESS_EOF\n")
-	blob, _, _ := strings.Cut(docs[2], "\nEGRESS_EOF\n")
-	z, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(blob, "\n", ""))
-	if err != nil {
-		t.Fatal(err)
+	unpack := func(doc string) []byte {
+		blob, _, _ := strings.Cut(doc, "\nEGRESS_EOF\n")
+		z, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(blob, "\n", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(z))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(z))
-	if err != nil {
-		t.Fatal(err)
+	return string(unpack(docs[1])), unpack(docs[2])
+}
+
+// The user-data carries the agent without its comment lines: the same program, syntax tree for syntax tree.
+func TestAWSAgentInUserData(t *testing.T) {
+	t.Parallel()
+	out := python3(t, `import ast
+d = json.load(sys.stdin)
+print(ast.dump(ast.parse(d[0])) == ast.dump(ast.parse(d[1])))`, []string{string(awsAgent), string(agentForUserData())})
+	if strings.TrimSpace(string(out)) != "True" {
+		t.Error("the agent without its comment lines is another program")
 	}
-	if agent, err = io.ReadAll(zr); err != nil {
-		t.Fatal(err)
+	if len(agentForUserData()) >= len(awsAgent) {
+		t.Error("no comment line was left out")
 	}
-	return settings, agent
 }
 
 // python3 runs code with the agent importable as "agent", feeding it input on stdin, and returns its stdout.
@@ -167,7 +185,7 @@ func TestAWSAgentConfigIDIsConfigID(t *testing.T) {
 	var rendered files
 	s := Settings{Port: DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
 		Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}}
-	config, secrets, _, err := RenderAWSParameters(s)
+	config, secrets, _, err := RenderAWSParameters(s, AWSParameterPath("p", ""), make([]byte, AWSConfigKeyBytes))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,12 @@
 package proxyconf
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 )
@@ -22,28 +28,105 @@ const (
 	AWSParameterSettings = "settings"
 )
 
+// AWSApplied is the applied parameter's value, as the guest writes it: the config id it runs, alone when
+// nothing else is to say (the form of earlier guests), and as JSON when it refused a newer config, with the
+// config id refused and why, so that whoever waits for that config learns at once that it will not come.
+type AWSApplied struct {
+	ConfigID string `json:"config_id"`
+	Refused  string `json:"refused,omitempty"`
+	// RefusedMAC is the start of the refused config's MAC (AWSRefusedMAC): a config written again with the
+	// same id, under a new key, is another attempt, which an earlier refusal does not answer.
+	RefusedMAC string `json:"refused_mac,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// AWSRefusedMAC is what AWSApplied.RefusedMAC holds of a config's MAC.
+func AWSRefusedMAC(mac string) string { return mac[:min(16, len(mac))] }
+
+// ParseAWSApplied reads the applied parameter's value.
+func ParseAWSApplied(value string) AWSApplied {
+	var a AWSApplied
+	if json.Unmarshal([]byte(value), &a) != nil {
+		return AWSApplied{ConfigID: value}
+	}
+	return a
+}
+
+// String is the applied parameter's value for a: the config id alone when nothing was refused. SSM takes
+// no empty value, so a guest that refused its first config writes "-" as the id it runs.
+func (a AWSApplied) String() string {
+	if a.Refused == "" {
+		return a.ConfigID
+	}
+	if a.ConfigID == "" {
+		a.ConfigID = "-"
+	}
+	b, _ := json.Marshal(a) // strings only: never fails
+	return string(b)
+}
+
 // AWSParameterPath is the full name of one of a proxy's parameters.
 func AWSParameterPath(proxyName, parameter string) string {
 	return AWSParameterPrefix + proxyName + "/" + parameter
 }
 
 // AWSConfig is the config parameter's value. ConfigID covers it and AWSSecrets together (ConfigID), so the
-// guest reports as applied exactly the pair it was given.
+// guest reports as applied exactly the pair it was given. MAC authenticates it (AWSConfigMAC) with the key
+// in AWSSecrets: the config parameter is a plain String, and whoever may write it must not thereby choose
+// what runs as root on the proxy; writing a config the guest accepts also needs the secrets parameter,
+// which only who may decrypt it can read.
 type AWSConfig struct {
 	ConfigID  string `json:"config_id"`
 	SquidConf string `json:"squid_conf"`
 	Backstop  string `json:"backstop"`
 	TLSCert   string `json:"tls_cert,omitempty"`
+	MAC       string `json:"mac"`
 }
 
-// AWSSecrets is the secrets parameter's value; both empty when the proxy has neither auth nor TLS.
+// AWSSecrets is the secrets parameter's value: the htpasswd file and the TLS key (empty when the proxy has
+// neither auth nor TLS), and the key that authenticates the config parameter.
 type AWSSecrets struct {
-	Htpasswd string `json:"htpasswd,omitempty"`
-	TLSKey   string `json:"tls_key,omitempty"`
+	Htpasswd  string `json:"htpasswd,omitempty"`
+	TLSKey    string `json:"tls_key,omitempty"`
+	ConfigKey string `json:"config_key"`
 }
 
-// RenderAWSParameters renders s into the config and secrets parameters' values.
-func RenderAWSParameters(s Settings) (config, secrets []byte, configID string, err error) {
+// AWSConfigKeyBytes is the length of a config key: HMAC-SHA256's block-sized keys gain nothing over its
+// output size.
+const AWSConfigKeyBytes = 32
+
+// NewAWSConfigKey returns a new random config key. The backend makes one per config it writes, so a config
+// once replaced cannot be written back (replayed) by whoever kept a copy: its MAC is under a key the guest
+// no longer holds.
+func NewAWSConfigKey() ([]byte, error) {
+	k := make([]byte, AWSConfigKeyBytes)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("making the config key: %w", err)
+	}
+	return k, nil
+}
+
+// AWSConfigMAC is the hex HMAC-SHA256, under key, of the config's fields and the parameter prefix it was
+// written for (so one proxy's config is never another's), each length-prefixed so no two configs encode
+// alike. The agent computes the same (config_mac in awsguest_agent.py).
+func AWSConfigMAC(key []byte, prefix string, c AWSConfig) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("egress-proxy config v1\n"))
+	for _, f := range []string{prefix, c.ConfigID, c.SquidConf, c.Backstop, c.TLSCert} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// RenderAWSParameters renders s into the config and secrets parameters' values for the proxy whose
+// parameters are under prefix (AWSParameterPath(name, "")), authenticated with key (NewAWSConfigKey).
+func RenderAWSParameters(s Settings, prefix string, key []byte) (config, secrets []byte, configID string, err error) {
+	if len(key) != AWSConfigKeyBytes {
+		return nil, nil, "", fmt.Errorf("the config key has %d bytes, want %d", len(key), AWSConfigKeyBytes)
+	}
 	squid, err := RenderSquidConf(s, VMRenderOptions())
 	if err != nil {
 		return nil, nil, "", err
@@ -52,21 +135,23 @@ func RenderAWSParameters(s Settings) (config, secrets []byte, configID string, e
 	if err != nil {
 		return nil, nil, "", err
 	}
-	var htpasswd, cert, key []byte
+	var htpasswd, cert, tlsKey []byte
 	if s.Auth != nil {
 		if htpasswd, err = RenderHtpasswd(*s.Auth); err != nil {
 			return nil, nil, "", err
 		}
 	}
 	if s.TLS != nil {
-		cert, key = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
+		cert, tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
-	configID = ConfigID(squid, htpasswd, cert, key, backstop)
-	config, err = json.Marshal(AWSConfig{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert)})
+	configID = ConfigID(squid, htpasswd, cert, tlsKey, backstop)
+	c := AWSConfig{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert)}
+	c.MAC = AWSConfigMAC(key, prefix, c)
+	config, err = json.Marshal(c)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("encoding the config parameter: %w", err)
 	}
-	secrets, err = json.Marshal(AWSSecrets{Htpasswd: string(htpasswd), TLSKey: string(key)})
+	secrets, err = json.Marshal(AWSSecrets{Htpasswd: string(htpasswd), TLSKey: string(tlsKey), ConfigKey: base64.StdEncoding.EncodeToString(key)})
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("encoding the secrets parameter: %w", err)
 	}

@@ -173,6 +173,11 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	if err := opts.validate(s); err != nil {
 		return nil, err
 	}
+	return renderSquidConf(s, opts), nil
+}
+
+// renderSquidConf renders validated settings and options.
+func renderSquidConf(s Settings, opts RenderOptions) []byte {
 	var w confWriter
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
 	writeListening(&w, s, opts)
@@ -187,7 +192,7 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	writePrivacy(&w)
 	writeTimeouts(&w, s.Timeouts.withDefaults())
 	writeFilesAndLogs(&w, opts)
-	return w.buf.Bytes(), nil
+	return w.buf.Bytes()
 }
 
 // writeListening opens the proxy port and the health port, and gives the health port its own rules ahead of

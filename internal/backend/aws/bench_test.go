@@ -151,10 +151,10 @@ func createAll(tb testing.TB, be *Backend, specs []backend.Spec, parallel int) {
 // (DescribeSubnets), the group looked up, made and opened (DescribeSecurityGroups, CreateSecurityGroup,
 // AuthorizeSecurityGroupIngress), the three parameters written with their tags (PutParameter), the
 // launch (RunInstances), two polls until it runs (the second one's answer is the instance read back), and the
-// settings parameter read back. static_egress_ip adds the proxy's address looked up, allocated and associated
+// settings, config and applied parameters read back in one call (GetParameters). static_egress_ip adds the proxy's address looked up, allocated and associated
 // (DescribeAddresses, AllocateAddress, AssociateAddress) and the instance read again for its new public
 // address (DescribeInstances).
-// Get: the instance by name and the settings parameter.
+// Get: the instance by name and the settings, config and applied parameters (one GetParameters).
 // Delete: the instance by name, its termination and two polls until it is terminated, the proxy's own
 // addresses looked up (DescribeAddresses, also without static_egress_ip: a replacement may have kept one)
 // and released, the group looked up and deleted, the parameters deleted in one call.
@@ -165,20 +165,20 @@ var apiRequestCases = []struct {
 }{
 	{
 		name: "plain",
-		create: calls{"ssm:GetParameter": 2, "ec2:DescribeInstances": 3, "ssm:PutParameter": 3,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 3, "ssm:PutParameter": 3,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1},
-		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameter": 1},
+		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1,
 			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 1},
 	},
 	{
 		name: "static_egress_ip", static: true,
-		create: calls{"ssm:GetParameter": 2, "ec2:DescribeInstances": 4, "ssm:PutParameter": 3,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 4, "ssm:PutParameter": 3,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1,
 			"ec2:DescribeAddresses": 1, "ec2:AllocateAddress": 1, "ec2:AssociateAddress": 1},
-		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameter": 1},
+		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1, "ec2:ReleaseAddress": 1,
 			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 1},
 	},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -120,7 +121,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	obj := instanceObject(r.name, spec.Name)
-	config, secrets, configID, err := proxyconf.RenderAWSParameters(spec.Proxy)
+	rendered, err := renderParameters(spec.Name, spec.Proxy)
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
@@ -152,7 +153,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, configID), config, secrets); err != nil {
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, rendered), rendered); err != nil {
 		return backend.Instance{}, err
 	}
 	if in == nil {
@@ -170,7 +171,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return made, err
 	}
 	if o.WaitForProxy {
-		if err := b.waitApplied(ctx, r, spec.Name, configID); err != nil {
+		if err := b.waitApplied(ctx, r, spec.Name, rendered); err != nil {
 			return made, err
 		}
 	}
@@ -194,11 +195,38 @@ func ownerOf(tags map[string]string) string {
 	return "proxy " + tags[backend.LabelUID]
 }
 
+// parameters are a proxy's config and secrets parameters' values, as rendered for one write.
+type parameters struct {
+	config, secrets []byte
+	configID        string
+	// mac is the config's MAC, by which the guest's report of a refusal names this write of the config.
+	mac string
+}
+
+// renderParameters renders settings for the proxy named name, under a new config key: each write of a
+// config has its own, so one that was replaced cannot be written back by whoever kept a copy of it.
+func renderParameters(name string, settings proxyconf.Settings) (parameters, error) {
+	key, err := proxyconf.NewAWSConfigKey()
+	if err != nil {
+		return parameters{}, err
+	}
+	var p parameters
+	p.config, p.secrets, p.configID, err = proxyconf.RenderAWSParameters(settings, proxyconf.AWSParameterPath(name, ""), key)
+	if err != nil {
+		return p, err
+	}
+	var c proxyconf.AWSConfig
+	err = json.Unmarshal(p.config, &c)
+	p.mac = c.MAC
+	return p, err
+}
+
 // putParameters writes the proxy's parameters: the settings Get reads back, the configuration and the
 // secrets, each tagged like the instance. A new parameter is made with its tags in one request; one that
 // exists (a retried create, a reconfiguration) is overwritten, and tags, which cannot go with an overwrite,
-// are set after.
-func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, config, secrets []byte) error {
+// are set after. The config goes before the secrets that hold its key: a guest that reads the two between
+// the writes finds the config unauthenticated and waits for the secrets' new version.
+func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, p parameters) error {
 	stored, err := jsonString(st)
 	if err != nil {
 		return backend.NewError(backend.ClassPermanent, instanceObject(r.name, spec.Name), err)
@@ -208,8 +236,8 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 		typ         ssmtypes.ParameterType
 	}{
 		{proxyconf.AWSParameterSettings, stored, ssmtypes.ParameterTypeString},
-		{proxyconf.AWSParameterConfig, string(config), ssmtypes.ParameterTypeString},
-		{proxyconf.AWSParameterSecrets, string(secrets), ssmtypes.ParameterTypeSecureString},
+		{proxyconf.AWSParameterConfig, string(p.config), ssmtypes.ParameterTypeString},
+		{proxyconf.AWSParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString},
 	}
 	tags := ssmTags(objectTags(spec))
 	for _, p := range params {

@@ -2,7 +2,10 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -100,6 +103,9 @@ type storedSpec struct {
 	EIPAllocationID    string             `json:"eip_allocation_id,omitempty"`
 	WaitForProxy       bool               `json:"wait_for_proxy,omitempty"`
 	ConfigID           string             `json:"config_id"`
+	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
+	// behind the provider's back by it, without reading the secrets its MAC needs.
+	ConfigSHA256 string `json:"config_sha256,omitempty"`
 }
 
 // storedTLS tells TLS settings apart without the key: the certificate's SHA-256, and one over certificate
@@ -110,10 +116,11 @@ type storedTLS struct {
 	CertificatePEM    string `json:"certificate_pem"`
 }
 
-func newStoredSpec(s proxyconf.Settings, o Options, configID string) storedSpec {
+func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
+	sum := sha256.Sum256(p.config)
 	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile,
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
-		WaitForProxy: o.WaitForProxy, ConfigID: configID}
+		WaitForProxy: o.WaitForProxy, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:])}
 	st.Settings.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
@@ -132,25 +139,32 @@ func (st storedSpec) settings() proxyconf.Settings {
 }
 
 // readStoredSpec reads the settings parameter; ok is false when there is none (a proxy whose parameters
-// were deleted behind the provider's back), and the settings are then not reported.
-func (b *Backend) readStoredSpec(ctx context.Context, r *region, name string) (storedSpec, bool, error) {
-	var st storedSpec
-	path := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings)
-	var out *ssm.GetParameterOutput
-	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
-		out, err = r.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String(path)})
-		return classify(parameterObject(r.name, path), err)
+// were deleted behind the provider's back), and the settings are then not reported. The config and applied
+// parameters come in the same request (none is a SecureString, so nothing is decrypted): values holds those
+// that exist, for configDrift.
+func (b *Backend) readStoredSpec(ctx context.Context, r *region, name string) (st storedSpec, ok bool, values map[string]string, err error) {
+	names := []string{proxyconf.AWSParameterSettings, proxyconf.AWSParameterConfig, proxyconf.AWSParameterApplied}
+	paths := make([]string, len(names))
+	for i, n := range names {
+		paths[i] = proxyconf.AWSParameterPath(name, n)
+	}
+	var out *ssm.GetParametersOutput
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
+		out, err = r.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: paths})
+		return classify(parameterObject(r.name, proxyconf.AWSParameterPath(name, "")), err)
 	})
-	if backend.IsNotFound(err) {
-		return st, false, nil
-	}
 	if err != nil {
-		return st, false, err
+		return st, false, nil, err
 	}
+	values = map[string]string{}
+	for _, p := range out.Parameters {
+		values[awssdk.ToString(p.Name)] = awssdk.ToString(p.Value)
+	}
+	stored, found := values[paths[0]]
 	// A value that does not parse is not ours to read: the proxy is reported without settings rather than
 	// failing the read.
-	ok := json.Unmarshal([]byte(awssdk.ToString(out.Parameter.Value)), &st) == nil
-	return st, ok, nil
+	ok = found && json.Unmarshal([]byte(stored), &st) == nil
+	return st, ok, values, nil
 }
 
 func parameterObject(region, path string) string {
@@ -168,7 +182,7 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 			awssdk.ToString(in.InstanceId), backend.LabelManagedBy)
 	}
 	inst := toInstance(r.name, in)
-	st, ok, err := b.readStoredSpec(ctx, r, name)
+	st, ok, values, err := b.readStoredSpec(ctx, r, name)
 	if err != nil {
 		return backend.Instance{}, err
 	}
@@ -180,8 +194,35 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		opts.StaticEgressIP, opts.EIPAllocationID, opts.WaitForProxy = st.StaticEgressIP, st.EIPAllocationID, st.WaitForProxy
 		// The guest watches its parameters: every instance made by this backend can change its rules in place.
 		inst.Reconfigurable = true
+		inst.Drift = configDrift(name, st, values)
 	}
 	return inst, nil
+}
+
+// configDrift says how the config parameter, or the config the guest reports applied, differs from the one
+// the provider last wrote (st), or "" when neither does; values are the parameters readStoredSpec read. The
+// config parameter is a String anyone with ssm:PutParameter on it may overwrite; the guest refuses what the
+// provider's key did not authenticate, but the proxy then no longer follows the rules it was given, and the
+// plan must show the update that writes them again. A guest that has applied nothing yet (no applied
+// parameter: it is booting) has not drifted.
+func configDrift(name string, st storedSpec, values map[string]string) string {
+	configPath := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig)
+	config, ok := values[configPath]
+	if !ok {
+		return fmt.Sprintf("its config parameter %s is gone", configPath)
+	}
+	if sum := sha256.Sum256([]byte(config)); st.ConfigSHA256 != "" && hex.EncodeToString(sum[:]) != st.ConfigSHA256 {
+		return fmt.Sprintf("its config parameter %s was changed by someone other than this provider", configPath)
+	}
+	if v, ok := values[proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied)]; ok {
+		switch applied := proxyconf.ParseAWSApplied(v); {
+		case applied.Refused == st.ConfigID:
+			return fmt.Sprintf("its guest refused config %s, the one this provider wrote (%s), and runs config %s", st.ConfigID, applied.Reason, applied.ConfigID)
+		case applied.ConfigID != st.ConfigID && applied.Refused == "":
+			return fmt.Sprintf("its guest reports config %s applied, not %s, the one this provider wrote", applied.ConfigID, st.ConfigID)
+		}
+	}
+	return ""
 }
 
 // toInstance maps what the instance itself says.

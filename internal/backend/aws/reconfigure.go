@@ -22,23 +22,23 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	st, ok, err := b.readStoredSpec(ctx, r, id.Name)
+	_, ok, _, err := b.readStoredSpec(ctx, r, id.Name)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	if !ok || !current.Reconfigurable {
 		return backend.Instance{}, backend.Permanent(obj, "its settings parameter is gone, so its rules cannot be changed in place: replace the proxy")
 	}
-	config, secrets, configID, err := proxyconf.RenderAWSParameters(settings)
+	rendered, err := renderParameters(id.Name, settings)
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
 	opts, _ := current.Placement.Options.(*Options)
 	spec := backend.Spec{Name: id.Name, UID: current.UID, Owner: current.Owner, Labels: current.Labels, Proxy: settings}
-	if configID != st.ConfigID {
-		if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, configID), config, secrets); err != nil {
-			return backend.Instance{}, err
-		}
+	// Written even when the config id is the one stored: Reconfigure also puts back a config that drifted
+	// (configDrift), and each write has a new key.
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, rendered), rendered); err != nil {
+		return backend.Instance{}, err
 	}
 	group, err := b.findSecurityGroup(ctx, r, securityGroupName(id.Name), awssdk.ToString(in.VpcId))
 	if err != nil {
@@ -49,7 +49,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 			return backend.Instance{}, err
 		}
 	}
-	if err := b.waitApplied(ctx, r, id.Name, configID); err != nil {
+	if err := b.waitApplied(ctx, r, id.Name, rendered); err != nil {
 		return backend.Instance{}, err
 	}
 	return b.Get(ctx, id)

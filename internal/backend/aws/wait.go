@@ -2,7 +2,7 @@ package aws
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -87,8 +87,11 @@ func (b *Backend) waitTerminated(ctx context.Context, r *region, object, instanc
 	})
 }
 
-// waitApplied waits until the guest reports configID applied, in its applied parameter.
-func (b *Backend) waitApplied(ctx context.Context, r *region, name, configID string) error {
+// waitApplied waits until the guest reports configID applied, in its applied parameter. A guest that reports
+// it refused configID (Squid, nft or its guards said no) fails the wait at once, with its reason: the
+// last good config keeps serving, and waiting longer would not change that.
+func (b *Backend) waitApplied(ctx context.Context, r *region, name string, written parameters) error {
+	configID := written.configID
 	path := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied)
 	object := parameterObject(r.name, path)
 	return b.pollUntil(ctx, object, "the guest to apply config "+configID, func(ctx context.Context) (bool, error) {
@@ -99,12 +102,13 @@ func (b *Backend) waitApplied(ctx context.Context, r *region, name, configID str
 		if err != nil {
 			return false, classify(object, err)
 		}
-		var applied struct {
-			ConfigID string `json:"config_id"`
-		}
-		value := awssdk.ToString(out.Parameter.Value)
-		if json.Unmarshal([]byte(value), &applied) != nil {
-			applied.ConfigID = value
+		applied := proxyconf.ParseAWSApplied(awssdk.ToString(out.Parameter.Value))
+		// A refusal of this write: one of an earlier write of the same config (a drift put back) is no answer.
+		if applied.Refused == configID && applied.RefusedMAC == proxyconf.AWSRefusedMAC(written.mac) {
+			return false, &backend.Error{Class: backend.ClassPermanent, Object: instanceObject(r.name, name),
+				Err: fmt.Errorf("its guest refused config %s (%s) and keeps serving config %s", configID, applied.Reason, applied.ConfigID),
+				Advice: "The provider rendered this config, so a guest that refuses it runs other software than the proxy image expects: " +
+					"read why in the instance's console output (EC2 GetConsoleOutput, lines from egress-proxy-agent), then replace the proxy."}
 		}
 		return applied.ConfigID == configID, nil
 	})

@@ -1,6 +1,8 @@
 package ec2fake
 
 import (
+	"crypto/hmac"
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -80,14 +82,29 @@ func (s *Server) guestsReport() {
 				continue
 			}
 			var c proxyconf.AWSConfig
-			if json.Unmarshal([]byte(rg.params[param].Value), &c) != nil {
+			if json.Unmarshal([]byte(rg.params[param].Value), &c) != nil || !authenticated(rg, proxy, c) {
 				continue
 			}
 			applied := proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied)
-			if cur := rg.params[applied]; (cur != nil && cur.Value == c.ConfigID) || !rg.runsNamed(proxy) {
+			cur := proxyconf.AWSApplied{}
+			if p := rg.params[applied]; p != nil {
+				cur = proxyconf.ParseAWSApplied(p.Value)
+			}
+			if cur.ConfigID == c.ConfigID || !rg.runsNamed(proxy) {
 				continue
 			}
-			body, err := json.Marshal(map[string]any{"Name": applied, "Value": c.ConfigID, "Type": "String", "Overwrite": true})
+			report := proxyconf.AWSApplied{ConfigID: c.ConfigID}
+			switch rg.guests[proxy] {
+			case GuestSilent:
+				continue
+			case GuestRefuses:
+				mac := proxyconf.AWSRefusedMAC(c.MAC)
+				if cur.Refused == c.ConfigID && cur.RefusedMAC == mac {
+					continue // said so already
+				}
+				report = proxyconf.AWSApplied{ConfigID: cur.ConfigID, Refused: c.ConfigID, RefusedMAC: mac, Reason: GuestRefusal}
+			}
+			body, err := json.Marshal(map[string]any{"Name": applied, "Value": report.String(), "Type": "String", "Overwrite": true})
 			if err != nil {
 				continue
 			}
@@ -96,6 +113,51 @@ func (s *Server) guestsReport() {
 			_, _ = s.putParameter(rg, body)
 		}
 	}
+}
+
+// authenticated reports whether c's MAC is the one the key in the proxy's secrets parameter gives, as the
+// real agent checks before it installs anything (proxyconf.AWSConfigMAC): a config the provider did not
+// write is never reported applied. The caller holds s.mu.
+func authenticated(rg *region, proxy string, c proxyconf.AWSConfig) bool {
+	p := rg.params[proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterSecrets)]
+	if p == nil {
+		return false
+	}
+	var sec proxyconf.AWSSecrets
+	if json.Unmarshal([]byte(p.Value), &sec) != nil {
+		return false
+	}
+	key, err := base64.StdEncoding.DecodeString(sec.ConfigKey)
+	return err == nil && len(key) == proxyconf.AWSConfigKeyBytes &&
+		hmac.Equal([]byte(c.MAC), []byte(proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(proxy, ""), c)))
+}
+
+// GuestMode is how a proxy's agent behaves under PlayGuests.
+type GuestMode int
+
+const (
+	// GuestApplies applies each authenticated config and reports it, as a healthy guest does.
+	GuestApplies GuestMode = iota
+	// GuestSilent reports nothing: an instance still booting, or whose agent cannot reach SSM. Setting
+	// GuestApplies later makes it a late guest.
+	GuestSilent
+	// GuestRefuses refuses every new config, as the agent does when Squid, nft or its guards refuse one:
+	// the last config applied stays, and the applied parameter says which one was refused and why.
+	GuestRefuses
+)
+
+// GuestRefusal is the reason GuestRefuses reports.
+const GuestRefusal = "squid rejected config"
+
+// SetGuest sets how the agent of the proxy named proxy in region behaves from the next round of PlayGuests.
+func (s *Server) SetGuest(region, proxy string, m GuestMode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rg := s.mustRegion(region)
+	if rg.guests == nil {
+		rg.guests = map[string]GuestMode{}
+	}
+	rg.guests[proxy] = m
 }
 
 // proxyOfConfig is the proxy whose config parameter param is, if it is one.

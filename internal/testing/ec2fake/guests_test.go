@@ -1,6 +1,8 @@
 package ec2fake
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"testing"
 	"time"
@@ -34,10 +36,33 @@ func (h *harness) writeConfig(value string) {
 	h.ok("PutParameter config", err)
 }
 
-// configOf is a config parameter's value that names id.
+// guestKey is the config key the guest tests' secrets parameter holds (writeSecrets).
+var guestKey = bytes.Repeat([]byte{7}, proxyconf.AWSConfigKeyBytes)
+
+// writeSecrets writes guestProxy's secrets parameter with guestKey, as the backend does.
+func (h *harness) writeSecrets() {
+	h.t.Helper()
+	b, err := json.Marshal(proxyconf.AWSSecrets{ConfigKey: base64.StdEncoding.EncodeToString(guestKey)})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	_, err = h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterSecrets)),
+		Value: aws.String(string(b)), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
+	h.ok("PutParameter secrets", err)
+}
+
+// configOf is a config parameter's value that names id, authenticated with guestKey.
 func configOf(t *testing.T, id string) string {
 	t.Helper()
-	b, err := json.Marshal(proxyconf.AWSConfig{ConfigID: id, SquidConf: "http_port 3128\n"})
+	return signedConfigOf(t, id, guestKey)
+}
+
+// signedConfigOf is a config parameter's value that names id, authenticated with key.
+func signedConfigOf(t *testing.T, id string, key []byte) string {
+	t.Helper()
+	c := proxyconf.AWSConfig{ConfigID: id, SquidConf: "http_port 3128\n"}
+	c.MAC = proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(guestProxy, ""), c)
+	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +107,15 @@ func TestPlayGuestsReportsOnlyFromRunningInstances(t *testing.T) {
 		"config that is no JSON":     {instance: func(h *harness) { h.running(withName(guestProxy)) }, config: "not json"},
 		"config without a config id": {instance: func(h *harness) { h.running(withName(guestProxy)) }, config: `{"squid_conf":"x"}`},
 		"region unreachable":         {instance: func(h *harness) { h.running(withName(guestProxy)); h.s.SetReachable(h.region, false) }},
+		// The agent installs only a config the provider's key authenticates (issue 35).
+		"config under another key": {instance: func(h *harness) { h.running(withName(guestProxy)) },
+			config: signedConfigOf(t, "cfg-1", bytes.Repeat([]byte{8}, proxyconf.AWSConfigKeyBytes))},
+		"config without a MAC": {instance: func(h *harness) { h.running(withName(guestProxy)) }, config: `{"config_id":"cfg-1","squid_conf":"x"}`},
+		"no secrets parameter": {instance: func(h *harness) {
+			h.running(withName(guestProxy))
+			_, err := h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: []string{proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterSecrets)}})
+			h.ok("DeleteParameters", err)
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -90,6 +124,7 @@ func TestPlayGuestsReportsOnlyFromRunningInstances(t *testing.T) {
 			if config == "" {
 				config = configOf(t, "cfg-1")
 			}
+			h.writeSecrets()
 			h.writeConfig(config)
 			tc.instance(h)
 			playRound(h.s)
@@ -106,6 +141,7 @@ func TestPlayGuestsFollowsConfigWhileRunning(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, Options{})
 	id := h.running(withName(guestProxy))
+	h.writeSecrets()
 	steps := []struct {
 		name        string
 		act         func()
@@ -132,8 +168,8 @@ func TestPlayGuestsFollowsConfigWhileRunning(t *testing.T) {
 	if p, _ := h.s.Parameter(h.region, proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterApplied)); p.Type != "String" {
 		t.Errorf("applied is a %s, want a String", p.Type)
 	}
-	if got := h.s.Count("PutParameter"); got != 4 {
-		t.Errorf("%d PutParameter requests logged, want the test's own 4: the agent's writes are no requests", got)
+	if got := h.s.Count("PutParameter"); got != 5 {
+		t.Errorf("%d PutParameter requests logged, want the test's own 5 (four configs, the secrets): the agent's writes are no requests", got)
 	}
 	// PlayGuests' stop may be called more than once: a caller's own and the test's cleanup.
 	stop := h.s.PlayGuests()

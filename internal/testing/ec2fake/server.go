@@ -339,6 +339,7 @@ type region struct {
 	associations map[string]string // association id -> allocation id, ended ones too (idempotent disassociate)
 	images       map[string]Image
 	params       map[string]*parameter
+	guests       map[string]GuestMode // proxy name -> how its agent behaves (SetGuest); GuestApplies when absent
 	nextIP       int
 }
 

@@ -1,0 +1,222 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+)
+
+// Reconfigure and a Create with wait_for_proxy return once the guest reports the new config applied, and
+// not before (issue 35, item 13): against a guest that answers, one that answers late, one that never does
+// and one that refuses the config.
+func TestWaitForTheGuest(t *testing.T) {
+	t.Parallel()
+	changed := testProxy()
+	changed.AllowedDestinations = []string{"example.com", "example.org"}
+	for name, tc := range map[string]struct {
+		// reconfigure: the wait is Reconfigure's; otherwise Create's, with wait_for_proxy.
+		reconfigure bool
+		mode        ec2fake.GuestMode
+		late        bool // the guest turns GuestApplies once the backend has polled the applied parameter
+		wantErr     string
+		wantClass   backend.Class
+	}{
+		"create, guest applies":      {mode: ec2fake.GuestApplies},
+		"create, guest late":         {mode: ec2fake.GuestSilent, late: true},
+		"create, guest silent":       {mode: ec2fake.GuestSilent, wantErr: "waiting for the guest to apply config", wantClass: backend.ClassTransient},
+		"create, guest refuses":      {mode: ec2fake.GuestRefuses, wantErr: "its guest refused config", wantClass: backend.ClassPermanent},
+		"reconfigure, guest applies": {reconfigure: true, mode: ec2fake.GuestApplies},
+		"reconfigure, guest late":    {reconfigure: true, mode: ec2fake.GuestSilent, late: true},
+		"reconfigure, guest silent":  {reconfigure: true, mode: ec2fake.GuestSilent, wantErr: "waiting for the guest to apply config", wantClass: backend.ClassTransient},
+		"reconfigure, guest refuses": {reconfigure: true, mode: ec2fake.GuestRefuses, wantErr: "its guest refused config", wantClass: backend.ClassPermanent},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake, b := newTest(t, ec2fake.Options{})
+			fake.PlayGuests()
+			spec := testSpec(fake, "waited")
+			o := spec.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
+			// The image given, so that the only GetParameter is the wait's poll of the applied parameter.
+			o.WaitForProxy, o.AMI = true, ec2fake.DebianAMI(0, "amd64")
+			var inst backend.Instance
+			if tc.reconfigure {
+				var err error
+				if inst, err = b.Create(context.Background(), spec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fake.SetGuest(testRegion, spec.Name, tc.mode)
+			if tc.late {
+				// Late: the guest applies only once the backend is waiting, seen by its first poll of applied.
+				p := fake.PauseNext("GetParameter", false)
+				go func() {
+					<-p.Reached()
+					fake.SetGuest(testRegion, spec.Name, ec2fake.GuestApplies)
+					p.Resume()
+				}()
+			}
+			// A silent guest would be waited for until the operation's timeout: the test's is the one bound.
+			ctx := context.Background()
+			if tc.wantErr != "" && tc.wantClass == backend.ClassTransient {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+			}
+			var err error
+			if tc.reconfigure {
+				_, err = b.Reconfigure(ctx, inst.ID, changed)
+			} else {
+				inst, err = b.Create(ctx, spec)
+			}
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				var be *backend.Error
+				if !errors.As(err, &be) || (tc.wantClass == backend.ClassPermanent && be.Class != backend.ClassPermanent) {
+					t.Fatalf("err = %#v, want class %s", err, tc.wantClass)
+				}
+				if tc.wantClass == backend.ClassPermanent && !strings.Contains(err.Error(), ec2fake.GuestRefusal) {
+					t.Errorf("err = %v, want the guest's reason %q", err, ec2fake.GuestRefusal)
+				}
+			}
+			// What the backend waited for is what the guest reported, read over the wire.
+			got := applied(t, fake, spec.Name)
+			want, _ := b.storedConfigID(t, spec.Name)
+			if (tc.wantErr == "") != (got.ConfigID == want) {
+				t.Errorf("the guest reports %+v, the provider wrote %s; the wait returned %v", got, want, err)
+			}
+		})
+	}
+}
+
+// storedConfigID is the config id the settings parameter says the provider last wrote.
+func (b *Backend) storedConfigID(t *testing.T, name string) (string, bool) {
+	t.Helper()
+	r, err := b.clients(context.Background(), testRegion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ok, _, err := b.readStoredSpec(context.Background(), r, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.ConfigID, ok
+}
+
+// applied is the proxy's applied parameter as GetParameter answers it; zero when there is none.
+func applied(t *testing.T, fake *ec2fake.Server, name string) proxyconf.AWSApplied {
+	t.Helper()
+	out, err := ssm.NewFromConfig(fake.AWSConfig(testRegion)).GetParameter(context.Background(),
+		&ssm.GetParameterInput{Name: awssdk.String(proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied))})
+	if err != nil {
+		var nf *ssmtypes.ParameterNotFound
+		if errors.As(err, &nf) {
+			return proxyconf.AWSApplied{}
+		}
+		t.Fatal(err)
+	}
+	return proxyconf.ParseAWSApplied(awssdk.ToString(out.Parameter.Value))
+}
+
+// Get reports drift when the config parameter or the config the guest applied is not the one the provider
+// wrote, and Reconfigure with the same settings puts it back (issue 35, item 1).
+func TestGetReportsConfigDrift(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		tamper    func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string)
+		wantDrift string
+	}{
+		"untouched": {tamper: func(*testing.T, *ec2fake.Server, *ssm.Client, string) {}},
+		"config overwritten": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig), `{"config_id":"x","squid_conf":"url_rewrite_program /bin/sh\n"}`)
+		}, wantDrift: "was changed by someone other than this provider"},
+		"config deleted": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+			if _, err := c.DeleteParameters(context.Background(), &ssm.DeleteParametersInput{Names: []string{proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig)}}); err != nil {
+				t.Fatal(err)
+			}
+		}, wantDrift: "is gone"},
+		"another config reported applied": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "0123456789abcdef")
+		}, wantDrift: "reports config 0123456789abcdef applied"},
+		"the config refused": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
+			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "-")
+			fake.SetGuest(testRegion, name, ec2fake.GuestRefuses)
+			waitFor(t, func() bool { return applied(t, fake, name).Refused != "" })
+			fake.SetGuest(testRegion, name, ec2fake.GuestApplies)
+		}, wantDrift: "its guest refused config"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake, b := newTest(t, ec2fake.Options{})
+			fake.PlayGuests()
+			spec := testSpec(fake, "drifted")
+			spec.Placement.Options.(*Options).WaitForProxy = true //nolint:forcetypeassert // testSpec's own options
+			inst, err := b.Create(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inst.Drift != "" {
+				t.Fatalf("Create = drift %q right after create", inst.Drift)
+			}
+			tc.tamper(t, fake, ssm.NewFromConfig(fake.AWSConfig(testRegion)), spec.Name)
+			got, err := b.Get(context.Background(), inst.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (tc.wantDrift == "") != (got.Drift == "") || !strings.Contains(got.Drift, tc.wantDrift) {
+				t.Fatalf("Get = drift %q, want %q", got.Drift, tc.wantDrift)
+			}
+			if tc.wantDrift == "" {
+				return
+			}
+			if got.Proxy == nil || !got.Reconfigurable {
+				t.Fatalf("Get = %+v: a drifted proxy must read back its settings and stay reconfigurable, so the plan is an update in place", got)
+			}
+			back, err := b.Reconfigure(context.Background(), inst.ID, spec.Proxy)
+			if err != nil {
+				t.Fatalf("Reconfigure with the same settings: %v", err)
+			}
+			if back.Drift != "" {
+				t.Fatalf("Reconfigure = drift %q, want it put back", back.Drift)
+			}
+		})
+	}
+}
+
+func put(t *testing.T, c *ssm.Client, path, value string) {
+	t.Helper()
+	_, err := c.PutParameter(context.Background(), &ssm.PutParameterInput{Name: awssdk.String(path), Value: awssdk.String(value),
+		Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond until it holds: the fake's guests report on their own goroutine.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the fake's guests did not report within a minute")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

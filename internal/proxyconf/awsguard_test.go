@@ -1,0 +1,154 @@
+package proxyconf
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The agent installs a config only when its MAC is the one the proxy's key gives and it holds nothing the
+// renderer never writes (issue 35: whoever may write the config parameter must not choose what runs as root
+// on the proxy). Each case is a config as a writer of the parameter could make it; the agent's own functions
+// judge it, as the guest's cycle calls them.
+func TestAWSAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
+	t.Parallel()
+	prefix := AWSParameterPath("p", "")
+	key := make([]byte, AWSConfigKeyBytes)
+	for i := range key {
+		key[i] = byte(i + 1)
+	}
+	withTLS := Settings{Port: 8443, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}, AllowedDestinations: []string{"a.example", ".b.example"},
+		AllowedPorts: []int{443, 8443}, AllowedPrivateCIDRs: []string{"10.2.0.0/16"}, MaxConnectionsPerClient: 7,
+		Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()},
+		Timeouts: Timeouts{RequestHeaders: 3 * time.Minute, Connect: 4 * time.Second, Idle: time.Hour}}
+	settings := map[string]Settings{
+		"plain":    {Port: DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
+		"no rules": {Port: DefaultPort},
+		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}},
+		"tls":      withTLS,
+	}
+	type input struct {
+		Name    string
+		Config  AWSConfig
+		Secrets AWSSecrets
+	}
+	type want struct {
+		authentic bool
+		refusal   string // in the guards' reason; "" when they let it through
+	}
+	var inputs []input
+	wants := map[string]want{}
+	add := func(name string, c AWSConfig, sec AWSSecrets, w want) {
+		inputs = append(inputs, input{name, c, sec})
+		wants[name] = w
+	}
+	resign := func(c AWSConfig, k []byte) AWSConfig { c.MAC = AWSConfigMAC(k, prefix, c); return c }
+	for _, name := range slices.Sorted(maps.Keys(settings)) {
+		config, secrets, _, err := RenderAWSParameters(settings[name], prefix, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c AWSConfig
+		var sec AWSSecrets
+		if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
+			t.Fatal("not JSON")
+		}
+		add("rendered "+name, c, sec, want{authentic: true})
+		if name != "tls" {
+			continue
+		}
+		edit := func(f func(string) string) AWSConfig { e := c; e.SquidConf = f(c.SquidConf); return resign(e, key) }
+		appendLine := func(l string) AWSConfig { return edit(func(s string) string { return s + l + "\n" }) }
+		add("edited without the key", func() AWSConfig { e := c; e.SquidConf += "url_rewrite_program /bin/sh\n"; return e }(), sec, want{})
+		add("signed with another key", resign(c, make([]byte, AWSConfigKeyBytes)), sec, want{refusal: ""})
+		wrongPrefix := c
+		wrongPrefix.MAC = AWSConfigMAC(key, AWSParameterPath("other", ""), c)
+		add("another proxy's config", wrongPrefix, sec, want{})
+		noKey := sec
+		noKey.ConfigKey = ""
+		add("secrets without a key", c, noKey, want{})
+		add("url_rewrite_program", appendLine("url_rewrite_program /bin/sh -c id"), sec, want{true, "url_rewrite_program"})
+		add("include", appendLine("include /tmp/x.conf"), sec, want{true, "include"})
+		add("external_acl_type", appendLine("external_acl_type x %SRC /bin/sh"), sec, want{true, "external_acl_type"})
+		add("another auth helper", edit(func(s string) string {
+			return strings.Replace(s, "/usr/lib/squid/basic_ncsa_auth", "/bin/sh", 1)
+		}), sec, want{true, "auth_param"})
+		add("access log to a daemon", edit(func(s string) string {
+			return strings.Replace(s, "access_log stdio:", "access_log daemon:", 1)
+		}), sec, want{true, "access_log"})
+		add("acl from another file", appendLine(`acl leak src "/etc/shadow"`), sec, want{true, "names a file"})
+		add("acl of a helper type", appendLine("acl x external y"), sec, want{true, "acl of a type"})
+		add("port option", edit(func(s string) string {
+			return strings.Replace(s, "tls-min-version=1.2", "tls-min-version=1.2 ssl-bump", 1)
+		}), sec, want{true, "options"})
+		add("continued line", appendLine("acl a src 10.0.0.1 \\\nurl_rewrite_program /bin/sh"), sec, want{true, "url_rewrite_program"})
+		bs := func(f func(string) string) AWSConfig { e := c; e.Backstop = f(c.Backstop); return resign(e, key) }
+		add("empty backstop", bs(func(string) string { return "" }), sec, want{true, "backstop lacks"})
+		add("backstop without its output chain", bs(func(s string) string {
+			return strings.Replace(s, "meta skuid \"proxy\" jump from_proxy", "", 1)
+		}), sec, want{true, "backstop lacks"})
+		add("backstop that deletes another table", bs(func(s string) string { return s + "delete table inet filter\n" }), sec, want{true, "outside its table"})
+		add("backstop with a second table", bs(func(s string) string { return s + "table ip nat {\n}\n" }), sec, want{true, "outside its table"})
+	}
+	out := python3(t, `d = json.load(sys.stdin)
+g = d["guard"]
+for i in d["inputs"]:
+    c, s = i["Config"], i["Secrets"]
+    print(json.dumps([i["Name"], agent.authenticated(c, s, d["prefix"]), agent.guard_squid_conf(c["squid_conf"], g) or agent.guard_backstop(c["backstop"], g) or ""]))`,
+		map[string]any{"guard": awsGuardOnce(), "prefix": prefix, "inputs": inputs})
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(inputs) {
+		t.Fatalf("the agent judged %d configs, want %d:\n%s", len(lines), len(inputs), out)
+	}
+	for _, l := range lines {
+		var name, why string
+		var authentic bool
+		if err := json.Unmarshal([]byte(l), &[]any{&name, &authentic, &why}); err != nil {
+			t.Fatal(err)
+		}
+		w := wants[name]
+		if authentic != w.authentic {
+			t.Errorf("%s: authenticated = %v, want %v", name, authentic, w.authentic)
+		}
+		if !w.authentic {
+			continue
+		}
+		if (w.refusal == "") != (why == "") || !strings.Contains(why, w.refusal) {
+			t.Errorf("%s: the guards say %q, want a refusal containing %q", name, why, w.refusal)
+		}
+	}
+}
+
+// The MAC is over the key the secrets hold, in the form the agent decodes.
+func TestAWSConfigKeyInSecrets(t *testing.T) {
+	t.Parallel()
+	key, err := NewAWSConfigKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, secrets, _, err := RenderAWSParameters(Settings{Port: DefaultPort}, AWSParameterPath("p", ""), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c AWSConfig
+	var sec AWSSecrets
+	if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
+		t.Fatal("not JSON")
+	}
+	if got, _ := base64.StdEncoding.DecodeString(sec.ConfigKey); string(got) != string(key) {
+		t.Error("the secrets do not hold the config key")
+	}
+	if strings.Contains(string(config), sec.ConfigKey) {
+		t.Error("the config parameter holds the key")
+	}
+	if c.MAC != AWSConfigMAC(key, AWSParameterPath("p", ""), c) {
+		t.Error("the config's MAC is not AWSConfigMAC")
+	}
+	if _, _, _, err := RenderAWSParameters(Settings{Port: DefaultPort}, AWSParameterPath("p", ""), key[:16]); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
