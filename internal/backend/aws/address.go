@@ -52,6 +52,13 @@ func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backe
 			return err
 		}
 		if len(own) > 0 {
+			// A kept address is adopted by its owner's successor only: another team's address of this name
+			// may be on a partner's allow-list.
+			tags := tagMap(own[0].Tags)
+			if err := (backend.Ownership{Owner: spec.Owner}).Check(fmt.Sprintf("aws Elastic IP %s in region %s", awssdk.ToString(own[0].PublicIp), r.name),
+				tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+				return err
+			}
 			allocationID = awssdk.ToString(own[0].AllocationId)
 			if id := awssdk.ToString(own[0].InstanceId); id == instanceID {
 				return nil // a retried create: attached already
@@ -98,6 +105,9 @@ func (b *Backend) releaseOwnAddresses(ctx context.Context, r *region, name strin
 		return err
 	}
 	for _, a := range own {
+		if (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tagMap(a.Tags)[backend.LabelOwner], "") != nil {
+			continue // another owner's proxy of the same name: theirs to release
+		}
 		allocationID := awssdk.ToString(a.AllocationId)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			_, err := r.ec2.ReleaseAddress(ctx, &ec2.ReleaseAddressInput{AllocationId: awssdk.String(allocationID)})

@@ -140,6 +140,12 @@ func (b *Backend) liveInstance(ctx context.Context, id backend.ProviderID) (*reg
 	if in == nil {
 		return nil, nil, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
 	}
+	// An id says where a proxy is, not whose: another owner's proxy of the same name is not this one.
+	if tags := tagMap(in.Tags); managed(tags) {
+		if err := backend.OwnershipOf(ctx).Check(instanceObject(id.Target, id.Name), tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return nil, nil, err
+		}
+	}
 	return r, in, nil
 }
 

@@ -141,9 +141,27 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	if in != nil {
-		if tags := tagMap(in.Tags); !managed(tags) || tags[backend.LabelUID] != spec.UID {
+		tags := tagMap(in.Tags)
+		if !managed(tags) {
 			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
 				awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
+		}
+		if err := backend.OwnershipOfSpec(spec).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	if o.StaticEgressIP {
+		// A kept address of another owner is refused before anything is made for this proxy.
+		own, err := b.ownAddresses(ctx, r, spec.Name)
+		if err != nil {
+			return backend.Instance{}, err
+		}
+		for _, a := range own {
+			tags := tagMap(a.Tags)
+			if err := (backend.Ownership{Owner: spec.Owner}).Check(fmt.Sprintf("aws Elastic IP %s in region %s", awssdk.ToString(a.PublicIp), r.name),
+				tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+				return backend.Instance{}, err
+			}
 		}
 	}
 	// The group first: it is made with its tags in one request, so that whatever a crash leaves of the
@@ -252,6 +270,11 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 			if errorCode(err) != "ParameterAlreadyExists" {
 				return classify(obj, err)
 			}
+			// Overwritten only when the parameter is this owner's: another team's proxy of the same name keeps
+			// its configuration and secrets.
+			if err := b.checkParameterOwner(ctx, r, path, backend.Ownership{Owner: spec.Owner}); err != nil {
+				return err
+			}
 			in.Tags, in.Overwrite = nil, awssdk.Bool(true)
 			if _, err := r.ssm.PutParameter(ctx, in); err != nil {
 				return classify(obj, err)
@@ -266,6 +289,33 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 		}
 	}
 	return nil
+}
+
+// checkParameterOwner refuses, naming both owners, a parameter whose tags say it is not want's.
+func (b *Backend) checkParameterOwner(ctx context.Context, r *region, path string, want backend.Ownership) error {
+	tags, _, err := b.parameterTags(ctx, r, path)
+	if err != nil {
+		return err
+	}
+	return want.Check(parameterObject(r.name, path), tags[backend.LabelOwner], tags[backend.LabelUID])
+}
+
+// parameterTags are a parameter's tags; found is false when there is no such parameter.
+func (b *Backend) parameterTags(ctx context.Context, r *region, path string) (tags map[string]string, found bool, err error) {
+	out, err := r.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
+		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path),
+	})
+	if errorCode(err) == "InvalidResourceId" {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, classify(parameterObject(r.name, path), err)
+	}
+	tags = map[string]string{}
+	for _, t := range out.TagList {
+		tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+	}
+	return tags, true, nil
 }
 
 // maxStandardParameter is the largest value of a Standard parameter; Advanced ones hold 8 KB
@@ -332,6 +382,10 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 		if !managed(tags) {
 			return "", backend.Permanent(obj, "a security group of this name already exists (%s) and was not made by this provider: delete it or choose another proxy name",
 				awssdk.ToString(group.GroupId))
+		}
+		// Only the owner's own leftovers are adopted: another team's group of this name stays theirs.
+		if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return "", err
 		}
 		if tags[backend.LabelUID] != spec.UID {
 			// Left by a proxy of this name that is gone (Create found no live instance of the name before

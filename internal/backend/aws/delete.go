@@ -43,6 +43,9 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 		if !managed(tags) {
 			return backend.Permanent(obj, "instance %s has this name but was not made by this provider: it is left as it is", awssdk.ToString(in.InstanceId))
 		}
+		if err := backend.OwnershipOf(ctx).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return err
+		}
 		instanceID := awssdk.ToString(in.InstanceId)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			_, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{instanceID}})
@@ -66,7 +69,9 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 	if err := b.deleteSecurityGroup(ctx, r, id.Name); err != nil {
 		return err
 	}
-	return b.deleteParameters(ctx, r, id.Name)
+	// The instance, when there was one, was this owner's: so are its parameters (another owner's Create of
+	// the name is refused while it lives), and their tags need no look.
+	return b.deleteParameters(ctx, r, id.Name, in != nil)
 }
 
 // deleteSecurityGroup deletes the proxy's own group. A terminated instance's network interface lets go of it
@@ -76,8 +81,9 @@ func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name strin
 	if err != nil || group == nil {
 		return err
 	}
-	if tags := tagMap(group.Tags); !managed(tags) || tags[tagName] != name {
-		return nil // a group of that name the provider did not make is the user's
+	if tags := tagMap(group.Tags); !managed(tags) || tags[tagName] != name ||
+		(backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") != nil {
+		return nil // a group of that name the provider did not make is the user's, and another owner's is theirs
 	}
 	obj := fmt.Sprintf("aws security group %s in region %s", securityGroupName(name), r.name)
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -89,8 +95,15 @@ func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name strin
 	})
 }
 
-// deleteParameters deletes the proxy's parameters; missing ones are no error.
-func (b *Backend) deleteParameters(ctx context.Context, r *region, name string) error {
+// deleteParameters deletes the proxy's parameters; missing ones are no error. Unless owned says the caller
+// checked already, another owner's (a proxy of the same name of another team) are left alone, as their
+// settings parameter's tags say.
+func (b *Backend) deleteParameters(ctx context.Context, r *region, name string, owned bool) error {
+	if !owned {
+		if mine, err := b.ownParameters(ctx, r, name); err != nil || !mine {
+			return err
+		}
+	}
 	var paths []string
 	for _, p := range []string{proxyconf.AWSParameterSettings, proxyconf.AWSParameterConfig, proxyconf.AWSParameterSecrets, proxyconf.AWSParameterApplied} {
 		paths = append(paths, proxyconf.AWSParameterPath(name, p))
@@ -99,4 +112,18 @@ func (b *Backend) deleteParameters(ctx context.Context, r *region, name string) 
 		_, err := r.ssm.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: paths})
 		return classify(parameterObject(r.name, proxyconf.AWSParameterPath(name, "")), err)
 	})
+}
+
+// ownParameters reports whether the proxy's parameters are the context's owner's, or nobody's (no settings
+// parameter to say).
+func (b *Backend) ownParameters(ctx context.Context, r *region, name string) (bool, error) {
+	var tags map[string]string
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
+		tags, _, err = b.parameterTags(ctx, r, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings))
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	return (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") == nil, nil
 }
