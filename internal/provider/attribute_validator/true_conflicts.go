@@ -1,4 +1,4 @@
-package attribute_validator //nolint:revive
+package attribute_validator
 
 import (
 	"context"
