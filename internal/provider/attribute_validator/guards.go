@@ -1,4 +1,4 @@
-package attribute_validator //nolint:revive // named like the framework's own validator packages
+package attribute_validator
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 // Package attribute_validator holds the provider's plan-time validators. Each delegates to the check the
 // backend or renderer itself uses, so what passes plan is exactly what the apply accepts.
-package attribute_validator //nolint:revive // named like the framework's own validator packages
+package attribute_validator
 
 import (
 	"context"
