@@ -42,15 +42,12 @@ func (b *Backend) ownAddresses(ctx context.Context, r *region, name string) ([]e
 }
 
 // attachEgressAddress gives the instance its egress address when the options ask for one: the user's own
-// Elastic IP, or the proxy's, allocated now or adopted from the proxy this one replaces.
-func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backend.Spec, o Options, instanceID string) error {
+// Elastic IP, or the proxy's, allocated now or adopted from the proxy this one replaces; own are the
+// proxy's addresses (ownAddresses) as Create found them before it made anything.
+func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backend.Spec, o Options, instanceID string, own []ec2types.Address) error {
 	obj := addressObject(r.name, spec.Name)
 	allocationID := o.EIPAllocationID
 	if o.StaticEgressIP {
-		own, err := b.ownAddresses(ctx, r, spec.Name)
-		if err != nil {
-			return err
-		}
 		if len(own) > 0 {
 			// A kept address is adopted by its owner's successor only: another team's address of this name
 			// may be on a partner's allow-list.
@@ -105,7 +102,7 @@ func (b *Backend) releaseOwnAddresses(ctx context.Context, r *region, name strin
 		return err
 	}
 	for _, a := range own {
-		if (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tagMap(a.Tags)[backend.LabelOwner], "") != nil {
+		if !sameOwner(ctx, tagMap(a.Tags)) {
 			continue // another owner's proxy of the same name: theirs to release
 		}
 		allocationID := awssdk.ToString(a.AllocationId)

@@ -150,13 +150,13 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return backend.Instance{}, err
 		}
 	}
+	var kept []ec2types.Address
 	if o.StaticEgressIP {
 		// A kept address of another owner is refused before anything is made for this proxy.
-		own, err := b.ownAddresses(ctx, r, spec.Name)
-		if err != nil {
+		if kept, err = b.ownAddresses(ctx, r, spec.Name); err != nil {
 			return backend.Instance{}, err
 		}
-		for _, a := range own {
+		for _, a := range kept {
 			tags := tagMap(a.Tags)
 			if err := (backend.Ownership{Owner: spec.Owner}).Check(fmt.Sprintf("aws Elastic IP %s in region %s", awssdk.ToString(a.PublicIp), r.name),
 				tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
@@ -185,7 +185,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if in, err = b.waitRunning(ctx, r, obj, instanceID); err != nil {
 		return made, err
 	}
-	if err := b.attachEgressAddress(ctx, r, spec, o, instanceID); err != nil {
+	if err := b.attachEgressAddress(ctx, r, spec, o, instanceID, kept); err != nil {
 		return made, err
 	}
 	if o.WaitForProxy {
@@ -293,29 +293,29 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 
 // checkParameterOwner refuses, naming both owners, a parameter whose tags say it is not want's.
 func (b *Backend) checkParameterOwner(ctx context.Context, r *region, path string, want backend.Ownership) error {
-	tags, _, err := b.parameterTags(ctx, r, path)
+	tags, err := b.parameterTags(ctx, r, path)
 	if err != nil {
 		return err
 	}
 	return want.Check(parameterObject(r.name, path), tags[backend.LabelOwner], tags[backend.LabelUID])
 }
 
-// parameterTags are a parameter's tags; found is false when there is no such parameter.
-func (b *Backend) parameterTags(ctx context.Context, r *region, path string) (tags map[string]string, found bool, err error) {
+// parameterTags are a parameter's tags; none when there is no such parameter.
+func (b *Backend) parameterTags(ctx context.Context, r *region, path string) (map[string]string, error) {
 	out, err := r.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
 		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path),
 	})
 	if errorCode(err) == "InvalidResourceId" {
-		return nil, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return nil, false, classify(parameterObject(r.name, path), err)
+		return nil, classify(parameterObject(r.name, path), err)
 	}
-	tags = map[string]string{}
+	tags := map[string]string{}
 	for _, t := range out.TagList {
 		tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
 	}
-	return tags, true, nil
+	return tags, nil
 }
 
 // maxStandardParameter is the largest value of a Standard parameter; Advanced ones hold 8 KB

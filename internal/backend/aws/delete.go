@@ -81,9 +81,9 @@ func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name strin
 	if err != nil || group == nil {
 		return err
 	}
-	if tags := tagMap(group.Tags); !managed(tags) || tags[tagName] != name ||
-		(backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") != nil {
-		return nil // a group of that name the provider did not make is the user's, and another owner's is theirs
+	// A group of that name the provider did not make is the user's, and another owner's is theirs.
+	if tags := tagMap(group.Tags); !managed(tags) || tags[tagName] != name || !sameOwner(ctx, tags) {
+		return nil
 	}
 	obj := fmt.Sprintf("aws security group %s in region %s", securityGroupName(name), r.name)
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -119,11 +119,17 @@ func (b *Backend) deleteParameters(ctx context.Context, r *region, name string, 
 func (b *Backend) ownParameters(ctx context.Context, r *region, name string) (bool, error) {
 	var tags map[string]string
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
-		tags, _, err = b.parameterTags(ctx, r, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings))
+		tags, err = b.parameterTags(ctx, r, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings))
 		return err
 	})
 	if err != nil {
 		return false, err
 	}
-	return (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") == nil, nil
+	return sameOwner(ctx, tags), nil
+}
+
+// sameOwner reports whether tags name the context's owner (any UID: a kept address or a leftover is a
+// gone proxy's of the same owner), or the context names none.
+func sameOwner(ctx context.Context, tags map[string]string) bool {
+	return (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") == nil
 }

@@ -150,7 +150,9 @@ func TestGetReportsConfigDrift(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, wantDrift: "is gone"},
-		"another config reported applied": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+		"another config reported applied": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
+			// Silent until Reconfigure, or the fake's guest would report the right id again before Get.
+			fake.SetGuest(testRegion, name, ec2fake.GuestSilent)
 			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "0123456789abcdef")
 		}, wantDrift: "reports config 0123456789abcdef applied"},
 		"the config refused": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
@@ -187,6 +189,7 @@ func TestGetReportsConfigDrift(t *testing.T) {
 			if got.Proxy == nil || !got.Reconfigurable {
 				t.Fatalf("Get = %+v: a drifted proxy must read back its settings and stay reconfigurable, so the plan is an update in place", got)
 			}
+			fake.SetGuest(testRegion, spec.Name, ec2fake.GuestApplies)
 			back, err := b.Reconfigure(context.Background(), inst.ID, spec.Proxy)
 			if err != nil {
 				t.Fatalf("Reconfigure with the same settings: %v", err)
