@@ -52,6 +52,10 @@ func (o Ownership) Check(object, owner, uid string) error {
 	}
 }
 
+// Allows reports whether o lets an object labelled with owner and uid be touched: Check without the error,
+// for a leftover found by name that is simply not this proxy's.
+func (o Ownership) Allows(owner, uid string) bool { return o.Check("", owner, uid) == nil }
+
 func describeOwner(owner, uid string) string {
 	if owner == "" && uid == "" {
 		return "something this provider did not make (no owner or UID on it)"

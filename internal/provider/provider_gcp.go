@@ -24,6 +24,7 @@ type gcpProviderModel struct {
 	DefaultZone               types.String               `tfsdk:"default_zone"`
 	Region                    types.String               `tfsdk:"region"`
 	ComputeEndpoint           types.String               `tfsdk:"compute_endpoint"`
+	SecretManagerEndpoint     types.String               `tfsdk:"secret_manager_endpoint"`
 }
 
 type gcpProjectModel struct {
@@ -33,6 +34,7 @@ type gcpProjectModel struct {
 	DefaultZone               types.String `tfsdk:"default_zone"`
 	Region                    types.String `tfsdk:"region"`
 	ComputeEndpoint           types.String `tfsdk:"compute_endpoint"`
+	SecretManagerEndpoint     types.String `tfsdk:"secret_manager_endpoint"`
 }
 
 // Environment fallbacks, in the order the Google provider reads them.
@@ -68,6 +70,10 @@ func gcpProjectAttributes(perProject bool) map[string]schema.Attribute {
 		"compute_endpoint": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Compute Engine API endpoint, an `http` or `https` URL, for private endpoints and tests, such as `https://compute.p.example.internal`." + fallback(""),
 			Validators:          []validator.String{attribute_validator.URLWithScheme("http", "https")}},
+		"secret_manager_endpoint": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Secret Manager API endpoint the provider calls, an `http` or `https` URL, for private endpoints and tests. " +
+				"The proxy VMs read their secrets at Secret Manager's public endpoint." + fallback(""),
+			Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}},
 	}
 }
 
@@ -99,6 +105,7 @@ func gcpBackendConfig(m *gcpProviderModel) gcp.Config {
 		ProjectConfig: gcpProjectModel{
 			Credentials: m.Credentials, AccessToken: m.AccessToken, ImpersonateServiceAccount: m.ImpersonateServiceAccount,
 			DefaultZone: m.DefaultZone, Region: m.Region, ComputeEndpoint: m.ComputeEndpoint,
+			SecretManagerEndpoint: m.SecretManagerEndpoint,
 		}.config(),
 		Projects: map[string]gcp.ProjectConfig{},
 	}
@@ -119,6 +126,7 @@ func (p gcpProjectModel) config() gcp.ProjectConfig {
 		Credentials: p.Credentials.ValueString(), AccessToken: p.AccessToken.ValueString(),
 		ImpersonateServiceAccount: p.ImpersonateServiceAccount.ValueString(), DefaultZone: p.DefaultZone.ValueString(),
 		Region: p.Region.ValueString(), ComputeEndpoint: p.ComputeEndpoint.ValueString(),
+		SecretManagerEndpoint: p.SecretManagerEndpoint.ValueString(),
 	}
 }
 

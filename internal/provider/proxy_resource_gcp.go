@@ -82,7 +82,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 					"None when unset: the proxy needs no Google API.",
 				Validators: []validator.String{attribute_validator.ServiceAccount()}},
 			"scopes": schema.SetAttribute{Optional: true, ElementType: types.StringType,
-				MarkdownDescription: "OAuth scopes of the service account; logging and monitoring writes when unset.",
+				MarkdownDescription: "OAuth scopes of the service account; `cloud-platform` when unset, the one scope with which the VM reads its secrets from Secret Manager (what the account may do is then its IAM roles'). Scopes without `cloud-platform` keep the secrets in instance metadata.",
 				Validators:          []validator.Set{setvalidator.AlsoRequires(gcpPath.AtName("service_account"))}},
 			"preemptible": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Preemptible VM. Defaults to `false`."},
@@ -242,7 +242,9 @@ func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
 		return s
 	}
 	scopes := set(g.Scopes)
-	if g.ServiceAccount == "" || sameStrings(g.Scopes, gcp.DefaultScopes) {
+	// A VM made with the earlier default reads back as having the default, so that no plan replaces it for
+	// a default that changed under it.
+	if g.ServiceAccount == "" || sameStrings(g.Scopes, gcp.DefaultScopes) || sameStrings(g.Scopes, gcp.LegacyDefaultScopes) {
 		scopes = types.SetNull(types.StringType)
 	}
 	return &gcpPlacementModel{

@@ -26,6 +26,13 @@ const (
 	// the key (the docs say so). MetadataHtpasswd and MetadataTLSKey are the only keys that hold a secret.
 	MetadataTLSCert = "egress-tls-cert"
 	MetadataTLSKey  = "egress-tls-key"
+	// MetadataSecret names the Secret Manager secret ("projects/PROJECT/secrets/ID") that holds the password
+	// file's hash and the TLS key of a VM with a service account, in place of MetadataHtpasswd and
+	// MetadataTLSKey. The script reads its latest version with the VM's own token from the metadata server.
+	// Its payload has one line per file, a name and the file in base64: SecretLineHtpasswd, SecretLineTLSKey.
+	MetadataSecret     = "egress-secret"
+	SecretLineHtpasswd = "htpasswd"
+	SecretLineTLSKey   = "tls-key"
 	// MetadataBackstop holds the backstop ruleset (RenderNftables), which the guest loads before every start
 	// of Squid.
 	MetadataBackstop = "egress-backstop-nft"
@@ -70,6 +77,9 @@ type StartupScriptOptions struct {
 	// OwnAddressesFile is where the script lists the VM's own addresses, which squid.conf refuses
 	// (VMRenderOptions); OwnAddressesPath by default.
 	OwnAddressesFile string
+	// SecretManagerURL is Secret Manager's REST API, where the script reads the proxy's secret;
+	// https://secretmanager.googleapis.com/v1 by default.
+	SecretManagerURL string
 }
 
 func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
@@ -85,7 +95,10 @@ func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
 	if o.OwnAddressesFile == "" {
 		o.OwnAddressesFile = OwnAddressesPath
 	}
-	for name, v := range map[string]string{"metadata URL": o.MetadataURL, "state dir": o.StateDir, "own addresses file": o.OwnAddressesFile} {
+	if o.SecretManagerURL == "" {
+		o.SecretManagerURL = "https://secretmanager.googleapis.com/v1"
+	}
+	for name, v := range map[string]string{"metadata URL": o.MetadataURL, "state dir": o.StateDir, "own addresses file": o.OwnAddressesFile, "Secret Manager URL": o.SecretManagerURL} {
 		for _, r := range v {
 			if r <= ' ' || r == 0x7f || r == '\'' || r == '"' || r == '\\' || r == '$' || r == '`' {
 				return o, fmt.Errorf("%s %q must not contain spaces, quotes, '$', '`' or '\\'", name, v)
@@ -121,6 +134,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"KeyBackstop": MetadataBackstop, "Backstop": NftablesPath, "DropIn": SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,
+		"SM": opts.SecretManagerURL, "KeySecret": MetadataSecret, "LinePass": SecretLineHtpasswd, "LineKey": SecretLineTLSKey,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
 		"HealthPort":   DefaultHealthPort,
 		"LoadBackstop": BackstopLoader(NftablesPath, opts.OwnAddressesFile, ResolvConfPath),
@@ -157,7 +171,31 @@ set -u
 MD='{{.MD}}'
 STATE='{{.State}}'
 OWN='{{.Own}}'
+SM='{{.SM}}'
 md() { curl -fsS -H 'Metadata-Flavor: Google' "$MD/instance/attributes/$1"; }
+
+# The proxy's secret, when its metadata names one (a VM with a service account): its latest version, read
+# with the token the metadata server hands the VM's service account, which may read this secret alone. The
+# token goes to curl on its standard input, never on a command line other processes can list; the payload is
+# written only under $1, one file per line ("NAME BASE64"). No secret named: 1, and the metadata holds them.
+read_secret() {
+	name=$(md {{.KeySecret}} 2>/dev/null) || return 1
+	case "$name" in
+	projects/*/secrets/*) ;;
+	*) return 2 ;;
+	esac
+	tok=$(curl -fsS -H 'Metadata-Flavor: Google' "$MD/instance/service-accounts/default/token" |
+		sed -n 's/.*"access_token" *: *"\([^"]*\)".*/\1/p') || return 2
+	[ -n "$tok" ] || return 2
+	printf 'Authorization: Bearer %s\n' "$tok" | curl -fsS -H @- "$SM/$name/versions/latest:access" >"$1/secret.json" || return 2
+	sed -n 's/.*"data" *: *"\([^"]*\)".*/\1/p' "$1/secret.json" | base64 -d >"$1/secret" || return 2
+	rm -f "$1/secret.json"
+	: >"$1/passwd.secret"
+	: >"$1/tls.key.secret"
+	awk '$1 == "{{.LinePass}}" { print $2 }' "$1/secret" | base64 -d >"$1/passwd.secret" || return 2
+	awk '$1 == "{{.LineKey}}" { print $2 }' "$1/secret" | base64 -d >"$1/tls.key.secret" || return 2
+	rm -f "$1/secret"
+}
 report() { curl -fsS -X PUT -H 'Metadata-Flavor: Google' --data-binary "$2" "$MD/instance/guest-attributes/{{.NS}}/$1" >/dev/null || true; }
 
 # The VM's own addresses, which squid.conf refuses as destinations: those of its interfaces, and the external
@@ -236,8 +274,25 @@ apply() {
 	fi
 	tmp=$(mktemp -d) || return 1
 	md {{.KeyConf}} >"$tmp/squid.conf" || { rm -rf "$tmp"; return 1; }
-	if md {{.KeyPass}} >"$tmp/passwd" 2>/dev/null; then haspass=1; else haspass=0; fi
-	if md {{.KeyCert}} >"$tmp/tls.crt" 2>/dev/null && md {{.KeyTLSKey}} >"$tmp/tls.key" 2>/dev/null; then hastls=1; else hastls=0; fi
+	haspass=0
+	hastls=0
+	read_secret "$tmp"
+	case $? in
+	0)
+		[ -s "$tmp/passwd.secret" ] && mv "$tmp/passwd.secret" "$tmp/passwd" && haspass=1
+		[ -s "$tmp/tls.key.secret" ] && md {{.KeyCert}} >"$tmp/tls.crt" 2>/dev/null && mv "$tmp/tls.key.secret" "$tmp/tls.key" && hastls=1
+		;;
+	1)
+		# No secret named: a VM without a service account keeps its secrets in metadata.
+		if md {{.KeyPass}} >"$tmp/passwd" 2>/dev/null; then haspass=1; fi
+		if md {{.KeyCert}} >"$tmp/tls.crt" 2>/dev/null && md {{.KeyTLSKey}} >"$tmp/tls.key" 2>/dev/null; then hastls=1; fi
+		;;
+	*)
+		report {{.Error}} "config $id: the proxy's secret could not be read from Secret Manager with the VM's service account"
+		rm -rf "$tmp"
+		return 1
+		;;
+	esac
 	md {{.KeyBackstop}} >"$tmp/backstop.nft" || { report {{.Error}} "config $id has no backstop ruleset ({{.KeyBackstop}})"; rm -rf "$tmp"; return 1; }
 	mkdir -p /etc/squid "$STATE"
 	# The config names the TLS files where they are installed, so they are in place before it is checked;

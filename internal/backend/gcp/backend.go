@@ -7,11 +7,14 @@ package gcp
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
+	secretmanager "cloud.google.com/go/secretmanager/apiv1"
+	"google.golang.org/api/option"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -48,6 +51,8 @@ type project struct {
 	addresses *compute.AddressesClient
 	zones     *compute.ZonesClient
 	regions   *compute.RegionsClient
+	// secrets is Secret Manager's REST client: the proxies' secrets, for VMs with a service account.
+	secrets *secretmanager.Client
 }
 
 // New validates cfg and returns a backend. It reads no credentials and calls nothing.
@@ -89,6 +94,7 @@ func (b *Backend) Close() error {
 			_ = p.addresses.Close()
 			_ = p.zones.Close()
 			_ = p.regions.Close()
+			_ = p.secrets.Close()
 		}
 	}
 	return nil
@@ -104,7 +110,8 @@ func (b *Backend) clients(ctx context.Context, id string) (*project, error) {
 	p.once.Do(func() {
 		// Clients outlive the call that built them: not bound to ctx's cancellation.
 		bctx := context.WithoutCancel(ctx)
-		opts, err := b.cfg.clientOptions(bctx, p.settings)
+		auth, err := b.cfg.clientOptions(bctx, p.settings)
+		opts := withEndpoint(auth, p.settings.ComputeEndpoint)
 		if err == nil {
 			p.instances, err = compute.NewInstancesRESTClient(bctx, opts...)
 		}
@@ -117,11 +124,22 @@ func (b *Backend) clients(ctx context.Context, id string) (*project, error) {
 		if err == nil {
 			p.regions, err = compute.NewRegionsRESTClient(bctx, opts...)
 		}
+		if err == nil {
+			p.secrets, err = secretmanager.NewRESTClient(bctx, withEndpoint(auth, p.settings.SecretManagerEndpoint)...)
+		}
 		if err != nil {
 			p.err = backend.Permanent("gcp project "+id, "building the Compute Engine client (credentials): %v", err)
 		}
 	})
 	return p, p.err
+}
+
+// withEndpoint is opts for a client of the endpoint, or of its default one when endpoint is empty.
+func withEndpoint(opts []option.ClientOption, endpoint string) []option.ClientOption {
+	if endpoint == "" {
+		return opts
+	}
+	return append(append([]option.ClientOption(nil), opts...), option.WithEndpoint(strings.TrimSuffix(endpoint, "/")))
 }
 
 func instanceObject(project, zone, name string) string {

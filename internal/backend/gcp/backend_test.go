@@ -14,6 +14,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -23,12 +24,25 @@ const testProject = "egress-test"
 // the fake answers at once; nothing waits on a clock to pass except what the fake's latency asks for.
 func newTest(t *testing.T, opts computefake.Options) (*computefake.Server, *Backend) {
 	t.Helper()
+	fake, _, b := newTestWithSecrets(t, opts)
+	return fake, b
+}
+
+// newTestWithSecrets is newTest with the Secret Manager fake beside the Compute fake; both take the
+// provider's token (the Compute fake checks it only when opts.Token sets one).
+func newTestWithSecrets(t *testing.T, opts computefake.Options) (*computefake.Server, *secretmanagerfake.Server, *Backend) {
+	t.Helper()
 	fake := computefake.New(opts)
 	t.Cleanup(fake.Close)
+	token := opts.Token
+	if token == "" {
+		token = "provider-token"
+	}
+	secrets := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: token})
+	t.Cleanup(secrets.Close)
 	b, err := New(Config{
-		DefaultProject:        testProject,
-		ProjectConfig:         ProjectConfig{ComputeEndpoint: fake.URL, AccessToken: opts.Token},
-		WithoutAuthentication: opts.Token == "",
+		DefaultProject: testProject,
+		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL, SecretManagerEndpoint: secrets.URL, AccessToken: token},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +52,7 @@ func newTest(t *testing.T, opts computefake.Options) (*computefake.Server, *Back
 	b.guestPollInitial, b.guestPollMax = time.Millisecond, 50*time.Millisecond
 	b.retry = backend.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond, Factor: 2}
 	t.Cleanup(func() { _ = b.Close() })
-	return fake, b
+	return fake, secrets, b
 }
 
 func testSpec(uid, zone string) backend.Spec {

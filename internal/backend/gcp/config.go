@@ -21,8 +21,15 @@ const (
 	DefaultZone = "us-central1-a"
 )
 
-// DefaultScopes let the VM write logs and metrics and nothing else, when it has a service account at all.
-var DefaultScopes = []string{
+// DefaultScopes are the OAuth scopes of a VM with a service account: cloud-platform, the one scope that lets
+// the VM's token read its secret from Secret Manager (secrets.go). What the token may do is then IAM's to say,
+// as Google recommends: the provider grants the account its own secret and nothing more, and the account
+// should hold no other role than the logging and monitoring writers.
+var DefaultScopes = []string{cloudPlatformScope}
+
+// LegacyDefaultScopes were the default before the secrets moved to Secret Manager: a VM made with them keeps
+// its secrets in metadata (its token cannot call Secret Manager), and reads back as having the default.
+var LegacyDefaultScopes = []string{
 	"https://www.googleapis.com/auth/logging.write",
 	"https://www.googleapis.com/auth/monitoring.write",
 }
@@ -55,6 +62,9 @@ type ProjectConfig struct {
 	Region string
 	// ComputeEndpoint replaces the Compute API endpoint (private endpoints, tests).
 	ComputeEndpoint string
+	// SecretManagerEndpoint replaces the Secret Manager API endpoint the provider calls (private endpoints,
+	// tests). The VMs read their secrets at Secret Manager's public endpoint.
+	SecretManagerEndpoint string
 }
 
 // merged fills p's empty settings from top.
@@ -70,6 +80,7 @@ func (p ProjectConfig) merged(top ProjectConfig) ProjectConfig {
 	def(&p.DefaultZone, top.DefaultZone)
 	def(&p.Region, top.Region)
 	def(&p.ComputeEndpoint, top.ComputeEndpoint)
+	def(&p.SecretManagerEndpoint, top.SecretManagerEndpoint)
 	def(&p.DefaultZone, DefaultZone)
 	def(&p.Region, regionOf(p.DefaultZone))
 	return p
@@ -115,13 +126,10 @@ func regionOf(zone string) string {
 	return zone
 }
 
-// clientOptions builds the client options of one project. Credentials are read here, on first use of the
-// project, never when the provider is configured.
+// clientOptions builds the credentials of one project's clients, which add their endpoints. Credentials are
+// read here, on first use of the project, never when the provider is configured.
 func (c Config) clientOptions(ctx context.Context, p ProjectConfig) ([]option.ClientOption, error) {
 	var opts []option.ClientOption
-	if p.ComputeEndpoint != "" {
-		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(p.ComputeEndpoint, "/")))
-	}
 	switch {
 	case c.WithoutAuthentication:
 		return append(opts, option.WithoutAuthentication()), nil

@@ -145,7 +145,8 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	project, zone, region := pl.Target, pl.Scope, regionOf(pl.Scope)
 	obj := instanceObject(project, zone, spec.Name)
-	r, err := renderProxy(spec.Proxy, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName})
+	stored := storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName, SecretManager: usesSecretManager(g)}
+	r, err := renderProxy(spec.Proxy, stored, secretName(project, zone, spec.Name))
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
@@ -168,6 +169,16 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return backend.Instance{}, err
 		}
 	}
+	// The secret before the VM: the VM's first boot reads it. It carries the proxy's labels, so that what a
+	// crash leaves here is attributable.
+	if r.secret != "" {
+		if err := b.putSecret(ctx, p, zone, spec, secretPayload(r)); err != nil {
+			if g.StaticEgressIP && !inherited {
+				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
+			}
+			return backend.Instance{}, err
+		}
+	}
 	in := instanceResource(spec, pl, g, r, natIP)
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		op, err := p.instances.Insert(ctx, &computepb.InsertInstanceRequest{Project: project, Zone: zone, InstanceResource: in})
@@ -186,9 +197,19 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			if g.StaticEgressIP && !inherited {
 				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
 			}
+			if r.secret != "" {
+				_ = b.deleteSecret(backend.WithOwnership(context.WithoutCancel(ctx), backend.OwnershipOfSpec(spec)), p, zone, spec.Name)
+			}
 			return backend.Instance{}, err
 		}
 		return b.partial(ctx, p, zone, spec.Name, err)
+	}
+	if r.secret != "" {
+		// The VM's service account is granted its own secret, once the VM says which account it runs as
+		// ("default" is the project's default compute account, which the instance names by its email).
+		if err := b.grantVM(ctx, p, zone, spec.Name); err != nil {
+			return b.partial(ctx, p, zone, spec.Name, err)
+		}
 	}
 	id := backend.ProviderID{Backend: Kind, Target: project, Scope: zone, Name: spec.Name}
 	inst, err := b.waitRunning(ctx, p, zone, spec.Name, g.WaitForProxy, r.configID)

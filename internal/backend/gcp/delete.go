@@ -37,7 +37,7 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 		return b.releaseKeptAddress(ctx, p, id.Scope, id.Name)
 	}
 	obj := instanceObject(id.Target, id.Scope, id.Name)
-	reserved := false
+	reserved, secret := false, false
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		in, err := p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: id.Scope, Instance: id.Name})
 		if err != nil {
@@ -50,7 +50,7 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 			return err
 		}
 		if st, ok := readStoredSpec(in); ok {
-			reserved = st.StaticEgressIP
+			reserved, secret = st.StaticEgressIP, st.SecretManager
 		}
 		op, err := p.instances.Delete(ctx, &computepb.DeleteInstanceRequest{Project: p.id, Zone: id.Scope, Instance: id.Name})
 		if err != nil {
@@ -64,6 +64,12 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 	if backend.IsNotFound(err) {
 		// Gone already, perhaps by an earlier attempt that did not release the address: look for it anyway.
 		reserved = true
+	}
+	if secret {
+		// A successor of the same name gets a secret of its own (the same one, rewritten, when it comes).
+		if err := b.deleteSecret(ctx, p, id.Scope, id.Name); err != nil {
+			return err
+		}
 	}
 	if !reserved {
 		return nil
@@ -86,7 +92,7 @@ func (b *Backend) releaseOwnAddress(ctx context.Context, p *project, region, nam
 	}
 	// Only the owner is checked: an address a predecessor kept for this proxy still carries the predecessor's
 	// UID. Another owner's address of this name is no part of this proxy, so there is nothing of it to release.
-	if (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", a.GetLabels()[backend.LabelOwner], "") != nil {
+	if !(backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Allows(a.GetLabels()[backend.LabelOwner], "") {
 		return nil
 	}
 	if forSuccessor && instance != backend.NameFromUID(a.GetLabels()[backend.LabelUID]) {

@@ -20,11 +20,14 @@ type rendered struct {
 	backstop            []byte
 	configID            string
 	spec                []byte
+	// secret, when set, names the Secret Manager secret that holds htpasswd and tlsKey (secrets.go): the
+	// metadata then names it and holds neither.
+	secret string
 }
 
 // renderProxy renders the files for settings. squid.conf refuses the addresses the startup script lists at
 // every boot; the stored spec keeps no secret.
-func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
+func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (rendered, error) {
 	var r rendered
 	var err error
 	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions()); err != nil {
@@ -42,6 +45,9 @@ func renderProxy(s proxyconf.Settings, stored storedSpec) (rendered, error) {
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
 	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop)
+	if stored.SecretManager && (r.htpasswd != nil || r.tlsKey != nil) {
+		r.secret = secret
+	}
 	if r.spec, err = json.Marshal(stored.withSettings(s)); err != nil {
 		return r, err
 	}
@@ -63,18 +69,27 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		// The guest reports through guest attributes; an earlier version's VM gets the key at its next change.
 		MetadataEnableGuestAttributes: metadataTrue,
 	}
-	if r.htpasswd != nil {
-		ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
-	}
 	if r.tlsCert != nil {
 		ours[proxyconf.MetadataTLSCert] = string(r.tlsCert)
-		ours[proxyconf.MetadataTLSKey] = string(r.tlsKey)
+	}
+	switch {
+	case r.secret != "":
+		ours[metadataSecret] = r.secret
+	default:
+		// The fallback of a VM without a service account: whoever may read the instance reads these.
+		if r.htpasswd != nil {
+			ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
+		}
+		if r.tlsKey != nil {
+			ours[proxyconf.MetadataTLSKey] = string(r.tlsKey)
+		}
 	}
 	var out []*computepb.Items
 	for _, it := range existing {
-		// Keys only some configs have (a password, TLS) go when the new config has none.
+		// Keys only some configs have (a password, TLS, a secret) go when the new config has none, and the
+		// secrets a proxy once kept in metadata go once they are in Secret Manager.
 		switch it.GetKey() {
-		case proxyconf.MetadataHtpasswd, proxyconf.MetadataTLSCert, proxyconf.MetadataTLSKey:
+		case proxyconf.MetadataHtpasswd, proxyconf.MetadataTLSCert, proxyconf.MetadataTLSKey, metadataSecret:
 			continue
 		}
 		if _, mine := ours[it.GetKey()]; mine {

@@ -43,7 +43,7 @@ func (e *MetadataLimitError) Error() string {
 // writes) and checks it against Compute Engine's limits: the provider calls it at plan time, so that a
 // configuration the API would refuse fails there, on the attribute at fault.
 func CheckMetadata(settings proxyconf.Settings, g Options) error {
-	r, err := renderProxy(settings, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName})
+	r, err := renderProxy(settings, storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName}, "")
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func TestLargestSettingsFitMetadata(t *testing.T) {
 	if err := CheckMetadata(s, g); err != nil {
 		t.Fatalf("the largest settings do not fit: %v", err)
 	}
-	r, err := renderProxy(s, storedSpec{Image: g.Image, StaticEgressIP: true})
+	r, err := renderProxy(s, storedSpec{Image: g.Image, StaticEgressIP: true}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

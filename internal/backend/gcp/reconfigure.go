@@ -41,15 +41,32 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		if !ok || in.GetLabels()[backend.LabelManagedBy] != backend.ManagedByValue {
 			return backend.Permanent(obj, "cannot be reconfigured: it carries no %s metadata", metadataSpec)
 		}
-		if same(stored, settings, in) {
+		hash, err := b.currentHtpasswd(ctx, p, id, stored, in)
+		if err != nil {
+			return err
+		}
+		if same(stored, settings, hash) {
 			configID, _ = metadataValue(in, proxyconf.MetadataConfigID)
 			return nil
 		}
-		r, err := renderProxy(settings, stored)
+		r, err := renderProxy(settings, stored, secretName(p.id, id.Scope, id.Name))
 		if err != nil {
 			return backend.NewError(backend.ClassPermanent, obj, err)
 		}
 		configID = r.configID
+		if r.secret != "" {
+			// The new secrets first: the metadata written below names the config that needs them.
+			l := in.GetLabels()
+			owner := backend.Spec{Name: id.Name, UID: l[backend.LabelUID], Owner: l[backend.LabelOwner], Labels: backend.UserLabels(l)}
+			if err := b.putSecret(ctx, p, id.Scope, owner, secretPayload(r)); err != nil {
+				return err
+			}
+			if sas := in.GetServiceAccounts(); len(sas) > 0 {
+				if err := b.grantSecret(ctx, p, id.Scope, id.Name, sas[0].GetEmail()); err != nil {
+					return err
+				}
+			}
+		}
 		md := &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: r.items(in.GetMetadata().GetItems())}
 		if err := checkMetadataItems(md.Items, r); err != nil {
 			return backend.NewError(backend.ClassPermanent, obj, err) // the VM keeps its metadata and its config
@@ -71,21 +88,36 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	return b.Get(ctx, id)
 }
 
+// currentHtpasswd reads the password file the proxy has now: from its secret, or from metadata for a VM
+// without one. nil when it has none.
+func (b *Backend) currentHtpasswd(ctx context.Context, p *project, id backend.ProviderID, stored storedSpec, in *computepb.Instance) ([]byte, error) {
+	if !stored.SecretManager {
+		if line, ok := metadataValue(in, proxyconf.MetadataHtpasswd); ok {
+			return []byte(line), nil
+		}
+		return nil, nil
+	}
+	if _, named := metadataValue(in, metadataSecret); !named {
+		return nil, nil
+	}
+	payload, err := b.latestPayload(ctx, p, secretName(p.id, id.Scope, id.Name), secretObject(p.id, id.Scope, id.Name))
+	if backend.IsNotFound(err) {
+		return nil, nil
+	}
+	return payloadFile(payload, proxyconf.SecretLineHtpasswd), err
+}
+
 // same reports whether want is what the instance already holds: equal settings without the secrets, the same
-// TLS certificate and key (by their fingerprint), and the password matching the stored hash.
-func same(stored storedSpec, want proxyconf.Settings, in *computepb.Instance) bool {
+// TLS certificate and key (by their fingerprint), and the password matching the hash in htpasswd, the
+// proxy's password file now (nil: none).
+func same(stored storedSpec, want proxyconf.Settings, htpasswd []byte) bool {
 	if !equalSettings(stored.Settings, want.WithoutSecrets()) || !stored.sameTLS(want.TLS) {
 		return false
 	}
-	if want.Auth == nil {
-		_, has := metadataValue(in, proxyconf.MetadataHtpasswd)
-		return !has
+	if want.Auth == nil || htpasswd == nil {
+		return want.Auth == nil && htpasswd == nil
 	}
-	line, ok := metadataValue(in, proxyconf.MetadataHtpasswd)
-	if !ok {
-		return false
-	}
-	_, hash, _ := strings.Cut(strings.TrimSpace(line), ":")
+	_, hash, _ := strings.Cut(strings.TrimSpace(string(htpasswd)), ":")
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(want.Auth.Password)) == nil
 }
 

@@ -81,7 +81,7 @@ func FuzzMetadataItemsHoldNoSecret(f *testing.F) {
 
 // renderedItems are the metadata items Create writes for s, by key.
 func renderedItems(s proxyconf.Settings) (map[string]string, error) {
-	r, err := renderProxy(s, storedSpec{Image: DefaultImage})
+	r, err := renderProxy(s, storedSpec{Image: DefaultImage}, "")
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -10,30 +11,63 @@ import (
 	"testing"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	secretmanager "cloud.google.com/go/secretmanager/apiv1"
+	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // documentedSecretKeys are the metadata keys the docs name as holding a secret (the password's hash, the TLS
-// key). Everything else about the instance is readable by whoever may read the instance, or by any process on
-// the VM through the metadata server, and must hold no secret in any form.
+// key) on a VM without a service account, the fallback. Everything else about the instance is readable by
+// whoever may read the instance, or by any process on the VM through the metadata server, and must hold no
+// secret in any form; a VM with a service account has no such key at all.
 var documentedSecretKeys = map[string]bool{proxyconf.MetadataHtpasswd: true, proxyconf.MetadataTLSKey: true}
 
 // privateKeyMarker begins every PEM private key block, whatever its type.
 const privateKeyMarker = "PRIVATE KEY"
 
-// A proxy with a password and TLS, created and then given a new password and key in place: at each step the
-// only places its secrets are in are the documented keys, and no other metadata item, no label, the
-// description, the rest of the instance resource or the Instance the backend hands the provider holds them.
+// A proxy with a password and TLS, created and then given a new password and key in place. With a service
+// account (the default scopes), its secrets are in its Secret Manager secret, whose latest version holds the
+// password's hash and the key at each step, which the VM's service account reads and another proxy's cannot,
+// and no metadata item, label, description, the rest of the instance resource, the secret's own labels or the
+// Instance the backend hands the provider holds them; Delete deletes the secret. Without a service account
+// the only places they are in are the documented fallback keys.
 func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 	t.Parallel()
-	fake, b, _ := newTestWithGuest(t)
+	for name, tc := range map[string]struct {
+		serviceAccount string
+		secretManager  bool
+	}{
+		"service account: Secret Manager": {"proxy-a@" + testProject + ".iam.gserviceaccount.com", true},
+		"default service account":         {DefaultServiceAccount, true},
+		"no service account: metadata":    {"", false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			scanSecrets(t, tc.serviceAccount, tc.secretManager)
+		})
+	}
+}
+
+func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
+	g := &guest{}
+	fake, sm, b := newTestWithSecrets(t, computefake.Options{OnOperationDone: func(op, target string) { g.onDone(op, target) }})
+	g.url = fake.URL
 	ctx := ctxT(t)
-	spec := testSpec("uid-secrets", "us-central1-a")
-	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
+	const zone = "us-central1-a"
+	spec := testSpec("uid-secrets", zone)
+	spec.Placement.Options = &Options{ServiceAccount: serviceAccount}
+	fake.MetadataInstance(testProject, zone, spec.Name)
 	cert1, key1 := testutil.SelfSignedPEM(t, "proxy.test")
 	cert2, key2 := testutil.SelfSignedPEM(t, "proxy.test")
 	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert1, PrivateKeyPEM: key1}
@@ -41,9 +75,16 @@ func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another proxy, with an account of its own: its account must not read this proxy's secret.
+	other := testSpec("uid-other", zone)
+	other.Placement.Options = &Options{ServiceAccount: "proxy-b@" + testProject + ".iam.gserviceaccount.com"}
+	if _, err := b.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
 	rotated := spec.Proxy
 	rotated.Auth = &proxyconf.BasicAuth{Username: "u", Password: "another-horse-staple"}
 	rotated.TLS = &proxyconf.TLSSettings{CertificatePEM: cert2, PrivateKeyPEM: key2}
+	sid := secretID(zone, spec.Name)
 
 	var earlier map[string]string
 	for _, step := range []struct {
@@ -61,19 +102,28 @@ func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 		if step.settings != nil {
 			s = *step.settings
 		}
-		in := fake.Instance(testProject, "us-central1-a", spec.Name)
-		hashLine, _ := metadataValue(in, proxyconf.MetadataHtpasswd)
+		in := fake.Instance(testProject, zone, spec.Name)
+		var hashLine, key string
+		if secretManager {
+			hashLine, key = secretFiles(t, ctx, sm, in, sid)
+		} else {
+			hashLine, _ = metadataValue(in, proxyconf.MetadataHtpasswd)
+			key, _ = metadataValue(in, proxyconf.MetadataTLSKey)
+		}
 		_, hash, _ := strings.Cut(strings.TrimSpace(hashLine), ":")
-		if key, _ := metadataValue(in, proxyconf.MetadataTLSKey); key != s.TLS.PrivateKeyPEM || hash == "" {
-			t.Fatalf("%s: the documented keys do not hold the key and the password's hash: the scan would prove nothing", step.name)
+		if key != s.TLS.PrivateKeyPEM || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Auth.Password)) != nil {
+			t.Fatalf("%s: the secrets do not hold the key and the password's hash: the scan would prove nothing", step.name)
 		}
 		secrets := map[string]string{"the password": s.Auth.Password, "the htpasswd hash": hash, "the private key": s.TLS.PrivateKeyPEM}
 		for name, v := range earlier {
 			secrets["the earlier "+strings.TrimPrefix(name, "the ")] = v
 		}
-		surfaces := readableSurfaces(in)
+		surfaces := readableSurfaces(in, !secretManager)
 		backendView, _ := json.Marshal(inst)
 		surfaces["the Instance handed to the provider"] = string(backendView)
+		if secretManager {
+			surfaces["the secret's labels"] = fmt.Sprint(sm.Secret(testProject, sid).GetLabels())
+		}
 		for _, name := range sortedKeys(surfaces) {
 			if found := leaks(surfaces[name], secrets); len(found) > 0 {
 				t.Errorf("%s: %s holds %s", step.name, name, strings.Join(found, ", "))
@@ -81,11 +131,61 @@ func TestReadableInstanceHoldsNoSecret(t *testing.T) {
 		}
 		earlier = secrets
 	}
+	if !secretManager {
+		if sm.Secret(testProject, sid) != nil {
+			t.Errorf("a VM without a service account got a secret, %s, it cannot read", sid)
+		}
+		return
+	}
+	// The other proxy's account, with a token of its own, is refused this proxy's secret.
+	otherToken := sm.ServiceAccountToken("proxy-b@" + testProject + ".iam.gserviceaccount.com")
+	if _, err := accessAs(ctx, t, sm, otherToken, "projects/"+testProject+"/secrets/"+sid); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("another proxy's service account read this proxy's secret: %v, want PermissionDenied", err)
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sm.Secret(testProject, sid) != nil {
+		t.Error("Delete left the proxy's secret")
+	}
 }
 
-// readableSurfaces are the parts of an instance a reader without access to the secret keys sees: every other
-// metadata item, the labels, the description, and the whole resource with the secret items left out.
-func readableSurfaces(in *computepb.Instance) map[string]string {
+// secretFiles reads the proxy's secret as its VM does: with its service account's token, through the real
+// client, at the version the metadata names.
+func secretFiles(t *testing.T, ctx context.Context, sm *secretmanagerfake.Server, in *computepb.Instance, sid string) (htpasswd, key string) {
+	t.Helper()
+	name, ok := metadataValue(in, proxyconf.MetadataSecret)
+	if !ok || name != "projects/"+testProject+"/secrets/"+sid {
+		t.Fatalf("the metadata names the secret %q, want %s", name, sid)
+	}
+	sas := in.GetServiceAccounts()
+	if len(sas) != 1 || !strings.Contains(sas[0].GetEmail(), "@") {
+		t.Fatalf("the VM runs as %v", sas)
+	}
+	payload, err := accessAs(ctx, t, sm, sm.ServiceAccountToken(sas[0].GetEmail()), name)
+	if err != nil {
+		t.Fatalf("the VM's service account cannot read its secret: %v", err)
+	}
+	return string(payloadFile(payload, proxyconf.SecretLineHtpasswd)), string(payloadFile(payload, proxyconf.SecretLineTLSKey))
+}
+
+// accessAs reads the latest version of the secret name with token, through the real Secret Manager client.
+func accessAs(ctx context.Context, t *testing.T, sm *secretmanagerfake.Server, token, name string) ([]byte, error) {
+	t.Helper()
+	c, err := secretmanager.NewRESTClient(ctx, option.WithEndpoint(sm.URL),
+		option.WithTokenSource(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token, TokenType: "Bearer"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	resp, err := c.AccessSecretVersion(ctx, &secretmanagerpb.AccessSecretVersionRequest{Name: name + "/versions/latest"})
+	return resp.GetPayload().GetData(), err
+}
+
+// readableSurfaces are the parts of an instance a reader without access to the secrets sees: every metadata
+// item (but the documented fallback keys, when fallback), the labels, the description, and the whole resource
+// with those items left out.
+func readableSurfaces(in *computepb.Instance, fallback bool) map[string]string {
 	out := map[string]string{}
 	rest, ok := proto.Clone(in).(*computepb.Instance)
 	if !ok {
@@ -93,7 +193,7 @@ func readableSurfaces(in *computepb.Instance) map[string]string {
 	}
 	var kept []*computepb.Items
 	for _, it := range rest.GetMetadata().GetItems() {
-		if documentedSecretKeys[it.GetKey()] {
+		if fallback && documentedSecretKeys[it.GetKey()] {
 			continue
 		}
 		out["metadata item "+it.GetKey()] = it.GetValue()

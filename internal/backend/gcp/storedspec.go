@@ -21,6 +21,9 @@ type storedSpec struct {
 	Image             string             `json:"image"`
 	StaticEgressIP    bool               `json:"static_egress_ip,omitempty"`
 	EgressAddressName string             `json:"egress_address_name,omitempty"`
+	// SecretManager says the proxy's secrets are in its Secret Manager secret, not in metadata: set at
+	// create for a VM whose service account can read it (usesSecretManager), kept for the VM's life.
+	SecretManager bool `json:"secret_manager,omitempty"`
 }
 
 // storedTLS tells the TLS settings apart without holding the key. The certificate itself is in its own

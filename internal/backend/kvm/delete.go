@@ -61,7 +61,7 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 			// Leftovers are found by name: the seed says whose they are. Another owner's, or another proxy's,
 			// are none of this proxy's, and stay (its owner's garbage collection lists them).
 			if sm, err := readSeedIdentity(l, volRef(pool, seedVolumeName(id.Name))); err == nil &&
-				backend.OwnershipOf(ctx).Check("", sm.Owner, sm.UID) != nil {
+				!backend.OwnershipOf(ctx).Allows(sm.Owner, sm.UID) {
 				return nil
 			}
 			// Without a domain, the seed goes last: it is what makes a leftover attributable.

@@ -127,6 +127,12 @@ func (s *Server) insertInstance(w http.ResponseWriter, r *http.Request, project,
 	in.CreationTimestamp = proto.String(s.now().Format("2006-01-02T15:04:05.000-07:00"))
 	in.Status = proto.String("PROVISIONING")
 	in.Kind = proto.String("compute#instance")
+	for _, sa := range in.GetServiceAccounts() {
+		if sa.GetEmail() == "default" {
+			// R27: the alias is stored as the account it stands for.
+			sa.Email = proto.String(DefaultServiceAccountEmail(project))
+		}
+	}
 	in.LabelFingerprint = proto.String(labelFingerprint(in.GetLabels()))
 	if in.Metadata == nil {
 		in.Metadata = &computepb.Metadata{}

@@ -62,6 +62,12 @@ func projectNumber(project string) uint64 {
 	return 100000000000 + h.Sum64()%900000000000
 }
 
+// DefaultServiceAccountEmail is the project's default compute service account, which an instance that names
+// the account "default" runs as, and which it names by this email when read back (R27).
+func DefaultServiceAccountEmail(project string) string {
+	return fmt.Sprintf("%d-compute@developer.gserviceaccount.com", projectNumber(project))
+}
+
 // violation is Compute Engine's answer to a request an organization policy forbids: 412 conditionNotMet,
 // "Constraint constraints/... violated for project NUMBER." and what to do.
 func violation(constraint, project, detail string) *apiError {

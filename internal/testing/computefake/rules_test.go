@@ -456,6 +456,15 @@ func TestDocumentedRules(t *testing.T) {
 			h.s.DisableGuestAttributesAccess("p", false)
 			h.want("lifted", h.guestQuery("vm", "egress/"), 200, "", `"value":"x"`)
 		},
+		"R27 default service account": func(h *harness) {
+			in := h.vm("vm", func(in map[string]any) {
+				in["serviceAccounts"] = []any{map[string]any{"email": "default", "scopes": []any{"https://www.googleapis.com/auth/cloud-platform"}}}
+			})
+			if got := in.GetServiceAccounts(); len(got) != 1 || got[0].GetEmail() != DefaultServiceAccountEmail("p") ||
+				!strings.HasSuffix(got[0].GetEmail(), "-compute@developer.gserviceaccount.com") {
+				h.t.Errorf("service accounts read back: %v, want the default account by its email", got)
+			}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
