@@ -54,6 +54,9 @@ type AWSGuestOverrides struct {
 	WatchInterval int
 	// TokenTTL replaces the seconds an IMDSv2 session token is asked for (1 to 21600).
 	TokenTTL int
+	// PlainSSMEndpoint replaces the SSM endpoint with one over plain HTTP, which AWSUserDataOptions refuses:
+	// a guest test's fake on a test network.
+	PlainSSMEndpoint string
 }
 
 var (
@@ -77,6 +80,15 @@ type awsAgentSettings struct {
 	InstallCommand string            `json:"install_command"`
 	Paths          map[string]string `json:"paths"`
 	Guard          awsGuard          `json:"guard"`
+}
+
+// AWSDNSSuffix is the domain of a region's service endpoints: amazonaws.com, and amazonaws.com.cn in the
+// China regions (cn-north-1, cn-northwest-1), which are a partition of their own.
+func AWSDNSSuffix(region string) string {
+	if strings.HasPrefix(region, "cn-") {
+		return "amazonaws.com.cn"
+	}
+	return "amazonaws.com"
 }
 
 func checkEndpoint(name, v string) error {
@@ -140,7 +152,15 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 		Guard: awsGuardOnce(),
 	}
 	if s.SSMEndpoint == "" {
-		s.SSMEndpoint = "https://ssm." + opts.Region + ".amazonaws.com"
+		s.SSMEndpoint = "https://ssm." + opts.Region + "." + AWSDNSSuffix(opts.Region)
+	}
+	// The agent's requests carry the role's credentials and read the secrets: over HTTPS only, so no one on
+	// the way reads or changes them.
+	if !strings.HasPrefix(s.SSMEndpoint, "https://") {
+		return nil, fmt.Errorf("SSM endpoint %q must be an https URL: the guest reads the proxy's secrets through it", s.SSMEndpoint)
+	}
+	if o.PlainSSMEndpoint != "" {
+		s.SSMEndpoint = o.PlainSSMEndpoint
 	}
 	if s.IMDSEndpoint == "" {
 		s.IMDSEndpoint = AWSIMDSEndpoint

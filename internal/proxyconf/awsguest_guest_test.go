@@ -71,8 +71,8 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", publicIP)
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/local-ipv4s", guestIP)
 	userData, err := proxyconf.RenderAWSUserDataWith(
-		proxyconf.AWSUserDataOptions{Region: region, ParameterPrefix: proxyconf.AWSParameterPath(name, ""), SSMEndpoint: "http://" + ssmIP},
-		proxyconf.AWSGuestOverrides{WatchInterval: 2, TokenTTL: 60})
+		proxyconf.AWSUserDataOptions{Region: region, ParameterPrefix: proxyconf.AWSParameterPath(name, "")},
+		proxyconf.AWSGuestOverrides{WatchInterval: 2, TokenTTL: 60, PlainSSMEndpoint: "http://" + ssmIP})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,12 +37,18 @@ func TestRenderAWSUserData(t *testing.T) {
 			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(DefaultHealthPort),
 		}},
 		"test endpoints": {
-			opts:      AWSUserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/", SSMEndpoint: "http://198.18.0.4:8080"},
-			overrides: AWSGuestOverrides{IMDSEndpoint: "http://127.0.0.1:8081", WatchInterval: 2, TokenTTL: 5},
+			opts:      AWSUserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/"},
+			overrides: AWSGuestOverrides{IMDSEndpoint: "http://127.0.0.1:8081", WatchInterval: 2, TokenTTL: 5, PlainSSMEndpoint: "http://198.18.0.4:8080"},
 			want: map[string]any{
 				"ssm_endpoint": "http://198.18.0.4:8080", "imds_endpoint": "http://127.0.0.1:8081", "interval": 2.0, "token_ttl": 5.0,
 			},
 		},
+		"private endpoint": {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://vpce-1.ssm.eu-west-1.vpce.amazonaws.com"},
+			want: map[string]any{"ssm_endpoint": "https://vpce-1.ssm.eu-west-1.vpce.amazonaws.com"}},
+		"china region": {opts: AWSUserDataOptions{Region: "cn-north-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
+			"ssm_endpoint": "https://ssm.cn-north-1.amazonaws.com.cn",
+		}},
+		"ssm endpoint over http": {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "http://ssm.example"}, wantErr: "must be an https URL"},
 		"gov cloud region": {opts: AWSUserDataOptions{Region: "us-gov-west-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
 			"ssm_endpoint": "https://ssm.us-gov-west-1.amazonaws.com",
 		}},
@@ -51,7 +57,7 @@ func TestRenderAWSUserData(t *testing.T) {
 		"prefix without slash":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/p"}, wantErr: "must be /egress-proxy/"},
 		"prefix elsewhere":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/other/p/"}, wantErr: "must be /egress-proxy/"},
 		"prefix two levels":     {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/a/b/"}, wantErr: "must be /egress-proxy/"},
-		"ssm endpoint ftp":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "ftp://x"}, wantErr: "http or https URL"},
+		"ssm endpoint ftp":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "ftp://x"}, wantErr: "https URL"},
 		"ssm endpoint no host":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://"}, wantErr: "http or https URL"},
 		"ssm endpoint query":    {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://x/?a=b"}, wantErr: "http or https URL"},
 		"imds endpoint user":    {opts: base, overrides: AWSGuestOverrides{IMDSEndpoint: "http://u:p@127.0.0.1"}, wantErr: "http or https URL"},

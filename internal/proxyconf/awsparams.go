@@ -167,6 +167,7 @@ type AWSUserDataOptions struct {
 	// ParameterPrefix is AWSParameterPath(name, ""): the guest reads and watches AWSParameterConfig and
 	// AWSParameterSecrets under it, and writes AWSParameterApplied.
 	ParameterPrefix string
-	// SSMEndpoint overrides https://ssm.<Region>.amazonaws.com (tests, private endpoints); empty for the default.
+	// SSMEndpoint overrides https://ssm.<Region>.amazonaws.com (a private endpoint); empty for the default. It
+	// must be HTTPS.
 	SSMEndpoint string
 }

@@ -12,7 +12,7 @@ import (
 // AlwaysRefusedRanges are never reachable through the proxy, whatever the settings: loopback, link-local (the
 // cloud metadata servers live at 169.254.169.254), the unspecified addresses, which Linux connects to the
 // local machine, the IPv6 addresses of the AWS and GCE metadata servers, which lie inside fc00::/7 and so stay
-// refused when a user allows that private range, multicast, the ranges that embed an IPv4 address (NAT64,
+// refused when a user allows that private range, Alibaba Cloud's and Azure's metadata and host addresses, multicast, the ranges that embed an IPv4 address (NAT64,
 // 6to4), and every other range that IANA's special-purpose registries say is not globally reachable.
 //
 // The source is the IANA IPv4 and IPv6 Special-Purpose Address Registries (iana.org/assignments/
@@ -56,14 +56,21 @@ var AlwaysRefusedRanges = []string{
 	// RFC 7450), AS112 (2001:4:112::/48, RFC 7535), ORCHIDv2 (2001:20::/28, RFC 7343) and DETs (2001:30::/28,
 	// RFC 9374). No address in the block is a web server's.
 	"2001::/23",
-	"2001:db8::/32",     // documentation, RFC 3849
-	"2002::/16",         // 6to4, RFC 3056 (N/A in the registry): 2002:7f00:1::/48 is 127.0.0.1's
-	"3fff::/20",         // documentation, RFC 9637
-	"5f00::/16",         // segment routing (SRv6) SIDs, RFC 9602
-	"fe80::/10",         // link-local, RFC 4291
-	"ff00::/8",          // multicast, RFC 4291 section 2.7 (the IPv6 address space registry's, not a special-purpose row)
-	"fd00:ec2::254/128", // the AWS metadata server's IPv6 address, inside fc00::/7
-	"fd20:ce::254/128",  // the GCE metadata server's, likewise
+	"2001:db8::/32", // documentation, RFC 3849
+	"2002::/16",     // 6to4, RFC 3056 (N/A in the registry): 2002:7f00:1::/48 is 127.0.0.1's
+	"3fff::/20",     // documentation, RFC 9637
+	"5f00::/16",     // segment routing (SRv6) SIDs, RFC 9602
+	"fe80::/10",     // link-local, RFC 4291
+	"ff00::/8",      // multicast, RFC 4291 section 2.7 (the IPv6 address space registry's, not a special-purpose row)
+	// The AWS instance services' IPv6 prefix, inside fc00::/7: the metadata server (fd00:ec2::254), the
+	// Route 53 Resolver (::253) and the time service (::123) all lie in it, so the whole /64 is refused.
+	"fd00:ec2::/64",
+	"fd20:ce::254/128", // the GCE metadata server's, likewise inside fc00::/7
+	// Other clouds' metadata and host services, for a proxy whose image runs there: Alibaba Cloud's metadata
+	// server lies in the shared address space (100.64.0.0/10) a user may allow, and Azure's WireServer (a
+	// public address the host answers on every VM) in none of the private ranges.
+	"100.100.100.200/32",
+	"168.63.129.16/32",
 }
 
 // PrivateRanges are refused unless an AllowedPrivateCIDRs entry lifts part of them: private use (RFC 1918),

@@ -86,6 +86,9 @@ var guardRecords = union(specialRangeNames, map[string][]string{
 	"v6-linklocal.allowed.test":           {"fe80::1"},
 	"v6-metadata.allowed.test":            {"fd00:ec2::254"},
 	"v6-gce-metadata.allowed.test":        {"fd20:ce::254"},
+	"v6-aws-resolver.allowed.test":        {"fd00:ec2::253"},
+	"alibaba-metadata.allowed.test":       {"100.100.100.200"},
+	"azure-wireserver.allowed.test":       {"168.63.129.16"},
 	"v6-unspecified.allowed.test":         {"::"},
 	"public-and-v6-loopback.allowed.test": {publicAddr, "::1"},
 	"public.other.test":                   {publicAddr},
@@ -145,6 +148,9 @@ func TestDestinationGuards(t *testing.T) {
 	listed := base
 	// Two private ranges listed; fd00::/8 is listed too, yet its metadata address stays refused.
 	listed.AllowedPrivateCIDRs = []string{"10.1.2.0/24", "fd00::/8"}
+	// Every private range listed: the metadata and host services inside them stay refused (issue 35 item 6).
+	everyPrivate := base
+	everyPrivate.AllowedPrivateCIDRs = slices.Clone(PrivateRanges)
 
 	refused, passes := 403, 200
 	specialRefused := map[string]int{}
@@ -167,7 +173,8 @@ func TestDestinationGuards(t *testing.T) {
 				"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
 				"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
 				"v6-gce-metadata.allowed.test": refused, "v6-unspecified.allowed.test": refused,
-				"public-and-v6-loopback.allowed.test": refused,
+				"public-and-v6-loopback.allowed.test": refused, "v6-aws-resolver.allowed.test": refused,
+				"alibaba-metadata.allowed.test": refused, "azure-wireserver.allowed.test": refused,
 			}),
 		},
 		"private range listed": {
@@ -180,6 +187,13 @@ func TestDestinationGuards(t *testing.T) {
 				"v6-metadata.allowed.test": refused, "mapped-loopback.allowed.test": refused,
 				// Nor any special-purpose range.
 				"nat64.allowed.test": refused, "test-net-1.allowed.test": refused, "doc-v6.allowed.test": refused,
+			},
+		},
+		"every private range listed": {
+			settings: everyPrivate,
+			want: map[string]int{
+				"v6-metadata.allowed.test": refused, "v6-aws-resolver.allowed.test": refused, "v6-gce-metadata.allowed.test": refused,
+				"alibaba-metadata.allowed.test": refused, "azure-wireserver.allowed.test": refused,
 			},
 		},
 	}

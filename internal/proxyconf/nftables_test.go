@@ -43,7 +43,8 @@ func TestRenderNftables(t *testing.T) {
 	t.Parallel()
 	// Addresses every backstop refuses, whatever allowed_private_cidrs says.
 	always := []string{"169.254.169.254", "127.0.0.1", "0.0.0.0", "192.0.2.1", "224.0.0.1", "::1", "::", "fe80::1",
-		"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "fd00:ec2::254", "fd20:ce::254", "ff02::1"}
+		"64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::1", "fd00:ec2::254", "fd00:ec2::253", "fd20:ce::254", "ff02::1",
+		"100.100.100.200", "168.63.129.16"}
 	tests := map[string]struct {
 		allowedPrivate []string
 		refused        []string // besides always
@@ -62,11 +63,11 @@ func TestRenderNftables(t *testing.T) {
 		// holes, and the sets' intervals must not overlap for nft to take them.
 		"all of fc00::/7 allowed": {
 			allowedPrivate: []string{"fc00::/7"},
-			notRefused:     []string{"fd00::5", "fc00::1", "fd00:ec2::253"},
+			notRefused:     []string{"fd00::5", "fc00::1", "fd00:ec2:0:1::1"},
 		},
 		"every private range allowed": {
 			allowedPrivate: []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"},
-			notRefused:     []string{"10.0.0.1", "100.64.0.1", "172.16.0.1", "192.168.122.1"},
+			notRefused:     []string{"10.0.0.1", "100.64.0.1", "100.100.100.199", "172.16.0.1", "192.168.122.1"},
 		},
 	}
 	for name, tc := range tests {

@@ -17,9 +17,10 @@ func TestRefusedRanges(t *testing.T) {
 			notRefused: []string{"93.184.216.34", "198.18.0.1", "2606:4700::1"},
 		},
 		"a private range lifted, the metadata addresses inside it kept": {
-			allowedPrivate: []string{"172.31.255.0/24", "fc00::/7"},
-			refused:        []string{"172.31.254.255", "172.16.0.1", "fd00:ec2::254", "fd20:ce::254", "169.254.169.254"},
-			notRefused:     []string{"172.31.255.1", "fd12::1"},
+			allowedPrivate: []string{"172.31.255.0/24", "fc00::/7", "100.64.0.0/10"},
+			refused: []string{"172.31.254.255", "172.16.0.1", "fd00:ec2::254", "fd00:ec2::253", "fd00:ec2::123", "fd20:ce::254", "169.254.169.254",
+				"100.100.100.200", "168.63.129.16"},
+			notRefused: []string{"172.31.255.1", "fd12::1"},
 		},
 	}
 	for name, tc := range tests {

@@ -263,9 +263,9 @@ func TestRefusedDestinations(t *testing.T) {
 		},
 		"a whole private range": {
 			allowed: []string{"192.168.0.0/16", "fc00::/7"},
-			want:    []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "fd00:ec2::254/128", "fd20:ce::254/128"},
+			want:    []string{"10.0.0.0/8", "100.64.0.0/10", "172.16.0.0/12", "fd00:ec2::/64", "fd20:ce::254/128"},
 			lifted:  []string{"192.168.1.1", "fd00::1"},
-			kept:    []string{"fd00:ec2::254", "fd20:ce::254"},
+			kept:    []string{"fd00:ec2::254", "fd00:ec2::253", "fd20:ce::254"},
 		},
 		"a part of one": {
 			allowed: []string{"10.1.2.0/24"},

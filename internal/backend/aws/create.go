@@ -91,9 +91,13 @@ func (b *Backend) defaultAMI(ctx context.Context, r *region, instanceType string
 }
 
 // architectureOf tells an instance type's architecture by its family, as EC2 names them: a "g" after the
-// generation (t4g, m7g, c7gn) is Graviton, arm64; everything else this backend offers is amd64.
+// generation (t4g, m7g, c7gn) is Graviton, arm64, and so is a1, the first Graviton family, which has no
+// "g"; everything else this backend offers is amd64.
 func architectureOf(instanceType string) string {
 	family, _, _ := strings.Cut(instanceType, ".")
+	if family == "a1" {
+		return "arm64"
+	}
 	for i, c := range family {
 		if c >= '0' && c <= '9' {
 			if strings.HasPrefix(family[i+1:], "g") {
@@ -535,7 +539,7 @@ func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (
 func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
 	obj := instanceObject(r.name, spec.Name)
 	userData, err := proxyconf.RenderAWSUserData(proxyconf.AWSUserDataOptions{
-		Region: r.name, ParameterPrefix: proxyconf.AWSParameterPath(spec.Name, ""), SSMEndpoint: r.settings.SSMEndpoint,
+		Region: r.name, ParameterPrefix: proxyconf.AWSParameterPath(spec.Name, ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
 	})
 	if err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, obj, err)
@@ -576,6 +580,16 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 		return nil
 	})
 	return made, err
+}
+
+// guestSSMEndpoint is the SSM endpoint the guest is given: the provider's own when it is HTTPS (a private
+// endpoint), the region's default otherwise. The provider may reach a test's fake over plain HTTP; a guest,
+// which reads secrets through it, never does.
+func guestSSMEndpoint(providers string) string {
+	if strings.HasPrefix(providers, "https://") {
+		return providers
+	}
+	return ""
 }
 
 // instanceProfile takes a name or an ARN, as the console and the CLI do.

@@ -14,7 +14,7 @@ func TestArchitectureOf(t *testing.T) {
 	t.Parallel()
 	for instanceType, want := range map[string]string{
 		"t3.micro": "amd64", "t4g.small": "arm64", "m7g.large": "arm64", "c7gn.xlarge": "arm64", "m6i.large": "amd64",
-		"g5.xlarge": "amd64", "m5a.large": "amd64", "x2gd.medium": "arm64",
+		"g5.xlarge": "amd64", "m5a.large": "amd64", "x2gd.medium": "arm64", "a1.large": "arm64", "a1.metal": "arm64",
 	} {
 		if got := architectureOf(instanceType); got != want {
 			t.Errorf("architectureOf(%q) = %q, want %q", instanceType, got, want)
