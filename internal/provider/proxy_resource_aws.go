@@ -29,6 +29,7 @@ type awsPlacementModel struct {
 	IAMInstanceProfile types.String `tfsdk:"iam_instance_profile"`
 	StaticEgressIP     types.Bool   `tfsdk:"static_egress_ip"`
 	EIPAllocationID    types.String `tfsdk:"eip_allocation_id"`
+	KMSKeyID           types.String `tfsdk:"kms_key_id"`
 	Spot               types.Bool   `tfsdk:"spot"`
 	WaitForProxy       types.Bool   `tfsdk:"wait_for_proxy"`
 }
@@ -105,6 +106,14 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				Validators: []validator.String{attribute_validator.Func("allocation id", aws.ValidateAllocationID),
 					stringvalidator.ConflictsWith(inAWS("static_egress_ip"))},
 			},
+			"kms_key_id": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Customer-managed KMS key (id, ARN, `alias/NAME` or alias ARN) that encrypts the proxy's secrets parameter. Unset, SSM " +
+					"uses the account's `alias/aws/ssm`, which every principal of the account may use through SSM. SSM asks KMS with the encryption " +
+					"context `PARAMETER_ARN` = the parameter's ARN, so the key policy can let each proxy's role decrypt its own parameter only: " +
+					"see the Security model in the provider's documentation.",
+				Validators: []validator.String{attribute_validator.Func("KMS key", aws.ValidateKMSKeyID)},
+			},
 			"spot": schema.BoolAttribute{
 				Optional:            true,
 				Computed:            true,
@@ -128,6 +137,7 @@ func (a *awsPlacementModel) placement() backend.Placement {
 		SubnetID: a.SubnetID.ValueString(), InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
 		IAMInstanceProfile: a.IAMInstanceProfile.ValueString(), StaticEgressIP: a.StaticEgressIP.ValueBool(),
 		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
+		KMSKeyID: a.KMSKeyID.ValueString(),
 	}
 	_ = a.SecurityGroupIDs.ElementsAs(context.Background(), &o.SecurityGroupIDs, false)
 	return backend.Placement{Backend: aws.Kind, Target: a.Region.ValueString(), Options: o}
@@ -161,6 +171,6 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 		Region: types.StringValue(p.Target), SubnetID: types.StringValue(o.SubnetID), InstanceType: types.StringValue(instanceType),
 		AMI: optionalString(o.AMI), SecurityGroupIDs: groups, IAMInstanceProfile: optionalString(o.IAMInstanceProfile),
 		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
-		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy),
+		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy), KMSKeyID: optionalString(o.KMSKeyID),
 	}
 }

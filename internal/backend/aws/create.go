@@ -256,10 +256,11 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 	params := []struct {
 		name, value string
 		typ         ssmtypes.ParameterType
+		key         *string
 	}{
-		{proxyconf.AWSParameterSettings, stored, ssmtypes.ParameterTypeString},
-		{proxyconf.AWSParameterConfig, string(p.config), ssmtypes.ParameterTypeString},
-		{proxyconf.AWSParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString},
+		{proxyconf.AWSParameterSettings, stored, ssmtypes.ParameterTypeString, nil},
+		{proxyconf.AWSParameterConfig, string(p.config), ssmtypes.ParameterTypeString, nil},
+		{proxyconf.AWSParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString, optionalString(st.KMSKeyID)},
 	}
 	tags := ssmTags(objectTags(spec))
 	for _, p := range params {
@@ -267,7 +268,7 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 		obj := parameterObject(r.name, path)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			in := &ssm.PutParameterInput{
-				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Tags: tags,
+				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Tags: tags, KeyId: p.key,
 				Tier: tierFor(p.value), Description: awssdk.String("egress proxy " + spec.Name + ": " + p.name),
 			}
 			_, err := r.ssm.PutParameter(ctx, in)

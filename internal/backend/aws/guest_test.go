@@ -223,3 +223,37 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// kms_key_id encrypts the secrets parameter with the customer-managed key, and only it: the config and
+// settings are Strings (issue 35, item 3). Without it, SSM's default key.
+func TestSecretsUnderTheCustomerKey(t *testing.T) {
+	t.Parallel()
+	const key = "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+	for name, want := range map[string]string{"": ec2fake.DefaultParameterKey, key: key} {
+		t.Run("key "+name, func(t *testing.T) {
+			t.Parallel()
+			fake, b := newTest(t, ec2fake.Options{})
+			fake.PlayGuests()
+			spec := testSpec(fake, "kms")
+			spec.Placement.Options.(*Options).KMSKeyID = name //nolint:forcetypeassert // testSpec's own options
+			inst, err := b.Create(context.Background(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := b.Reconfigure(context.Background(), inst.ID, spec.Proxy); err != nil {
+				t.Fatal(err)
+			}
+			secrets, _ := fake.Parameter(testRegion, proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterSecrets))
+			if secrets.Type != "SecureString" || secrets.KeyID != want || secrets.Version != 2 {
+				t.Errorf("secrets after a reconfigure: %s under %q, version %d; want a SecureString under %q, version 2", secrets.Type, secrets.KeyID, secrets.Version, want)
+			}
+			got, err := b.Get(context.Background(), inst.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o, _ := got.Placement.Options.(*Options); o == nil || o.KMSKeyID != name {
+				t.Errorf("Get = options %+v, want kms key %q read back", got.Placement.Options, name)
+			}
+		})
+	}
+}

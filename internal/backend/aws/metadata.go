@@ -102,6 +102,7 @@ type storedSpec struct {
 	StaticEgressIP     bool               `json:"static_egress_ip,omitempty"`
 	EIPAllocationID    string             `json:"eip_allocation_id,omitempty"`
 	WaitForProxy       bool               `json:"wait_for_proxy,omitempty"`
+	KMSKeyID           string             `json:"kms_key_id,omitempty"`
 	ConfigID           string             `json:"config_id"`
 	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
 	// behind the provider's back by it, without reading the secrets its MAC needs.
@@ -120,7 +121,7 @@ func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 	sum := sha256.Sum256(p.config)
 	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile,
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
-		WaitForProxy: o.WaitForProxy, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:])}
+		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:])}
 	st.Settings.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
@@ -192,6 +193,7 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		inst.Proxy, inst.Port = &s, s.Port
 		opts.AMI, opts.IAMInstanceProfile, opts.SecurityGroupIDs = st.AMI, st.IAMInstanceProfile, st.SecurityGroupIDs
 		opts.StaticEgressIP, opts.EIPAllocationID, opts.WaitForProxy = st.StaticEgressIP, st.EIPAllocationID, st.WaitForProxy
+		opts.KMSKeyID = st.KMSKeyID
 		// The guest watches its parameters: every instance made by this backend can change its rules in place.
 		inst.Reconfigurable = true
 		inst.Drift = configDrift(name, st, values)

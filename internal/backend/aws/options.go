@@ -25,6 +25,11 @@ type Options struct {
 	// on destroy. EIPAllocationID instead associates the user's own, which is never released.
 	StaticEgressIP  bool
 	EIPAllocationID string
+	// KMSKeyID is the customer-managed KMS key (id, ARN, alias name or alias ARN) that encrypts the proxy's
+	// secrets parameter; empty takes the account's alias/aws/ssm, which every principal of the account may
+	// use through SSM. SSM asks KMS with the parameter's ARN as encryption context (PARAMETER_ARN), so a key
+	// policy can allow the instance role to decrypt its own proxy's parameter only.
+	KMSKeyID string
 	// Spot asks for a Spot instance (one-time, terminated when interrupted).
 	Spot bool
 	// WaitForProxy makes Create wait (within its ctx) until the guest reports the configuration applied.

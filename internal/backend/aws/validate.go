@@ -3,6 +3,7 @@ package aws
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // EC2's resource ids are a prefix and 8 or 17 hex digits ("Resource IDs" in the EC2 user guide).
@@ -17,6 +18,25 @@ var (
 	// instanceProfileRE: a name of IAM's characters (1 to 128), or an instance profile's ARN.
 	instanceProfileRE = regexp.MustCompile(`^([\w+=,.@-]{1,128}|arn:aws[a-z-]*:iam::[0-9]{12}:instance-profile/[\w+=,.@/-]{1,128})$`)
 )
+
+// kmsKeyRE: a key id (a UUID, or mrk- and 32 hex digits for a multi-Region key), a key's ARN, an alias name
+// (alias/...) or an alias's ARN ("KMS key identifiers (KeyId)" in the KMS developer guide).
+var kmsKeyRE = regexp.MustCompile(`^(` +
+	`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32}|alias/[a-zA-Z0-9/_-]{1,250}|` +
+	`arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})|alias/[a-zA-Z0-9/_-]{1,250}))$`)
+
+// ValidateKMSKeyID accepts a customer-managed KMS key's id, ARN, alias or alias ARN. AWS managed keys
+// (alias/aws/...) are refused: alias/aws/ssm is what a proxy gets without the setting, and its key policy,
+// which AWS writes, lets every principal of the account decrypt through SSM.
+func ValidateKMSKeyID(s string) error {
+	if !kmsKeyRE.MatchString(s) {
+		return fmt.Errorf("%q is not a KMS key id, key ARN, alias (alias/NAME) or alias ARN", s)
+	}
+	if strings.HasPrefix(s, "alias/aws/") || strings.Contains(s, ":alias/aws/") {
+		return fmt.Errorf("%q is an AWS managed key, which every principal of the account may use through SSM: name a customer-managed key", s)
+	}
+	return nil
+}
 
 func idValidator(what string, re *regexp.Regexp, example string) func(string) error {
 	return func(s string) error {

@@ -1245,6 +1245,34 @@ func TestDocumentedRules(t *testing.T) {
 			})
 			h.failsWith("CPU options at launch", err, http.StatusNotImplemented, "NotImplemented")
 		}},
+		"R44 a SecureString's KMS key": {run: func(h *harness) {
+			put := func(name, typ, key string) error {
+				in := &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("v"), Type: ssmtypes.ParameterType(typ)}
+				if key != "" {
+					in.KeyId = aws.String(key)
+				}
+				_, err := h.ssm.PutParameter(h.ctx, in)
+				return err
+			}
+			for key, want := range map[string]string{
+				"":                                     DefaultParameterKey,
+				"1234abcd-12ab-34cd-56ef-1234567890ab": "1234abcd-12ab-34cd-56ef-1234567890ab",
+				"alias/egress-proxy":                   "alias/egress-proxy",
+				"arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab": "arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+			} {
+				name := "/k/key" + strings.NewReplacer(":", "-", "/", "-").Replace(key)
+				h.ok("a SecureString with KeyId "+key, put(name, "SecureString", key))
+				if p, _ := h.s.Parameter(h.region, name); p.KeyID != want {
+					h.t.Errorf("KeyId %q: the parameter's key is %q, want %q", key, p.KeyID, want)
+				}
+			}
+			h.failsWith("a KeyId that names no key", put("/k/bad", "SecureString", "not a key"), http.StatusBadRequest, "InvalidKeyId")
+			h.fails("a KeyId that names no key", put("/k/bad", "SecureString", "not a key"), "InvalidKeyId", "The query key ID isn't valid.")
+			h.ok("a String with a KeyId: no key", put("/k/plain", "String", "alias/egress-proxy"))
+			if p, _ := h.s.Parameter(h.region, "/k/plain"); p.KeyID != "" {
+				h.t.Errorf("a String has key %q, want none", p.KeyID)
+			}
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

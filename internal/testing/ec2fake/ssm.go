@@ -61,6 +61,11 @@ type parameter struct {
 	history []Parameter // earlier versions, oldest first
 }
 
+// kmsKeyIDRE is the shape of a KMS key identifier PutParameter's KeyId takes (R44): a key id, a key ARN,
+// an alias name or an alias ARN.
+var kmsKeyIDRE = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32}|alias/[a-zA-Z0-9/_-]+|` +
+	`arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:(key/[0-9a-z-]+|alias/[a-zA-Z0-9/_-]+))$`)
+
 func ssmErr(code, format string, args ...any) *apiError {
 	status := http.StatusBadRequest
 	if code == "InternalServerError" {
@@ -253,6 +258,9 @@ func (s *Server) putParameter(rg *region, body []byte) (any, *apiError) {
 		dataType = "text"
 	}
 	keyID := ""
+	if in.KeyId != "" && !kmsKeyIDRE.MatchString(in.KeyId) {
+		return nil, ssmErr("InvalidKeyId", "The query key ID isn't valid.")
+	}
 	if typ == "SecureString" {
 		keyID = in.KeyId
 		if keyID == "" {
