@@ -32,14 +32,16 @@ func newTest(t *testing.T, opts computefake.Options) (*computefake.Server, *Back
 // provider's token (the Compute fake checks it only when opts.Token sets one).
 func newTestWithSecrets(t *testing.T, opts computefake.Options) (*computefake.Server, *secretmanagerfake.Server, *Backend) {
 	t.Helper()
-	fake := computefake.New(opts)
-	t.Cleanup(fake.Close)
 	token := opts.Token
 	if token == "" {
 		token = "provider-token"
 	}
 	secrets := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: token})
 	t.Cleanup(secrets.Close)
+	// A VM's metadata server hands it the token Secret Manager takes for its account.
+	opts.ServiceAccountToken = secrets.ServiceAccountToken
+	fake := computefake.New(opts)
+	t.Cleanup(fake.Close)
 	b, err := New(Config{
 		DefaultProject: testProject,
 		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL, SecretManagerEndpoint: secrets.URL, AccessToken: token},

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -39,10 +40,13 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 
 	// The proxy, made through the backend: its metadata holds the startup script and the rendered config, and
 	// turns guest attributes on (boot 1 turns them off first, to see the report refused).
-	fake, b := newTest(t, computefake.Options{})
+	fake, sm, b := newTestWithSecrets(t, computefake.Options{})
 	// A real guest takes seconds to apply: its reports are polled as in production, within the ration.
 	b.guestPollInitial, b.guestPollMax = defaultGuestPollInitial, defaultGuestPollMax
 	spec := testSpec("uid-guest", "us-central1-a")
+	// With a service account, the password's hash (and at boot 3 the TLS key) is in the proxy's Secret
+	// Manager secret, which the script reads with the token the metadata server hands the VM.
+	spec.Placement.Options = &Options{ServiceAccount: "proxy@" + testProject + ".iam.gserviceaccount.com"}
 	spec.Proxy.AllowedClientCIDRs = []string{"198.18.0.0/24"}
 	spec.Proxy.AllowedDestinations = []string{"allowed.example", "own.example", "external.example", "later.example"}
 	inst, err := b.Create(ctx, spec)
@@ -57,12 +61,19 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 
 	ns, peer := testNetns(t)
 	testutil.ServeInNetns(t, ns, "169.254.169.254:80", fake.MetadataHandler())
+	// Secret Manager's public endpoint, which the script calls, over TLS with a certificate the guest trusts.
+	smCert := serveTLSInNetns(t, ns, "169.254.169.254:443", secretManagerHost, sm.Handler())
+	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataHtpasswd); has {
+		t.Fatal("the password's hash is in metadata: the guest would not need its secret")
+	}
 	testutil.ServeInNetns(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "upstream "+r.Host)
 	}))
 
 	upper := t.TempDir()
 	writeGuestFiles(t, upper, inst.EgressAddress)
+	// Only the test's certificate is trusted in the guest: the secret can come from the fake alone.
+	testutil.WriteGuestFiles(t, upper, map[string]string{"etc/ssl/certs/ca-certificates.crt": smCert})
 	client := testutil.ProxyClient{Dial: testutil.DialFromNetns(peer, clientIP, guestIP+":3128"), User: "u", Password: "correct-horse-battery"}
 
 	files := []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, "/var/lib/egress-proxy/applied"}
@@ -102,6 +113,9 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		}
 		guest.WaitFor(ctx, t, fmt.Sprintf("boot %d: the guest reports config %s applied", boot, configID), func() bool { return applied() == configID })
 		t.Logf("boot %d: config applied and reported %s after start", boot, time.Since(start).Round(time.Second))
+		if boot == 1 && !readBySecretManager(sm, "proxy@"+testProject+".iam.gserviceaccount.com") {
+			t.Errorf("boot 1: the guest never read its secret with its service account's token\n%s", guest.Log())
+		}
 
 		// Without the guard, a request for one of the guest's own addresses would be a 503: nothing listens
 		// there on port 80, or (the external address) there is no route to it.
@@ -174,6 +188,9 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
 		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.Log())
 	}
+	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataTLSKey); has {
+		t.Error("the TLS key is in metadata: the guest would not need its secret")
+	}
 	if set, err := guest.Exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "refused_v4"); err != nil ||
 		strings.Contains(set, "10.0.0.0/8") || !strings.Contains(set, "10.0.0.0/16") || !strings.Contains(set, "169.254.0.0/16") {
 		t.Errorf("the guest's backstop after allowing 10.1.0.0/16 in place (%v): want 10.0.0.0/8 split around it\n%s", err, set)
@@ -198,7 +215,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			continue
 		}
 		if fi.Mode().Perm() != f.mode || statIn(t, upper, f.path).Content != f.content {
-			t.Errorf("%s in the guest: mode %v, want the content from metadata with mode %v", f.path, fi.Mode().Perm(), f.mode)
+			t.Errorf("%s in the guest: mode %v, want the content from metadata or the secret with mode %v", f.path, fi.Mode().Perm(), f.mode)
 		}
 	}
 	guest.Stop(t)
@@ -246,7 +263,7 @@ StandardOutput=journal+console
 WantedBy=multi-user.target
 `
 	testutil.WriteGuestFiles(t, upper, map[string]string{
-		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal\n" + upstreamIP + " allowed.example denied.example\n" +
+		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal " + secretManagerHost + "\n" + upstreamIP + " allowed.example denied.example\n" +
 			guestIP + " own.example\n" + externalIP + " external.example\n" + laterIP + " later.example\n",
 		"etc/systemd/system/google-startup-scripts.service": unit,
 		"etc/cloud/cloud-init.disabled":                     "",
@@ -298,4 +315,38 @@ func testNetns(t *testing.T) (guest, peer string) {
 	}
 	testutil.IPIn(t, peer, "link", "set", "eg1", "up")
 	return guest, peer
+}
+
+// secretManagerHost is Secret Manager's public endpoint, where the startup script reads the proxy's secret.
+const secretManagerHost = "secretmanager.googleapis.com"
+
+// serveTLSInNetns serves h over TLS at address in netns, with a certificate for host made here, and returns
+// the certificate for the guest to trust.
+func serveTLSInNetns(t *testing.T, netns, address, host string, h http.Handler) string {
+	t.Helper()
+	certPEM, keyPEM := testutil.SelfSignedPEM(t, host)
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := testutil.ListenInNetns(netns, "tcp", address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute}
+	go func() {
+		_ = srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
+	}()
+	t.Cleanup(func() { _ = srv.Close() })
+	return certPEM
+}
+
+// readBySecretManager says whether the service account email read a secret's version, and was answered.
+func readBySecretManager(sm *secretmanagerfake.Server, email string) bool {
+	for _, r := range sm.Requests() {
+		if r.Member == "serviceAccount:"+email && strings.HasSuffix(r.Path, ":access") && r.Status == http.StatusOK {
+			return true
+		}
+	}
+	return false
 }

@@ -42,7 +42,17 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 	}
 	const attrs, guest = "/computeMetadata/v1/instance/attributes/", "/computeMetadata/v1/instance/guest-attributes/"
 	const nics = "/computeMetadata/v1/instance/network-interfaces/"
+	const token = "/computeMetadata/v1/instance/service-accounts/default/token"
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == token:
+		// R28: the token of the account the VM runs as; none without one.
+		sas := in.GetServiceAccounts()
+		if len(sas) == 0 || s.opts.ServiceAccountToken == nil {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, s.opts.ServiceAccountToken(sas[0].GetEmail()))
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, nics):
 		v, ok := networkInterfaceValue(in, strings.TrimPrefix(r.URL.Path, nics))
 		if !ok {

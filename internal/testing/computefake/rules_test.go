@@ -465,6 +465,22 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("service accounts read back: %v, want the default account by its email", got)
 			}
 		},
+		"R28 service account token": func(h *harness) {
+			s := New(Options{ServiceAccountToken: func(email string) string { return "token-of-" + email }})
+			defer s.Close()
+			r := &harness{t: h.t, s: s}
+			r.vm("with", func(in map[string]any) {
+				in["serviceAccounts"] = []any{map[string]any{"email": "proxy@p.iam.gserviceaccount.com", "scopes": []any{"https://www.googleapis.com/auth/cloud-platform"}}}
+			})
+			r.vm("without", nil)
+			const path = "/computeMetadata/v1/instance/service-accounts/default/token"
+			s.MetadataInstance("p", "us-central1-a", "with")
+			r.want("with an account", r.do(http.MethodGet, path, "Google", ""), 200, "", `"access_token":"token-of-proxy@p.iam.gserviceaccount.com"`)
+			r.want("its type", r.do(http.MethodGet, path, "Google", ""), 200, "", `"token_type":"Bearer"`)
+			r.want("without the header", r.do(http.MethodGet, path, "", ""), 403, "", "Metadata-Flavor")
+			s.MetadataInstance("p", "us-central1-a", "without")
+			r.want("without an account", r.do(http.MethodGet, path, "Google", ""), 404, "", "")
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -35,6 +35,9 @@ type Options struct {
 	// OnOperationDone, when set, is called (in a goroutine of its own) after each operation completed
 	// without error, with its type ("insert", "setMetadata", ...) and target URL: tests play the guest with it.
 	OnOperationDone func(opType, targetLink string)
+	// ServiceAccountToken, when set, gives the access token the metadata server hands a VM running as the
+	// service account email (R28): the token another test double (Secret Manager's) takes for that account.
+	ServiceAccountToken func(email string) string
 	// Now, when set, is the fake's clock: operation latency, timestamps and the guest attribute query limits
 	// follow it, so that a test can play minutes of polling without waiting them.
 	Now func() time.Time

@@ -80,6 +80,10 @@ func New(opts Options) *Server {
 	return s
 }
 
+// Handler serves the fake's API, for a test that serves it elsewhere too (in a guest's network namespace,
+// over TLS, as the real endpoint is).
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
 // Close stops the server.
 func (s *Server) Close() { s.srv.Close() }
 
