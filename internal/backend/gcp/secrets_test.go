@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"sort"
 	"strings"
@@ -13,11 +15,10 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -139,7 +140,8 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 	}
 	// The other proxy's account, with a token of its own, is refused this proxy's secret.
 	otherToken := sm.ServiceAccountToken("proxy-b@" + testProject + ".iam.gserviceaccount.com")
-	if _, err := accessAs(ctx, t, sm, otherToken, "projects/"+testProject+"/secrets/"+sid); status.Code(err) != codes.PermissionDenied {
+	var refused *apierror.APIError
+	if _, err := accessAs(ctx, t, sm, otherToken, "projects/"+testProject+"/secrets/"+sid); !errors.As(err, &refused) || refused.HTTPCode() != http.StatusForbidden {
 		t.Errorf("another proxy's service account read this proxy's secret: %v, want PermissionDenied", err)
 	}
 	if err := b.Delete(ctx, inst.ID); err != nil {
