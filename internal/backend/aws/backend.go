@@ -49,6 +49,10 @@ type region struct {
 	ssm    ssmAPI
 	sts    stsAPI
 	quotas quotasAPI
+
+	// accountID is the credentials' account (account), asked once under accountOnce.
+	accountOnce sync.Mutex
+	accountID   string
 }
 
 // New validates cfg and returns a backend. It reads no credentials and calls nothing.

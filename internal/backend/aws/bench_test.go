@@ -150,7 +150,8 @@ func createAll(tb testing.TB, be *Backend, specs []backend.Spec, parallel int) {
 // Create: Debian's AMI parameter (GetParameter), the name looked up (DescribeInstances), the subnet's VPC
 // (DescribeSubnets), the group looked up, made and opened (DescribeSecurityGroups, CreateSecurityGroup,
 // AuthorizeSecurityGroupIngress), the three parameters written with their tags (PutParameter), the
-// launch (RunInstances), two polls until it runs (the second one's answer is the instance read back), and the
+// launch (RunInstances), the parameters bound to the instance (the applied one made, three tagged with its
+// ARN, the account asked once: GetCallerIdentity), two polls until it runs (the second one's answer is the instance read back), and the
 // settings, config and applied parameters read back in one call (GetParameters). static_egress_ip adds the proxy's address looked up, allocated and associated
 // (DescribeAddresses, AllocateAddress, AssociateAddress) and the instance read again for its new public
 // address (DescribeInstances).
@@ -165,7 +166,8 @@ var apiRequestCases = []struct {
 }{
 	{
 		name: "plain",
-		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 3, "ssm:PutParameter": 3,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 3, "ssm:PutParameter": 4,
+			"ssm:AddTagsToResource": 3, "sts:GetCallerIdentity": 1,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1},
 		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
@@ -174,7 +176,8 @@ var apiRequestCases = []struct {
 	},
 	{
 		name: "static_egress_ip", static: true,
-		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 4, "ssm:PutParameter": 3,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 4, "ssm:PutParameter": 4,
+			"ssm:AddTagsToResource": 3, "sts:GetCallerIdentity": 1,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1,
 			"ec2:DescribeAddresses": 1, "ec2:AllocateAddress": 1, "ec2:AssociateAddress": 1},

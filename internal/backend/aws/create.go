@@ -150,8 +150,14 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
 				awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
 		}
-		if err := backend.OwnershipOfSpec(spec).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+		// Another owner's: refused naming both owners. The same owner's with another UID: a proxy no state
+		// holds (a killed apply's), which egress_proxy_orphans lists.
+		if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
 			return backend.Instance{}, err
+		}
+		if tags[backend.LabelUID] != spec.UID {
+			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s of owner %q, not proxy %s: choose another name, or delete it (egress_proxy_orphans lists it)",
+				awssdk.ToString(in.InstanceId), ownerOf(tags), tags[backend.LabelOwner], spec.UID)
 		}
 	}
 	var kept []ec2types.Address
@@ -186,6 +192,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
 	made := backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: spec.Name}, Name: spec.Name, UID: spec.UID}
 	instanceID := awssdk.ToString(in.InstanceId)
+	if err := b.bindParameters(ctx, r, spec, instanceID); err != nil {
+		return made, err
+	}
 	if in, err = b.waitRunning(ctx, r, obj, instanceID); err != nil {
 		return made, err
 	}

@@ -220,7 +220,7 @@ func configDrift(name string, st storedSpec, values map[string]string) string {
 		switch applied := proxyconf.ParseAWSApplied(v); {
 		case applied.Refused == st.ConfigID:
 			return fmt.Sprintf("its guest refused config %s, the one this provider wrote (%s), and runs config %s", st.ConfigID, applied.Reason, applied.ConfigID)
-		case applied.ConfigID != st.ConfigID && applied.Refused == "":
+		case applied.ConfigID != st.ConfigID && applied.Refused == "" && applied.ConfigID != appliedPlaceholder:
 			return fmt.Sprintf("its guest reports config %s applied, not %s, the one this provider wrote", applied.ConfigID, st.ConfigID)
 		}
 	}

@@ -120,6 +120,7 @@ func (s *Server) checkAction(c *call) *apiError {
 		if _, ok := ssmActions[c.action]; !ok {
 			return ssmErr("UnknownOperationException", "")
 		}
+		return s.authorizeSSM(c)
 	case "servicequotas":
 		return s.checkSQAction(c)
 	case "sts":

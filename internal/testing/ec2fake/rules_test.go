@@ -1245,6 +1245,32 @@ func TestDocumentedRules(t *testing.T) {
 			})
 			h.failsWith("CPU options at launch", err, http.StatusNotImplemented, "NotImplemented")
 		}},
+		"R45 a role's policy, evaluated for its sessions' SSM requests": {opts: Options{Roles: []Role{{Name: "proxy", Policy: `{"Statement": [
+			{"Effect": "Allow", "Action": "ssm:GetParameter*", "Resource": "arn:aws:ssm:*:*:parameter/p/*",
+			 "Condition": {"StringEquals": {"ssm:resourceTag/bound": "${ec2:SourceInstanceARN}"}}},
+			{"Effect": "Deny", "Action": "ssm:*", "Resource": "arn:aws:ssm:*:*:parameter/p/denied"}]}`}}}, run: func(h *harness) {
+			arn := "arn:aws:ec2:" + h.region + ":" + h.s.AccountID() + ":instance/i-0123456789abcdef0"
+			for name, tag := range map[string]string{"/p/mine": arn, "/p/other": "arn:aws:ec2:" + h.region + ":" + h.s.AccountID() + ":instance/i-1", "/p/denied": arn} {
+				_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString,
+					Tags: []ssmtypes.Tag{{Key: aws.String("bound"), Value: aws.String(tag)}}})
+				h.ok("put "+name+" as the account's user, whom no policy limits", err)
+			}
+			k, sk, tok := h.s.InstanceProfileCredentials("proxy", "i-0123456789abcdef0", time.Hour)
+			cfg := h.s.AWSConfig(h.region)
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(k, sk, tok)
+			asInstance := ssm.NewFromConfig(cfg)
+			get := func(names ...string) error {
+				_, err := asInstance.GetParameters(h.ctx, &ssm.GetParametersInput{Names: names})
+				return err
+			}
+			h.ok("its own parameter, the tag naming its instance", get("/p/mine"))
+			err := get("/p/mine", "/p/other")
+			h.failsWith("one of the names bound to another instance", err, http.StatusBadRequest, "AccessDeniedException")
+			h.fails("one of the names bound to another instance", err, "AccessDeniedException", "is not authorized to perform: ssm:GetParameters on resource: arn:aws:ssm:"+h.region+":"+h.s.AccountID()+":parameter/p/other because no identity-based policy allows the ssm:GetParameters action")
+			h.fails("an explicit deny", get("/p/denied"), "AccessDeniedException", "with an explicit deny in an identity-based policy")
+			_, err = asInstance.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p/mine"), Value: aws.String("w"), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+			h.fails("an action no statement allows", err, "AccessDeniedException", "no identity-based policy allows the ssm:PutParameter action")
+		}},
 		"R44 a SecureString's KMS key": {run: func(h *harness) {
 			put := func(name, typ, key string) error {
 				in := &ssm.PutParameterInput{Name: aws.String(name), Value: aws.String("v"), Type: ssmtypes.ParameterType(typ)}

@@ -47,6 +47,9 @@ type Role struct {
 	ExternalID string
 	// MaxSessionDuration is the longest session the role grants, 1 to 12 hours; 0 is IAM's default, one hour.
 	MaxSessionDuration time.Duration
+	// Policy, when set, is the role's identity-based policy (JSON), which SSM evaluates for every request its
+	// sessions sign (R45); without one they may do anything.
+	Policy string
 }
 
 // RoleARN is the ARN of the account's role named name.
@@ -65,6 +68,9 @@ type Session struct {
 	// CallerAccessKey is the access key that signed the AssumeRole.
 	CallerAccessKey string
 	Expires         time.Time
+	// InstanceID is the instance whose profile the session is of (InstanceProfileCredentials), "" for
+	// AssumeRole's: the request's ec2:SourceInstanceARN (R45).
+	InstanceID string
 }
 
 // Sessions lists the role sessions AssumeRole opened, in order.
@@ -235,6 +241,7 @@ func (s *Server) InstanceProfileCredentials(roleName, instanceID string, lifetim
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.openSession(roleName, instanceID, "", lifetime)
+	p.session.InstanceID = instanceID
 	return p.session.AccessKeyID, p.secret, p.token
 }
 

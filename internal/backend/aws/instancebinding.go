@@ -1,0 +1,93 @@
+package aws
+
+import (
+	"context"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// TagInstance is the tag that binds a proxy's parameters to its instance: its value is the instance's ARN,
+// which is what a request signed with the instance role's credentials carries as ec2:SourceInstanceARN. A
+// role several proxies share is scoped to each instance's own parameters by the condition
+// "ssm:resourceTag/egress-proxy-instance" = "${ec2:SourceInstanceARN}" (the documented policy), so that root
+// on one proxy reads no other proxy's secrets and marks no other proxy's config applied.
+const TagInstance = "egress-proxy-instance"
+
+// appliedPlaceholder is the applied parameter's value before the guest's first report: the parameter
+// exists, tagged, so the role's condition admits the guest's PutParameter to it (a new parameter has no
+// tags to meet a condition).
+const appliedPlaceholder = "-"
+
+// bindParameters tags the parameters the guest reads and writes with the instance's ARN, making the applied
+// parameter first when there is none. A retried create binds again: the tags are overwritten alike.
+func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Spec, instanceID string) error {
+	account, err := b.account(ctx, r)
+	if err != nil {
+		return err
+	}
+	arn := "arn:" + partitionOf(r.name) + ":ec2:" + r.name + ":" + account + ":instance/" + instanceID
+	applied := proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterApplied)
+	bound := ssmTags(map[string]string{TagInstance: arn})
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		_, err := r.ssm.PutParameter(ctx, &ssm.PutParameterInput{
+			Name: awssdk.String(applied), Value: awssdk.String(appliedPlaceholder), Type: ssmtypes.ParameterTypeString,
+			Tags: append(ssmTags(objectTags(spec)), bound...), Description: awssdk.String("egress proxy " + spec.Name + ": applied"),
+		})
+		if errorCode(err) == "ParameterAlreadyExists" {
+			return nil
+		}
+		return classify(parameterObject(r.name, applied), err)
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{proxyconf.AWSParameterConfig, proxyconf.AWSParameterSecrets, proxyconf.AWSParameterApplied} {
+		path := proxyconf.AWSParameterPath(spec.Name, p)
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			_, err := r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
+				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: bound,
+			})
+			return classify(parameterObject(r.name, path), err)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// account is the id of the account the region's credentials are of, asked once.
+func (b *Backend) account(ctx context.Context, r *region) (string, error) {
+	r.accountOnce.Lock()
+	defer r.accountOnce.Unlock()
+	if r.accountID != "" {
+		return r.accountID, nil
+	}
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		out, err := r.sts.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+		if err != nil {
+			return classify("aws account of region "+r.name, err)
+		}
+		r.accountID = awssdk.ToString(out.Account)
+		return nil
+	})
+	return r.accountID, err
+}
+
+// partitionOf is the ARN partition of a region: China's and GovCloud's are their own.
+func partitionOf(region string) string {
+	switch {
+	case strings.HasPrefix(region, "cn-"):
+		return "aws-cn"
+	case strings.HasPrefix(region, "us-gov-"):
+		return "aws-us-gov"
+	}
+	return "aws"
+}

@@ -1,0 +1,80 @@
+package aws
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+)
+
+// sharedRolePolicy is the policy the documentation gives a role that several proxies' instance profiles
+// share (templates/index.md.tmpl, "AWS"): each instance reaches only the parameters bound to it.
+const sharedRolePolicy = `{
+  "Version": "2012-10-17",
+  "Statement": [
+    { "Effect": "Allow", "Action": "ssm:GetParameters",
+      "Resource": "arn:aws:ssm:*:*:parameter/egress-proxy/*",
+      "Condition": { "StringEquals": { "ssm:resourceTag/egress-proxy-instance": "${ec2:SourceInstanceARN}" } } },
+    { "Effect": "Allow", "Action": "ssm:PutParameter",
+      "Resource": "arn:aws:ssm:*:*:parameter/egress-proxy/*/applied",
+      "Condition": { "StringEquals": { "ssm:resourceTag/egress-proxy-instance": "${ec2:SourceInstanceARN}" } } }
+  ]
+}`
+
+// With the documented policy on a role two proxies share, root on proxy A, signing with A's instance
+// credentials, reads and reports only A's parameters: B's secrets and B's applied are AccessDeniedException
+// (issue 35, item 2). Before the parameters were bound to their instance, A could read every proxy's.
+func TestInstanceRoleReachesOnlyItsOwnProxy(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: sharedRolePolicy}}})
+	fake.PlayGuests()
+	ids := map[string]string{}
+	for _, name := range []string{"proxy-a", "proxy-b"} {
+		if _, err := b.Create(context.Background(), testSpec(fake, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range fake.Instances(testRegion) {
+		ids[in.Tags["Name"]] = in.ID
+	}
+	k, sk, tok := fake.InstanceProfileCredentials("egress-proxy", ids["proxy-a"], time.Hour)
+	cfg := fake.AWSConfig(testRegion)
+	cfg.Credentials = credentials.NewStaticCredentialsProvider(k, sk, tok)
+	asA := ssm.NewFromConfig(cfg)
+	ctx := context.Background()
+	read := func(proxy string) error {
+		_, err := asA.GetParameters(ctx, &ssm.GetParametersInput{WithDecryption: awssdk.Bool(true), Names: []string{
+			proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterConfig), proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterSecrets),
+			proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied),
+		}})
+		return err
+	}
+	report := func(proxy string) error {
+		_, err := asA.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String(proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied)),
+			Value: awssdk.String("0123456789abcdef"), Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
+		return err
+	}
+	for name, tc := range map[string]struct {
+		call   func(string) error
+		proxy  string
+		denied bool
+	}{
+		"A reads its own":     {read, "proxy-a", false},
+		"A reports its own":   {report, "proxy-a", false},
+		"A reads B's secrets": {read, "proxy-b", true},
+		"A reports B applied": {report, "proxy-b", true},
+	} {
+		err := tc.call(tc.proxy)
+		if tc.denied != (err != nil) || (tc.denied && !strings.Contains(err.Error(), "AccessDeniedException")) {
+			t.Errorf("%s: %v, want denied %v (AccessDeniedException)", name, err, tc.denied)
+		}
+	}
+}
