@@ -25,6 +25,11 @@ variable "client_cidrs" {
   default     = ["10.132.0.0/20"]
 }
 
+variable "proxy_service_account" {
+  description = "The proxy VM's own service account, holding no role: the provider grants it the proxy's secret alone."
+  type        = string
+}
+
 provider "egress" {
   owner = "platform-prod"
 
@@ -40,6 +45,9 @@ resource "egress_proxy" "partner_api" {
   gcp = {
     static_egress_ip = true
     network_tags     = ["egress-proxy"]
+    # With a service account, the proxy's password hash and TLS key (when it has auth or tls) live in a Secret
+    # Manager secret that only this account may read, not in the instance's metadata.
+    service_account = var.proxy_service_account
     # Wait until the VM reports that Squid runs its configuration, so the apply ends with a proxy at work.
     wait_for_proxy = true
   }

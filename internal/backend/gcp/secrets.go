@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"net/http"
 	"slices"
 	"strings"
 
 	"cloud.google.com/go/iam/apiv1/iampb"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"google.golang.org/api/googleapi"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -78,7 +81,7 @@ func payloadFile(payload []byte, line string) []byte {
 func (b *Backend) putSecret(ctx context.Context, p *project, zone string, spec backend.Spec, payload []byte) error {
 	obj := secretObject(p.id, zone, spec.Name)
 	name := secretName(p.id, zone, spec.Name)
-	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	return withSecretAdvice(backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		_, err := p.secrets.CreateSecret(ctx, &secretmanagerpb.CreateSecretRequest{
 			Parent: "projects/" + p.id, SecretId: secretID(zone, spec.Name),
 			Secret: &secretmanagerpb.Secret{
@@ -108,7 +111,20 @@ func (b *Backend) putSecret(ctx context.Context, p *project, zone string, spec b
 			Parent: name, Payload: &secretmanagerpb.SecretPayload{Data: payload, DataCrc32C: &sum},
 		})
 		return classify(obj, err)
-	})
+	}))
+}
+
+// withSecretAdvice says what to do when Secret Manager refuses the provider's own account: the refusal is the
+// project's IAM (or the API not enabled), and the proxy's VM has a service account, which is what asks for it.
+func withSecretAdvice(err error) error {
+	var ge *googleapi.Error
+	var be *backend.Error
+	if !errors.As(err, &ge) || ge.Code != http.StatusForbidden || !errors.As(err, &be) || be.Advice != "" {
+		return err
+	}
+	be.Advice = "A VM with a service_account keeps its secrets in Secret Manager, which the provider's account may not use here: " +
+		"enable the Secret Manager API on the project and grant the provider's account roles/secretmanager.admin there, then apply again."
+	return err
 }
 
 // latestPayload reads the secret's latest version: NotFound when the secret or its versions are gone.

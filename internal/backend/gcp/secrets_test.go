@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
@@ -270,4 +272,32 @@ func formsOf(secret string) []string {
 		}
 	}
 	return forms
+}
+
+// A provider account Secret Manager refuses (no role on the project, or the API off) stops a create of a VM
+// with a service account before the VM is made, Permanent, saying what to grant.
+func TestSecretManagerRefusesTheProvider(t *testing.T) {
+	t.Parallel()
+	fake := computefake.New(computefake.Options{})
+	t.Cleanup(fake.Close)
+	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "someone-else"})
+	t.Cleanup(sm.Close)
+	// A principal Secret Manager knows, holding no role there.
+	token := sm.ServiceAccountToken("terraform@" + testProject + ".iam.gserviceaccount.com")
+	b, err := New(Config{DefaultProject: testProject, ProjectConfig: ProjectConfig{
+		ComputeEndpoint: fake.URL, SecretManagerEndpoint: sm.URL, AccessToken: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	b.retry = backend.Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond, Factor: 2}
+	spec := testSpec("uid-refused", "us-central1-a")
+	spec.Placement.Options = &Options{ServiceAccount: "proxy@" + testProject + ".iam.gserviceaccount.com"}
+	_, err = b.Create(ctxT(t), spec)
+	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(backend.AdviceOf(err), "roles/secretmanager.admin") {
+		t.Fatalf("Create = %v (advice %q), want Permanent saying what to grant", err, backend.AdviceOf(err))
+	}
+	if len(fake.Instances()) != 0 {
+		t.Error("a VM was made without its secret")
+	}
 }

@@ -62,10 +62,12 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, backend.Permanent(b.object(id), "target %q is not configured (configured: %v)", spec.Placement.Target, b.targets)
 	}
 	existing, found := b.instances[id.String()]
-	if found && existing.UID != spec.UID {
-		b.mu.Unlock()
-		return backend.Instance{}, backend.Permanent(b.object(id),
-			"an instance with this name already exists and belongs to uid %s, not %s: choose another name or delete it", existing.UID, spec.UID)
+	if found {
+		// As the real backends: adopted only with both the owner and the UID of the spec.
+		if err := backend.OwnershipOfSpec(spec).Check(b.object(id), existing.Owner, existing.UID); err != nil {
+			b.mu.Unlock()
+			return backend.Instance{}, err
+		}
 	}
 	if !found {
 		existing = backend.Instance{
@@ -106,6 +108,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if !ok {
 		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
 	}
+	if err := backend.OwnershipOf(ctx).Check(b.object(id), inst.Owner, inst.UID); err != nil {
+		return backend.Instance{}, err
+	}
 	return b.readBack(inst), nil
 }
 
@@ -128,6 +133,9 @@ func (b *Backend) change(ctx context.Context, op string, id backend.ProviderID, 
 	if !ok {
 		return backend.Instance{}, backend.NotFound(b.object(id), "no such instance")
 	}
+	if err := backend.OwnershipOf(ctx).Check(b.object(id), inst.Owner, inst.UID); err != nil {
+		return backend.Instance{}, err
+	}
 	if err := edit(&inst); err != nil {
 		return backend.Instance{}, err
 	}
@@ -142,6 +150,11 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if inst, ok := b.instances[id.String()]; ok {
+		if err := backend.OwnershipOf(ctx).Check(b.object(id), inst.Owner, inst.UID); err != nil {
+			return err
+		}
+	}
 	delete(b.instances, id.String())
 	return nil
 }
