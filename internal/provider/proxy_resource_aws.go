@@ -84,8 +84,9 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"iam_instance_profile": schema.StringAttribute{
 				Required: true,
 				MarkdownDescription: "Instance profile (name or ARN) whose role lets the instance read its configuration: `ssm:GetParameters` on " +
-					"`arn:aws:ssm:<region>:<account>:parameter/egress-proxy/*`, `ssm:PutParameter` on `.../egress-proxy/*/applied`, and " +
-					"`kms:Decrypt` with the key `alias/aws/ssm`.",
+					"`arn:aws:ssm:<region>:<account>:parameter/egress-proxy/*`, `ssm:PutParameter` on `.../egress-proxy/*/applied`, each on the " +
+					"condition that the parameter's tag `egress-proxy-instance` is the requesting instance's ARN (`${ec2:SourceInstanceARN}`), " +
+					"so that one proxy reaches no other's; and `kms:Decrypt` with the secrets' key. See the provider's documentation, AWS.",
 				Validators: []validator.String{attribute_validator.Func("instance profile", aws.ValidateInstanceProfile)},
 			},
 			"static_egress_ip": schema.BoolAttribute{
