@@ -273,6 +273,18 @@ func TestAccProxyAWS_errors(t *testing.T) {
 			if n := len(liveInstances(fake)); n != 0 {
 				t.Fatalf("%d instances left by a refused create", n)
 			}
+			// The instance limit refuses the launch after the group and the parameters were made: they are
+			// given back (issue 35, item 14).
+			for _, g := range fake.SecurityGroups(awsTestRegion) {
+				if strings.HasPrefix(g.Name, "egress-proxy-") {
+					t.Errorf("security group %s left by a refused create", g.Name)
+				}
+			}
+			for _, p := range fake.Parameters(awsTestRegion) {
+				if strings.HasPrefix(p.Name, proxyconf.AWSParameterPrefix) {
+					t.Errorf("parameter %s left by a refused create", p.Name)
+				}
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -184,15 +185,16 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, rendered), rendered); err != nil {
 		return backend.Instance{}, err
 	}
+	fresh := in == nil
 	if in == nil {
 		if in, err = b.runInstance(ctx, r, spec, o, groupID); err != nil {
-			return backend.Instance{}, err
+			return backend.Instance{}, b.giveBack(ctx, r, spec.Name, err)
 		}
 	}
 	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
 	made := backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: spec.Name}, Name: spec.Name, UID: spec.UID}
 	instanceID := awssdk.ToString(in.InstanceId)
-	if err := b.bindParameters(ctx, r, spec, instanceID); err != nil {
+	if err := b.bindParameters(ctx, r, spec, instanceID, fresh); err != nil {
 		return made, err
 	}
 	if in, err = b.waitRunning(ctx, r, obj, instanceID); err != nil {
@@ -217,6 +219,26 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	return b.readBack(ctx, r, in)
+}
+
+// giveBackTimeout bounds the clean-up after a refused launch: it runs detached from the caller's context,
+// whose end (a timeout, Ctrl-C) may be why the launch failed.
+const giveBackTimeout = 2 * time.Minute
+
+// giveBack removes what Create made before EC2 refused the launch (the security group and the parameters),
+// so that a refused create leaves nothing behind, as the contract's Delete would. Only a launch that was
+// refused (Quota, Permanent) is given back: after a Transient error or a cancelled one, the instance may
+// exist (a lost answer), and the retry's client token finds it. A failed clean-up is told in the error.
+func (b *Backend) giveBack(ctx context.Context, r *region, name string, launch error) error {
+	if class := backend.ClassOf(launch); class != backend.ClassQuota && class != backend.ClassPermanent {
+		return launch
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	defer cancel()
+	if err := errors.Join(b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
+		return fmt.Errorf("%w (and what was made for it could not all be removed: %v; egress_proxy_orphans lists the leftovers)", launch, err)
+	}
+	return launch
 }
 
 func ownerOf(tags map[string]string) string {

@@ -25,23 +25,32 @@ const TagInstance = "egress-proxy-instance"
 // tags to meet a condition).
 const appliedPlaceholder = "-"
 
-// bindParameters tags the parameters the guest reads and writes with the instance's ARN, making the applied
-// parameter first when there is none. A retried create binds again: the tags are overwritten alike.
-func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Spec, instanceID string) error {
+// bindParameters tags the parameters the guest reads and writes with the instance's ARN and the proxy's own
+// tags (an applied parameter a killed replacement left is this proxy's now), making the applied parameter
+// first when there is none. For a freshly launched instance (fresh) an applied parameter left by a former
+// instance of the name is reset: what that one applied says nothing of this one. A retried create binds
+// again, alike.
+func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Spec, instanceID string, fresh bool) error {
 	account, err := b.account(ctx, r)
 	if err != nil {
 		return err
 	}
 	arn := "arn:" + partitionOf(r.name) + ":ec2:" + r.name + ":" + account + ":instance/" + instanceID
 	applied := proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterApplied)
-	bound := ssmTags(map[string]string{TagInstance: arn})
+	tags := objectTags(spec)
+	tags[TagInstance] = arn
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		_, err := r.ssm.PutParameter(ctx, &ssm.PutParameterInput{
+		in := &ssm.PutParameterInput{
 			Name: awssdk.String(applied), Value: awssdk.String(appliedPlaceholder), Type: ssmtypes.ParameterTypeString,
-			Tags: append(ssmTags(objectTags(spec)), bound...), Description: awssdk.String("egress proxy " + spec.Name + ": applied"),
-		})
+			Tags: ssmTags(tags), Description: awssdk.String("egress proxy " + spec.Name + ": applied"),
+		}
+		_, err := r.ssm.PutParameter(ctx, in)
 		if errorCode(err) == "ParameterAlreadyExists" {
-			return nil
+			if !fresh {
+				return nil
+			}
+			in.Tags, in.Overwrite = nil, awssdk.Bool(true)
+			_, err = r.ssm.PutParameter(ctx, in)
 		}
 		return classify(parameterObject(r.name, applied), err)
 	})
@@ -52,7 +61,7 @@ func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Sp
 		path := proxyconf.AWSParameterPath(spec.Name, p)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			_, err := r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
-				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: bound,
+				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: ssmTags(tags),
 			})
 			return classify(parameterObject(r.name, path), err)
 		})
