@@ -3,10 +3,10 @@ package aws
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -236,7 +236,7 @@ func (b *Backend) giveBack(ctx context.Context, r *region, name string, launch e
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 	defer cancel()
 	if err := errors.Join(b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
-		return fmt.Errorf("%w (and what was made for it could not all be removed: %v; egress_proxy_orphans lists the leftovers)", launch, err)
+		return fmt.Errorf("%w (and what was made for it could not all be removed: %w; egress_proxy_orphans lists the leftovers)", launch, err)
 	}
 	return launch
 }

@@ -65,12 +65,22 @@ func TestWaitForTheGuest(t *testing.T) {
 					p.Resume()
 				}()
 			}
-			// A silent guest would be waited for until the operation's timeout: the test's is the one bound.
-			ctx := context.Background()
+			// A silent guest is waited for until the operation's context ends: here once the backend has polled
+			// the applied parameter twice (the first poll answered "not yet"), as a timeout would end it.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			if tc.wantErr != "" && tc.wantClass == backend.ClassTransient {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
+				before := fake.Count("GetParameter")
+				go func() {
+					for fake.Count("GetParameter") < before+2 {
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(10 * time.Millisecond):
+						}
+					}
+					cancel()
+				}()
 			}
 			var err error
 			if tc.reconfigure {

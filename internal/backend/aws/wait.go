@@ -100,6 +100,11 @@ func (b *Backend) waitApplied(ctx context.Context, r *region, name string, writt
 			return false, nil // the guest has applied nothing yet
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				// The operation's time is up mid-poll: what the user should read is what was awaited, not
+				// the cancelled request.
+				return false, backend.Transient(object, "waiting for the guest to apply config %s", configID)
+			}
 			return false, classify(object, err)
 		}
 		applied := proxyconf.ParseAWSApplied(awssdk.ToString(out.Parameter.Value))
