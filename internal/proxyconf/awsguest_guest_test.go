@@ -43,7 +43,9 @@ import (
 // 407 without credentials, and the backstop keeps Squid's user from IMDS; the files have the paths, owners and modes of the other VM guests; a rule
 // change (a new password, TLS on, another destination) is applied in place and reported in applied, after the
 // agent waited out the moment the backend had written the config and not yet the secrets; a config Squid
-// refuses is never installed, the last good one serving on, across a reboot; the agent only ever reads IMDS
+// refuses is never installed, the last good one serving on, across a reboot, and its refusal is reported in
+// applied; a config not authenticated by the proxy's key, and one that is but holds a directive the renderer
+// never writes (a helper program), are never installed either; the agent only ever reads IMDS
 // with a token, carries on when every token ends, refreshes the role's credentials before they come within
 // its margin of their expiry, signs every SSM call with the session token, and writes applied once per
 // config.
@@ -212,6 +214,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	if got := params.applied(); got != id2 {
 		t.Errorf("after config 3 was refused applied is %s, want %s", got, id2)
 	}
+	g.WaitFor(ctx, t, "the guest reports config "+id3+" refused", func() bool { return params.appliedWhole().Refused == id3 })
 	before := map[string]time.Time{}
 	for _, f := range []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, proxyconf.AWSGuestStateDir + "/applied"} {
 		_, mod, ok := testutil.StatIn(t, upper, f)
@@ -252,11 +255,34 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 			t.Errorf("%s stays in the guest with TLS off: %v %s", f, err, out)
 		}
 	}
+
+	// Configs the provider did not write (issue 35, item 1). One that runs a program as Squid's helper, with
+	// a MAC under another key (written by someone who may write the String parameter but not read the
+	// secrets): refused, not even parsed, and not reported, since it may be half of a change.
+	forged := params.edited(r4, func(c string) string { return c + "url_rewrite_program /bin/sh -c id\n" }, false)
+	params.putConfig(forged)
+	g.WaitFor(ctx, t, "the agent refuses the unauthenticated config "+forged.id, func() bool {
+		return strings.Contains(g.FullLog(), "refused config "+forged.id+": it is not authenticated")
+	})
+	// The same with the proxy's own key (a leaked key, or a bug in the MAC): the guard refuses it, and the
+	// refusal is reported beside the config that runs.
+	leaked := params.edited(r4, func(c string) string { return c + "url_rewrite_program /bin/sh -c id\n" }, true)
+	params.putConfig(leaked)
+	g.WaitFor(ctx, t, "the guest reports config "+leaked.id+" refused", func() bool { return params.appliedWhole().Refused == leaked.id })
+	if a := params.appliedWhole(); a.ConfigID != id4 || !strings.Contains(a.Reason, "url_rewrite_program") {
+		t.Errorf("after the leaked-key config, applied says %+v, want config %s running and the directive named", a, id4)
+	}
+	if got := proxy.Get(ctx, t, "http://allowed.example/", true); got != http.StatusOK {
+		t.Errorf("with the forged configs refused, config 4 serves: %d, want 200\n%s", got, g.Log())
+	}
+	if out, err := g.Exec(t, "grep", "-c", "url_rewrite_program", proxyconf.ConfPath); err == nil {
+		t.Errorf("a forged directive reached %s: %s", proxyconf.ConfPath, out)
+	}
 	checkAgentLog(t, g)
 	g.Stop(t)
 
 	checkIMDSUse(t, imds.Requests(), tokensEnded)
-	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4})
+	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4}, []string{id3, leaked.id})
 	t.Logf("done in %s", time.Since(start).Round(time.Second))
 }
 
@@ -425,8 +451,24 @@ func (p paramWriter) write(param, value string, typ ssmtypes.ParameterType) {
 	}
 }
 
-// applied is what the guest reported, "" before its first report.
+// applied is the config id the guest reported running, "" before its first report.
 func (p paramWriter) applied() string {
+	p.t.Helper()
+	return p.appliedWhole().ConfigID
+}
+
+// appliedWhole is what the guest reported, a refusal included.
+func (p paramWriter) appliedWhole() proxyconf.AWSApplied {
+	p.t.Helper()
+	v := p.appliedValue()
+	if v == "" {
+		return proxyconf.AWSApplied{}
+	}
+	return proxyconf.ParseAWSApplied(v)
+}
+
+// appliedValue is the applied parameter's value, "" before the guest's first report.
+func (p paramWriter) appliedValue() string {
 	out, err := p.c.GetParameter(p.ctx, &ssm.GetParameterInput{Name: aws.String(proxyconf.AWSParameterPath(p.name, proxyconf.AWSParameterApplied))})
 	var nf *ssmtypes.ParameterNotFound
 	if errors.As(err, &nf) {
@@ -499,14 +541,14 @@ func checkIMDSUse(t *testing.T, reqs []imdsfake.Request, tokensEnded time.Time) 
 // nowhere near their expiry (the agent refreshes them ten minutes before; a minute is left for a slow
 // machine), the agent went through several sets of them, polled without decrypting, and wrote applied once
 // per config it applied, never more.
-func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, appliedIDs []string) {
+func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, appliedIDs, refusedIDs []string) {
 	t.Helper()
 	expiry := map[string]time.Time{}
 	for _, c := range issued {
 		expiry[c.Token] = c.Expiration
 	}
 	used := map[string]bool{}
-	var puts []string
+	var puts, refusals []string
 	polls := 0
 	for _, c := range calls {
 		exp, ok := expiry[c.token]
@@ -524,7 +566,11 @@ func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, a
 		case "AmazonSSM.PutParameter":
 			var in struct{ Name, Value, Type string }
 			_ = json.Unmarshal(c.body, &in)
-			puts = append(puts, in.Value)
+			if a := proxyconf.ParseAWSApplied(in.Value); a.Refused != "" {
+				refusals = append(refusals, a.Refused)
+			} else {
+				puts = append(puts, in.Value)
+			}
 			if in.Type != "String" || !strings.HasSuffix(in.Name, "/"+proxyconf.AWSParameterApplied) {
 				t.Errorf("the guest wrote %s (%s): it may only write the applied parameter, a String", in.Name, in.Type)
 			}
@@ -544,6 +590,9 @@ func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, a
 	}
 	if strings.Join(puts, " ") != strings.Join(appliedIDs, " ") {
 		t.Errorf("the guest wrote applied %v, want once per config applied: %v", puts, appliedIDs)
+	}
+	if strings.Join(refusals, " ") != strings.Join(refusedIDs, " ") {
+		t.Errorf("the guest reported refusals of %v, want once per config refused: %v", refusals, refusedIDs)
 	}
 }
 
