@@ -117,6 +117,20 @@ func clientToken(uid string) string {
 	return "egress-" + hex.EncodeToString(sum[:24])
 }
 
+// maxLaunchTokens bounds the launches of one UID whose instances were terminated before Create saw them.
+const maxLaunchTokens = 5
+
+// clientTokenN is the UID's n-th token: clientToken for n = 0, and one of its own for each launch after an
+// instance of the previous token was terminated (EC2 refuses a terminated instance's token with
+// IdempotentInstanceTerminated since January 2025). A sequence, not a random token, so every launch stays
+// idempotent across a lost answer.
+func clientTokenN(uid string, n int) string {
+	if n == 0 {
+		return clientToken(uid)
+	}
+	return clientToken(fmt.Sprintf("%s#%d", uid, n))
+}
+
 // Create makes the parameters, the security group, the instance and, when asked, the Elastic IP, in that
 // order, so that what identifies the proxy exists before what costs. A live instance of the name carrying
 // spec.UID is adopted.
@@ -600,8 +614,18 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 				InstanceInterruptionBehavior: ec2types.InstanceInterruptionBehaviorTerminate}}
 	}
 	var made *ec2types.Instance
+	attempt := 0
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		in.ClientToken = awssdk.String(clientTokenN(spec.UID, attempt))
 		out, err := r.ec2.RunInstances(ctx, in)
+		if errorCode(err) == "IdempotentInstanceTerminated" {
+			// This UID's instance of that token was terminated (a launch whose answer was lost, ended before
+			// the retry): the next token of the UID's sequence launches anew, and stays idempotent itself.
+			if attempt++; attempt >= maxLaunchTokens {
+				return backend.Permanent(obj, "%d instances launched for proxy %s were terminated: see their state reasons in the EC2 console", attempt, spec.UID)
+			}
+			return backend.Transient(obj, "the instance of client token %s was terminated: launching with the next token", awssdk.ToString(in.ClientToken))
+		}
 		if err != nil {
 			return classify(obj, err)
 		}

@@ -43,3 +43,40 @@ func TestCreateRetriedAfterLostLaunchLaunchesOneInstance(t *testing.T) {
 		t.Errorf("Create = uid %q, want %q", inst.UID, spec.UID)
 	}
 }
+
+// The instance a lost launch made is terminated before the retried Create launches again: EC2 refuses the
+// UID's token with IdempotentInstanceTerminated since January 2025 (issue 35, item 11), and Create launches
+// with the next token of the UID's sequence instead of retrying the refused one until its timeout.
+func TestCreateAfterItsInstanceWasTerminated(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	spec := testSpec(fake, "terminated-launch")
+	first, err := b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range fake.Instances(testRegion) {
+		fake.SetInstanceState(testRegion, in.ID, ec2fake.StateTerminated)
+	}
+	// A bound for the test alone: without the fix, the refused token is retried until the context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	again, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create after its instance was terminated: %v", err)
+	}
+	if again.ID != first.ID || len(liveInstancesOf(fake)) != 1 {
+		t.Fatalf("Create = %s with %d live instances, want %s and one", again.ID, len(liveInstancesOf(fake)), first.ID)
+	}
+}
+
+func liveInstancesOf(fake *ec2fake.Server) []ec2fake.Instance {
+	var live []ec2fake.Instance
+	for _, in := range fake.Instances(testRegion) {
+		if in.State != ec2fake.StateTerminated {
+			live = append(live, in)
+		}
+	}
+	return live
+}

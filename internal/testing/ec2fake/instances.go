@@ -244,6 +244,18 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 			if l.params != params {
 				return nil, ec2Err("IdempotentParameterMismatch", "The client token %s has already been used with a different request.", token)
 			}
+			// Since January 2025 a token whose instances are all terminated is refused, not answered with
+			// the old reservation (R6).
+			terminated := true
+			for _, id := range rg.reservations[l.reservationID] {
+				if in := rg.instances[id]; in != nil && !in.gone && in.State != StateTerminated {
+					terminated = false
+				}
+			}
+			if terminated {
+				return nil, ec2Err("IdempotentInstanceTerminated",
+					"The request to launch an instance uses the same client token as a previous request for which the instance has been terminated.")
+			}
 			return s.reservationXML(rg, l.reservationID), nil
 		}
 	}

@@ -125,6 +125,12 @@ func TestDocumentedRules(t *testing.T) {
 				in.InstanceType = ec2types.InstanceTypeT3Small
 			})
 			h.failsWith("same token, other parameters", err, http.StatusBadRequest, "IdempotentParameterMismatch")
+			// A token whose instance was terminated is refused, not answered with the old reservation.
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{aws.ToString(first.Instances[0].InstanceId)}})
+			h.ok("terminate the first", err)
+			h.s.Settle()
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String("token-1") })
+			h.failsWith("the token of a terminated instance", err, http.StatusBadRequest, "IdempotentInstanceTerminated")
 			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String(strings.Repeat("t", 65)) })
 			h.fails("a token of 65 characters", err, "InvalidParameterValue", "clientToken")
 			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.ClientToken = aws.String("jeton-é") })
