@@ -182,9 +182,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if backend.IsNotFound(err) {
 		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one:
 		// under the same name when the user chose it, and that one adopts the address; under a new name when
-		// it was derived from the UID, and then the address reserved for this one would be left to nobody, so
-		// it is released now (best effort; only an unused address carrying this instance's labels).
-		_ = b.releaseOwnAddress(ctx, p, regionOf(id.Scope), reservedAddressName(id.Name), id.Name, true)
+		// it was derived from the UID, and then the address reserved for this one is left to nobody. A read
+		// changes nothing, though: ListByTag lists such an address as a kept one (egress_proxy_orphans), and
+		// the egress_proxy_gc action or a Delete of its id releases it.
 		return backend.Instance{}, err
 	}
 	if err != nil {

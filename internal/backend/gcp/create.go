@@ -173,9 +173,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// crash leaves here is attributable.
 	if r.secret != "" {
 		if err := b.putSecret(ctx, p, zone, spec, secretPayload(r)); err != nil {
-			if g.StaticEgressIP && !inherited {
-				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
-			}
+			b.giveBack(ctx, p, region, zone, spec, g.StaticEgressIP && !inherited, false)
 			return backend.Instance{}, err
 		}
 	}
@@ -194,12 +192,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		if backend.ClassOf(err) == backend.ClassQuota || backend.ClassOf(err) == backend.ClassPermanent {
 			// The VM was refused: give back the address reserved for it, so nothing is left behind; one a
 			// predecessor kept stays, for the next attempt.
-			if g.StaticEgressIP && !inherited {
-				_ = b.releaseAddress(context.WithoutCancel(ctx), p, region, reservedAddressName(spec.Name))
-			}
-			if r.secret != "" {
-				_ = b.deleteSecret(backend.WithOwnership(context.WithoutCancel(ctx), backend.OwnershipOfSpec(spec)), p, zone, spec.Name)
-			}
+			b.giveBack(ctx, p, region, zone, spec, g.StaticEgressIP && !inherited, r.secret != "")
 			return backend.Instance{}, err
 		}
 		return b.partial(ctx, p, zone, spec.Name, err)
@@ -220,9 +213,26 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	return inst, nil
 }
 
+// giveBack releases what a refused create made for its VM (the address reserved for it, the secret), under
+// the bounded clean-up context: the create's own error stands, and a step that fails is logged as a warning
+// (what it leaves carries the proxy's labels; egress_proxy_orphans lists an address).
+func (b *Backend) giveBack(ctx context.Context, p *project, region, zone string, spec backend.Spec, address, secret bool) {
+	ctx, cancel := backend.CleanupContext(backend.WithOwnership(ctx, backend.OwnershipOfSpec(spec)))
+	defer cancel()
+	if address {
+		name := reservedAddressName(spec.Name)
+		backend.BestEffort(ctx, Kind, "release "+addressObject(p.id, region, name), b.releaseAddress(ctx, p, region, name))
+	}
+	if secret {
+		backend.BestEffort(ctx, Kind, "delete the secret of "+instanceObject(p.id, zone, spec.Name), b.deleteSecret(ctx, p, zone, spec.Name))
+	}
+}
+
 // partial returns, with err, the instance when it exists after all, so the caller can record it.
 func (b *Backend) partial(ctx context.Context, p *project, zone, name string, err error) (backend.Instance, error) {
-	in, gerr := p.instances.Get(context.WithoutCancel(ctx), &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})
+	cctx, cancel := backend.CleanupContext(ctx) // the create's own context may be what ended it
+	defer cancel()
+	in, gerr := p.instances.Get(cctx, &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: name})
 	if gerr != nil {
 		return backend.Instance{}, err
 	}

@@ -122,7 +122,9 @@ func same(stored storedSpec, want proxyconf.Settings, htpasswd []byte) bool {
 }
 
 func equalSettings(a, b proxyconf.Settings) bool {
-	ja, _ := jsonOf(a)
-	jb, _ := jsonOf(b)
-	return ja == jb
+	ja, errA := jsonOf(a)
+	jb, errB := jsonOf(b)
+	// Settings that cannot be written as JSON are never "the same": the change goes ahead, and the write that
+	// needs the JSON reports the error, instead of two failures comparing equal as empty strings.
+	return errA == nil && errB == nil && ja == jb
 }

@@ -214,15 +214,18 @@ func adopt[T metav1.Object](ctx context.Context, kind string, id backend.Provide
 }
 
 // giveBack deletes the ConfigMap and Secret a refused create made, each only as the object it made (its
-// UID as precondition), best effort: what is left carries the proxy's labels and the sweep of a later Delete
-// of the name finds it.
+// UID as precondition), best effort under the bounded clean-up context: a step that fails is logged as a
+// warning, and what is left carries the proxy's labels, so the sweep of a later Delete of the name finds it.
 func giveBack(ctx context.Context, cs kubernetes.Interface, ns string, cm *corev1.ConfigMap, secret *corev1.Secret) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := backend.CleanupContext(ctx)
+	defer cancel()
 	if cm != nil {
-		_ = cs.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, cm.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cm.UID}})
+		backend.BestEffort(ctx, Kind, "delete configmap "+ns+"/"+cm.Name, classify("configmap "+ns+"/"+cm.Name, err))
 	}
 	if secret != nil {
-		_ = cs.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secret.UID}})
+		err := cs.CoreV1().Secrets(ns).Delete(ctx, secret.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &secret.UID}})
+		backend.BestEffort(ctx, Kind, "delete secret "+ns+"/"+secret.Name, classify("secret "+ns+"/"+secret.Name, err))
 	}
 }
 

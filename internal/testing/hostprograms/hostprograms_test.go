@@ -2,6 +2,7 @@ package hostprograms
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,14 +33,13 @@ const (
 
 func readTable(t *testing.T) []row {
 	t.Helper()
-	f, err := os.Open(filepath.Join(repoRoot, "scripts", "host-programs.tsv"))
+	b, err := os.ReadFile(filepath.Join(repoRoot, "scripts", "host-programs.tsv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	var rows []row
 	seen := map[string]int{}
-	scanner := bufio.NewScanner(f)
+	scanner := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; scanner.Scan(); n++ {
 		line := scanner.Text()
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -189,12 +189,12 @@ func isAlternative(file, program string) bool {
 	if err != nil || !strings.Contains(file, "/bin/") && !strings.Contains(file, "/sbin/") {
 		return false
 	}
-	real, err := filepath.EvalSymlinks(path)
+	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return false
 	}
 	resolved, err := filepath.EvalSymlinks(file)
-	return err == nil && resolved == real
+	return err == nil && resolved == target
 }
 
 // withoutComments drops a script's comment lines: a package named in a comment installs nothing.
