@@ -101,7 +101,9 @@ func (c Config) sdkConfig(ctx context.Context, region string, r RegionConfig) (a
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(r.AccessKey, r.SecretKey, r.SessionToken)))
 	}
 	if c.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(c.HTTPClient))
+		opts = append(opts, config.WithHTTPClient(withReadOnlyBodies(c.HTTPClient)))
+	} else {
+		opts = append(opts, config.WithHTTPClient(sdkHTTPClient()))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

@@ -217,13 +217,14 @@ func (s *Server) Credentials() aws.CredentialsProvider {
 
 // AWSConfig is an SDK configuration for region that reaches the fake: its endpoint, its credentials, and
 // a retryer that retries as the SDK's standard one does but without waiting (no backoff, no client-side
-// retry quota), so that retries of injected faults cost no wall time.
+// retry quota), so that retries of injected faults cost no wall time; and the server's client with request
+// bodies read through Read only (readOnlyBodies).
 func (s *Server) AWSConfig(region string) aws.Config {
 	return aws.Config{
 		Region:       region,
 		Credentials:  s.Credentials(),
 		BaseEndpoint: aws.String(s.URL()),
-		HTTPClient:   s.srv.Client(),
+		HTTPClient:   &http.Client{Transport: readOnlyBodies{base: s.srv.Client().Transport}},
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
