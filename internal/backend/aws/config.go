@@ -101,14 +101,15 @@ func (c Config) sdkConfig(ctx context.Context, region string, r RegionConfig) (a
 		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(r.AccessKey, r.SecretKey, r.SessionToken)))
 	}
 	if c.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(withReadOnlyBodies(c.HTTPClient)))
-	} else {
-		opts = append(opts, config.WithHTTPClient(sdkHTTPClient()))
+		opts = append(opts, config.WithHTTPClient(c.HTTPClient))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return cfg, err
 	}
+	// Wrapped once loaded: loading gives a custom CA bundle (AWS_CA_BUNDLE) to the SDK's own client, which
+	// must then still be the SDK's type.
+	cfg.HTTPClient = readOnlyBodies{base: cfg.HTTPClient}
 	if r.AssumeRole.RoleARN != "" {
 		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) {
 			if r.STSEndpoint != "" {

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 // closingBody plays the SDK's request body as net/http meets it when the SDK closes it early: once its
@@ -57,9 +60,9 @@ func TestReadOnlyBodiesSurviveAnEarlyClose(t *testing.T) {
 		_, _ = io.WriteString(w, answer)
 	}))
 	t.Cleanup(srv.Close)
-	for name, client := range map[string]*http.Client{
-		"given client": withReadOnlyBodies(srv.Client()),
-		"a transport":  {Transport: readOnlyBodies{base: srv.Client().Transport}},
+	for name, client := range map[string]awssdk.HTTPClient{
+		"an http.Client":           readOnlyBodies{base: srv.Client()},
+		"the SDK's default client": readOnlyBodies{base: awshttp.NewBuildableClient()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
