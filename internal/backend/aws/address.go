@@ -86,11 +86,13 @@ func (b *Backend) attachEgressAddress(ctx context.Context, r *region, spec backe
 	if allocationID == "" {
 		return nil
 	}
+	// An address allocated moments ago (here, or by the user's apply) may be unknown to EC2 for a while.
+	w := b.propagationWindow()
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		// Without reassociation: an address another instance uses is the user's to move, not this proxy's.
 		_, err := r.ec2.AssociateAddress(ctx, &ec2.AssociateAddressInput{AllocationId: awssdk.String(allocationID),
 			InstanceId: awssdk.String(instanceID), AllowReassociation: awssdk.Bool(false)})
-		return classify(fmt.Sprintf("aws Elastic IP %s in region %s", allocationID, r.name), err)
+		return w.classify(fmt.Sprintf("aws Elastic IP %s in region %s", allocationID, r.name), err)
 	})
 }
 

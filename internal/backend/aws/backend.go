@@ -29,6 +29,8 @@ type Backend struct {
 	// pollInitial and pollMax space state polls: short first, growing to pollMax.
 	pollInitial, pollMax time.Duration
 	retry                backend.Backoff
+	// propagation bounds the retries of what EC2 or IAM does not know yet (defaultPropagation).
+	propagation time.Duration
 }
 
 var (
@@ -60,7 +62,7 @@ func New(cfg Config) (*Backend, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, "aws backend configuration", err)
 	}
-	b := &Backend{cfg: cfg, regions: map[string]*region{}, pollInitial: 500 * time.Millisecond, pollMax: 5 * time.Second, retry: backend.DefaultBackoff}
+	b := &Backend{cfg: cfg, regions: map[string]*region{}, pollInitial: 500 * time.Millisecond, pollMax: 5 * time.Second, retry: backend.DefaultBackoff, propagation: defaultPropagation}
 	for name, r := range cfg.Regions {
 		b.regions[name] = &region{name: name, settings: r}
 	}

@@ -427,6 +427,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 	if err != nil {
 		return "", err
 	}
+	made := false // by this call, moments ago: EC2 may not know its id everywhere yet
 	if group != nil {
 		tags := tagMap(group.Tags)
 		if !managed(tags) {
@@ -450,6 +451,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 			}
 		}
 	} else {
+		made = true
 		err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			out, err := r.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{
 				GroupName: awssdk.String(name), VpcId: awssdk.String(vpcID),
@@ -475,7 +477,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 		}
 	}
 	groupID := awssdk.ToString(group.GroupId)
-	return groupID, b.setIngress(ctx, r, obj, group, spec.Proxy)
+	return groupID, b.setIngress(ctx, r, obj, group, spec.Proxy, made)
 }
 
 func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID string) (*ec2types.SecurityGroup, error) {
@@ -500,21 +502,27 @@ func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID 
 
 // setIngress makes the group admit exactly the allowed clients on the proxy port: what is missing is
 // authorized, what is no longer allowed is revoked.
-func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings) error {
+// A group made moments ago may be unknown to these calls for a while: fresh says so, and its NotFound is
+// retried (defaultPropagation); an older group's is not, it is gone.
+func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings, fresh bool) error {
 	want := ingressRule(s)
 	have := group.IpPermissions
 	add, remove := diffPermissions(have, want)
+	classifyErr := classify
+	if fresh {
+		classifyErr = b.propagationWindow().classify
+	}
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		if len(add) > 0 {
 			_, err := r.ec2.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: group.GroupId, IpPermissions: add})
 			if err != nil && errorCode(err) != "InvalidPermission.Duplicate" {
-				return classify(obj, err)
+				return classifyErr(obj, err)
 			}
 		}
 		if len(remove) > 0 {
 			_, err := r.ec2.RevokeSecurityGroupIngress(ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: group.GroupId, IpPermissions: remove})
 			if err != nil && errorCode(err) != "InvalidPermission.NotFound" {
-				return classify(obj, err)
+				return classifyErr(obj, err)
 			}
 		}
 		return nil
@@ -615,6 +623,9 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 	}
 	var made *ec2types.Instance
 	attempt := 0
+	// The proxy's group was made moments ago, and the user's groups and instance profile may have been made
+	// by the same apply: EC2 may not know them yet.
+	w := b.propagationWindow()
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		in.ClientToken = awssdk.String(clientTokenN(spec.UID, attempt))
 		out, err := r.ec2.RunInstances(ctx, in)
@@ -627,7 +638,7 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 			return backend.Transient(obj, "the instance of client token %s was terminated: launching with the next token", awssdk.ToString(in.ClientToken))
 		}
 		if err != nil {
-			return classify(obj, err)
+			return w.classify(obj, err)
 		}
 		if len(out.Instances) == 0 {
 			return backend.Transient(obj, "RunInstances answered no instance")

@@ -45,7 +45,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	if group != nil {
-		if err := b.setIngress(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, group, settings); err != nil {
+		if err := b.setIngress(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, group, settings, false); err != nil {
 			return backend.Instance{}, err
 		}
 	}

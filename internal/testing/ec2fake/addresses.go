@@ -11,6 +11,7 @@ type Address struct {
 	// InstanceID, AssociationID and PrivateIP are set while it is associated.
 	InstanceID, AssociationID, PrivateIP string
 	Tags                                 map[string]string
+	unseen                               int // calls naming its allocation id it is still unknown to (R47)
 }
 
 var allocationIDRE = regexp.MustCompile(`^eipalloc-([0-9a-f]{8}|[0-9a-f]{17})$`)
@@ -42,7 +43,7 @@ func (s *Server) allocateAddress(rg *region, f form) (any, *apiError) {
 	if len(rg.addresses) >= s.opts.MaxElasticIPs {
 		return nil, ec2Err("AddressLimitExceeded", "The maximum number of addresses has been reached.")
 	}
-	a := &Address{AllocationID: s.nextID("eipalloc"), PublicIP: s.publicIP(), Domain: "vpc", Tags: tags}
+	a := &Address{AllocationID: s.nextID("eipalloc"), PublicIP: s.publicIP(), Domain: "vpc", Tags: tags, unseen: s.timing.UnseenAddressCalls}
 	rg.addresses[a.AllocationID] = a
 	return &allocateXML{PublicIP: a.PublicIP, AllocationID: a.AllocationID, Domain: "vpc", BorderGroup: rg.name, Pool: "amazon"}, nil
 }
@@ -53,8 +54,11 @@ func (rg *region) address(f form) (*Address, *apiError) {
 		if !allocationIDRE.MatchString(id) {
 			return nil, ec2Err("InvalidAllocationID.Malformed", "Invalid id: %q (expecting \"eipalloc-...\")", id)
 		}
-		if a := rg.addresses[id]; a != nil {
+		if a := rg.addresses[id]; a != nil && a.unseen == 0 {
 			return a, nil
+		} else if a != nil {
+			// Allocated, but its id has not reached this part of EC2 yet (R47).
+			a.unseen--
 		}
 		return nil, ec2Err("InvalidAllocationID.NotFound", "The allocation ID '%s' does not exist", id)
 	}

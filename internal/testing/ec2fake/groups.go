@@ -27,6 +27,7 @@ type Rule struct {
 
 type group struct {
 	SecurityGroup
+	unseen int // calls naming it by id it is still unknown to (Timing.UnseenGroupCalls, R46)
 }
 
 // Security group limits ("Amazon VPC quotas", Security groups: 2,500 VPC security groups per Region, 60
@@ -48,6 +49,11 @@ func (rg *region) groupByID(id string) (*group, *apiError) {
 		return nil, ec2Err("InvalidGroupId.Malformed", "Invalid id: %q (expecting \"sg-...\")", id)
 	}
 	g := rg.groups[id]
+	if g != nil && g.unseen > 0 {
+		// Made, but its id has not reached this part of EC2 yet (R46).
+		g.unseen--
+		g = nil
+	}
 	if g == nil {
 		return nil, ec2Err("InvalidGroup.NotFound", "The security group '%s' does not exist", id)
 	}
@@ -118,7 +124,7 @@ func (s *Server) createSecurityGroup(rg *region, f form) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	g := &group{SecurityGroup{ID: s.nextID("sg"), Name: name, Description: desc, VPCID: vpc.ID, Tags: tags}}
+	g := &group{SecurityGroup: SecurityGroup{ID: s.nextID("sg"), Name: name, Description: desc, VPCID: vpc.ID, Tags: tags}, unseen: s.timing.UnseenGroupCalls}
 	g.Egress = []Rule{{ID: s.nextID("sgr"), Protocol: "-1", FromPort: -1, ToPort: -1, CIDR: "0.0.0.0/0"}}
 	rg.groups[g.ID] = g
 	return &createGroupXML{GroupID: g.ID, Tags: tagSet(tags), Arn: s.groupArn(rg, g.ID)}, nil

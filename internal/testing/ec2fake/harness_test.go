@@ -117,6 +117,12 @@ func (h *harness) launch(edit func(*ec2.RunInstancesInput)) (*ec2.RunInstancesOu
 	return h.ec2.RunInstances(h.ctx, in)
 }
 
+// launchErr is launch's error alone.
+func (h *harness) launchErr(edit func(*ec2.RunInstancesInput)) error {
+	_, err := h.launch(edit)
+	return err
+}
+
 // mustLaunch launches one instance and returns its id.
 func (h *harness) mustLaunch(edit func(*ec2.RunInstancesInput)) string {
 	h.t.Helper()

@@ -328,6 +328,9 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 	if profile == "" {
 		profile = f.str("IamInstanceProfile.Name")
 	}
+	if e := s.profileSeen(f); e != nil {
+		return nil, e
+	}
 
 	n, e := s.launchCount(rg, minCount, maxCount, itype, spot)
 	if e != nil {

@@ -1305,6 +1305,61 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("a String has key %q, want none", p.KeyID)
 			}
 		}},
+		"R46 a new security group is unseen for a while": {opts: Options{Timing: &Timing{UnseenGroupCalls: 2}}, run: func(h *harness) {
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
+			h.ok("create", err)
+			gid := aws.ToString(g.GroupId)
+			rule := []ec2types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(3128), ToPort: aws.Int32(3128), IpRanges: []ec2types.IpRange{{CidrIp: aws.String("10.0.0.0/8")}}}}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(gid), IpPermissions: rule})
+			h.failsWith("authorize at once", err, http.StatusBadRequest, "InvalidGroup.NotFound")
+			_, err = h.launch(func(in *ec2.RunInstancesInput) { in.SecurityGroupIds = []string{gid} })
+			h.fails("a launch in it next", err, "InvalidGroup.NotFound", gid)
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(gid), IpPermissions: rule})
+			h.ok("the third call sees it", err)
+			out, err := h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{gid}})
+			h.ok("describe", err)
+			if len(out.SecurityGroups) != 1 || len(out.SecurityGroups[0].IpPermissions) != 1 {
+				h.t.Errorf("the group as described: %+v", out.SecurityGroups)
+			}
+		}},
+		"R47 a new Elastic IP is unseen for a while": {opts: Options{Timing: &Timing{UnseenAddressCalls: 1}}, run: func(h *harness) {
+			id := h.running(nil)
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("allocate", err)
+			assoc := &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(id)}
+			_, err = h.ec2.AssociateAddress(h.ctx, assoc)
+			h.failsWith("associate at once", err, http.StatusBadRequest, "InvalidAllocationID.NotFound")
+			_, err = h.ec2.AssociateAddress(h.ctx, assoc)
+			h.ok("the second call sees it", err)
+			out, err := h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{aws.ToString(a.AllocationId)}})
+			h.ok("describe", err)
+			if len(out.Addresses) != 1 || aws.ToString(out.Addresses[0].InstanceId) != id {
+				h.t.Errorf("the address as described: %+v", out.Addresses)
+			}
+		}},
+		"R48 an instance profile IAM made moments ago": {run: func(h *harness) {
+			arn := "arn:aws:iam::" + h.s.AccountID() + ":instance-profile/by-arn"
+			h.s.NewInstanceProfile("fresh", 2)
+			h.s.NewInstanceProfile(arn, 1)
+			byName := func(in *ec2.RunInstancesInput) {
+				in.IamInstanceProfile = &ec2types.IamInstanceProfileSpecification{Name: aws.String("fresh")}
+			}
+			for i := range 2 {
+				_, err := h.launch(byName)
+				h.failsWith(fmt.Sprint("by name, launch ", i), err, http.StatusBadRequest, "InvalidParameterValue")
+				h.fails(fmt.Sprint("by name, launch ", i), err, "InvalidParameterValue", "Value (fresh) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name")
+			}
+			h.ok("by name, once IAM's change reached EC2", h.launchErr(byName))
+			byARN := func(in *ec2.RunInstancesInput) {
+				in.IamInstanceProfile = &ec2types.IamInstanceProfileSpecification{Arn: aws.String(arn)}
+			}
+			_, err := h.launch(byARN)
+			h.fails("by ARN", err, "InvalidParameterValue", "parameter iamInstanceProfile.arn is invalid. Invalid IAM Instance Profile ARN")
+			h.ok("by ARN, then", h.launchErr(byARN))
+			h.ok("another profile was never hidden", h.launchErr(func(in *ec2.RunInstancesInput) {
+				in.IamInstanceProfile = &ec2types.IamInstanceProfileSpecification{Name: aws.String("old")}
+			}))
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -111,6 +111,14 @@ type Timing struct {
 	// instance is unknown (InvalidInstanceID.NotFound) to this many calls of DescribeInstances, CreateTags,
 	// TerminateInstances and AssociateAddress naming it, while RunInstances has already answered its id.
 	UnseenPolls int
+	// UnseenGroupCalls plays the same for a new security group (R46): it is unknown (InvalidGroup.NotFound)
+	// to this many calls naming it by id (AuthorizeSecurityGroupIngress, RevokeSecurityGroupIngress,
+	// DescribeSecurityGroups, DeleteSecurityGroup, CreateTags, RunInstances' SecurityGroupId), though
+	// CreateSecurityGroup answered its id.
+	UnseenGroupCalls int
+	// UnseenAddressCalls plays it for a new Elastic IP (R47): it is unknown (InvalidAllocationID.NotFound) to
+	// this many calls naming its allocation id, though AllocateAddress answered it.
+	UnseenAddressCalls int
 }
 
 // DefaultTiming shows each transitional state to exactly one DescribeInstances, and keeps terminated
@@ -156,6 +164,35 @@ type Server struct {
 	sessions   []Session
 	// denied are the IAM actions no caller of the account may call (Deny).
 	denied map[string]bool
+	// newProfiles are instance profiles IAM made moments ago, by name or ARN as launches give them, with
+	// how many more launches do not see them yet (NewInstanceProfile, R48).
+	newProfiles map[string]int
+}
+
+// NewInstanceProfile plays an instance profile IAM has just made (R48): the next unseen RunInstances that
+// name it (by name or by ARN, as given here) are refused as EC2 refuses a profile IAM's change has not
+// reached yet, 400 InvalidParameterValue, "Value (x) for parameter iamInstanceProfile.name is invalid.
+// Invalid IAM Instance Profile name" (".arn", "ARN" for an ARN). Profiles are otherwise never checked.
+func (s *Server) NewInstanceProfile(nameOrARN string, unseen int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.newProfiles == nil {
+		s.newProfiles = map[string]int{}
+	}
+	s.newProfiles[nameOrARN] = unseen
+}
+
+// profileSeen refuses a launch naming a profile NewInstanceProfile still hides. The caller holds s.mu.
+func (s *Server) profileSeen(f form) *apiError {
+	field, words, profile := "name", "name", f.str("IamInstanceProfile.Name")
+	if arn := f.str("IamInstanceProfile.Arn"); arn != "" {
+		field, words, profile = "arn", "ARN", arn
+	}
+	if s.newProfiles[profile] <= 0 {
+		return nil
+	}
+	s.newProfiles[profile]--
+	return ec2Err("InvalidParameterValue", "Value (%s) for parameter iamInstanceProfile.%s is invalid. Invalid IAM Instance Profile %s", profile, field, words)
 }
 
 // New starts a fake on a loopback port and closes it when the test ends.
