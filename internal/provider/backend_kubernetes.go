@@ -20,6 +20,12 @@ func (kubernetesDescriptor) kind() backend.Kind     { return kubernetes.Kind }
 func (kubernetesDescriptor) idForm() backend.IDForm { return kubernetes.IDForm }
 func (kubernetesDescriptor) title() string          { return "Kubernetes" }
 
+// egressAddressMovesInPlace: egress_address is the address of the nodes the pods run on, and an update in
+// place (new rules roll the pods out, a new replica count adds some) can move them.
+func (kubernetesDescriptor) egressAddressMovesInPlace() {}
+
+var _ addressMover = kubernetesDescriptor{}
+
 func (kubernetesDescriptor) providerSchema() providerschema.SingleNestedAttribute {
 	return kubernetesProviderSchema()
 }

@@ -98,7 +98,7 @@ func kubernetesClusterAttributes() map[string]schema.Attribute {
 			}},
 		"image": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Default proxy image on this cluster. " + defaultImageDescription + " Set this to serve the image from a registry of your own (a mirror of it, or your build).",
-			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
+			Validators:          []validator.String{kubernetesImage()}},
 		"namespaces": schema.ListAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Namespaces the provider works in: the orphan list reads them one by one where RBAC forbids listing across the cluster, and `egress_backends` checks the credentials' permissions in each of them (across the cluster when none are listed), so that credentials bound by namespace Roles are healthy."},
 		"requests_per_second": schema.Int64Attribute{Optional: true,

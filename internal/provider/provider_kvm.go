@@ -47,12 +47,12 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				Optional: true,
 				MarkdownDescription: "Hosts by the name resources use in `kvm.host`. When empty, one host named `" + defaultKVMHost +
 					"` is reached at `" + libvirtURIEnvVar + "`, or `qemu:///system`.",
-				Validators: []validator.Map{mapvalidator.KeysAre(attribute_validator.KVMHost())},
+				Validators: []validator.Map{mapvalidator.KeysAre(kvmHost())},
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"uri": schema.StringAttribute{Required: true,
 						MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tls://host/system` or `test:///default`; " +
 							"`qemu+tcp://host/system`, or `no_verify=1` on a remote URI, only with `insecure = true`.",
-						Validators: []validator.String{attribute_validator.LibvirtURI(), attribute_validator.LibvirtTransport()}},
+						Validators: []validator.String{libvirtURI(), libvirtTransport()}},
 					"insecure": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Accept a `uri` whose connection anyone on the path can read or take over: `qemu+tcp://` (no encryption, " +
 							"no authentication of the host) or `no_verify=1` (the host's TLS certificate or SSH host key unchecked). Creating a proxy " +

@@ -61,7 +61,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
 				MarkdownDescription: "Project ID; the provider's `gcp.project` when unset.", Validators: []validator.String{attribute_validator.Name()}},
 			"zone": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
-				MarkdownDescription: "Zone, such as `europe-west1-b`; the project's `default_zone` when unset.", Validators: []validator.String{attribute_validator.GCPZone()}},
+				MarkdownDescription: "Zone, such as `europe-west1-b`; the project's `default_zone` when unset.", Validators: []validator.String{gcpZone()}},
 			"machine_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultMachineType),
 				MarkdownDescription: "Machine type. Defaults to `" + gcp.DefaultMachineType + "`.", Validators: []validator.String{attribute_validator.Name()}},
 			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultImage),
@@ -80,7 +80,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"service_account": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "Service account email of the VM, or `" + gcp.DefaultServiceAccount + "` for the project's default compute service account. " +
 					"None when unset: the proxy needs no Google API.",
-				Validators: []validator.String{attribute_validator.ServiceAccount()}},
+				Validators: []validator.String{gcpServiceAccount()}},
 			"scopes": schema.SetAttribute{Optional: true, ElementType: types.StringType,
 				MarkdownDescription: "OAuth scopes of the service account; `cloud-platform` when unset, the one scope with which the VM reads its secrets from Secret Manager (what the account may do is then its IAM roles'). Scopes without `cloud-platform` keep the secrets in instance metadata.",
 				Validators:          []validator.Set{setvalidator.AlsoRequires(gcpPath.AtName("service_account"))}},

@@ -72,12 +72,12 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 			MarkdownDescription: fmt.Sprintf("Proxy pods behind the Service; changes in place. Defaults to `%d`.", kubernetes.DefaultReplicas), Validators: []validator.Int64{int64validator.Between(1, 100)}},
 		"image": schema.StringAttribute{Optional: true,
 			MarkdownDescription: "Squid image; the cluster's `image` when unset. " + defaultImageDescription,
-			Validators:          []validator.String{attribute_validator.KubernetesImage()}},
+			Validators:          []validator.String{kubernetesImage()}},
 		"node_selector": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 			MarkdownDescription: "Node labels the pods must run on, such as egress nodes with known addresses.",
 			Validators: []validator.Map{
-				mapvalidator.KeysAre(attribute_validator.NodeSelectorKey()),
-				mapvalidator.ValueStringsAre(attribute_validator.NodeSelectorValue()),
+				mapvalidator.KeysAre(nodeSelectorKey()),
+				mapvalidator.ValueStringsAre(nodeSelectorValue()),
 			}},
 		"tolerations": schema.ListNestedAttribute{Optional: true, MarkdownDescription: "Taints the pods tolerate.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
@@ -89,12 +89,12 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 		"resources": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: "The Squid container's resource requests and limits: `cpu`, `memory`, `ephemeral-storage`, `hugepages-<size>` " +
 				"or an extended resource such as `example.com/dongle`, each a Kubernetes quantity. No request may exceed its limit.",
-			Validators: []validator.Object{attribute_validator.KubernetesRequestsWithinLimits()},
+			Validators: []validator.Object{kubernetesRequestsWithinLimits()},
 			Attributes: map[string]schema.Attribute{
 				"requests": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ cpu = \"100m\", memory = \"128Mi\" }`.",
-					Validators: []validator.Map{attribute_validator.KubernetesResources()}},
+					Validators: []validator.Map{kubernetesResources()}},
 				"limits": schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Such as `{ memory = \"256Mi\" }`.",
-					Validators: []validator.Map{attribute_validator.KubernetesResources()}},
+					Validators: []validator.Map{kubernetesResources()}},
 			}},
 		"service_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(kubernetes.DefaultServiceType),
 			MarkdownDescription: "The Service's type: `ClusterIP`, `NodePort` or `LoadBalancer`. `NodePort` and `LoadBalancer` keep the clients' " +

@@ -42,7 +42,7 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 				Computed:            true,
 				Default:             stringdefault.StaticString(defaultKVMHost),
 				MarkdownDescription: "Name of a host in the provider's `kvm.hosts`. Defaults to `" + kvm.DefaultHostName + "`.",
-				Validators:          []validator.String{attribute_validator.KVMHost()},
+				Validators:          []validator.String{kvmHost()},
 			},
 			"vcpus": schema.Int64Attribute{
 				Optional:            true,

@@ -246,7 +246,7 @@ func computedAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
 		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
 		"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
-		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription(), PlanModifiers: []planmodifier.String{keepUnlessPodsMove{}}},
+		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription(), PlanModifiers: []planmodifier.String{keepUnlessAddressMovesOf(backendDescriptors)}},
 		"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription(), PlanModifiers: keep},
 		"proxy_url":        schema.StringAttribute{Computed: true, MarkdownDescription: "`http://<internal_address>:<port>` (`https://` with `tls`), for `HTTPS_PROXY` and `HTTP_PROXY`; on kubernetes the Service's DNS name `<name>.<namespace>.svc` stands for the address. Empty while the address is unknown.", PlanModifiers: keep},
 		"created_at":       schema.StringAttribute{Computed: true, MarkdownDescription: "When the backend created the proxy (RFC 3339), as the backend reports it.", PlanModifiers: keep},

@@ -35,3 +35,9 @@ func (v mapEntries) ValidateMap(_ context.Context, req validator.MapRequest, res
 		}
 	}
 }
+
+// MapEntries accepts a map whose every entry passes check, key and value together; what names an entry in
+// errors ("kubernetes resource"). Backends' Terraform-layer files build their own validators with it.
+func MapEntries(what string, check func(key, value string) error) validator.Map {
+	return mapEntries{what, check}
+}

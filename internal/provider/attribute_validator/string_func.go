@@ -10,7 +10,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -40,12 +39,6 @@ func Name() validator.String { return stringFunc{"proxy name", backend.ValidateN
 
 // NameOf accepts a name valid on every backend, what names: "kubernetes namespace", "gcp zone".
 func NameOf(what string) validator.String { return stringFunc{what, backend.ValidateName} }
-
-// KVMHost accepts what the kvm backend accepts as a host's name.
-func KVMHost() validator.String { return stringFunc{"kvm host name", kvm.ValidateHostName} }
-
-// LibvirtURI accepts the libvirt URIs the kvm backend can dial.
-func LibvirtURI() validator.String { return stringFunc{"libvirt URI", kvm.ValidateURI} }
 
 // LabelKey accepts label keys valid on every backend and not reserved.
 func LabelKey() validator.String { return stringFunc{"label key", backend.ValidateLabelKey} }

@@ -1,4 +1,4 @@
-package attribute_validator
+package provider
 
 import (
 	"context"
@@ -10,37 +10,38 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
 // The kubernetes backend's checks of what a placement sets, which follow the API server's and the kubelet's
 // rules: what would fail at apply, or never run, fails the plan.
 
-// KubernetesImage accepts an image reference the kubelet can parse.
-func KubernetesImage() validator.String {
-	return stringFunc{"image reference", kubernetes.ValidateImage}
+// kubernetesImage accepts an image reference the kubelet can parse.
+func kubernetesImage() validator.String {
+	return attribute_validator.Func("image reference", kubernetes.ValidateImage)
 }
 
-// NodeSelectorKey accepts a Kubernetes label key.
-func NodeSelectorKey() validator.String {
-	return stringFunc{"node selector label key", kubernetes.ValidateNodeSelectorKey}
+// nodeSelectorKey accepts a Kubernetes label key.
+func nodeSelectorKey() validator.String {
+	return attribute_validator.Func("node selector label key", kubernetes.ValidateNodeSelectorKey)
 }
 
-// NodeSelectorValue accepts a Kubernetes label value.
-func NodeSelectorValue() validator.String {
-	return stringFunc{"node selector label value", kubernetes.ValidateNodeSelectorValue}
+// nodeSelectorValue accepts a Kubernetes label value.
+func nodeSelectorValue() validator.String {
+	return attribute_validator.Func("node selector label value", kubernetes.ValidateNodeSelectorValue)
 }
 
 const kubernetesResourceDescription = "kubernetes resource"
 
-// KubernetesResources accepts a container's requests or limits: resources a container can ask for, each with
+// kubernetesResources accepts a container's requests or limits: resources a container can ask for, each with
 // a quantity the API server accepts for it.
-func KubernetesResources() validator.Map {
-	return mapEntries{kubernetesResourceDescription, kubernetes.ValidateResource}
+func kubernetesResources() validator.Map {
+	return attribute_validator.MapEntries(kubernetesResourceDescription, kubernetes.ValidateResource)
 }
 
-// KubernetesRequestsWithinLimits checks a resources object's requests against its limits, resource by
+// kubernetesRequestsWithinLimits checks a resources object's requests against its limits, resource by
 // resource; the error points at the request.
-func KubernetesRequestsWithinLimits() validator.Object { return requestsWithinLimits{} }
+func kubernetesRequestsWithinLimits() validator.Object { return requestsWithinLimits{} }
 
 type requestsWithinLimits struct{}
 

@@ -1,4 +1,4 @@
-package attribute_validator
+package provider
 
 import (
 	"context"
@@ -8,25 +8,36 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
+	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
 )
 
-// LibvirtTransport refuses a libvirt URI whose connection anyone on the path could read or take over
+// kvmHost accepts what the kvm backend accepts as a host's name.
+func kvmHost() validator.String {
+	return attribute_validator.Func("kvm host name", kvm.ValidateHostName)
+}
+
+// libvirtURI accepts the libvirt URIs the kvm backend can dial.
+func libvirtURI() validator.String { return attribute_validator.Func("libvirt URI", kvm.ValidateURI) }
+
+// libvirtTransport refuses a libvirt URI whose connection anyone on the path could read or take over
 // (qemu+tcp://, no_verify=1) unless the host's sibling attribute insecure is true: the kvm backend's own
 // rule (kvm.ValidateTransport), which it applies again before it dials.
-func LibvirtTransport() validator.String { return libvirtTransport{} }
+func libvirtTransport() validator.String { return libvirtTransportValidator{} }
 
-type libvirtTransport struct{}
+type libvirtTransportValidator struct{}
 
-var _ validator.String = libvirtTransport{}
+var _ validator.String = libvirtTransportValidator{}
 
 const libvirtTransportDescription = "a transport that encrypts and verifies the host, unless the host sets insecure = true"
 
-func (libvirtTransport) Description(context.Context) string { return libvirtTransportDescription }
-func (libvirtTransport) MarkdownDescription(context.Context) string {
+func (libvirtTransportValidator) Description(context.Context) string {
+	return libvirtTransportDescription
+}
+func (libvirtTransportValidator) MarkdownDescription(context.Context) string {
 	return libvirtTransportDescription
 }
 
-func (libvirtTransport) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (libvirtTransportValidator) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
