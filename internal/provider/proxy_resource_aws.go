@@ -42,10 +42,12 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as an EC2 instance (preview: tested against a fake of EC2 and SSM), with IMDSv2 required, a " +
-			"security group of its own that admits `allowed_client_cidrs` on the proxy port only, and its configuration in SSM " +
+			"security group of its own that admits `allowed_client_cidrs` on the proxy port only (one rule per range: at most 60 IPv4 and " +
+			"60 IPv6 ranges, VPC's default quota of rules per group; a region whose quota is lower is refused when applied), and its configuration in SSM " +
 			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
 			"reads at boot and watches afterwards. Changing anything here but `wait_for_proxy` replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+		Validators:    []validator.Object{awsClientRules{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{
 				Optional:            true,

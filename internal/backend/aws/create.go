@@ -408,6 +408,9 @@ func securityGroupName(proxy string) string { return "egress-proxy-" + proxy }
 func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backend.Spec, subnetID string) (string, error) {
 	name := securityGroupName(spec.Name)
 	obj := fmt.Sprintf("aws security group %s in region %s", name, r.name)
+	if err := b.checkClientRules(ctx, r, obj, spec.Proxy); err != nil {
+		return "", err
+	}
 	var vpcID string
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		out, err := r.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{subnetID}})

@@ -19,7 +19,10 @@ import (
 func classify(object string, err error) error {
 	return backend.Classify(object, err, classOf, func(e *backend.Error) {
 		if e.Class == backend.ClassQuota && e.Advice == "" {
-			e.Advice = QuotaAdvice
+			e.Advice = quotaAdvice[errorCode(err)]
+			if e.Advice == "" {
+				e.Advice = QuotaAdvice
+			}
 		}
 	})
 }
@@ -28,12 +31,23 @@ func classify(object string, err error) error {
 const QuotaAdvice = "The account's EC2 limits in this region are reached (instances, vCPUs or Elastic IPs). Free some " +
 	"(terminate unused instances, release unused Elastic IPs), or ask for an increase in Service Quotas, then apply again."
 
+// quotaAdvice is the advice of a quota that is not an account's EC2 limits.
+var quotaAdvice = map[string]string{
+	"RulesPerSecurityGroupLimitExceeded": RulesAdvice,
+}
+
+// RulesAdvice is what a user can do when the proxy's clients do not fit in its security group.
+const RulesAdvice = "Each range of allowed_client_cidrs is one inbound rule of the proxy's security group, and the region's quota " +
+	"\"Inbound or outbound rules per security group\" (Service Quotas, VPC, L-0EA8095F; 60 by default, counted apart for IPv4 and " +
+	"IPv6) is reached: list fewer, wider ranges, split the clients across proxies, or ask for an increase, then apply again."
+
 // The error codes EC2, SSM and Service Quotas answer, by what can be done about them ("EC2 API Reference: Error
 // codes"; "AWS Systems Manager API Reference: Common Errors"; "Service Quotas API Reference").
 var (
 	quotaCodes = map[string]bool{
 		"InstanceLimitExceeded": true, "VcpuLimitExceeded": true, "AddressLimitExceeded": true,
 		"MaxSpotInstanceCountExceeded": true, "ParameterLimitExceeded": true, "ResourceLimitExceeded": true,
+		"RulesPerSecurityGroupLimitExceeded": true,
 	}
 	transientCodes = map[string]bool{
 		"InsufficientInstanceCapacity": true, "RequestLimitExceeded": true, "Throttling": true, "ThrottlingException": true,

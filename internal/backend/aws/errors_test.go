@@ -33,6 +33,7 @@ func TestClassify(t *testing.T) {
 		"instance limit":          {apiError("InstanceLimitExceeded", 400), backend.ClassQuota, true},
 		"vcpu limit":              {apiError("VcpuLimitExceeded", 400), backend.ClassQuota, true},
 		"address limit":           {apiError("AddressLimitExceeded", 400), backend.ClassQuota, true},
+		"rules per group":         {apiError("RulesPerSecurityGroupLimitExceeded", 400), backend.ClassQuota, true},
 		"capacity":                {apiError("InsufficientInstanceCapacity", 500), backend.ClassTransient, false},
 		"throttled":               {apiError("RequestLimitExceeded", 503), backend.ClassTransient, false},
 		"ssm throttled":           {apiError("ThrottlingException", 400), backend.ClassTransient, false},

@@ -268,7 +268,7 @@ func (s *Server) authorizeIngress(rg *region, f form) (any, *apiError) {
 			}
 		}
 	}
-	if len(g.Ingress)+len(rules) > MaxIngressRules {
+	if len(g.Ingress)+len(rules) > s.opts.MaxRulesPerGroup {
 		return nil, ec2Err("RulesPerSecurityGroupLimitExceeded", "The maximum number of rules per security group has been reached.")
 	}
 	out := &authorizeXML{Return: true}

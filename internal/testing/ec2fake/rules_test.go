@@ -1360,6 +1360,29 @@ func TestDocumentedRules(t *testing.T) {
 				in.IamInstanceProfile = &ec2types.IamInstanceProfileSpecification{Name: aws.String("old")}
 			}))
 		}},
+		"R49 rules per security group": {opts: Options{MaxRulesPerGroup: 2}, run: func(h *harness) {
+			q, err := h.sq().GetServiceQuota(h.ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("vpc"), QuotaCode: aws.String(QuotaRulesPerSecurityGroup)})
+			h.ok("GetServiceQuota vpc "+QuotaRulesPerSecurityGroup, err)
+			if aws.ToFloat64(q.Quota.Value) != 2 || aws.ToString(q.Quota.QuotaName) != "Inbound or outbound rules per security group" ||
+				aws.ToString(q.Quota.QuotaArn) != "arn:aws:servicequotas:"+h.region+":"+h.s.AccountID()+":vpc/"+QuotaRulesPerSecurityGroup {
+				h.t.Errorf("the quota as answered: %+v", q.Quota)
+			}
+			_, err = h.sq().GetServiceQuota(h.ctx, &servicequotas.GetServiceQuotaInput{ServiceCode: aws.String("vpc"), QuotaCode: aws.String(QuotaElasticIPs)})
+			h.fails("an ec2 quota code under vpc", err, "NoSuchResourceException", "")
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
+			h.ok("create", err)
+			rule := func(cidrs ...string) []ec2types.IpPermission {
+				p := ec2types.IpPermission{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(3128), ToPort: aws.Int32(3128)}
+				for _, c := range cidrs {
+					p.IpRanges = append(p.IpRanges, ec2types.IpRange{CidrIp: aws.String(c)})
+				}
+				return []ec2types.IpPermission{p}
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: rule("10.0.0.0/8", "10.1.0.0/16", "10.2.0.0/16")})
+			h.failsWith("three rules under a quota of two", err, http.StatusBadRequest, "RulesPerSecurityGroupLimitExceeded")
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: rule("10.0.0.0/8", "10.1.0.0/16")})
+			h.ok("two", err)
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

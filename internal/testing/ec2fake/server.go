@@ -87,6 +87,9 @@ type Options struct {
 	MaxElasticIPs int
 	// MaxStandardParameters is the standard-tier parameter quota per region; 0 takes the default.
 	MaxStandardParameters int
+	// MaxRulesPerGroup is the quota of inbound rules per security group (RulesPerSecurityGroupLimitExceeded)
+	// and the value of Service Quotas' vpc L-0EA8095F (R49); 0 takes MaxIngressRules, the default quota.
+	MaxRulesPerGroup int
 	// Throttle gives actions ("RunInstances", "PutParameter", ...) a token bucket each, per region.
 	Throttle map[string]Bucket
 	// Images are added to every region's seeded ones.
@@ -221,6 +224,9 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	if opts.MaxSpotVCPUs == 0 {
 		opts.MaxSpotVCPUs = DefaultMaxSpotVCPUs
+	}
+	if opts.MaxRulesPerGroup == 0 {
+		opts.MaxRulesPerGroup = MaxIngressRules
 	}
 	if opts.MaxStandardParameters == 0 {
 		opts.MaxStandardParameters = DefaultMaxStandardParameters

@@ -34,7 +34,23 @@ const (
 	QuotaSpotStandardVCPUs = "L-34B43A08"
 	// QuotaElasticIPs is "EC2-VPC Elastic IPs": Options.MaxElasticIPs.
 	QuotaElasticIPs = "L-0263D0A3"
+	// QuotaRulesPerSecurityGroup is VPC's "Inbound or outbound rules per security group" (service code vpc):
+	// Options.MaxRulesPerGroup.
+	QuotaRulesPerSecurityGroup = "L-0EA8095F"
 )
+
+// vpcServiceName is how Service Quotas names VPC.
+const vpcServiceName = "Amazon Virtual Private Cloud (Amazon VPC)"
+
+// vpcQuotas are the quotas of the service code vpc the fake knows (R49).
+func (s *Server) vpcQuotas(rg *region) map[string]sqQuota {
+	return map[string]sqQuota{
+		QuotaRulesPerSecurityGroup: {ServiceCode: "vpc", ServiceName: vpcServiceName,
+			QuotaArn:  "arn:aws:servicequotas:" + rg.name + ":" + s.opts.AccountID + ":vpc/" + QuotaRulesPerSecurityGroup,
+			QuotaCode: QuotaRulesPerSecurityGroup, QuotaName: "Inbound or outbound rules per security group",
+			Value: float64(s.opts.MaxRulesPerGroup), Unit: "None", Adjustable: true},
+	}
+}
 
 // ec2ServiceName is how Service Quotas names EC2 (its CLI example of get-service-quota for L-1216C47A).
 const ec2ServiceName = "Amazon Elastic Compute Cloud (Amazon EC2)"
@@ -124,10 +140,11 @@ func (s *Server) getServiceQuota(rg *region, c *call) (any, *apiError) {
 			return nil, sqErr("IllegalArgumentException", "Invalid %s: it is required and must match %s.", f.name, f.re.String())
 		}
 	}
-	if *in.ServiceCode != "ec2" {
+	quotas := map[string]func(*region) map[string]sqQuota{"ec2": s.ec2Quotas, "vpc": s.vpcQuotas}[*in.ServiceCode]
+	if quotas == nil {
 		return nil, sqErr("NoSuchResourceException", "The request failed because the specified service does not exist.")
 	}
-	q, ok := s.ec2Quotas(rg)[*in.QuotaCode]
+	q, ok := quotas(rg)[*in.QuotaCode]
 	if !ok {
 		return nil, sqErr("NoSuchResourceException", "The request failed because the specified quota does not exist.")
 	}

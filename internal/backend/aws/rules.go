@@ -1,0 +1,60 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// DefaultRulesPerSecurityGroup is VPC's default quota of inbound rules per security group, counted apart for
+// IPv4 and IPv6 rules ("Amazon VPC quotas", Security groups). Each range of allowed_client_cidrs is one rule
+// of the proxy's group, so it is also the most ranges of one family a plan accepts.
+const DefaultRulesPerSecurityGroup = 60
+
+// quotaRulesPerSecurityGroup is that quota's code in Service Quotas, under the service code vpc.
+const quotaRulesPerSecurityGroup = "L-0EA8095F"
+
+// ClientRuleCounts are the inbound rules the proxy's group needs for clients: IPv4 and IPv6 ranges, which
+// the quota counts apart.
+func ClientRuleCounts(clients []string) (ipv4, ipv6 int) {
+	for _, c := range clients {
+		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is6() {
+			ipv6++
+		} else {
+			ipv4++
+		}
+	}
+	return ipv4, ipv6
+}
+
+// rulesQuota is the region's quota of rules per security group, read from Service Quotas; the default when
+// it cannot be read (no servicequotas:GetServiceQuota, no endpoint), since EC2 then still enforces one.
+func (b *Backend) rulesQuota(ctx context.Context, r *region) int {
+	out, err := r.quotas.GetServiceQuota(ctx, &servicequotas.GetServiceQuotaInput{
+		ServiceCode: awssdk.String("vpc"), QuotaCode: awssdk.String(quotaRulesPerSecurityGroup)})
+	if err != nil || out.Quota == nil || out.Quota.Value == nil {
+		return DefaultRulesPerSecurityGroup
+	}
+	return int(*out.Quota.Value)
+}
+
+// checkClientRules refuses, before anything is made or changed, clients that do not fit in the proxy's
+// group under the region's quota: EC2 would refuse the rules only after the group exists.
+func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s proxyconf.Settings) error {
+	ipv4, ipv6 := ClientRuleCounts(s.AllowedClientCIDRs)
+	if ipv4 <= 1 && ipv6 <= 1 {
+		return nil // one range of each fits any quota: no request
+	}
+	quota := b.rulesQuota(ctx, r)
+	if ipv4 <= quota && ipv6 <= quota {
+		return nil
+	}
+	return &backend.Error{Class: backend.ClassQuota, Object: obj, Advice: RulesAdvice,
+		Err: fmt.Errorf("allowed_client_cidrs has %d IPv4 and %d IPv6 ranges, each an inbound rule of the proxy's security group, and the region's quota is %d rules of each per group", ipv4, ipv6, quota)}
+}
