@@ -12,15 +12,15 @@
 # genisoimage to read back seed ISOs, jq, openssh-server for the kvm backend's ssh transport test (its sshd is
 # started by the test on a loopback port, never as the machine's service) and tcpdump for the tests that look
 # at the bytes between client and proxy; gcc and libc6-dev because the tests run under Go's race detector,
-# which needs cgo; shellcheck, which actionlint runs on the workflows' scripts, and gpg, which signs and checks the
-# snapshot release's checksums (both scripts/check-release.sh). Quick
-# when everything is present.
+# which needs cgo; shellcheck, which test-static and actionlint run on the scripts; pyflakes3, which test-static
+# runs on the aws guest agent's Python; and gpg, which signs and checks the snapshot release's checksums
+# (scripts/check-release.sh). Quick when everything is present.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 packages=(curl python3 ca-certificates)
 case "${1:-quickstart}" in
 quickstart) ;;
-test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck gnupg) ;;
+test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck pyflakes3 gnupg) ;;
 *)
 	echo "usage: $0 [quickstart|test]" >&2
 	exit 2
