@@ -3,9 +3,11 @@ package aws
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -75,7 +77,8 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 }
 
 // deleteSecurityGroup deletes the proxy's own group. A terminated instance's network interface lets go of it
-// a moment after the instance is gone: DependencyViolation until then, which is retried.
+// a moment after the instance is gone: DependencyViolation until then, which is retried; a DependencyViolation
+// from another group's reference is not (heldBy).
 func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name string) error {
 	group, err := b.findSecurityGroup(ctx, r, securityGroupName(name), "")
 	if err != nil || group == nil {
@@ -90,6 +93,9 @@ func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name strin
 		_, err := r.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: group.GroupId})
 		if errorCode(err) == "InvalidGroup.NotFound" {
 			return nil
+		}
+		if errorCode(err) == "DependencyViolation" {
+			return b.heldBy(ctx, r, obj, awssdk.ToString(group.GroupId), err)
 		}
 		return classify(obj, err)
 	})
@@ -132,4 +138,30 @@ func (b *Backend) ownParameters(ctx context.Context, r *region, name string) (bo
 // gone proxy's of the same owner), or the context names none.
 func sameOwner(ctx context.Context, tags map[string]string) bool {
 	return (backend.Ownership{Owner: backend.OwnershipOf(ctx).Owner}).Check("", tags[backend.LabelOwner], "") == nil
+}
+
+// heldBy tells apart the two DependencyViolations EC2 answers, in the same words, for the proxy's group: an
+// instance that still uses it (the terminated instance's network interface lets go of it within minutes:
+// Transient, retried) and another security group whose rule names it as a source (a rule a user added to
+// admit the proxy elsewhere: it lasts until that rule goes, so Permanent at once, naming the group, rather
+// than retried for the whole timeout).
+func (b *Backend) heldBy(ctx context.Context, r *region, obj, groupID string, violation error) error {
+	out, err := r.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
+		Filters: []ec2types.Filter{{Name: awssdk.String("ip-permission.group-id"), Values: []string{groupID}}}})
+	if err != nil {
+		return classify(obj, err)
+	}
+	var refs []string
+	for _, g := range out.SecurityGroups {
+		if id := awssdk.ToString(g.GroupId); id != groupID {
+			refs = append(refs, fmt.Sprintf("%s (%s, VPC %s)", id, awssdk.ToString(g.GroupName), awssdk.ToString(g.VpcId)))
+		}
+	}
+	if len(refs) == 0 {
+		return classify(obj, violation)
+	}
+	return &backend.Error{Class: backend.ClassPermanent, Object: obj,
+		Err: fmt.Errorf("%w: the security group %s is named as a source by the inbound rules of %s", violation, groupID, strings.Join(refs, ", ")),
+		Advice: fmt.Sprintf("Remove the rules of %s that admit %s (or point them at another source), then run the operation again: "+
+			"EC2 deletes a security group only once no other group refers to it.", strings.Join(refs, ", "), groupID)}
 }

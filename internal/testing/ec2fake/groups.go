@@ -17,11 +17,13 @@ type SecurityGroup struct {
 }
 
 // Rule is one rule of a security group: a protocol ("tcp", "udp", "icmp" or "-1" for all), a port range
-// (tcp and udp; -1 otherwise) and an IPv4 CIDR.
+// (tcp and udp; -1 otherwise) and its source: an IPv4 CIDR, or another security group of the account
+// (SourceGroupID, R50).
 type Rule struct {
 	ID, Protocol     string
 	FromPort, ToPort int
 	CIDR             string
+	SourceGroupID    string
 	Description      string
 }
 
@@ -136,8 +138,9 @@ func (s *Server) groupArn(rg *region, id string) string {
 
 // permissions reads IpPermissions.N (or the legacy top-level IpProtocol, FromPort, ToPort and CidrIp) as
 // rules, checking each: a protocol (tcp, udp, icmp, -1 or a number), both ports for tcp and udp in 0..65535,
-// from <= to, and IPv4 CIDRs in canonical form. Sources other than IPv4 ranges are not modelled.
-func permissions(f form) ([]Rule, *apiError) {
+// from <= to, IPv4 CIDRs in canonical form, and source groups of the region by id (R50). Other sources are
+// not modelled.
+func permissions(rg *region, f form) ([]Rule, *apiError) {
 	var perms []string
 	for _, n := range f.indexes("IpPermissions") {
 		perms = append(perms, fmt.Sprintf("IpPermissions.%d.", n))
@@ -150,9 +153,25 @@ func permissions(f form) ([]Rule, *apiError) {
 	}
 	var out []Rule
 	for _, p := range perms {
-		for _, other := range []string{"Groups", "Ipv6Ranges", "PrefixListIds"} {
+		for _, other := range []string{"Ipv6Ranges", "PrefixListIds"} {
 			if p != "" && f.anyUnder(p+other) {
 				return nil, notModelled("security group rules with " + other)
+			}
+		}
+		var sources []string
+		if p != "" {
+			for _, n := range f.indexes(p + "Groups") {
+				q := fmt.Sprintf("%sGroups.%d.", p, n)
+				for _, field := range []string{"UserId", "GroupName", "VpcId", "VpcPeeringConnectionId", "PeeringStatus"} {
+					if f.has(q + field) {
+						return nil, notModelled("a source group by " + field)
+					}
+				}
+				src, e := rg.groupByID(f.str(q + "GroupId"))
+				if e != nil {
+					return nil, e
+				}
+				sources = append(sources, src.ID)
 			}
 		}
 		if p == "" && f.has("SourceSecurityGroupName") {
@@ -189,8 +208,11 @@ func permissions(f form) ([]Rule, *apiError) {
 				descs = append(descs, f.str(q+"Description"))
 			}
 		}
-		if len(cidrs) == 0 {
+		if len(cidrs) == 0 && len(sources) == 0 {
 			return nil, ec2Err("InvalidParameterValue", "The request must contain a source for each permission: IpRanges, Ipv6Ranges, PrefixListIds or UserIdGroupPairs.")
+		}
+		for _, src := range sources {
+			out = append(out, Rule{Protocol: proto, FromPort: from, ToPort: to, SourceGroupID: src})
 		}
 		for i, c := range cidrs {
 			if e := checkCIDR(c); e != nil {
@@ -232,7 +254,15 @@ func checkCIDR(c string) *apiError {
 }
 
 func sameRule(a, b Rule) bool {
-	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort && a.CIDR == b.CIDR
+	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort && a.CIDR == b.CIDR && a.SourceGroupID == b.SourceGroupID
+}
+
+// peer is a rule's source as EC2's words name it.
+func (r Rule) peer() string {
+	if r.SourceGroupID != "" {
+		return r.SourceGroupID
+	}
+	return r.CIDR
 }
 
 func ruleWords(r Rule) string {
@@ -241,9 +271,9 @@ func ruleWords(r Rule) string {
 		proto = "ALL"
 	}
 	if r.FromPort < 0 {
-		return fmt.Sprintf("peer: %s, %s, ALLOW", r.CIDR, proto)
+		return fmt.Sprintf("peer: %s, %s, ALLOW", r.peer(), proto)
 	}
-	return fmt.Sprintf("peer: %s, %s, from port: %d, to port: %d, ALLOW", r.CIDR, proto, r.FromPort, r.ToPort)
+	return fmt.Sprintf("peer: %s, %s, from port: %d, to port: %d, ALLOW", r.peer(), proto, r.FromPort, r.ToPort)
 }
 
 // authorizeIngress adds inbound rules ("EC2 API Reference: AuthorizeSecurityGroupIngress"): all or none; a
@@ -253,7 +283,7 @@ func (s *Server) authorizeIngress(rg *region, f form) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
-	rules, e := permissions(f)
+	rules, e := permissions(rg, f)
 	if e != nil {
 		return nil, e
 	}
@@ -302,7 +332,7 @@ func (s *Server) revokeIngress(rg *region, f form) (any, *apiError) {
 		}
 		return out, nil
 	}
-	rules, e := permissions(f)
+	rules, e := permissions(rg, f)
 	if e != nil {
 		return nil, e
 	}
@@ -317,7 +347,7 @@ func (s *Server) revokeIngress(rg *region, f form) (any, *apiError) {
 			return nil, ec2Err("InvalidPermission.NotFound", "The specified rule does not exist in this security group.")
 		}
 		for _, r := range unknown {
-			out.Unknown = append(out.Unknown, permissionXML(r))
+			out.Unknown = append(out.Unknown, permissionXML(r, s.opts.AccountID))
 		}
 	}
 	for _, r := range rules {
@@ -347,6 +377,18 @@ func (s *Server) deleteSecurityGroup(rg *region, f form) (any, *apiError) {
 	}
 	if g.Name == "default" {
 		return nil, ec2Err("CannotDelete", "the specified group: \"%s\" name: \"default\" cannot be deleted by a user", g.ID)
+	}
+	// Another group's rule naming it as its source holds it, as an instance using it does (R50); EC2's words
+	// are the same for both.
+	for _, other := range rg.groups {
+		if other.ID == g.ID {
+			continue
+		}
+		for _, r := range append(append([]Rule(nil), other.Ingress...), other.Egress...) {
+			if r.SourceGroupID == g.ID {
+				return nil, ec2Err("DependencyViolation", "resource %s has a dependent object", g.ID)
+			}
+		}
 	}
 	for _, in := range rg.instances {
 		if in.State == StateTerminated {
@@ -413,7 +455,8 @@ func vpcIDOf(v *VPC) string {
 	return v.ID
 }
 
-var groupFilters = map[string]bool{"group-id": true, "group-name": true, "vpc-id": true, "description": true, "owner-id": true}
+var groupFilters = map[string]bool{"group-id": true, "group-name": true, "vpc-id": true, "description": true, "owner-id": true,
+	"ip-permission.group-id": true}
 
 func (g *group) fields(s *Server) filterFields {
 	return func(name string) []string {
@@ -428,6 +471,15 @@ func (g *group) fields(s *Server) filterFields {
 			return []string{g.Description}
 		case "owner-id":
 			return []string{s.opts.AccountID}
+		case "ip-permission.group-id":
+			// The groups its inbound rules name as sources (R50).
+			var ids []string
+			for _, r := range g.Ingress {
+				if r.SourceGroupID != "" {
+					ids = append(ids, r.SourceGroupID)
+				}
+			}
+			return ids
 		}
 		return nil
 	}

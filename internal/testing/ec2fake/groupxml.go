@@ -8,14 +8,20 @@ type ipRangeXML struct {
 	Description string `xml:"description,omitempty"`
 }
 
+// groupPairXML is a source group of a rule (UserIdGroupPair).
+type groupPairXML struct {
+	UserID  string `xml:"userId"`
+	GroupID string `xml:"groupId"`
+}
+
 type ipPermissionXML struct {
-	IPProtocol string          `xml:"ipProtocol"`
-	FromPort   *int            `xml:"fromPort,omitempty"`
-	ToPort     *int            `xml:"toPort,omitempty"`
-	Groups     set[struct{}]   `xml:"groups"`
-	IPRanges   set[ipRangeXML] `xml:"ipRanges"`
-	IPv6Ranges set[struct{}]   `xml:"ipv6Ranges"`
-	PrefixList set[struct{}]   `xml:"prefixListIds"`
+	IPProtocol string            `xml:"ipProtocol"`
+	FromPort   *int              `xml:"fromPort,omitempty"`
+	ToPort     *int              `xml:"toPort,omitempty"`
+	Groups     set[groupPairXML] `xml:"groups"`
+	IPRanges   set[ipRangeXML]   `xml:"ipRanges"`
+	IPv6Ranges set[struct{}]     `xml:"ipv6Ranges"`
+	PrefixList set[struct{}]     `xml:"prefixListIds"`
 }
 
 type securityGroupXML struct {
@@ -57,9 +63,16 @@ type ruleXML struct {
 	IPProtocol  string       `xml:"ipProtocol"`
 	FromPort    int          `xml:"fromPort"`
 	ToPort      int          `xml:"toPort"`
-	CidrIPv4    string       `xml:"cidrIpv4"`
+	CidrIPv4    string       `xml:"cidrIpv4,omitempty"`
+	Referenced  *refGroupXML `xml:"referencedGroupInfo,omitempty"`
 	Description string       `xml:"description,omitempty"`
 	Tags        *set[tagXML] `xml:"tagSet,omitempty"`
+}
+
+// refGroupXML is a rule's source group (ReferencedSecurityGroup).
+type refGroupXML struct {
+	GroupID string `xml:"groupId"`
+	UserID  string `xml:"userId"`
 }
 
 type authorizeXML struct {
@@ -80,8 +93,13 @@ type revokeXML struct {
 	Revoked set[revokedXML]   `xml:"revokedSecurityGroupRuleSet"`
 }
 
-func permissionXML(r Rule) ipPermissionXML {
-	p := ipPermissionXML{IPProtocol: r.Protocol, IPRanges: setOf([]ipRangeXML{{r.CIDR, r.Description}})}
+func permissionXML(r Rule, account string) ipPermissionXML {
+	p := ipPermissionXML{IPProtocol: r.Protocol}
+	if r.SourceGroupID != "" {
+		p.Groups = setOf([]groupPairXML{{account, r.SourceGroupID}})
+	} else {
+		p.IPRanges = setOf([]ipRangeXML{{r.CIDR, r.Description}})
+	}
 	if r.FromPort >= 0 {
 		from, to := r.FromPort, r.ToPort
 		p.FromPort, p.ToPort = &from, &to
@@ -90,10 +108,14 @@ func permissionXML(r Rule) ipPermissionXML {
 }
 
 func (s *Server) ruleXML(g *group, r Rule, tags map[string]string) ruleXML {
-	return ruleXML{
+	x := ruleXML{
 		RuleID: r.ID, GroupID: g.ID, OwnerID: s.opts.AccountID, IPProtocol: r.Protocol, FromPort: r.FromPort,
 		ToPort: r.ToPort, CidrIPv4: r.CIDR, Description: r.Description, Tags: tagSet(tags),
 	}
+	if r.SourceGroupID != "" {
+		x.Referenced = &refGroupXML{GroupID: r.SourceGroupID, UserID: s.opts.AccountID}
+	}
+	return x
 }
 
 func (s *Server) groupXML(rg *region, g *group) securityGroupXML {
@@ -101,24 +123,28 @@ func (s *Server) groupXML(rg *region, g *group) securityGroupXML {
 		OwnerID: s.opts.AccountID, GroupName: g.Name, GroupID: g.ID, Description: g.Description, VpcID: g.VPCID,
 		Arn: s.groupArn(rg, g.ID), Tags: tagSet(g.Tags),
 	}
-	x.Ingress.Items = mergedPermissions(g.Ingress)
-	x.Egress.Items = mergedPermissions(g.Egress)
+	x.Ingress.Items = mergedPermissions(g.Ingress, s.opts.AccountID)
+	x.Egress.Items = mergedPermissions(g.Egress, s.opts.AccountID)
 	return x
 }
 
 // mergedPermissions lists rules as EC2 describes them: one permission per protocol and port range, with
 // every CIDR of it among its ipRanges.
-func mergedPermissions(rules []Rule) []ipPermissionXML {
+func mergedPermissions(rules []Rule, account string) []ipPermissionXML {
 	var out []ipPermissionXML
 	index := map[[3]any]int{}
 	for _, r := range rules {
 		k := [3]any{r.Protocol, r.FromPort, r.ToPort}
 		if i, ok := index[k]; ok {
-			out[i].IPRanges.Items = append(out[i].IPRanges.Items, ipRangeXML{r.CIDR, r.Description})
+			if r.SourceGroupID != "" {
+				out[i].Groups.Items = append(out[i].Groups.Items, groupPairXML{account, r.SourceGroupID})
+			} else {
+				out[i].IPRanges.Items = append(out[i].IPRanges.Items, ipRangeXML{r.CIDR, r.Description})
+			}
 			continue
 		}
 		index[k] = len(out)
-		out = append(out, permissionXML(r))
+		out = append(out, permissionXML(r, account))
 	}
 	return out
 }

@@ -1383,6 +1383,42 @@ func TestDocumentedRules(t *testing.T) {
 			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: rule("10.0.0.0/8", "10.1.0.0/16")})
 			h.ok("two", err)
 		}},
+		"R50 a rule naming another group holds it": {run: func(h *harness) {
+			mk := func(name string) string {
+				g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(name), Description: aws.String("d")})
+				h.ok("create "+name, err)
+				return aws.ToString(g.GroupId)
+			}
+			proxy, app := mk("egress-proxy-p1"), mk("app")
+			from := []ec2types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(5432), ToPort: aws.Int32(5432),
+				UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(proxy)}}}}
+			out, err := h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: from})
+			h.ok("app admits the proxy's group", err)
+			if len(out.SecurityGroupRules) != 1 || out.SecurityGroupRules[0].ReferencedGroupInfo == nil || aws.ToString(out.SecurityGroupRules[0].ReferencedGroupInfo.GroupId) != proxy {
+				h.t.Errorf("the rule as answered: %+v", out.SecurityGroupRules)
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: from})
+			h.fails("the same again", err, "InvalidPermission.Duplicate", "peer: "+proxy)
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: []ec2types.IpPermission{{
+				IpProtocol: aws.String("tcp"), FromPort: aws.Int32(1), ToPort: aws.Int32(1), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String("sg-0123456789abcdef0")}}}}})
+			h.fails("an unknown source group", err, "InvalidGroup.NotFound", "")
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: []ec2types.IpPermission{{
+				IpProtocol: aws.String("tcp"), FromPort: aws.Int32(1), ToPort: aws.Int32(1), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupName: aws.String("app")}}}}})
+			h.failsWith("a source group by name", err, http.StatusNotImplemented, "NotImplemented")
+			refs, err := h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{flt("ip-permission.group-id", proxy)}})
+			h.ok("who names the proxy's group", err)
+			if len(refs.SecurityGroups) != 1 || aws.ToString(refs.SecurityGroups[0].GroupId) != app ||
+				len(refs.SecurityGroups[0].IpPermissions) != 1 || len(refs.SecurityGroups[0].IpPermissions[0].UserIdGroupPairs) != 1 ||
+				aws.ToString(refs.SecurityGroups[0].IpPermissions[0].UserIdGroupPairs[0].GroupId) != proxy {
+				h.t.Errorf("groups naming %s: %+v", proxy, refs.SecurityGroups)
+			}
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
+			h.fails("delete while app names it", err, "DependencyViolation", "resource "+proxy+" has a dependent object")
+			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: from})
+			h.ok("revoke app's rule", err)
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
+			h.ok("delete once nothing names it", err)
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
