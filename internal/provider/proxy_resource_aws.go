@@ -45,9 +45,10 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"security group of its own that admits `allowed_client_cidrs` on the proxy port only (one rule per range: at most 60 IPv4 and " +
 			"60 IPv6 ranges, VPC's default quota of rules per group; a region whose quota is lower is refused when applied), and its configuration in SSM " +
 			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
-			"reads at boot and watches afterwards. Changing anything here but `wait_for_proxy` replaces the proxy.",
+			"reads at boot and watches afterwards; each holds at most 8 KB (SSM's Advanced tier), so a plan whose rules would not fit fails on " +
+			"`allowed_destinations`. Changing anything here but `wait_for_proxy` replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
-		Validators:    []validator.Object{awsClientRules{}},
+		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{
 				Optional:            true,

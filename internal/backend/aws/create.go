@@ -326,6 +326,12 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 				return err
 			}
 			in.Tags, in.Overwrite = nil, awssdk.Bool(true)
+			if in.Tier == ssmtypes.ParameterTierStandard {
+				// No tier on an overwrite that fits Standard: the parameter keeps its own. Asking for Standard
+				// would downgrade an Advanced one, which SSM refuses ("Managing parameter tiers": an advanced
+				// parameter cannot be reverted to a standard one).
+				in.Tier = ""
+			}
 			if _, err := r.ssm.PutParameter(ctx, in); err != nil {
 				return classify(obj, err)
 			}
