@@ -166,10 +166,14 @@ func TestGetReportsConfigDrift(t *testing.T) {
 			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "0123456789abcdef")
 		}, wantDrift: "reports config 0123456789abcdef applied"},
 		"the config refused": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
-			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "-")
+			// Refusing before the applied report is cleared: an applying guest could otherwise report the
+			// config applied again in between, and a refusing one then has nothing new to refuse.
 			fake.SetGuest(testRegion, name, ec2fake.GuestRefuses)
+			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "-")
 			waitFor(t, func() bool { return applied(t, fake, name).Refused != "" })
-			fake.SetGuest(testRegion, name, ec2fake.GuestApplies)
+			// Silent, not applying, until Reconfigure: an applying guest could report the config applied
+			// again before Get reads the refusal (seen: 6 of 20 runs).
+			fake.SetGuest(testRegion, name, ec2fake.GuestSilent)
 		}, wantDrift: "its guest refused config"},
 	} {
 		t.Run(name, func(t *testing.T) {
