@@ -235,10 +235,6 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	return b.readBack(ctx, r, in)
 }
 
-// giveBackTimeout bounds the clean-up after a refused launch: it runs detached from the caller's context,
-// whose end (a timeout, Ctrl-C) may be why the launch failed.
-const giveBackTimeout = 2 * time.Minute
-
 // giveBack removes what Create made before EC2 refused the launch (the security group and the parameters),
 // so that a refused create leaves nothing behind, as the contract's Delete would. Only a launch that was
 // refused (Quota, Permanent) is given back: after a Transient error or a cancelled one, the instance may
@@ -247,7 +243,9 @@ func (b *Backend) giveBack(ctx context.Context, r *region, name string, launch e
 	if class := backend.ClassOf(launch); class != backend.ClassQuota && class != backend.ClassPermanent {
 		return launch
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+	// Detached from the caller's context, whose end (a timeout, Ctrl-C) may be why the launch failed, and
+	// bounded.
+	cctx, cancel := backend.CleanupContext(ctx)
 	defer cancel()
 	if err := errors.Join(b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
 		return fmt.Errorf("%w (and what was made for it could not all be removed: %w; egress_proxy_orphans lists the leftovers)", launch, err)
