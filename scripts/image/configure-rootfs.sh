@@ -70,7 +70,8 @@ expect() { # PATTERN COMMAND...: the first line COMMAND prints in the guest tree
 	local want=$1 got
 	shift
 	got=$(in_root "$@" 2>/dev/null | head -n 1 || true)
-	[[ $got == "$want" ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
+	# shellcheck disable=SC2053 # want is a glob pattern on purpose ('root L *')
+	[[ $got == $want ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
 }
 expect disabled systemctl is-enabled squid.service
 expect masked systemctl is-enabled systemd-timesyncd.service
