@@ -100,8 +100,11 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clearL
 		return err
 	}
 	if err := l.StorageVolUpload(v, bytes.NewReader(img), 0, uint64(len(img)), 0); err != nil {
-		// An empty seed says nothing about whose it is: remove it now rather than leave a puzzle.
-		_ = l.StorageVolDelete(v, 0)
+		// An empty seed says nothing about whose it is: remove it now rather than leave a puzzle, and say so
+		// when that fails too, since no listing can attribute it later.
+		if derr := l.StorageVolDelete(v, 0); derr != nil {
+			return fmt.Errorf("%w (and the empty seed volume %s could not be removed: %v; remove it with virsh vol-delete)", err, name, derr)
+		}
 		return err
 	}
 	return nil
