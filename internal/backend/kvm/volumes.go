@@ -103,7 +103,7 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clearL
 		// An empty seed says nothing about whose it is: remove it now rather than leave a puzzle, and say so
 		// when that fails too, since no listing can attribute it later.
 		if derr := l.StorageVolDelete(v, 0); derr != nil {
-			return fmt.Errorf("%w (and the empty seed volume %s could not be removed: %v; remove it with virsh vol-delete)", err, name, derr)
+			return fmt.Errorf("%w (and the empty seed volume %s could not be removed: %w; remove it with virsh vol-delete)", err, name, derr)
 		}
 		return err
 	}
