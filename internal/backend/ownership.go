@@ -52,6 +52,13 @@ func (o Ownership) Check(object, owner, uid string) error {
 	}
 }
 
+// Reading is the ownership a read checks: the owner alone. After a replacement killed between the old
+// proxy's delete and the answer to its successor's create, the state still names the old UID while the
+// successor, of the same owner and name, runs; reading it back lets the next plan converge on it (and keep its
+// address), where refusing would leave the configuration unable to plan at all. Another owner's proxy is still
+// refused, and Create, Update, Reconfigure and Delete still check the UID before they change anything.
+func (o Ownership) Reading() Ownership { return Ownership{Owner: o.Owner} }
+
 // Allows reports whether o lets an object labelled with owner and uid be touched: Check without the error,
 // for a leftover found by name that is simply not this proxy's.
 func (o Ownership) Allows(owner, uid string) bool { return o.Check("", owner, uid) == nil }

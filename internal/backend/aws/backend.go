@@ -148,7 +148,7 @@ func (b *Backend) liveInstance(ctx context.Context, id backend.ProviderID) (*reg
 	}
 	// An id says where a proxy is, not whose: another owner's proxy of the same name is not this one.
 	if tags := tagMap(in.Tags); managed(tags) {
-		if err := backend.OwnershipOf(ctx).Check(instanceObject(id.Target, id.Name), tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+		if err := backend.OwnershipOf(ctx).Reading().Check(instanceObject(id.Target, id.Name), tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -172,6 +172,12 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	}
 	obj := instanceObject(id.Target, id.Name)
 	tags := tagMap(in.Tags)
+	// liveInstance read it as a read does (the owner alone): a change checks the UID too.
+	if managed(tags) {
+		if err := backend.OwnershipOf(ctx).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	if spec.UID != "" && tags[backend.LabelUID] != spec.UID {
 		return backend.Instance{}, backend.Permanent(obj, "belongs to proxy %q, not %q", tags[backend.LabelUID], spec.UID)
 	}

@@ -18,6 +18,12 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	obj := instanceObject(id.Target, id.Name)
+	// liveInstance read it as a read does (the owner alone): a change checks the UID too.
+	if tags := tagMap(in.Tags); managed(tags) {
+		if err := backend.OwnershipOf(ctx).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	current, err := b.readBack(ctx, r, in)
 	if err != nil {
 		return backend.Instance{}, err

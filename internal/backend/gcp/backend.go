@@ -190,7 +190,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if err := ownedBy(backend.OwnershipOf(ctx), instanceObject(p.id, id.Scope, id.Name), in.GetLabels()); err != nil {
+	if err := ownedBy(backend.OwnershipOf(ctx).Reading(), instanceObject(p.id, id.Scope, id.Name), in.GetLabels()); err != nil {
 		return backend.Instance{}, err
 	}
 	return toInstance(p.id, in)

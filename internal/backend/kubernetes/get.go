@@ -47,7 +47,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if d.Labels[backend.LabelManagedBy] != backend.ManagedByValue {
 		return backend.Instance{}, backend.Permanent(objectName("Deployment", id), "exists but was not made by this provider")
 	}
-	if err := backend.OwnershipOf(ctx).Check(objectName("Deployment", id), d.Labels[backend.LabelOwner], d.Labels[backend.LabelUID]); err != nil {
+	if err := backend.OwnershipOf(ctx).Reading().Check(objectName("Deployment", id), d.Labels[backend.LabelOwner], d.Labels[backend.LabelUID]); err != nil {
 		return backend.Instance{}, err
 	}
 	switch {

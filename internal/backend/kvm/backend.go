@@ -101,7 +101,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		if err != nil {
 			return err
 		}
-		if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
+		if err := backend.OwnershipOf(ctx).Reading().Check("", m.Owner, m.UID); err != nil {
 			return err
 		}
 		st, reason, err := l.DomainGetState(dom, 0)
