@@ -18,13 +18,7 @@ set -euo pipefail
 
 # install_tools installs what the tree's build and its tests run: debugfs, and systemd-nspawn, which boots it.
 install_tools() {
-	local need=()
-	command -v debugfs >/dev/null || need+=(e2fsprogs)
-	command -v systemd-nspawn >/dev/null || need+=(systemd-container)
-	if ((${#need[@]})); then
-		log "installing ${need[*]}"
-		"$(dirname "$0")/install-packages.sh" "${need[@]}"
-	fi
+	"$(dirname "$0")/install-packages.sh" --for debugfs:e2fsprogs systemd-nspawn:systemd-container
 }
 if [[ ${1:-} == packages ]]; then
 	install_tools

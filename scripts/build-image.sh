@@ -33,16 +33,8 @@ imagedir=$here/image
 
 # install_tools installs the packages of the programs (and GRUB's boot sector file) the build runs, those missing.
 install_tools() {
-	local need=() tool t p
-	for tool in debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk mkfs.ext4:e2fsprogs \
-		grub-mkimage:grub-common /usr/lib/grub/i386-pc/boot.img:grub-pc-bin; do
-		t=${tool%%:*} p=${tool#*:}
-		if [[ $t == /* ]]; then [[ -e $t ]] || need+=("$p"); else command -v "$t" >/dev/null || need+=("$p"); fi
-	done
-	if ((${#need[@]})); then
-		log "installing ${need[*]}"
-		"$(dirname "$0")/install-packages.sh" "${need[@]}"
-	fi
+	"$(dirname "$0")/install-packages.sh" --for debootstrap:debootstrap qemu-img:qemu-utils sfdisk:fdisk \
+		mkfs.ext4:e2fsprogs grub-mkimage:grub-common /usr/lib/grub/i386-pc/boot.img:grub-pc-bin
 }
 
 if [[ ${1:-} == packages ]]; then

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # install-packages.sh PACKAGE...
+# install-packages.sh --for PROGRAM:PACKAGE...   the packages of the programs that are missing (a name looked up
+#                                                on PATH, or a path that must exist): for a script that needs a
+#                                                program, whatever package brought it
 #
 # Installs the Debian packages given that are missing, the one way every script of this project installs one,
 # so that an install leaves the machine's services as they were: nothing it brings is started (a policy-rc.d
@@ -12,6 +15,17 @@ set -euo pipefail
 
 # shellcheck source=log.sh
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"
+
+if [[ ${1:-} == --for ]]; then
+	shift
+	wanted=()
+	for pair in "$@"; do
+		program=${pair%%:*} package=${pair#*:}
+		if [[ $program == /* ]]; then [[ -e $program ]] && continue; else command -v "$program" >/dev/null && continue; fi
+		wanted+=("$package")
+	done
+	set -- "${wanted[@]}"
+fi
 
 missing_packages() {
 	missing=()
