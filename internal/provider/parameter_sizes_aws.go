@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // awsParameterSizes refuses at plan time, on allowed_destinations (what makes a proxy's configuration long), a
@@ -43,7 +44,7 @@ func (awsParameterSizes) ValidateObject(ctx context.Context, req validator.Objec
 		return
 	}
 	if s.Port == 0 {
-		s.Port = 3128 // unset in the configuration: its default, whose length is the proxy's as well
+		s.Port = proxyconf.DefaultPort // unset in the configuration: its default, whose length is the proxy's as well
 	}
 	a, ok := m.block.(*awsPlacementModel)
 	if !ok {
