@@ -9,6 +9,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 )
 
 // Create makes the proxy's domain, or adopts the one an earlier attempt made (same name, same UID), then
@@ -242,7 +243,7 @@ func clearLeftoverSeed(l api, pool string, spec backend.Spec) error {
 	seedName := seedVolumeName(spec.Name)
 	m, err := readSeedIdentity(l, volRef(pool, seedName))
 	switch {
-	case errors.Is(err, errNoISO):
+	case errors.Is(err, iso9660.ErrNotISO):
 		// An upload that never reached the ISO's descriptors: this proxy's own interrupted attempt.
 		m = metadata{ManagedBy: backend.ManagedByValue, Owner: spec.Owner, UID: spec.UID}
 	case err != nil && backend.ClassOf(classify("", err)) == backend.ClassTransient:

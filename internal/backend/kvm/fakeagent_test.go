@@ -10,6 +10,7 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -87,7 +88,7 @@ func (f *fakeHost) bootFromSeed(d *fakeDomain, a *fakeAgent) {
 	if !ok {
 		return
 	}
-	ud, err := readISOFile(v.data, "user-data")
+	ud, err := iso9660.ReadFile(v.data, "user-data")
 	if err != nil {
 		return
 	}

@@ -19,6 +19,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/libvirtfault"
 )
@@ -644,7 +645,7 @@ func seedDestinations(l api, seed libvirt.StorageVol) string {
 	if err := l.StorageVolDownload(seed, &buf, 0, seedReadLimit, 0); err != nil {
 		return "seed unreadable: " + err.Error()
 	}
-	ud, err := readISOFile(buf.Bytes(), "user-data")
+	ud, err := iso9660.ReadFile(buf.Bytes(), "user-data")
 	if err != nil {
 		return fmt.Sprintf("seed of %d bytes without readable user-data: %v", buf.Len(), err)
 	}

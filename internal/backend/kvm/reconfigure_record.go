@@ -11,6 +11,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -65,7 +66,7 @@ func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.Bas
 	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
 		return false, err
 	}
-	ud, err := readISOFile(buf.Bytes(), "user-data")
+	ud, err := iso9660.ReadFile(buf.Bytes(), "user-data")
 	if err != nil {
 		return false, nil //nolint:nilerr // unreadable: it is rewritten
 	}

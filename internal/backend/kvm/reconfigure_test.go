@@ -18,6 +18,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -85,7 +86,7 @@ func (x *reconfFixture) seedFiles(t *testing.T) (map[string][]byte, metadata) {
 	x.f.mu.Lock()
 	img := bytes.Clone(x.f.pools["pool"].vols[seedVolumeName(x.spec.Name)].data)
 	x.f.mu.Unlock()
-	ud, err := readISOFile(img, "user-data")
+	ud, err := iso9660.ReadFile(img, "user-data")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -34,7 +35,7 @@ func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return buildISO(seedLabel, map[string][]byte{
+	return iso9660.Build(seedLabel, map[string][]byte{
 		"user-data":  userData,
 		"meta-data":  metaData,
 		identityFile: []byte(identity),
@@ -43,7 +44,7 @@ func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
 
 // seedIdentity reads the metadata back from a seed image.
 func seedIdentity(img []byte) (metadata, error) {
-	b, err := readISOFile(img, identityFile)
+	b, err := iso9660.ReadFile(img, identityFile)
 	if err != nil {
 		return metadata{}, err
 	}

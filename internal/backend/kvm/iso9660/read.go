@@ -1,4 +1,4 @@
-package kvm
+package iso9660
 
 import (
 	"encoding/binary"
@@ -7,16 +7,17 @@ import (
 	"strings"
 )
 
-// errNoISO: the bytes are no ISO 9660 image at all (for a seed volume: its upload never got far).
-var errNoISO = errors.New("iso: no primary volume descriptor")
+// ErrNotISO: the bytes are no ISO 9660 image at all (for a seed volume: its upload never got far).
+var ErrNotISO = errors.New("iso: no primary volume descriptor")
 
-// readISOFile returns the contents of a file in the root directory of an ISO 9660 image. It reads what
-// buildISO writes (and plain ISO 9660 from other writers): Rock Ridge names when present, else the ISO 9660
-// identifier lower-cased without its version. ListByTag uses it to tell whose a leftover seed volume is.
-func readISOFile(img []byte, name string) ([]byte, error) {
+// ReadFile returns the contents of a file in the root directory of an ISO 9660 image. It reads what Build
+// writes (and plain ISO 9660 from other writers): Rock Ridge names when present, else the ISO 9660
+// identifier lower-cased without its version. The kvm backend's ListByTag uses it to tell whose a leftover
+// seed volume is.
+func ReadFile(img []byte, name string) ([]byte, error) {
 	const pvd = 16 * sectorSize
 	if len(img) < pvd+sectorSize || string(img[pvd+1:pvd+6]) != "CD001" || img[pvd] != 1 {
-		return nil, errNoISO
+		return nil, ErrNotISO
 	}
 	rootRec := img[pvd+156 : pvd+190]
 	start := int(binary.LittleEndian.Uint32(rootRec[2:])) * sectorSize

@@ -1,4 +1,7 @@
-package kvm
+// Package iso9660 writes and reads the small ISO 9660 images a NoCloud seed disk needs: a few files in the
+// root directory, in memory, with Rock Ridge names so a Linux mount shows them as written. It is no general
+// ISO 9660 library: no subdirectories, no Joliet, no El Torito.
+package iso9660
 
 import (
 	"bytes"
@@ -9,14 +12,14 @@ import (
 	"time"
 )
 
-// buildISO writes an ISO 9660 image holding files in its root directory, labelled label, entirely in memory.
+// Build writes an ISO 9660 image holding files in its root directory, labelled label, entirely in memory.
 // Names are stored twice: as ISO 9660 identifiers (upper case, ";1", which Linux shows lower case without the
 // version) and as Rock Ridge NM entries carrying the exact name, which is what cloud-init's NoCloud reader
 // looks up. The layout is fixed and tiny, which is all a seed disk needs:
 //
 //	sectors 0-15 system area, 16 primary volume descriptor, 17 terminator, 18 L path table,
 //	19 M path table, 20 root directory, 21... file data, each file starting on its own sector.
-func buildISO(label string, files map[string][]byte, at time.Time) ([]byte, error) {
+func Build(label string, files map[string][]byte, at time.Time) ([]byte, error) {
 	const rootSector = 20
 	names := make([]string, 0, len(files))
 	for n := range files {
