@@ -13,6 +13,9 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // cloudConfig is the part of cloud-init's schema the user-data uses.
@@ -124,7 +127,7 @@ func TestRenderUserData(t *testing.T) {
 			}
 			// Squid loads the certificate while parsing, and it is not at its VM path here; TestTLSListener runs
 			// Squid on a TLS config.
-			if out, err := parseSquidConf(t, files[ConfPath]); tc.s.TLS == nil && err != nil {
+			if out, err := squidtest.Parse(t, files[ConfPath]); tc.s.TLS == nil && err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
 			}
 			if tc.s.Auth != nil {
@@ -160,10 +163,10 @@ func TestLargestSettingsFit(t *testing.T) {
 		s.AllowedPrivateCIDRs = append(s.AllowedPrivateCIDRs, fmt.Sprintf("fd00:ffff:ffff:ffff:ffff:ffff:ffff:%x/128", 0xf000+2*i))
 	}
 	// The largest certificate chain and key validation lets through.
-	ca := newTestCA(t)
-	chain, key := ca.leaf(t)
-	for len(chain)+len(ca.interPEM) <= maxPEMBytes {
-		chain += ca.interPEM
+	ca := testutil.NewCA(t)
+	chain, key := ca.Leaf(t)
+	for len(chain)+len(ca.InterPEM) <= maxPEMBytes {
+		chain += ca.InterPEM
 	}
 	key = strings.Repeat("#", maxPEMBytes-len(key)-1) + "\n" + key // text before a PEM block is allowed
 	s.TLS = &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key}
@@ -198,7 +201,7 @@ func TestLargestSettingsFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := parseSquidConf(t, conf); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
+	if out, err := squidtest.Parse(t, conf); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
 		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
 	}
 }

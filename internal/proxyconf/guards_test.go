@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
 // The destination guards can only be proved where the proxy could otherwise reach what they refuse, and
@@ -137,7 +139,7 @@ func TestDestinationGuards(t *testing.T) {
 	run(t, "ip", "link", "set", "lo", "up")
 
 	b := newNamespaceBackends(t)
-	hp, tp := b.port(t, b.http), b.port(t, b.tls)
+	hp, tp := squidtest.Port(t, b.http), squidtest.Port(t, b.tls)
 	resolver := startResolver(t, "127.0.0.1:53", guardRecords)
 
 	base := Settings{
@@ -200,7 +202,7 @@ func TestDestinationGuards(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := squidDir(t)
+			dir := squidtest.Dir(t)
 			hosts := filepath.Join(dir, "hosts")
 			// An empty hosts file: every name comes from the test's resolver.
 			if err := os.WriteFile(hosts, nil, 0o644); err != nil {
@@ -212,7 +214,7 @@ func TestDestinationGuards(t *testing.T) {
 			}
 			opts := RenderOptions{
 				ListenAddress:    netip.MustParseAddr("127.0.0.1"),
-				HealthPort:       freePort(t),
+				HealthPort:       squidtest.FreePort(t),
 				HtpasswdPath:     filepath.Join(dir, "passwd"),
 				PidFile:          filepath.Join(dir, "squid.pid"),
 				AccessLog:        "stdio:" + filepath.Join(dir, "access.log"),
@@ -224,7 +226,7 @@ func TestDestinationGuards(t *testing.T) {
 				OwnAddressesFile: ownFile,
 			}
 			sq := startSquidWith(t, tc.settings, opts, dir)
-			c := proxyClient{proxy: sq.proxy, from: "127.0.0.1", tlsRoots: b.roots(), tlsHostname: "example.com"}
+			c := squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.1", TLSRoots: b.roots(), TLSHostname: "example.com"}
 			names := make([]string, 0, len(tc.want))
 			for n := range tc.want {
 				names = append(names, n)
@@ -233,16 +235,16 @@ func TestDestinationGuards(t *testing.T) {
 			for _, host := range names {
 				want := tc.want[host]
 				for _, method := range []string{"GET", "CONNECT"} {
-					var got result
+					var got squidtest.Result
 					port := hp
 					if method == "CONNECT" {
 						port = tp
-						got = c.connect(t, fmt.Sprintf("%s:%d", host, port))
+						got = c.Connect(t, fmt.Sprintf("%s:%d", host, port))
 					} else {
-						got = c.get(t, fmt.Sprintf("http://%s:%d/", host, port), fmt.Sprintf("%s:%d", host, port))
+						got = c.Get(t, fmt.Sprintf("http://%s:%d/", host, port), fmt.Sprintf("%s:%d", host, port))
 					}
-					if got.status != want {
-						t.Errorf("%s %s: got %d, want %d\n%s", method, host, got.status, want, got.body)
+					if got.Status != want {
+						t.Errorf("%s %s: got %d, want %d\n%s", method, host, got.Status, want, got.Body)
 						continue
 					}
 					// What a refusal logs: the guard's reason and no server address, since none was connected to.
@@ -257,36 +259,36 @@ func TestDestinationGuards(t *testing.T) {
 					waitForLogMatch(t, sq, line)
 					if want == passes {
 						// The backend names the address it was reached at: one the name resolves to, never another.
-						addr := strings.TrimPrefix(got.body, "backend ")
+						addr := strings.TrimPrefix(got.Body, "backend ")
 						if !slices.Contains(resolver.records[host+"."], addr) {
-							t.Errorf("%s %s reached %q, not one of %q", method, host, got.body, resolver.records[host+"."])
+							t.Errorf("%s %s reached %q, not one of %q", method, host, got.Body, resolver.records[host+"."])
 						}
 					}
 				}
 			}
 			// A name that does not resolve gets Squid's usual error (502 for GET, 500 for CONNECT), not a
 			// guard's refusal.
-			for method, got := range map[string]result{
-				"GET":     c.get(t, fmt.Sprintf("http://nxdomain.allowed.test:%d/", hp), "nxdomain.allowed.test"),
-				"CONNECT": c.connect(t, fmt.Sprintf("nxdomain.allowed.test:%d", tp)),
+			for method, got := range map[string]squidtest.Result{
+				"GET":     c.Get(t, fmt.Sprintf("http://nxdomain.allowed.test:%d/", hp), "nxdomain.allowed.test"),
+				"CONNECT": c.Connect(t, fmt.Sprintf("nxdomain.allowed.test:%d", tp)),
 			} {
-				if got.status < 500 {
-					t.Errorf("%s nxdomain.allowed.test: got %d, want Squid's 5xx for a failed lookup", method, got.status)
+				if got.Status < 500 {
+					t.Errorf("%s nxdomain.allowed.test: got %d, want Squid's 5xx for a failed lookup", method, got.Status)
 				}
 				waitForLogMatch(t, sq, `method=`+method+` host=nxdomain\.allowed\.test .* status=5[0-9][0-9] .* reason=-$`)
 			}
 			// IP literals never match the allow-list, in any spelling: refused before any lookup.
 			for _, lit := range []string{"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::1]", "127.0.0.1", "2130706433", "169.254.169.254", "[fe80::1]"} {
-				if got := c.get(t, fmt.Sprintf("http://%s:%d/", lit, hp), fmt.Sprintf("%s:%d", lit, hp)); got.status != refused {
-					t.Errorf("GET literal %s: got %d, want 403", lit, got.status)
+				if got := c.Get(t, fmt.Sprintf("http://%s:%d/", lit, hp), fmt.Sprintf("%s:%d", lit, hp)); got.Status != refused {
+					t.Errorf("GET literal %s: got %d, want 403", lit, got.Status)
 				}
-				if got := c.connect(t, fmt.Sprintf("%s:%d", lit, tp)); got.status != refused {
-					t.Errorf("CONNECT literal %s: got %d, want 403", lit, got.status)
+				if got := c.Connect(t, fmt.Sprintf("%s:%d", lit, tp)); got.Status != refused {
+					t.Errorf("CONNECT literal %s: got %d, want 403", lit, got.Status)
 				}
 			}
 			// A name outside the allow-list is refused without being looked up.
-			if got := c.get(t, fmt.Sprintf("http://public.other.test:%d/", hp), "public.other.test"); got.status != refused {
-				t.Errorf("GET public.other.test: got %d, want 403", got.status)
+			if got := c.Get(t, fmt.Sprintf("http://public.other.test:%d/", hp), "public.other.test"); got.Status != refused {
+				t.Errorf("GET public.other.test: got %d, want 403", got.Status)
 			}
 			if resolver.wasAsked("public.other.test.") {
 				t.Errorf("Squid looked up public.other.test, a name the allow-list refuses")
@@ -299,7 +301,7 @@ func TestDestinationGuards(t *testing.T) {
 // fails there.
 func runInOwnNetns(t *testing.T, test string) {
 	t.Helper()
-	squidPath(t) // fails or skips as every Squid test does
+	squidtest.Path(t) // fails or skips as every Squid test does
 	if os.Geteuid() != 0 {
 		t.Fatal("this test runs Squid in a network namespace of its own, which needs root (or run with -short)")
 	}
@@ -363,11 +365,6 @@ func newNamespaceBackends(t *testing.T) namespaceBackends {
 	b.tls.StartTLS()
 	t.Cleanup(func() { b.http.Close(); b.tls.Close() })
 	return b
-}
-
-func (b namespaceBackends) port(t *testing.T, s *httptest.Server) int {
-	t.Helper()
-	return backends{}.port(t, s)
 }
 
 func (b namespaceBackends) roots() *x509.CertPool {
@@ -458,13 +455,13 @@ func (r *testResolver) answer(query []byte) ([]byte, error) {
 }
 
 // waitForLogMatch waits for an access log line matching the regular expression re.
-func waitForLogMatch(t *testing.T, sq *runningSquid, re string) {
+func waitForLogMatch(t *testing.T, sq *squidtest.Squid, re string) {
 	t.Helper()
 	rx := regexp.MustCompile("(?m)" + re)
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if rx.MatchString(sq.file("access.log")) {
+		if rx.MatchString(sq.File("access.log")) {
 			return
 		}
 	}
-	t.Errorf("access log lacks a line matching %q:\n%s", re, sq.file("access.log"))
+	t.Errorf("access log lacks a line matching %q:\n%s", re, sq.File("access.log"))
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
 // squidEscape encodes a helper argument the way Squid does before writing it to an auth helper (RFC 1738).
@@ -27,7 +29,7 @@ func squidEscape(s string) string {
 // Go writes ("$2a$") for the right password and refuses everything else.
 func TestHtpasswdWithSquidHelper(t *testing.T) {
 	t.Parallel()
-	squidPath(t)
+	squidtest.Path(t)
 	helper := AuthHelperPath
 	tests := map[string]BasicAuth{
 		"plain":             {Username: "alice", Password: "correct horse"},
@@ -52,7 +54,7 @@ func TestHtpasswdWithSquidHelper(t *testing.T) {
 				t.Fatalf("hash does not verify: %v", err)
 			}
 			file := filepath.Join(t.TempDir(), "passwd")
-			writeSecretFile(t, file, htpasswd)
+			squidtest.WriteSecretFile(t, file, htpasswd)
 			// One helper process answers a line per query, as under Squid.
 			queries := []struct {
 				user, pass, want string

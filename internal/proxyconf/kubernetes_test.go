@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
 // TestKubernetesFormRuns starts Squid with the container command exactly as the Kubernetes backend will set
@@ -16,13 +18,13 @@ import (
 // request through authentication, and that the access log reaches stdout.
 func TestKubernetesFormRuns(t *testing.T) {
 	t.Parallel()
-	bin := squidPath(t)
+	bin := squidtest.Path(t)
 	if bin != KubernetesSquidPath {
 		t.Skipf("the container command runs %s; squid here is %s", KubernetesSquidPath, bin)
 	}
-	b := newBackends(t)
-	hp := b.port(t, b.http)
-	dir := squidDir(t)
+	b := squidtest.NewUpstreams(t)
+	hp := squidtest.Port(t, b.HTTP)
+	dir := squidtest.Dir(t)
 	opts := testOptions(t, dir, testHosts)
 	// Only what a pod cannot have on this machine is overridden; logs and pid file keep the container's values.
 	opts.AccessLog, opts.CacheLog, opts.PidFile = "", "", ""
@@ -31,9 +33,9 @@ func TestKubernetesFormRuns(t *testing.T) {
 	// the own-address list.
 	const podIP = "127.0.0.2"
 	opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
-	appendFile(t, opts.HostsFile, podIP+" pod-self.test\n")
+	squidtest.AppendFile(t, opts.HostsFile, podIP+" pod-self.test\n")
 	auth := &BasicAuth{Username: "pod-user", Password: "pod-password"}
-	s := Settings{Port: freePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
+	s := Settings{Port: squidtest.FreePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
 	k, err := RenderKubernetes(s, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func TestKubernetesFormRuns(t *testing.T) {
 	// The kubelet's termination message file is not on this machine: a file made as the kubelet makes it
 	// (mode 0666, so any user may write it) stands in.
 	termLog := filepath.Join(dir, "termination-log")
-	writeSecretFile(t, termLog, nil)
+	squidtest.WriteSecretFile(t, termLog, nil)
 	if err := os.Chmod(termLog, 0o666); err != nil {
 		t.Fatal(err)
 	}
@@ -66,13 +68,13 @@ func TestKubernetesFormRuns(t *testing.T) {
 	}
 	conf = k.ConfigMapData[KubernetesConfigKey]
 	confPath := filepath.Join(dir, KubernetesConfigKey)
-	writeSecretFile(t, confPath, []byte(conf))
-	writeSecretFile(t, opts.HtpasswdPath, k.SecretData[KubernetesSecretKey])
+	squidtest.WriteSecretFile(t, confPath, []byte(conf))
+	squidtest.WriteSecretFile(t, opts.HtpasswdPath, k.SecretData[KubernetesSecretKey])
 
 	// The mounted path is the only thing that differs from a pod.
 	cmd := exec.Command(k.Command[0], append(k.Command[1:], confPath)...)
 	cmd.Env = append(os.Environ(), KubernetesPodIPsEnv+"="+podIP+",fd00::2", KubernetesPodIPEnv+"="+podIP)
-	sq := startSquidCmd(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
+	sq := squidtest.Start(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
 	// Squid's shared memory is named after its service name, "squid" here as in a pod. Stopping it the way the
 	// kubelet does, before startSquidCmd's kill (cleanups run last first), lets it remove that memory.
 	t.Cleanup(func() {
@@ -87,21 +89,21 @@ func TestKubernetesFormRuns(t *testing.T) {
 		}
 	})
 
-	probe := proxyClient{proxy: sq.health, from: "127.0.0.3"}
-	if got := probe.get(t, k.Readiness.Path, "10.0.0.7:"+fmt.Sprint(k.Readiness.Port)); got.status != 200 {
-		t.Errorf("readiness probe: %d, want 200", got.status)
+	probe := squidtest.Client{Proxy: sq.Health, From: "127.0.0.3"}
+	if got := probe.Get(t, k.Readiness.Path, "10.0.0.7:"+fmt.Sprint(k.Readiness.Port)); got.Status != 200 {
+		t.Errorf("readiness probe: %d, want 200", got.Status)
 	}
-	c := b.client(sq, "127.0.0.1")
-	if got := c.get(t, fmt.Sprintf("http://allowed.test:%d/", hp), "allowed.test"); got.status != 407 {
-		t.Errorf("without credentials: %d, want 407", got.status)
+	c := b.Client(sq, "127.0.0.1")
+	if got := c.Get(t, fmt.Sprintf("http://allowed.test:%d/", hp), "allowed.test"); got.Status != 407 {
+		t.Errorf("without credentials: %d, want 407", got.Status)
 	}
-	c.user, c.pass = auth.Username, auth.Password
-	if got := c.get(t, fmt.Sprintf("http://allowed.test:%d/", hp), "allowed.test"); got.status != 200 {
-		t.Errorf("with credentials: %d, want 200", got.status)
+	c.User, c.Pass = auth.Username, auth.Password
+	if got := c.Get(t, fmt.Sprintf("http://allowed.test:%d/", hp), "allowed.test"); got.Status != 200 {
+		t.Errorf("with credentials: %d, want 200", got.Status)
 	}
 	// The pod's own address is refused, although its name is allowed: the start command listed it.
-	if got := c.get(t, fmt.Sprintf("http://pod-self.test:%d/", hp), "pod-self.test"); got.status != 403 {
-		t.Errorf("a request to the pod's own address: %d, want 403", got.status)
+	if got := c.Get(t, fmt.Sprintf("http://pod-self.test:%d/", hp), "pod-self.test"); got.Status != 403 {
+		t.Errorf("a request to the pod's own address: %d, want 403", got.Status)
 	}
 	if own, err := os.ReadFile(opts.OwnAddressesFile); err != nil || string(own) != podIP+"\nfd00::2\n" {
 		t.Errorf("own addresses listed %q (%v), want the pod's two", own, err)
@@ -110,15 +112,15 @@ func TestKubernetesFormRuns(t *testing.T) {
 		fmt.Sprintf("client=127.0.0.1 user=pod-user method=GET host=allowed.test port=%d status=200", hp),
 		fmt.Sprintf("host=pod-self.test port=%d status=403 squid=TCP_DENIED bytes=", hp),
 	} {
-		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(sq.output.String(), want); time.Sleep(100 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(sq.Output.String(), want); time.Sleep(100 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("stdout lacks the access log line %q:\n%s", want, sq.output)
+				t.Fatalf("stdout lacks the access log line %q:\n%s", want, sq.Output)
 			}
 		}
 	}
-	if !strings.Contains(sq.output.String(), "host=pod-self.test port="+fmt.Sprint(hp)+" status=403") ||
-		!strings.Contains(sq.output.String(), "reason="+ReasonDestinationAddress) {
-		t.Errorf("the refusal of the pod's own address is not the destination guard's:\n%s", sq.output)
+	if !strings.Contains(sq.Output.String(), "host=pod-self.test port="+fmt.Sprint(hp)+" status=403") ||
+		!strings.Contains(sq.Output.String(), "reason="+ReasonDestinationAddress) {
+		t.Errorf("the refusal of the pod's own address is not the destination guard's:\n%s", sq.Output)
 	}
 	// The termination message, which a crash's diagnostic quotes, is the cache log: Squid's own lines, never a
 	// client's; stderr carries the same lines for kubectl logs.
@@ -129,11 +131,11 @@ func TestKubernetesFormRuns(t *testing.T) {
 	if !strings.Contains(string(term), "Starting Squid") || strings.Contains(string(term), "client=") {
 		t.Errorf("termination log is not the cache log alone:\n%s", term)
 	}
-	if !strings.Contains(sq.output.String(), "Starting Squid") {
-		t.Errorf("stderr lacks the cache log:\n%s", sq.output)
+	if !strings.Contains(sq.Output.String(), "Starting Squid") {
+		t.Errorf("stderr lacks the cache log:\n%s", sq.Output)
 	}
-	if strings.Contains(sq.output.String(), "FATAL") || strings.Contains(sq.output.String(), "Permission denied") {
-		t.Errorf("squid complained:\n%s", sq.output)
+	if strings.Contains(sq.Output.String(), "FATAL") || strings.Contains(sq.Output.String(), "Permission denied") {
+		t.Errorf("squid complained:\n%s", sq.Output)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "squid.pid")); err == nil {
 		t.Error("a pid file was written although the container form needs none")
@@ -192,19 +194,5 @@ func TestKubernetesStartListsOwnAddresses(t *testing.T) {
 				t.Errorf("own addresses listed %q (%v), want %q", list, readErr, tc.wantList)
 			}
 		})
-	}
-}
-
-func appendFile(t *testing.T, name, text string) {
-	t.Helper()
-	f, err := os.OpenFile(name, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString(text); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
 	}
 }

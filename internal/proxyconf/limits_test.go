@@ -2,11 +2,8 @@ package proxyconf
 
 import (
 	"bufio"
-	"crypto/ecdsa"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -19,49 +16,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
-
-// testCA is a root and an intermediate CA; leaves are signed by the intermediate, so a client trusting only
-// the root verifies a leaf only when the server also sends the intermediate.
-type testCA struct {
-	root, inter       *x509.Certificate
-	rootPEM, interPEM string
-	interKey          *ecdsa.PrivateKey
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	rootKey, rootCert, rootPEM := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test root"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
-	interKey, interCert, interPEM := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test intermediate"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, rootCert, rootKey)
-	return &testCA{root: rootCert, inter: interCert, rootPEM: rootPEM, interPEM: interPEM, interKey: interKey}
-}
-
-// leaf returns a server certificate chain (leaf, then intermediate) for 127.0.0.1 and its PKCS #8 key.
-func (ca *testCA) leaf(t *testing.T) (chainPEM, keyPEM string) {
-	t.Helper()
-	key, _, certPEM := testutil.SignedCert(t, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "egress proxy"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		DNSNames:    []string{"proxy.test"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-	}, ca.inter, ca.interKey)
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certPEM + ca.interPEM, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
-}
 
 // TestTLSListener: with tls set, the proxy port speaks TLS with the whole chain, clients that trust only the
 // root CA get through it with their credentials, and the port answers nothing in clear.
 func TestTLSListener(t *testing.T) {
 	t.Parallel()
-	b := newBackends(t)
-	hp, tp := b.port(t, b.http), b.port(t, b.tls)
-	ca := newTestCA(t)
-	chain, key := ca.leaf(t)
+	b := squidtest.NewUpstreams(t)
+	hp, tp := squidtest.Port(t, b.HTTP), squidtest.Port(t, b.TLS)
+	ca := testutil.NewCA(t)
+	chain, key := ca.Leaf(t)
 	user, pass := "tls-user", "tls-password"
 	sq := startSquid(t, Settings{
 		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
@@ -72,10 +38,10 @@ func TestTLSListener(t *testing.T) {
 	}, testHosts)
 
 	roots := x509.NewCertPool()
-	roots.AddCert(ca.root)
+	roots.AddCert(ca.Root)
 	goClient := func(userinfo *url.Userinfo) *http.Client {
 		return &http.Client{Transport: &http.Transport{
-			Proxy:           http.ProxyURL(&url.URL{Scheme: "https", User: userinfo, Host: sq.proxy}),
+			Proxy:           http.ProxyURL(&url.URL{Scheme: "https", User: userinfo, Host: sq.Proxy}),
 			TLSClientConfig: &tls.Config{RootCAs: roots},
 		}}
 	}
@@ -102,27 +68,27 @@ func TestTLSListener(t *testing.T) {
 	// curl, as users run it: CONNECT through the TLS proxy, verifying the proxy against the root alone (-k
 	// covers only the test backend behind the tunnel, whose certificate names example.com).
 	rootFile := filepath.Join(t.TempDir(), "root.pem")
-	if err := os.WriteFile(rootFile, []byte(ca.rootPEM), 0o644); err != nil {
+	if err := os.WriteFile(rootFile, []byte(ca.RootPEM), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("curl", "-sS", "-k", "--max-time", "30", "--proxy", "https://"+sq.proxy, "--proxy-cacert", rootFile,
+	out, err := exec.Command("curl", "-sS", "-k", "--max-time", "30", "--proxy", "https://"+sq.Proxy, "--proxy-cacert", rootFile,
 		"--proxy-user", user+":"+pass, fmt.Sprintf("https://allowed.test:%d/", tp)).CombinedOutput()
 	if err != nil || string(out) != "backend allowed.test" {
 		t.Errorf("curl CONNECT through the https proxy: %v\n%s", err, out)
 	}
-	out, err = exec.Command("curl", "-sS", "--max-time", "30", "--proxy", "https://"+sq.proxy, "--proxy-cacert", rootFile,
+	out, err = exec.Command("curl", "-sS", "--max-time", "30", "--proxy", "https://"+sq.Proxy, "--proxy-cacert", rootFile,
 		"--proxy-user", user+":"+pass, "-o", "/dev/null", "-w", "%{http_code}", fmt.Sprintf("http://denied.test:%d/", hp)).CombinedOutput()
 	if err != nil || string(out) != "403" {
 		t.Errorf("curl to a host outside the list through the https proxy: %v\n%s", err, out)
 	}
 
 	// A plain-text request on the TLS port gets no HTTP answer.
-	conn, err := proxyClient{proxy: sq.proxy, from: "127.0.0.1"}.dial()
+	conn, err := squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.1"}.Dial()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }() // nothing is left to send
-	if _, err := fmt.Fprintf(conn, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n%s\r\n", hp, proxyClient{user: user, pass: pass}.authHeader()); err != nil {
+	if _, err := fmt.Fprintf(conn, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: allowed.test\r\n%s\r\n", hp, squidtest.Client{User: user, Pass: pass}.AuthHeader()); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err == nil {
@@ -135,8 +101,8 @@ func TestTLSListener(t *testing.T) {
 // with the reason in the log, while another client still gets through; closing one lets the first back in.
 func TestMaxConnectionsPerClient(t *testing.T) {
 	t.Parallel()
-	b := newBackends(t)
-	hp := b.port(t, b.http)
+	b := squidtest.NewUpstreams(t)
+	hp := squidtest.Port(t, b.HTTP)
 	const limit = 3
 	sq := startSquid(t, Settings{
 		AllowedClientCIDRs:      []string{"127.0.0.0/8"},
@@ -148,7 +114,7 @@ func TestMaxConnectionsPerClient(t *testing.T) {
 
 	// keepAlive sends one request on a new connection from 'from' and leaves the connection open.
 	keepAlive := func(from string) (net.Conn, int) {
-		conn, err := proxyClient{proxy: sq.proxy, from: from}.dial()
+		conn, err := squidtest.Client{Proxy: sq.Proxy, From: from}.Dial()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,13 +142,13 @@ func TestMaxConnectionsPerClient(t *testing.T) {
 			t.Fatalf("connection %d of %d: got %d, want 200", i+1, limit, status)
 		}
 	}
-	c := proxyClient{proxy: sq.proxy, from: "127.0.0.1"}
-	if got := c.get(t, target, "allowed.test"); got.status != 403 {
-		t.Errorf("connection beyond the limit: got %d, want 403", got.status)
+	c := squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.1"}
+	if got := c.Get(t, target, "allowed.test"); got.Status != 403 {
+		t.Errorf("connection beyond the limit: got %d, want 403", got.Status)
 	}
 	waitForLogMatch(t, sq, `client=127.0.0.1 .* status=403 .* reason=`+ReasonClientConnections+`$`)
-	if got := (proxyClient{proxy: sq.proxy, from: "127.0.0.2"}).get(t, target, "allowed.test"); got.status != 200 {
-		t.Errorf("another client: got %d, want 200", got.status)
+	if got := (squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.2"}).Get(t, target, "allowed.test"); got.Status != 200 {
+		t.Errorf("another client: got %d, want 200", got.Status)
 	}
 	// Once one connection closes, Squid counts one fewer; it notices the close on its own time, so ask until
 	// it does.
@@ -190,16 +156,16 @@ func TestMaxConnectionsPerClient(t *testing.T) {
 	held = held[1:]
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		got := c.get(t, target, "allowed.test")
-		if got.status == 200 {
+		got := c.Get(t, target, "allowed.test")
+		if got.Status == 200 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after closing a connection: still %d", got.status)
+			t.Fatalf("after closing a connection: still %d", got.Status)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !strings.Contains(sq.file("access.log"), "client=127.0.0.2") {
-		t.Errorf("access log lacks the second client:\n%s", sq.file("access.log"))
+	if !strings.Contains(sq.File("access.log"), "client=127.0.0.2") {
+		t.Errorf("access log lacks the second client:\n%s", sq.File("access.log"))
 	}
 }

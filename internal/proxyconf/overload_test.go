@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
 // What Squid 5.7 logs when it acts on a helper overload that has lasted 3 minutes (src/helper.cc,
@@ -30,10 +32,10 @@ func TestAuthHelperOverload(t *testing.T) {
 		t.Skip("takes over 3 minutes: Squid acts on a helper overload only once it has lasted that long")
 	}
 	t.Parallel()
-	b := newBackends(t)
-	hp := b.port(t, b.http)
+	b := squidtest.NewUpstreams(t)
+	hp := squidtest.Port(t, b.HTTP)
 	user, pass := "flood-user", "the-right-password"
-	dir := squidDir(t)
+	dir := squidtest.Dir(t)
 	s := Settings{
 		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
 		AllowedDestinations: []string{"allowed.test"},
@@ -47,9 +49,9 @@ func TestAuthHelperOverload(t *testing.T) {
 	// A lookup waits behind the whole queue, on a machine the helpers share with other tests: the exchange
 	// timeout only catches a Squid that stopped answering.
 	const exchange = 2 * time.Minute
-	right := proxyClient{proxy: sq.proxy, from: "127.0.0.1", user: user, pass: pass, timeout: exchange}
-	if got := right.get(t, target, "allowed.test"); got.status != 200 {
-		t.Fatalf("right password before the flood: got %d, want 200", got.status)
+	right := squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.1", User: user, Pass: pass, Timeout: exchange}
+	if got := right.Get(t, target, "allowed.test"); got.Status != 200 {
+		t.Fatalf("right password before the flood: got %d, want 200", got.Status)
 	}
 
 	// The real user's name with a new wrong password each time: the costly case, as Squid keeps one record
@@ -70,15 +72,15 @@ func TestAuthHelperOverload(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := proxyClient{proxy: sq.proxy, from: fmt.Sprintf("127.0.1.%d", w+1), user: user, timeout: exchange}
+			c := squidtest.Client{Proxy: sq.Proxy, From: fmt.Sprintf("127.0.1.%d", w+1), User: user, Timeout: exchange}
 			for !stop.Load() {
-				c.pass = fmt.Sprintf("wrong-password-%d", sent.Add(1))
-				got, err := c.tryGet(target, "allowed.test")
+				c.Pass = fmt.Sprintf("wrong-password-%d", sent.Add(1))
+				got, err := c.TryGet(target, "allowed.test")
 				mu.Lock()
 				if err != nil {
 					floodErrs = append(floodErrs, err)
 				} else {
-					statuses[got.status]++
+					statuses[got.Status]++
 				}
 				mu.Unlock()
 				if err != nil {
@@ -104,13 +106,13 @@ func TestAuthHelperOverload(t *testing.T) {
 		t.Helper()
 		exited := false
 		select {
-		case <-sq.exited:
+		case <-sq.Exited:
 			exited = true
 		default:
 		}
 		if !exited && failedExchange {
 			select {
-			case <-sq.exited:
+			case <-sq.Exited:
 				exited = true
 			case <-time.After(10 * time.Second):
 			}
@@ -119,10 +121,10 @@ func TestAuthHelperOverload(t *testing.T) {
 			return
 		}
 		why := "Squid exited"
-		if strings.Contains(sq.file("cache.log"), overloadFatal) {
+		if strings.Contains(sq.File("cache.log"), overloadFatal) {
 			why = "Squid exited on the persistent overload"
 		}
-		t.Fatalf("%s %s, after %s and %d wrong passwords:\n%s", why, when, time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.file("cache.log")))
+		t.Fatalf("%s %s, after %s and %d wrong passwords:\n%s", why, when, time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.File("cache.log")))
 	}
 
 	// Probe with the right password, one request after another, until one sent after Squid began dropping
@@ -135,37 +137,37 @@ func TestAuthHelperOverload(t *testing.T) {
 		reportExit("under the flood", false)
 		if err := failed(); err != nil {
 			reportExit("under the flood", true)
-			t.Fatalf("a flood request failed: %v\n%s", err, cacheLogEnd(sq.file("cache.log")))
+			t.Fatalf("a flood request failed: %v\n%s", err, cacheLogEnd(sq.File("cache.log")))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("Squid did not act on the overload within %s of flooding (%d wrong passwords):\n%s",
-				time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.file("cache.log")))
+				time.Since(start).Round(time.Second), sent.Load(), cacheLogEnd(sq.File("cache.log")))
 		}
-		wasDropping := strings.Contains(sq.file("cache.log"), overloadDropped)
+		wasDropping := strings.Contains(sq.File("cache.log"), overloadDropped)
 		if wasDropping && actedAfter == 0 {
 			actedAfter = time.Since(start)
 		}
 		sentAt := time.Now()
-		got, err := right.tryGet(target, "allowed.test")
+		got, err := right.TryGet(target, "allowed.test")
 		if err != nil {
 			reportExit("under the flood", true)
 			t.Fatalf("right password during the flood: %v", err)
 		}
 		probes++
 		slowest = max(slowest, time.Since(sentAt))
-		if got.status == 200 && wasDropping {
+		if got.Status == 200 && wasDropping {
 			break
 		}
-		switch got.status {
+		switch got.Status {
 		case 200:
 		case 407:
 			// Only a lookup Squid dropped (on-persistent-overload=ERR) refuses the right password.
 			if !cacheLogShows(sq, overloadDropped) {
-				t.Fatalf("right password during the flood: got 407 before Squid dropped any lookup:\n%s", cacheLogEnd(sq.file("cache.log")))
+				t.Fatalf("right password during the flood: got 407 before Squid dropped any lookup:\n%s", cacheLogEnd(sq.File("cache.log")))
 			}
 			dropped++
 		default:
-			t.Fatalf("right password during the flood: got %d, want 200", got.status)
+			t.Fatalf("right password during the flood: got %d, want 200", got.Status)
 		}
 	}
 	endFlood()
@@ -179,25 +181,25 @@ func TestAuthHelperOverload(t *testing.T) {
 	}
 
 	// After the flood Squid still serves the health check, and the right password at once: the queue is empty.
-	health := proxyClient{proxy: sq.health, from: "127.0.0.1"}
-	if got := health.get(t, HealthPath, "127.0.0.1"); got.status != 200 {
-		t.Errorf("health check after the flood: got %d, want 200", got.status)
+	health := squidtest.Client{Proxy: sq.Health, From: "127.0.0.1"}
+	if got := health.Get(t, HealthPath, "127.0.0.1"); got.Status != 200 {
+		t.Errorf("health check after the flood: got %d, want 200", got.Status)
 	}
-	if got := right.get(t, target, "allowed.test"); got.status != 200 {
-		t.Errorf("right password after the flood: got %d, want 200", got.status)
+	if got := right.Get(t, target, "allowed.test"); got.Status != 200 {
+		t.Errorf("right password after the flood: got %d, want 200", got.Status)
 	}
 	reportExit("after the flood", false)
-	if strings.Contains(sq.file("cache.log"), "FATAL") {
-		t.Errorf("cache.log reports a fatal error:\n%s", cacheLogEnd(sq.file("cache.log")))
+	if strings.Contains(sq.File("cache.log"), "FATAL") {
+		t.Errorf("cache.log reports a fatal error:\n%s", cacheLogEnd(sq.File("cache.log")))
 	}
 	t.Logf("%d wrong passwords in %s (%v); Squid began dropping lookups after %s; right password: %d probes, %d dropped, slowest %s",
 		sent.Load(), time.Since(start).Round(time.Second), statuses, actedAfter.Round(time.Second), probes, dropped, slowest.Round(time.Millisecond))
 }
 
 // cacheLogShows waits for cache.log to hold s, which Squid may write a little after the response it concerns.
-func cacheLogShows(sq *runningSquid, s string) bool {
+func cacheLogShows(sq *squidtest.Squid, s string) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if strings.Contains(sq.file("cache.log"), s) {
+		if strings.Contains(sq.File("cache.log"), s) {
 			return true
 		}
 	}

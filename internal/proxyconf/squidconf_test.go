@@ -1,11 +1,7 @@
 package proxyconf
 
 import (
-	"crypto/x509"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
 // testHosts all resolve to 127.0.0.1 through the test's hosts file; which of them Squid lets through is
@@ -20,43 +18,6 @@ import (
 var testHosts = []string{
 	"allowed.test", "denied.test", "example.com", "www.example.com", "deep.sub.example.com",
 	"evilexample.com", "example.com.evil.test",
-}
-
-// backends are the servers behind the proxy: plain HTTP, TLS for CONNECT, and one more on a port the proxy
-// must not reach.
-type backends struct {
-	http, tls, other *httptest.Server
-}
-
-func (b backends) port(t *testing.T, s *httptest.Server) int {
-	t.Helper()
-	addr, ok := s.Listener.Addr().(*net.TCPAddr)
-	if !ok {
-		t.Fatalf("test server address %v is not TCP", s.Listener.Addr())
-	}
-	return addr.Port
-}
-
-func newBackends(t *testing.T) backends {
-	t.Helper()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = fmt.Fprintf(w, "backend %s", strings.Split(r.Host, ":")[0]) // a failed write shows as a wrong body
-	})
-	b := backends{http: httptest.NewServer(h), tls: httptest.NewTLSServer(h), other: httptest.NewServer(h)}
-	t.Cleanup(func() { b.http.Close(); b.tls.Close(); b.other.Close() })
-	return b
-}
-
-func (b backends) client(sq *runningSquid, from string) proxyClient {
-	// The TLS server's own certificate, the one root its b.tls.Client() trusts.
-	roots := x509.NewCertPool()
-	roots.AddCert(b.tls.Certificate())
-	return proxyClient{
-		proxy: sq.proxy, from: from,
-		tlsRoots: roots,
-		// httptest's certificate names example.com; the tunnel, not the name, is under test.
-		tlsHostname: "example.com",
-	}
 }
 
 // request is one exchange with the proxy and what must come back.
@@ -71,34 +32,34 @@ type request struct {
 	wantBody   string
 }
 
-func runRequests(t *testing.T, b backends, sq *runningSquid, reqs []request) {
+func runRequests(t *testing.T, b squidtest.Upstreams, sq *squidtest.Squid, reqs []request) {
 	t.Helper()
 	for _, r := range reqs {
 		from := r.from
 		if from == "" {
 			from = "127.0.0.1"
 		}
-		c := b.client(sq, from)
-		c.user, c.pass = r.user, r.pass
+		c := b.Client(sq, from)
+		c.User, c.Pass = r.user, r.pass
 		if r.via == "health" {
-			c.proxy = sq.health
+			c.Proxy = sq.Health
 		}
-		var got result
+		var got squidtest.Result
 		if r.connect != "" {
-			got = c.connect(t, r.connect)
+			got = c.Connect(t, r.connect)
 		} else {
 			host := r.host
 			if host == "" {
 				host = strings.Split(strings.TrimPrefix(r.url, "http://"), "/")[0]
 			}
-			got = c.get(t, r.url, host)
+			got = c.Get(t, r.url, host)
 		}
-		if got.status != r.want || (r.wantBody != "" && got.body != r.wantBody) {
-			body := got.body
+		if got.Status != r.want || (r.wantBody != "" && got.Body != r.wantBody) {
+			body := got.Body
 			if len(body) > 80 {
 				body = body[:80] + "..."
 			}
-			t.Errorf("%s: got %d %q, want %d %q", r.name, got.status, body, r.want, r.wantBody)
+			t.Errorf("%s: got %d %q, want %d %q", r.name, got.Status, body, r.want, r.wantBody)
 		}
 	}
 }
@@ -107,8 +68,8 @@ func runRequests(t *testing.T, b backends, sq *runningSquid, reqs []request) {
 // it allows exactly what the settings say.
 func TestSquidEnforcesSettings(t *testing.T) {
 	t.Parallel()
-	b := newBackends(t)
-	hp, tp, op := b.port(t, b.http), b.port(t, b.tls), b.port(t, b.other)
+	b := squidtest.NewUpstreams(t)
+	hp, tp, op := squidtest.Port(t, b.HTTP), squidtest.Port(t, b.TLS), squidtest.Port(t, b.Other)
 	httpURL := func(host string) string { return fmt.Sprintf("http://%s:%d/", host, hp) }
 	tlsAddr := func(host string) string { return fmt.Sprintf("%s:%d", host, tp) }
 	ok := func(host string) string { return "backend " + host }
@@ -236,14 +197,14 @@ var healthBody = func() string {
 }()
 
 // waitForLog waits for an access log line; Squid writes the log after the response.
-func waitForLog(t *testing.T, sq *runningSquid, want string) {
+func waitForLog(t *testing.T, sq *squidtest.Squid, want string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if strings.Contains(sq.file("access.log"), want) {
+		if strings.Contains(sq.File("access.log"), want) {
 			return
 		}
 	}
-	t.Errorf("access log lacks %q:\n%s", want, sq.file("access.log"))
+	t.Errorf("access log lacks %q:\n%s", want, sq.File("access.log"))
 }
 
 // parseCases are setting combinations every one of which Squid must accept.
@@ -325,7 +286,7 @@ func TestSquidParsesEveryConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			for form, conf := range map[string][]byte{"vm": vm, "kubernetes": []byte(k.ConfigMapData[KubernetesConfigKey])} {
-				out, err := parseSquidConf(t, conf)
+				out, err := squidtest.Parse(t, conf)
 				if err != nil {
 					t.Errorf("%s form: squid -k parse: %v\n%s\n%s", form, err, out, conf)
 					continue

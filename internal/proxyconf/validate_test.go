@@ -200,11 +200,11 @@ func sortStrings(s []string)           { slices.Sort(s) }
 
 func TestValidateTLS(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
-	chain, key := ca.leaf(t)
-	otherChain, otherKey := ca.leaf(t)
+	ca := testutil.NewCA(t)
+	chain, key := ca.Leaf(t)
+	otherChain, otherKey := ca.Leaf(t)
 	leafOnly := chain[:strings.Index(chain, "-----END CERTIFICATE-----")+len("-----END CERTIFICATE-----\n")]
-	clientKey, _, clientCert := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.inter, ca.interKey)
+	clientKey, _, clientCert := testutil.SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.Inter, ca.InterKey)
 	clientKeyDER, err := x509.MarshalPKCS8PrivateKey(clientKey)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestValidateTLS(t *testing.T) {
 		"chain and key":                  {chain, key, true},
 		"leaf alone":                     {leafOnly, key, true},
 		"key of another certificate":     {chain, otherKey, false},
-		"chain in the wrong order":       {ca.interPEM + leafOnly, key, false},
+		"chain in the wrong order":       {ca.InterPEM + leafOnly, key, false},
 		"key in the certificate field":   {chain + key, key, false},
 		"no certificate":                 {"", key, false},
 		"no key":                         {chain, "", false},

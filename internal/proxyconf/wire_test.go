@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -27,12 +28,12 @@ func TestCredentialsOnTheWire(t *testing.T) {
 	mustBeOwnNetns(t)
 	run(t, "ip", "link", "set", "lo", "up")
 
-	b := newBackends(t)
-	hp, tp := b.port(t, b.http), b.port(t, b.tls)
-	ca := newTestCA(t)
-	chain, key := ca.leaf(t)
+	b := squidtest.NewUpstreams(t)
+	hp, tp := squidtest.Port(t, b.HTTP), squidtest.Port(t, b.TLS)
+	ca := testutil.NewCA(t)
+	chain, key := ca.Leaf(t)
 	rootFile := filepath.Join(t.TempDir(), "root.pem")
-	if err := os.WriteFile(rootFile, []byte(ca.rootPEM), 0o644); err != nil {
+	if err := os.WriteFile(rootFile, []byte(ca.RootPEM), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	user, pass := "wire-user", "wire-pass-Zq81x"
@@ -59,11 +60,11 @@ func TestCredentialsOnTheWire(t *testing.T) {
 				s.TLS = &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key}
 			}
 			squid := startSquid(t, s, testHosts)
-			proxyArgs := []string{"--proxy", "http://" + squid.proxy}
+			proxyArgs := []string{"--proxy", "http://" + squid.Proxy}
 			if tc.tls {
-				proxyArgs = []string{"--proxy", "https://" + squid.proxy, "--proxy-cacert", rootFile}
+				proxyArgs = []string{"--proxy", "https://" + squid.Proxy, "--proxy-cacert", rootFile}
 			}
-			port := netip.MustParseAddrPort(squid.proxy).Port()
+			port := netip.MustParseAddrPort(squid.Proxy).Port()
 			// Started after Squid: the connections that waited for it to listen are not the test's.
 			capture := testutil.StartCapture(t, nil, "lo", fmt.Sprintf("tcp port %d", port))
 
@@ -74,7 +75,7 @@ func TestCredentialsOnTheWire(t *testing.T) {
 				args := append([]string{"-sS", "-k", "--max-time", "30", "--proxy-user", user + ":" + pass}, proxyArgs...)
 				out, err := exec.Command("curl", append(args, target)...).CombinedOutput()
 				if err != nil || string(out) != "backend allowed.test" {
-					t.Fatalf("curl %s through %s: %v\n%s\n%s", target, squid.proxy, err, out, squid.file("cache.log"))
+					t.Fatalf("curl %s through %s: %v\n%s\n%s", target, squid.Proxy, err, out, squid.File("cache.log"))
 				}
 			}
 

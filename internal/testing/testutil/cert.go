@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"testing"
 	"time"
 )
@@ -53,4 +54,38 @@ func SelfSignedPEM(t testing.TB, host string) (certPEM, keyPEM string) {
 		t.Fatal(err)
 	}
 	return certPEM, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+}
+
+// CA is a root and an intermediate CA; leaves are signed by the intermediate, so a client trusting only the
+// root verifies a leaf only when the server also sends the intermediate.
+type CA struct {
+	Root, Inter       *x509.Certificate
+	RootPEM, InterPEM string
+	InterKey          *ecdsa.PrivateKey
+}
+
+// NewCA makes a root and an intermediate signed by it.
+func NewCA(t testing.TB) *CA {
+	t.Helper()
+	rootKey, rootCert, rootPEM := SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test root"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, nil, nil)
+	interKey, interCert, interPEM := SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: "egress test intermediate"}, IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}, rootCert, rootKey)
+	return &CA{Root: rootCert, Inter: interCert, RootPEM: rootPEM, InterPEM: interPEM, InterKey: interKey}
+}
+
+// Leaf returns a server certificate chain (leaf, then intermediate) for 127.0.0.1 and proxy.test, and its
+// PKCS #8 key.
+func (ca *CA) Leaf(t testing.TB) (chainPEM, keyPEM string) {
+	t.Helper()
+	key, _, certPEM := SignedCert(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "egress proxy"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    []string{"proxy.test"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+	}, ca.Inter, ca.InterKey)
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certPEM + ca.InterPEM, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
 }
