@@ -55,8 +55,7 @@ func newBackend(cfg Config, dial dialFunc) (*Backend, error) {
 		httpClient: newImageHTTPClient(), downloadIdle: defaultDownloadIdle,
 	}
 	for name, h := range hosts {
-		t, _ := parseURI(h.URI) // validated by cfg.hosts
-		b.conns[name] = &conn{name: name, host: h, target: t, dial: dial}
+		b.conns[name] = newConn(name, h, dial)
 	}
 	return b, nil
 }

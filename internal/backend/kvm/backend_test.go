@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -456,13 +457,13 @@ func TestFakeListByTagSurvivesALostConnection(t *testing.T) {
 	dials := 0
 	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": {
 		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
-	}}}, func(context.Context, HostConfig, target) (*session, error) {
+	}}}, func(context.Context, HostConfig, target) (*libvirtconn.Session, error) {
 		dials++
 		if dials == 1 {
 			d := &dropOnList{api: f, lost: make(chan struct{})}
-			return &session{api: d, lost: d.lost, close: func() {}}, nil
+			return &libvirtconn.Session{API: d, Lost: d.lost, Close: func() {}}, nil
 		}
-		return &session{api: f, lost: make(chan struct{}), close: func() {}}, nil
+		return &libvirtconn.Session{API: f, Lost: make(chan struct{}), Close: func() {}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

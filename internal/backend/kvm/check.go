@@ -9,6 +9,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // Check reports every configured host's health: reachable, which libvirt and hypervisor, the pool active
@@ -105,8 +106,8 @@ func (b *Backend) checkHost(ctx context.Context, name string) backend.Health {
 // connection and the login.
 func healthReason(err error) string {
 	var u *unhealthy
-	var unreachable *unreachableError
-	var ce *configError
+	var unreachable *libvirtconn.UnreachableError
+	var ce *libvirtconn.ConfigError
 	switch {
 	case errors.As(err, &u):
 		return u.reason
@@ -114,7 +115,7 @@ func healthReason(err error) string {
 		return backend.HealthUnreachable
 	case isCode(err, libvirt.ErrAuthFailed), isCode(err, libvirt.ErrAuthCancelled), isCode(err, libvirt.ErrAuthUnavailable),
 		isCode(err, libvirt.ErrAccessDenied), isCode(err, libvirt.ErrOperationDenied), errors.As(err, &ce):
-		// A configError is a login that cannot work as configured: a key missing or refused, a host key
+		// A ConfigError is a login that cannot work as configured: a key missing or refused, a host key
 		// that does not match, a certificate that cannot be read.
 		return backend.HealthUnauthorized
 	case isTransportError(err):

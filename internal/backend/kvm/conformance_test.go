@@ -9,6 +9,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
 )
@@ -33,12 +34,12 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 	host := HostConfig{Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU}
 	h, d := host, host
 	h.URI, d.URI = "test:///fake", "test:///down"
-	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": h, "down": d}}, func(_ context.Context, hc HostConfig, _ target) (*session, error) {
+	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": h, "down": d}}, func(_ context.Context, hc HostConfig, _ target) (*libvirtconn.Session, error) {
 		var l api = f
 		if hc.URI == d.URI {
 			l = down
 		}
-		return &session{api: l, lost: make(chan struct{}), close: func() {}}, nil
+		return &libvirtconn.Session{API: l, Lost: make(chan struct{}), Close: func() {}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"sort"
 	"strconv"
 	"sync"
@@ -47,4 +48,4 @@ func (c *counter) String() string {
 }
 
 // countingAPI counts every call on its way to next.
-func countingAPI(next api, c *counter) api { return &tracedAPI{next: next, call: c.add} }
+func countingAPI(next api, c *counter) api { return libvirtconn.Trace(next, c.add) }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // selfSigned writes a self-signed certificate and its key as PEM files in dir and returns their paths.
@@ -101,7 +102,7 @@ func TestTLSRefusalsArePermanentAtOnce(t *testing.T) {
 			}
 			// A refusal retried as if the host were down would end as unreachable after the DialTimeout.
 			_, err = b.Get(context.Background(), backend.ProviderID{Backend: Kind, Target: "h", Name: "x"})
-			var ue *unreachableError
+			var ue *libvirtconn.UnreachableError
 			if backend.ClassOf(err) != backend.ClassPermanent || errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Get = %v, want Permanent at once, mentioning %q", err, tc.want)
 			}

@@ -11,6 +11,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // classify gives err a class and the object it is about, keeping libvirt's message whole. An error already
@@ -39,7 +40,7 @@ func withAdvice(e *backend.Error) {
 func classOf(err error) backend.Class {
 	// A host that stayed unreachable is Permanent whatever its last attempt's error was: the bounded dial
 	// retry has been spent, and retrying the whole operation for its timeout would only hide the cause.
-	var unreachable *unreachableError
+	var unreachable *libvirtconn.UnreachableError
 	if errors.As(err, &unreachable) {
 		return backend.ClassPermanent
 	}
@@ -47,7 +48,7 @@ func classOf(err error) backend.Class {
 	if errors.As(err, &le) {
 		return classOfCode(libvirt.ErrorNumber(le.Code), le.Message)
 	}
-	var ce *configError
+	var ce *libvirtconn.ConfigError
 	switch {
 	case errors.As(err, &ce):
 		return backend.ClassPermanent
@@ -64,11 +65,11 @@ func classOf(err error) backend.Class {
 
 // isTransportError reports errors of the connection itself: a refused or reset connection, a missing socket
 // while the daemon restarts, a timeout, a drop mid-call (go-libvirt's ErrInterrupted, EINVAL on a closed
-// socket). They are worth another try; conn's bounded dial retry decides when a host is unreachable.
+// socket). They are worth another try; the pool's bounded dial retry (libvirtconn) decides when a host is unreachable.
 func isTransportError(err error) bool {
 	var ne net.Error
 	var errno syscall.Errno
-	var lost *connLostError
+	var lost *libvirtconn.ConnLostError
 	return errors.As(err, &ne) || errors.As(err, &errno) || errors.Is(err, io.EOF) ||
 		errors.Is(err, libvirt.ErrInterrupted) || errors.Is(err, io.ErrClosedPipe) || errors.As(err, &lost)
 }

@@ -12,6 +12,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // libvirtCodeClasses is the class of every libvirt error code the backend can meet, each with a message
@@ -147,6 +148,8 @@ func TestClassify(t *testing.T) {
 	lv := func(code libvirt.ErrorNumber, msg string) error {
 		return libvirt.Error{Code: uint32(code), Message: msg}
 	}
+	// dialing wraps err as the pool wraps a failed dial.
+	dialing := func(err error) error { return fmt.Errorf("connecting to kvm host \"h\" (qemu:///system): %w", err) }
 	tests := map[string]struct {
 		err  error
 		want backend.Class
@@ -158,13 +161,13 @@ func TestClassify(t *testing.T) {
 		"missing socket":      {&net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT}, backend.ClassTransient},
 		"eof":                 {io.EOF, backend.ClassTransient},
 		"interrupted":         {libvirt.ErrInterrupted, backend.ClassTransient},
-		"dropped mid-call":    {&connLostError{host: "h", err: errors.New("x")}, backend.ClassTransient},
+		"dropped mid-call":    {&libvirtconn.ConnLostError{Host: "h", Err: errors.New("x")}, backend.ClassTransient},
 		"unsupported call":    {libvirt.ErrUnsupported, backend.ClassPermanent},
-		"bad ssh key":         {&dialError{host: "h", err: &configError{errors.New("no key")}}, backend.ClassPermanent},
-		"dial refused":        {&dialError{host: "h", err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}, backend.ClassTransient},
-		"dial auth refused":   {&dialError{host: "h", err: lv(libvirt.ErrAuthFailed, "authentication failed")}, backend.ClassPermanent},
-		"unreachable":         {&unreachableError{host: "h", uri: "qemu:///system", last: &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT}}, backend.ClassPermanent},
-		"unreachable, rpc":    {&unreachableError{host: "h", uri: "qemu:///system", last: lv(libvirt.ErrRPC, "eof")}, backend.ClassPermanent},
+		"bad ssh key":         {dialing(&libvirtconn.ConfigError{Err: errors.New("no key")}), backend.ClassPermanent},
+		"dial refused":        {dialing(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}), backend.ClassTransient},
+		"dial auth refused":   {dialing(lv(libvirt.ErrAuthFailed, "authentication failed")), backend.ClassPermanent},
+		"unreachable":         {&libvirtconn.UnreachableError{Host: "h", URI: "qemu:///system", Last: &net.OpError{Op: "dial", Net: "unix", Err: syscall.ENOENT}}, backend.ClassPermanent},
+		"unreachable, rpc":    {&libvirtconn.UnreachableError{Host: "h", URI: "qemu:///system", Last: lv(libvirt.ErrRPC, "eof")}, backend.ClassPermanent},
 		"already classified":  {backend.Quota("x", "full"), backend.ClassQuota},
 		"unknown non-libvirt": {errors.New("encoding failed"), backend.ClassUnclassified},
 	}

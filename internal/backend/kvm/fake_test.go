@@ -11,6 +11,7 @@ import (
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -549,8 +550,8 @@ func (f *fakeHost) NetworkUpdateCompat(n libvirt.Network, cmd libvirt.NetworkUpd
 // fakeSession connects a backend to f through the counting wrapper, which is how tests count RPC calls.
 func fakeBackend(f *fakeHost) (*Backend, *counter) {
 	cnt := &counter{calls: map[string]int{}}
-	dial := func(context.Context, HostConfig, target) (*session, error) {
-		return &session{api: countingAPI(f, cnt), lost: make(chan struct{}), close: func() {}}, nil
+	dial := func(context.Context, HostConfig, target) (*libvirtconn.Session, error) {
+		return &libvirtconn.Session{API: countingAPI(f, cnt), Lost: make(chan struct{}), Close: func() {}}, nil
 	}
 	b, err := newBackend(Config{Hosts: map[string]HostConfig{"h": {
 		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,

@@ -134,7 +134,8 @@ var urlImageFlights flights[placedImage]
 
 // defaultDownloadIdle is how long a download may receive nothing before it is abandoned: a server that
 // stops sending without closing the connection would otherwise hold the create until its timeout. Shorter
-// than uploadStall, so that the error names the server rather than the libvirt stream waiting on it.
+// than libvirtconn's uploadStall, so that the error names the server rather than the libvirt stream waiting
+// on it.
 const defaultDownloadIdle = time.Minute
 
 // errDownloadIdle ends a download whose server went quiet.
@@ -276,7 +277,8 @@ func (b *Backend) downloadImage(ctx context.Context, c *conn, pool string, src i
 	dctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	// Armed while the download waits on the server (for its answer, then in each read of the body), stopped
-	// while the bytes go on to libvirt: a slow pool is the stream's to detect (uploadStall), not the server's.
+	// while the bytes go on to libvirt: a slow pool is the stream's to detect (libvirtconn's uploadStall),
+	// not the server's.
 	idle := time.AfterFunc(b.downloadIdle, func() { cancel(errDownloadIdle) })
 	defer idle.Stop()
 	req, err := http.NewRequestWithContext(dctx, http.MethodGet, src.url.String(), nil)

@@ -13,6 +13,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // Putting an image file into a pool, safely across processes: libvirt has neither a rename nor metadata on
@@ -180,7 +181,7 @@ func createImageVolume(ctx context.Context, c *conn, pool, name string, img imag
 	// The volume is created under a ctx of its own: a caller that gives up while the call is on its way
 	// must not leave a volume nobody deletes. Once it is known created, the caller's ctx ending makes the
 	// stream that follows fail, which deletes it.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callGrace)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), libvirtconn.CallGrace)
 	defer cancel()
 	err := c.do(cctx, func(l api) error {
 		p, err := activePool(l, pool)

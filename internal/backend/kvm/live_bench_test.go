@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // BenchmarkRPCCallsLive counts libvirt calls per operation against the real daemon (EGRESS_LIBVIRT_URI),
@@ -14,10 +15,10 @@ import (
 func BenchmarkRPCCallsLive(b *testing.B) {
 	h := liveHostConfig(b)
 	cnt := &counter{calls: map[string]int{}}
-	be, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: h}}, func(ctx context.Context, h HostConfig, t target) (*session, error) {
+	be, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: h}}, func(ctx context.Context, h HostConfig, t target) (*libvirtconn.Session, error) {
 		s, err := dialLibvirt(ctx, h, t)
 		if err == nil {
-			s.api = countingAPI(s.api, cnt)
+			s.API = countingAPI(s.API, cnt)
 		}
 		return s, err
 	})

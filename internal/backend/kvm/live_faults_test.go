@@ -520,9 +520,9 @@ const (
 
 // seedsOnly gives up on a volume stream that moves nothing for 15 s instead of the backend's half minute: b
 // moves nothing bigger than a seed, which takes milliseconds, and go-libvirt deadlocks on about one seed
-// download in fifty right after an upload (see downloadStall), which each case then pays for.
+// download in fifty right after an upload (see libvirtconn's downloadStall), which each case then pays for.
 func seedsOnly(b *Backend) *Backend {
-	b.conns[liveHost].streamStall = 15 * time.Second
+	b.conns[liveHost].pool.SetStreamStall(15 * time.Second)
 	return b
 }
 

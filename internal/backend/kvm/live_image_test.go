@@ -12,16 +12,17 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // countingLiveBackend is liveBackend with every libvirt call counted.
 func countingLiveBackend(t testing.TB) (*Backend, *counter) {
 	t.Helper()
 	cnt := &counter{calls: map[string]int{}}
-	b, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: liveHostConfig(t)}}, func(ctx context.Context, h HostConfig, tg target) (*session, error) {
+	b, err := newBackend(Config{Hosts: map[string]HostConfig{liveHost: liveHostConfig(t)}}, func(ctx context.Context, h HostConfig, tg target) (*libvirtconn.Session, error) {
 		s, err := dialLibvirt(ctx, h, tg)
 		if err == nil {
-			s.api = countingAPI(s.api, cnt)
+			s.API = countingAPI(s.API, cnt)
 		}
 		return s, err
 	})

@@ -15,6 +15,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -140,7 +141,7 @@ func inspect(t testing.TB, b *Backend, fn func(l api) error) {
 	err := b.conns[liveHost].do(ctx, fn)
 	// A connection lost under the inspection (a stalled stream closed, a daemon restarted) is not what the
 	// test inspects: fn, which only reads, runs again on a new one.
-	for lost := (*connLostError)(nil); errors.As(err, &lost) && ctx.Err() == nil; {
+	for lost := (*libvirtconn.ConnLostError)(nil); errors.As(err, &lost) && ctx.Err() == nil; {
 		t.Logf("inspection's connection lost (%v); reading again", err)
 		err = b.conns[liveHost].do(ctx, fn)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 )
 
 // A create whose pool, base volume or network the host does not have is refused before anything is made:
@@ -112,7 +113,7 @@ func TestInsecureTransportRefusedBeforeDialling(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = b.Get(context.Background(), backend.ProviderID{Backend: Kind, Target: "h", Name: "x"})
-	var ue *unreachableError
+	var ue *libvirtconn.UnreachableError
 	if backend.ClassOf(err) != backend.ClassPermanent || errors.As(err, &ue) || !strings.Contains(err.Error(), "insecure = true") {
 		t.Fatalf("Get = %v, want Permanent at once, saying how to accept the transport", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -556,13 +557,13 @@ func TestFakeGetOnALostConnectionIsNotUnreconfigurable(t *testing.T) {
 	cfg := Config{Hosts: map[string]HostConfig{"h": {
 		URI: "test:///fake", Pool: "pool", Network: "net", BaseVolume: "base.qcow2", DomainType: DomainTypeQEMU,
 	}}}
-	b, err := newBackend(cfg, func(context.Context, HostConfig, target) (*session, error) {
+	b, err := newBackend(cfg, func(context.Context, HostConfig, target) (*libvirtconn.Session, error) {
 		dials++
 		if dials == 1 {
 			d := &dropOnAgent{api: x.f, lost: make(chan struct{})}
-			return &session{api: d, lost: d.lost, close: func() {}}, nil
+			return &libvirtconn.Session{API: d, Lost: d.lost, Close: func() {}}, nil
 		}
-		return &session{api: x.f, lost: make(chan struct{}), close: func() {}}, nil
+		return &libvirtconn.Session{API: x.f, Lost: make(chan struct{}), Close: func() {}}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package kvm
+package libvirtconn
 
 import (
 	"context"
@@ -12,41 +12,151 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	libvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
 
-// dialTransport opens the byte stream to libvirtd that t describes. Every transport dials with ctx, so an
-// unreachable host fails when the caller's deadline passes, not after the OS's TCP timeout.
-func dialTransport(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
-	if err := checkTransport(h.URI, t, h.Insecure); err != nil {
-		return nil, &configError{err} // before anything is sent: the plan did not see this URI, or was bypassed
+// Endpoint is one libvirt daemon and how to log in to it, as its URI and the host's settings say. File names
+// left empty take the defaults virsh uses.
+type Endpoint struct {
+	Transport string // unix, tcp, tls or ssh
+	Host      string // host name, no port
+	Port      string
+	User      string // for ssh; empty means $USER
+	Socket    string // the daemon's unix socket: local for unix, remote for ssh
+	// Name is the URI sent in ConnectOpen: the daemon is local to itself, so the transport is dropped.
+	Name string
+	SSH  SSHLogin
+	TLS  TLSLogin
+}
+
+// SSHLogin is how the ssh transport logs in, as OpenSSH would.
+type SSHLogin struct {
+	// KeyFile is the private key; empty means ~/.ssh/id_ed25519, id_ecdsa and id_rsa. The keys of the
+	// ssh-agent at SSH_AUTH_SOCK are offered first.
+	KeyFile string
+	// KnownHostsFile verifies the host key; empty means ~/.ssh/known_hosts.
+	KnownHostsFile        string
+	InsecureIgnoreHostKey bool
+}
+
+// TLSLogin is the tls transport's certificates, in libvirt's PKI layout.
+type TLSLogin struct {
+	// PKIPath is a directory holding cacert.pem, clientcert.pem and clientkey.pem; empty means
+	// /etc/pki/CA/cacert.pem, /etc/pki/libvirt/clientcert.pem and /etc/pki/libvirt/private/clientkey.pem.
+	PKIPath string
+	// Each file set here is used instead of its PKIPath one.
+	CACertFile         string
+	ClientCertFile     string
+	ClientKeyFile      string
+	InsecureSkipVerify bool
+}
+
+// Dial opens a session to the daemon at e: the transport, then libvirt's handshake (auth list, connect
+// open), all within ctx.
+func Dial(ctx context.Context, e Endpoint) (*Session, error) {
+	nc, err := dialTransport(ctx, e)
+	if err != nil {
+		return nil, err
 	}
-	var d net.Dialer
-	switch t.transport {
-	case "unix":
-		return d.DialContext(ctx, "unix", t.socket)
-	case "tcp":
-		return d.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
-	case "tls":
-		conf, err := tlsConfig(h, t)
+	w := &watchedConn{Conn: nc, lost: make(chan struct{})}
+	l := libvirt.NewWithDialer(dialers.NewAlreadyConnected(w))
+	done := make(chan error, 1)
+	go func() { done <- l.ConnectToURI(libvirt.ConnectURI(e.Name)) }()
+	select {
+	case err := <-done:
 		if err != nil {
-			return nil, &configError{err}
+			_ = w.Close() // the handshake's error is the one worth reporting
+			if re := w.readError(); tlsRefusal(re) {
+				// go-libvirt reports the broken stream as an interrupted call; the read says why it broke.
+				return nil, &ConfigError{fmt.Errorf("TLS handshake with %s: %w", e.Host, re)}
+			}
+			return nil, err
+		}
+	case <-ctx.Done():
+		_ = w.Close() // ends the handshake's pending call; ctx's error is the one worth reporting
+		return nil, ctx.Err()
+	}
+	// Closing drops the session: nothing is left to flush, so a close error has no use.
+	return &Session{API: l, Lost: w.lost, Close: func() { _ = w.Close() }}, nil
+}
+
+// watchedConn notices a broken connection itself: go-libvirt's own Disconnected channel can miss a drop that
+// happens during its handshake.
+type watchedConn struct {
+	net.Conn
+	once sync.Once
+	lost chan struct{}
+
+	mu      sync.Mutex
+	readErr error // the first read error, which says why the stream ended
+}
+
+func (w *watchedConn) Read(b []byte) (int, error) {
+	n, err := w.Conn.Read(b)
+	if err != nil {
+		w.mu.Lock()
+		if w.readErr == nil {
+			w.readErr = err
+		}
+		w.mu.Unlock()
+		w.markLost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) readError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.readErr
+}
+
+func (w *watchedConn) Write(b []byte) (int, error) {
+	n, err := w.Conn.Write(b)
+	if err != nil {
+		w.markLost()
+	}
+	return n, err
+}
+
+func (w *watchedConn) Close() error {
+	w.markLost()
+	return w.Conn.Close()
+}
+
+func (w *watchedConn) markLost() { w.once.Do(func() { close(w.lost) }) }
+
+// dialTransport opens the byte stream to libvirtd that e describes. Every transport dials with ctx, so an
+// unreachable host fails when the caller's deadline passes, not after the OS's TCP timeout.
+func dialTransport(ctx context.Context, e Endpoint) (net.Conn, error) {
+	var d net.Dialer
+	switch e.Transport {
+	case "unix":
+		return d.DialContext(ctx, "unix", e.Socket)
+	case "tcp":
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(e.Host, e.Port))
+	case "tls":
+		conf, err := tlsConfig(e)
+		if err != nil {
+			return nil, &ConfigError{err}
 		}
 		td := tls.Dialer{NetDialer: &d, Config: conf}
-		c, err := td.DialContext(ctx, "tcp", net.JoinHostPort(t.host, t.port))
+		c, err := td.DialContext(ctx, "tcp", net.JoinHostPort(e.Host, e.Port))
 		if tlsRefusal(err) {
-			return nil, &configError{fmt.Errorf("TLS handshake with %s: %w", t.host, err)}
+			return nil, &ConfigError{fmt.Errorf("TLS handshake with %s: %w", e.Host, err)}
 		}
 		return c, err
 	case "ssh":
-		return dialSSH(ctx, h, t)
+		return dialSSH(ctx, e)
 	}
-	return nil, &configError{fmt.Errorf("transport %q is not supported", t.transport)}
+	return nil, &ConfigError{fmt.Errorf("transport %q is not supported", e.Transport)}
 }
 
 // tlsRefusal reports a certificate this client does not trust, or a server refusing this client's
@@ -58,25 +168,19 @@ func tlsRefusal(err error) bool {
 	return errors.As(err, &cv) || errors.As(err, &oe) && oe.Op == "remote error"
 }
 
-// configError marks dial failures that no retry can fix: missing keys, unreadable certificates.
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
-
 // tlsConfig follows libvirt's PKI layout, so hosts set up for virsh work unchanged.
-func tlsConfig(h HostConfig, t target) (*tls.Config, error) {
+func tlsConfig(e Endpoint) (*tls.Config, error) {
 	ca, cert, key := "/etc/pki/CA/cacert.pem", "/etc/pki/libvirt/clientcert.pem", "/etc/pki/libvirt/private/clientkey.pem"
-	if dir := t.query.Get("pkipath"); dir != "" {
+	if dir := e.TLS.PKIPath; dir != "" {
 		ca, cert, key = filepath.Join(dir, "cacert.pem"), filepath.Join(dir, "clientcert.pem"), filepath.Join(dir, "clientkey.pem")
 	}
-	ca, cert, key = firstOf(h.TLSCACertFile, ca), firstOf(h.TLSClientCertFile, cert), firstOf(h.TLSClientKeyFile, key)
-	conf := &tls.Config{ServerName: t.host, MinVersion: tls.VersionTLS12}
-	conf.InsecureSkipVerify = h.InsecureSkipVerify || noVerify(t) //nolint:gosec // an explicit, documented opt-out
+	ca, cert, key = firstOf(e.TLS.CACertFile, ca), firstOf(e.TLS.ClientCertFile, cert), firstOf(e.TLS.ClientKeyFile, key)
+	conf := &tls.Config{ServerName: e.Host, MinVersion: tls.VersionTLS12}
+	conf.InsecureSkipVerify = e.TLS.InsecureSkipVerify //nolint:gosec // an explicit, documented opt-out
 	if !conf.InsecureSkipVerify {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("reading the CA certificate for %s: %w", t.host, err)
+			return nil, fmt.Errorf("reading the CA certificate for %s: %w", e.Host, err)
 		}
 		conf.RootCAs = x509.NewCertPool()
 		if !conf.RootCAs.AppendCertsFromPEM(pem) {
@@ -85,7 +189,7 @@ func tlsConfig(h HostConfig, t target) (*tls.Config, error) {
 	}
 	pair, err := tls.LoadX509KeyPair(cert, key)
 	if err != nil {
-		return nil, fmt.Errorf("reading the client certificate for %s: %w", t.host, err)
+		return nil, fmt.Errorf("reading the client certificate for %s: %w", e.Host, err)
 	}
 	conf.Certificates = []tls.Certificate{pair}
 	return conf, nil
@@ -93,11 +197,11 @@ func tlsConfig(h HostConfig, t target) (*tls.Config, error) {
 
 // dialSSH reaches the remote daemon's unix socket through an SSH channel, like libvirt's ssh transport,
 // but in Go: no ssh binary, no netcat on the remote side.
-func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
-	addr := net.JoinHostPort(t.host, t.port)
-	conf, done, err := sshConfig(h, t, addr)
+func dialSSH(ctx context.Context, e Endpoint) (net.Conn, error) {
+	addr := net.JoinHostPort(e.Host, e.Port)
+	conf, done, err := sshConfig(e.User, e.SSH, addr)
 	if err != nil {
-		return nil, &configError{err}
+		return nil, &ConfigError{err}
 	}
 	defer done() // the agent is needed for the login only
 	var d net.Dialer
@@ -116,15 +220,15 @@ func dialSSH(ctx context.Context, h HostConfig, t target) (net.Conn, error) {
 		if errors.As(err, &ne) || errors.Is(err, io.EOF) {
 			return nil, err // the network failed: worth retrying
 		}
-		return nil, &configError{err} // host key mismatch, authentication refused: retrying cannot help
+		return nil, &ConfigError{err} // host key mismatch, authentication refused: retrying cannot help
 	}
 	client := ssh.NewClient(c, chans, reqs)
 	// Opening the channel to the socket is bounded by the same deadline: a server that accepts the login and
 	// never answers the channel request fails the dial instead of hanging it.
-	conn, err := client.Dial("unix", t.socket)
+	conn, err := client.Dial("unix", e.Socket)
 	if err != nil {
 		_ = client.Close() // the socket's error is the one worth reporting
-		return nil, fmt.Errorf("opening libvirt's socket %s on %s: %w", t.socket, t.host, err)
+		return nil, fmt.Errorf("opening libvirt's socket %s on %s: %w", e.Socket, e.Host, err)
 	}
 	_ = raw.SetDeadline(noDeadline)
 	return &sshConn{Conn: conn, client: client}, nil
@@ -141,18 +245,17 @@ func (c *sshConn) Close() error {
 	return errors.Join(err, c.client.Close())
 }
 
-// sshConfig logs in as OpenSSH would: with the keys of the ssh-agent at SSH_AUTH_SOCK, then with every key
-// file that can be read without a passphrase (the configured one, else ~/.ssh/id_ed25519, id_ecdsa,
-// id_rsa). A passphrase-protected file is skipped, not fatal: its key is often in the agent. done closes
-// the agent connection once the login is over.
-func sshConfig(h HostConfig, t target, addr string) (conf *ssh.ClientConfig, done func(), err error) {
+// sshConfig logs in as user as OpenSSH would: with the keys of the ssh-agent at SSH_AUTH_SOCK, then with
+// every key file that can be read without a passphrase (the configured one, else ~/.ssh/id_ed25519,
+// id_ecdsa, id_rsa). A passphrase-protected file is skipped, not fatal: its key is often in the agent. done
+// closes the agent connection once the login is over.
+func sshConfig(user string, login SSHLogin, addr string) (conf *ssh.ClientConfig, done func(), err error) {
 	home, _ := os.UserHomeDir()
-	user := t.user
 	if user == "" {
 		user = os.Getenv("USER")
 	}
 	signers, tried, done := agentSigners()
-	keyFiles := []string{firstOf(h.SSHKeyFile, t.query.Get("keyfile"))}
+	keyFiles := []string{login.KeyFile}
 	if keyFiles[0] == "" {
 		keyFiles = []string{filepath.Join(home, ".ssh/id_ed25519"), filepath.Join(home, ".ssh/id_ecdsa"), filepath.Join(home, ".ssh/id_rsa")}
 	}
@@ -168,11 +271,11 @@ func sshConfig(h HostConfig, t target, addr string) (conf *ssh.ClientConfig, don
 		return nil, nil, fmt.Errorf("no usable ssh key (%s): set the host's ssh key file, or add the key to the ssh-agent", strings.Join(tried, "; "))
 	}
 	conf = &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)}}
-	if h.InsecureIgnoreHostKey || noVerify(t) {
+	if login.InsecureIgnoreHostKey {
 		conf.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // an explicit, documented opt-out
 		return conf, done, nil
 	}
-	known := firstOf(h.SSHKnownHostsFile, t.query.Get("known_hosts"), filepath.Join(home, ".ssh/known_hosts"))
+	known := firstOf(login.KnownHostsFile, filepath.Join(home, ".ssh/known_hosts"))
 	db, err := knownhosts.NewDB(known)
 	if err != nil {
 		done()
@@ -259,3 +362,12 @@ func explainHostKey(cb ssh.HostKeyCallback, known string) ssh.HostKeyCallback {
 }
 
 var noDeadline time.Time
+
+func firstOf(values ...string) string {
+	for _, v := range values {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

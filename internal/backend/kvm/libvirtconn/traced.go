@@ -1,4 +1,4 @@
-package kvm
+package libvirtconn
 
 import (
 	"io"
@@ -6,10 +6,14 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 )
 
-// tracedAPI tells call of every call on its way to next, by the api method's name: conn notes which call a
-// dropped connection interrupted, and tests count calls with it.
+// Trace returns an API that tells call of every call on its way to next, by the API method's name: the
+// backend's tests count calls with it.
+func Trace(next API, call func(method string)) API { return &tracedAPI{next: next, call: call} }
+
+// tracedAPI tells call of every call on its way to next, by the API method's name: Pool.Do notes which call
+// a dropped connection interrupted, and watches volume streams with it.
 type tracedAPI struct {
-	next api
+	next API
 	call func(method string)
 	// stream, when set, watches a volume upload or download: progress is called for every chunk that moves,
 	// done when the call returns.
