@@ -41,7 +41,7 @@ var awsGuardOnce = sync.OnceValue(newAWSGuard)
 // with the guest's options for settings that differ in every value, with and without auth and TLS. A
 // directive whose lines are the same for two settings that share no value is pinned to them.
 func newAWSGuard() awsGuard {
-	opts := VMRenderOptions().withDefaults()
+	opts := VMRenderOptions().WithDefaults()
 	a := Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.example", ".b.example"},
 		AllowedPorts: []int{443}, AllowedPrivateCIDRs: []string{"10.1.0.0/16"}, MaxConnectionsPerClient: 10,
 		Auth: &BasicAuth{Username: "a"}, TLS: &TLSSettings{},

@@ -144,7 +144,7 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 			AWSParameterConfig: AWSParameterConfig, AWSParameterSecrets: AWSParameterSecrets, AWSParameterApplied: AWSParameterApplied,
 		},
 		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
-		StateDir: AWSGuestStateDir, HealthPort: DefaultHealthPort, InstallCommand: installIfMissing,
+		StateDir: AWSGuestStateDir, HealthPort: DefaultHealthPort, InstallCommand: InstallIfMissing,
 		Paths: map[string]string{
 			"conf": ConfPath, "htpasswd": HtpasswdPath, "cert": TLSCertPath, "key": TLSKeyPath,
 			"backstop": NftablesPath, "own": OwnAddressesPath, "prestart": PrestartPath,

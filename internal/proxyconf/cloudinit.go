@@ -16,18 +16,6 @@ const MaxMetadataValueBytes = 256 * 1024
 // inside the 1 MiB the kvm backend reads of a seed volume when it compares it with new settings.
 const MaxUserDataBytes = 512 * 1024
 
-// VMRenderOptions are the options of the squid.conf a cloud-init proxy VM runs, the one RenderUserData
-// writes: the VM's own addresses are listed at boot in OwnAddressesPath. A reconfiguration renders with them
-// too, so the running config and the seed's stay the same.
-func VMRenderOptions() RenderOptions { return RenderOptions{OwnAddressesFile: OwnAddressesPath} }
-
-// Files of a cloud-init proxy VM besides Squid's own: the script that runs before every start of Squid, and
-// the drop-in of squid.service that runs it.
-const (
-	PrestartPath    = "/etc/squid/egress-prestart"
-	SquidDropInPath = "/etc/systemd/system/squid.service.d/egress.conf"
-)
-
 // RenderUserData renders the cloud-init user-data of a proxy VM: install Squid, write its config, start it.
 // Nothing else, so the VM's behaviour is the proxy's and no more.
 //
@@ -57,7 +45,7 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	var b bytes.Buffer
 	b.WriteString("#cloud-config\n")
 	b.WriteString("package_update: false\n")
@@ -81,7 +69,7 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	b.WriteString("runcmd:\n")
 	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", PrestartPath, PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
-	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", installIfMissing)
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", InstallIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
 	if b.Len() > MaxUserDataBytes {
@@ -89,12 +77,6 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
-
-// The prestart script's commands: list the VM's own addresses, load the backstop.
-const (
-	PrestartOwnAddresses = "own-addresses"
-	PrestartBackstop     = "backstop"
-)
 
 // squidDropIn runs the prestart script before every start of Squid. Listing the own addresses may fail (the
 // list of the last boot stays, "-"); loading the backstop may not: Squid does not run without it.
@@ -104,38 +86,6 @@ var squidDropIn = []byte(`# Written by terraform-provider-egress: before every s
 ExecStartPre=-/bin/sh ` + PrestartPath + ` ` + PrestartOwnAddresses + `
 ExecStartPre=/bin/sh ` + PrestartPath + ` ` + PrestartBackstop + `
 `)
-
-// RenderPrestart renders the script squid.service runs before every start of Squid on a cloud-init proxy VM:
-// "own-addresses" lists the VM's addresses in ownFile, "backstop" loads the backstop with them. ownFile is
-// validated to hold no space or quote (RenderOptions.validate).
-func RenderPrestart(ownFile string) []byte {
-	return fmt.Appendf(nil, `#!/bin/sh
-# Written by terraform-provider-egress; run by squid.service before every start of Squid (%s).
-set -u
-%s
-case "${1:-}" in
-%s)
-	ip -o addr show | while read -r _ _ _ a _; do echo "${a%%/*}"; done >'%s.new' &&
-		chmod 644 '%s.new' && mv '%s.new' '%s'
-	;;
-%s)
-	load_backstop
-	;;
-*)
-	echo "usage: $0 %s|%s" >&2
-	exit 2
-	;;
-esac
-`, SquidDropInPath, BackstopLoader(NftablesPath, ownFile, ResolvConfPath), PrestartOwnAddresses, ownFile, ownFile, ownFile, ownFile,
-		PrestartBackstop, PrestartOwnAddresses, PrestartBackstop)
-}
-
-// installIfMissing is a fixed shell line (no user value in it), single-quoted in YAML: it has no quote. It
-// installs nftables, which loads the backstop, and then squid-openssl, as the proxy image has them: Squid's
-// first start by its package already runs the drop-in that loads the backstop. Not Debian's default squid
-// package: it is built with GnuTLS, whose Squid 5 TLS listener sends only the first certificate of
-// certificate_pem and leaves out the intermediates a client needs to verify it.
-const installIfMissing = "command -v nft >/dev/null && command -v squid >/dev/null || { apt-get update && { command -v nft >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y nftables; } && { command -v squid >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Options::=--force-confold squid-openssl; }; }"
 
 // Owners and modes of the files written: Squid's readable by its group only (they may hold the password hash
 // and the TLS key), the system's by everyone, as the distribution's own.

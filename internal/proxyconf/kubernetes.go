@@ -105,7 +105,7 @@ func RenderKubernetes(s Settings, opts RenderOptions) (Kubernetes, error) {
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = KubernetesOwnAddressesPath
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	conf, err := RenderSquidConf(s, opts)
 	if err != nil {
 		return Kubernetes{}, err

@@ -95,7 +95,9 @@ type RenderOptions struct {
 	allowLoopbackDestinations bool
 }
 
-func (o RenderOptions) withDefaults() RenderOptions {
+// WithDefaults is o with every empty field at the value RenderSquidConf gives it: where a guest's files are
+// when its backend names none.
+func (o RenderOptions) WithDefaults() RenderOptions {
 	def := func(v *string, d string) {
 		if *v == "" {
 			*v = d
@@ -169,7 +171,7 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if err := opts.validate(s); err != nil {
 		return nil, err
 	}

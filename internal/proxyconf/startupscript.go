@@ -2,8 +2,6 @@ package proxyconf
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"text/template"
 )
@@ -42,28 +40,6 @@ const (
 	GuestAttributeApplied   = "applied"
 	GuestAttributeError     = "error"
 )
-
-// ConfigID names the files the guest applies (squid.conf, htpasswd, the backstop ruleset and, with TLS, the
-// certificate chain and key): 16 hex digits of their SHA-256, so a new certificate is a new config the guest
-// applies, and so is a new backstop (allowed_private_cidrs changed while no destination is allowed leaves
-// squid.conf as it was).
-func ConfigID(squidConf, htpasswd, tlsCert, tlsKey, backstop []byte) string {
-	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%d\n", len(squidConf)) // a hash never fails to write
-	h.Write(squidConf)
-	h.Write(htpasswd)
-	if len(tlsCert)+len(tlsKey) > 0 {
-		// Length-prefixed, so that bytes moved from the password file to the certificate change the id.
-		_, _ = fmt.Fprintf(h, "\ntls %d %d\n", len(htpasswd), len(tlsCert))
-		h.Write(tlsCert)
-		h.Write(tlsKey)
-	}
-	if len(backstop) > 0 {
-		_, _ = fmt.Fprintf(h, "\nbackstop %d %d %d\n", len(htpasswd), len(tlsCert)+len(tlsKey), len(backstop))
-		h.Write(backstop)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:8])
-}
 
 // StartupScriptOptions are where the script finds the metadata server and puts things; the zero value is a
 // GCE VM. Tests run the script in a chroot of their own with the metadata server on an address they chose.
@@ -130,7 +106,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	var b bytes.Buffer
 	err = startupScript.Execute(&b, map[string]any{
 		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval, "Own": opts.OwnAddressesFile,
-		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": installIfMissing,
+		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": InstallIfMissing,
 		"KeyBackstop": MetadataBackstop, "Backstop": NftablesPath, "DropIn": SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,

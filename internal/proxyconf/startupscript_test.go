@@ -63,34 +63,6 @@ func TestRenderStartupScript(t *testing.T) {
 	}
 }
 
-func TestConfigIDNamesContent(t *testing.T) {
-	t.Parallel()
-	id := func(conf, pass, cert, key string) string {
-		return ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte("backstop"))
-	}
-	a := id("conf", "u:hash\n", "", "")
-	withTLS := id("conf", "u:hash\n", "CERT", "KEY")
-	for name, other := range map[string]string{
-		"other conf":         id("conf2", "u:hash\n", "", ""),
-		"other password":     id("conf", "u:hash2\n", "", ""),
-		"bytes moved":        id("con", "fu:hash\n", "", ""),
-		"with tls":           withTLS,
-		"other certificate":  id("conf", "u:hash\n", "CERT2", "KEY"),
-		"other key":          id("conf", "u:hash\n", "CERT", "KEY2"),
-		"password into cert": id("conf", "u:has", "h\nCERT", "KEY"),
-		"cert into key":      id("conf", "u:hash\n", "CER", "TKEY"),
-		"other backstop":     ConfigID([]byte("conf"), []byte("u:hash\n"), nil, nil, []byte("backstop2")),
-		"key into backstop":  ConfigID([]byte("conf"), []byte("u:hash\n"), []byte("CERT"), []byte("KE"), []byte("Ybackstop")),
-	} {
-		if other == a || (name != "with tls" && other == withTLS) {
-			t.Errorf("%s: same id as another config", name)
-		}
-	}
-	if id("conf", "u:hash\n", "", "") != a || len(a) != 16 || id("conf", "u:hash\n", "CERT", "KEY") != withTLS {
-		t.Fatalf("id %q is not stable or not 16 hex digits", a)
-	}
-}
-
 // The user-data of a GCE proxy VM only runs the startup script: no file, no setting, no secret in it.
 func TestRenderStartupUserData(t *testing.T) {
 	t.Parallel()
