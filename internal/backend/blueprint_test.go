@@ -16,15 +16,24 @@ import (
 	"testing"
 )
 
-// The blueprint (README.md here) cites code by path#Symbol and links files; code moves under it. These checks
-// resolve every citation to a declaration in the file it names, and keep every backend package in the feature
-// matrix and every backend kind in the matrix, the provider docs and the examples, so the document fails the
-// build rather than quietly going stale.
+// The blueprint (README.md here, with CONTRACT.md and FEATURES.md beside it, and each backend's doc.go) cites
+// code by path#Symbol and links files; code moves under it. These checks resolve every citation to a
+// declaration in the file it names, and keep every backend package in the feature matrix and every backend kind
+// in the matrix, the provider docs and the examples, so the documents fail the build rather than quietly going
+// stale.
 
 const (
+	// blueprintFile is the guide: the contract in brief and the checklist. The root README links it.
 	blueprintFile = "README.md"
-	docsTemplate  = "templates/index.md.tmpl"
+	// featuresFile holds the feature matrix.
+	featuresFile = "FEATURES.md"
+	docsTemplate = "templates/index.md.tmpl"
+	// packageDoc is the file of a backend package that holds its package comment: its own rules.
+	packageDoc = "doc.go"
 )
+
+// blueprintFiles are the blueprint's documents in this directory, each checked alike.
+var blueprintFiles = []string{blueprintFile, "CONTRACT.md", featuresFile}
 
 const (
 	// descriptorTable is the file of the provider's table of backend descriptors, backendDescriptors.
@@ -142,8 +151,11 @@ var (
 	// A Markdown inline link; images too, which resolve the same way.
 	linkRE = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	// The feature matrix is the first table under this heading.
-	matrixHeadingRE = regexp.MustCompile(`(?m)^## 5\. Feature matrix\s*$`)
+	matrixHeadingRE = regexp.MustCompile(`(?m)^## Feature matrix\s*$`)
 	matrixCellRE    = regexp.MustCompile(`^(yes|partial|no)\b`)
+	// A citation in a package comment, where backticks are no markup: file.go#Symbol from the package's
+	// directory, or path/to/file.go#Symbol from the repository root.
+	docRefRE = regexp.MustCompile(`(?:^|[\s(])((?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+\.go)#([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?)`)
 )
 
 // declarations lists the top-level names a Go file declares: functions, methods as Receiver.Method (the
@@ -224,17 +236,74 @@ func symbolRefProblems(doc, root string, decls *declarations) []string {
 			problems = append(problems, fmt.Sprintf("%s: not a Go file: cite a Go symbol, or link the file", ref))
 			continue
 		}
-		names, err := decls.of(filepath.Join(root, filepath.FromSlash(path)))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			problems = append(problems, fmt.Sprintf("%s: no such file", ref))
-		case err != nil:
-			problems = append(problems, fmt.Sprintf("%s: %v", ref, err))
-		case !names[symbol]:
-			problems = append(problems, fmt.Sprintf("%s: %s declares no top-level %s (a function, Receiver.Method, type, var or const)", ref, path, symbol))
+		if p := resolve(ref, filepath.Join(root, filepath.FromSlash(path)), path, symbol, decls); p != "" {
+			problems = append(problems, p)
 		}
 	}
 	return problems
+}
+
+// resolve says what is wrong with the citation ref of symbol in the Go file at file (path as cited), "" when
+// nothing is.
+func resolve(ref, file, path, symbol string, decls *declarations) string {
+	names, err := decls.of(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s: no such file", ref)
+	case err != nil:
+		return fmt.Sprintf("%s: %v", ref, err)
+	case !names[symbol]:
+		return fmt.Sprintf("%s: %s declares no top-level %s (a function, Receiver.Method, type, var or const)", ref, path, symbol)
+	}
+	return ""
+}
+
+// packageDocProblems checks the package comments of the backend packages under root's internal/backend: each
+// is in doc.go alone (go doc would join a second one to it), and each file.go#Symbol it cites resolves, from
+// the package's directory or, for a path with a directory, from root. It returns the citations' count too.
+func packageDocProblems(root string, decls *declarations) (problems []string, refs int) {
+	backends := filepath.Join(root, "internal", "backend")
+	pkgs, err := backendPackages(backends)
+	if err != nil {
+		return []string{err.Error()}, 0
+	}
+	for _, pkg := range pkgs {
+		dir := filepath.Join(backends, pkg)
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			return []string{err.Error()}, refs
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.PackageClauseOnly|parser.ParseComments)
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			rel := "internal/backend/" + pkg + "/" + filepath.Base(file)
+			if f.Doc == nil {
+				continue
+			}
+			if filepath.Base(file) != packageDoc {
+				problems = append(problems, fmt.Sprintf("%s: a package comment outside %s: move it there", rel, packageDoc))
+				continue
+			}
+			for _, m := range docRefRE.FindAllStringSubmatch(f.Doc.Text(), -1) {
+				refs++
+				path, symbol := m[1], m[2]
+				file := filepath.Join(dir, path)
+				if strings.Contains(path, "/") {
+					file = filepath.Join(root, filepath.FromSlash(path))
+				}
+				if p := resolve(rel+": "+path+"#"+symbol, file, path, symbol, decls); p != "" {
+					problems = append(problems, p)
+				}
+			}
+		}
+	}
+	return problems, refs
 }
 
 // lineRefProblems reports every path:line citation: the document cites by symbol, since lines move.
@@ -267,7 +336,7 @@ func linkProblems(doc, dir string) []string {
 func matrixColumns(doc string) (columns []string, rows [][]string, err error) {
 	loc := matrixHeadingRE.FindStringIndex(doc)
 	if loc == nil {
-		return nil, nil, fmt.Errorf("no %q heading", "## 5. Feature matrix")
+		return nil, nil, fmt.Errorf("no %q heading", "## Feature matrix")
 	}
 	var table []string
 	for _, line := range strings.Split(doc[loc[1]:], "\n") {
@@ -362,9 +431,10 @@ func matrixProblems(doc, dir string) []string {
 }
 
 // kindProblems reports a backend kind that lacks its descriptor (its file, and its line in the provider's
-// table), its column in the blueprint's matrix, its package under
-// internal/backend, its bullet and heading in the docs template, or its example under examples/backends
-// (which the template must include). root is the repository root; template is the docs template's text.
+// table), its column in the feature matrix (doc is FEATURES.md's text), its package under internal/backend
+// and that package's doc.go, its bullet and heading in the docs template, or its example under
+// examples/backends (which the template must include). root is the repository root; template is the docs
+// template's text.
 func kindProblems(kinds []Kind, doc, template, root string) []string {
 	columns, _, err := matrixColumns(doc)
 	if err != nil {
@@ -394,6 +464,8 @@ func kindProblems(kinds []Kind, doc, template, root string) []string {
 		}
 		if _, err := os.Stat(filepath.Join(root, "internal", "backend", string(k), "backend.go")); err != nil {
 			problems = append(problems, fmt.Sprintf("kind %s has no backend package: %v", k, err))
+		} else if _, err := os.Stat(filepath.Join(root, "internal", "backend", string(k), packageDoc)); err != nil {
+			problems = append(problems, fmt.Sprintf("kind %s has no package doc (its own rules, in internal/backend/%s/%s): %v", k, k, packageDoc, err))
 		}
 		if bullet := "- **`" + string(k) + "`**"; !strings.Contains(backends, bullet) {
 			problems = append(problems, fmt.Sprintf("kind %s has no bullet %q under ## Backends in %s", k, bullet, docsTemplate))
@@ -450,11 +522,17 @@ func repoRoot(t *testing.T) string {
 
 func TestBlueprint(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(blueprintFile)
-	if err != nil {
-		t.Fatal(err)
+	root, decls := repoRoot(t), &declarations{}
+	docs := map[string]string{}
+	refs := 0
+	for _, name := range blueprintFiles {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs[name] = string(data)
+		refs += len(symbolRefRE.FindAllString(docs[name], -1))
 	}
-	doc, root := string(data), repoRoot(t)
 	template, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(docsTemplate)))
 	if err != nil {
 		t.Fatal(err)
@@ -466,19 +544,35 @@ func TestBlueprint(t *testing.T) {
 	if len(kinds) < 3 {
 		t.Fatalf("found the kinds %v: kindsOf no longer finds the backend packages' Kind constants", kinds)
 	}
-	if n := len(symbolRefRE.FindAllString(doc, -1)); n < 100 {
-		t.Fatalf("found %d path#Symbol references in %s: the pattern no longer matches how the document cites code", n, blueprintFile)
+	if refs < 100 {
+		t.Fatalf("found %d path#Symbol references in %v: the pattern no longer matches how the documents cite code", refs, blueprintFiles)
 	}
-	for name, problems := range map[string][]string{
-		"path#Symbol references": symbolRefProblems(doc, root, &declarations{}),
-		"path:line references":   lineRefProblems(doc),
-		"relative links":         linkProblems(doc, "."),
-		"feature matrix":         matrixProblems(doc, "."),
-		"backend kinds":          kindProblems(kinds, doc, string(template), root),
+	for _, name := range blueprintFiles {
+		doc := docs[name]
+		for check, problems := range map[string][]string{
+			"path#Symbol references": symbolRefProblems(doc, root, decls),
+			"path:line references":   lineRefProblems(doc),
+			"relative links":         linkProblems(doc, "."),
+		} {
+			for _, p := range problems {
+				t.Errorf("%s, %s: %s", name, check, p)
+			}
+		}
+	}
+	for check, problems := range map[string][]string{
+		"feature matrix": matrixProblems(docs[featuresFile], "."),
+		"backend kinds":  kindProblems(kinds, docs[featuresFile], string(template), root),
 	} {
 		for _, p := range problems {
-			t.Errorf("%s, %s: %s", blueprintFile, name, p)
+			t.Errorf("%s, %s: %s", featuresFile, check, p)
 		}
+	}
+	problems, docRefs := packageDocProblems(root, decls)
+	if docRefs < 20 {
+		t.Errorf("found %d file#Symbol references in the backends' %s: the pattern no longer matches how they cite code", docRefs, packageDoc)
+	}
+	for _, p := range problems {
+		t.Errorf("package docs: %s", p)
 	}
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
@@ -508,13 +602,16 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 	// A tree of one complete kind, "alpha": its package, example and docs; "beta" has only its package, "gamma"
 	// only its example.
 	tree := t.TempDir()
-	// "zeta" has all but its line in the descriptor table, "eta" all but its descriptor file; "theta" is as
-	// complete as "alpha".
-	for _, f := range []string{"internal/backend/alpha/backend.go", "internal/backend/beta/backend.go", "examples/backends/alpha/main.tf",
-		"examples/backends/gamma/main.tf", "internal/provider/backend_alpha.go", "internal/provider/backend_beta.go",
-		"internal/provider/backend_gamma.go", "internal/backend/zeta/backend.go", "examples/backends/zeta/main.tf",
-		"internal/provider/backend_zeta.go", "internal/backend/eta/backend.go", "examples/backends/eta/main.tf",
-		"internal/backend/theta/backend.go", "examples/backends/theta/main.tf", "internal/provider/backend_theta.go"} {
+	// "zeta" has all but its line in the descriptor table, "eta" all but its descriptor file, "iota" all but
+	// its package doc; "theta" is as complete as "alpha".
+	for _, f := range []string{"internal/backend/alpha/backend.go", "internal/backend/alpha/doc.go", "internal/backend/beta/backend.go",
+		"internal/backend/beta/doc.go", "examples/backends/alpha/main.tf", "examples/backends/gamma/main.tf",
+		"internal/provider/backend_alpha.go", "internal/provider/backend_beta.go", "internal/provider/backend_gamma.go",
+		"internal/backend/zeta/backend.go", "internal/backend/zeta/doc.go", "examples/backends/zeta/main.tf",
+		"internal/provider/backend_zeta.go", "internal/backend/eta/backend.go", "internal/backend/eta/doc.go",
+		"examples/backends/eta/main.tf", "internal/backend/theta/backend.go", "internal/backend/theta/doc.go",
+		"examples/backends/theta/main.tf", "internal/provider/backend_theta.go", "internal/backend/iota/backend.go",
+		"examples/backends/iota/main.tf", "internal/provider/backend_iota.go"} {
 		p := filepath.Join(tree, filepath.FromSlash(f))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -523,7 +620,7 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	table := "package provider\n\nvar backendDescriptors = []backendDescriptor{\n\talphaDescriptor{},\n\tbetaDescriptor{},\n\tgammaDescriptor{},\n\tetaDescriptor{},\n\tthetaDescriptor{},\n}\n"
+	table := "package provider\n\nvar backendDescriptors = []backendDescriptor{\n\talphaDescriptor{},\n\tbetaDescriptor{},\n\tgammaDescriptor{},\n\tetaDescriptor{},\n\tthetaDescriptor{},\n\tiotaDescriptor{},\n}\n"
 	if err := os.WriteFile(filepath.Join(tree, filepath.FromSlash(descriptorTable)), []byte(table), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +634,7 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 		t.Fatal(err)
 	}
 	matrix := func(header, row string) string {
-		return "## 5. Feature matrix\n\n" + header + "\n| --- | --- | --- | --- | --- |\n" + row + "\n\nNotes\n"
+		return "## Feature matrix\n\n" + header + "\n| --- | --- | --- | --- | --- |\n" + row + "\n\nNotes\n"
 	}
 	fullHeader := "| concern | gcp | kubernetes | kvm | memory |"
 	fullRow := "| identity | yes: a | partial: b | no: c | yes |"
@@ -546,6 +643,31 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 	symbols := func(d string) []string { return symbolRefProblems(d, tree, &declarations{}) }
 	kinds := func(ks []Kind, template string) func(string) []string {
 		return func(d string) []string { return kindProblems(ks, d, template, tree) }
+	}
+	// pkgDoc checks a tree of one backend package, alpha, whose doc.go is the document and whose backend.go
+	// declares Backend, Backend.Get and New; other, when set, is a second file of the package.
+	pkgDoc := func(other string) func(string) []string {
+		return func(d string) []string {
+			root := t.TempDir()
+			dir := filepath.Join(root, "internal", "backend", "alpha")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for name, src := range map[string]string{
+				"backend.go": "package alpha\n\ntype Backend struct{}\n\nfunc (*Backend) Get() {}\n\nfunc New() {}\n",
+				"doc.go":     d,
+				"other.go":   other,
+			} {
+				if src == "" {
+					continue
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			problems, _ := packageDocProblems(root, &declarations{})
+			return problems
+		}
 	}
 	tests := map[string]struct {
 		check func(doc string) []string
@@ -573,7 +695,7 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 		"column missing":                {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | memory |", "| identity | yes | yes | yes |"), "kvm has no column"},
 		"column of nothing":             {func(d string) []string { return matrixProblems(d, pkgs) }, matrix("| concern | gcp | kubernetes | kvm | memory | aws |", "| identity | yes | yes | yes | yes | no |"), "aws names no backend"},
 		"cell without value":            {func(d string) []string { return matrixProblems(d, pkgs) }, matrix(fullHeader, "| identity | yes | maybe | yes | yes |"), "does not start with"},
-		"no matrix":                     {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"no matrix":                     {func(d string) []string { return matrixProblems(d, pkgs) }, "## 4. Identity\n", "no \"## Feature matrix\" heading"},
 		"kind complete":                 {kinds([]Kind{"alpha"}, alphaTemplate), alphaDoc, ""},
 		"kind without column":           {kinds([]Kind{"alpha"}, alphaTemplate), matrix("| concern | beta |", "| identity | yes |"), "kind alpha has no column"},
 		"kind without package":          {kinds([]Kind{"gamma"}, strings.ReplaceAll(alphaTemplate, "alpha", "gamma")), matrix("| concern | gamma |", "| identity | yes |"), "kind gamma has no backend package"},
@@ -584,9 +706,15 @@ func TestBlueprintChecksCatchBreakage(t *testing.T) {
 			matrix("| concern | alpha | theta |", "| identity | yes | yes |"), "kinds alpha and theta share the section \"## Alpha\""},
 		"kind without example":         {kinds([]Kind{"beta"}, "# P\n## Backends\n- **`beta`**\n## Beta\n{{ tffile \"examples/backends/beta/main.tf\" }}\n"), matrix("| concern | beta |", "| identity | yes |"), "kind beta has no example"},
 		"kind example not included":    {kinds([]Kind{"alpha"}, strings.Replace(alphaTemplate, "{{ tffile", "{{ codefile", 1)), alphaDoc, "does not include its example"},
-		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alphaTemplate), "## 4. Identity\n", "no \"## 5. Feature matrix\" heading"},
+		"kind with matrix unreadable":  {kinds([]Kind{"alpha"}, alphaTemplate), "## 4. Identity\n", "no \"## Feature matrix\" heading"},
 		"kind not registered":          {kinds([]Kind{"zeta"}, strings.ReplaceAll(alphaTemplate, "alpha", "zeta")), matrix("| concern | zeta |", "| identity | yes |"), "kind zeta has no zetaDescriptor{} in backendDescriptors"},
 		"kind without descriptor file": {kinds([]Kind{"eta"}, strings.ReplaceAll(alphaTemplate, "alpha", "eta")), matrix("| concern | eta |", "| identity | yes |"), "kind eta has no descriptor file"},
+		"kind without package doc":     {kinds([]Kind{"iota"}, strings.ReplaceAll(alphaTemplate, "alpha", "iota")), matrix("| concern | iota |", "| identity | yes |"), "kind iota has no package doc"},
+		"package doc resolves":         {pkgDoc(""), "// Package alpha: backend.go#Backend.Get and (backend.go#New), and\n// internal/backend/alpha/backend.go#Backend.\npackage alpha\n", ""},
+		"package doc, missing symbol":  {pkgDoc(""), "// Package alpha: backend.go#Gone.\npackage alpha\n", "declares no top-level Gone"},
+		"package doc, missing file":    {pkgDoc(""), "// Package alpha: nothere.go#F.\npackage alpha\n", "no such file"},
+		"package doc, root path":       {pkgDoc(""), "// Package alpha: internal/backend/beta/backend.go#Backend.\npackage alpha\n", "no such file"},
+		"package comment twice":        {pkgDoc("// Package alpha, again.\npackage alpha\n"), "// Package alpha.\npackage alpha\n", "a package comment outside doc.go"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,8 +1,3 @@
-// Package aws runs egress proxies as EC2 instances, through the AWS SDK for Go v2. A proxy is an instance with
-// IMDSv2 required, a security group of its own that admits the allowed clients on the proxy port, and its
-// configuration in SSM parameters (the secrets in a SecureString) that the instance's role reads at boot and
-// watches afterwards, so rule changes never replace the instance. An Elastic IP, when asked for, is the
-// stable egress address. Clients are built per region on first use.
 package aws
 
 import (

@@ -1,7 +1,3 @@
-// Package gcp runs egress proxies as Compute Engine VMs, through the REST client of
-// cloud.google.com/go/compute/apiv1. A VM carries the provider's labels and, in its metadata, the rendered
-// Squid config and a startup script that applies it at boot and whenever the metadata changes, so rule
-// changes never replace the VM. Clients are built per project on first use.
 package gcp
 
 import (

@@ -1,7 +1,3 @@
-// Package kubernetes runs egress proxies on Kubernetes clusters: one Deployment of Squid pods per proxy, with
-// the ConfigMap holding its squid.conf, a Secret with its htpasswd when it has credentials, a Service and a
-// NetworkPolicy, all labelled as the proxy's and owned by the Deployment. It talks to each configured cluster
-// through client-go's typed clientset, built on the cluster's first use.
 package kubernetes
 
 import (

@@ -1,7 +1,3 @@
-// Package kvm runs egress proxies as libvirt domains: a qcow2 overlay on a base volume, a NoCloud seed ISO
-// and a domain whose metadata says whose it is. It talks to libvirtd over its RPC protocol in pure Go
-// (github.com/digitalocean/go-libvirt), through the narrow api interface, one lazily dialled connection per
-// configured host.
 package kvm
 
 import (

@@ -1,0 +1,57 @@
+// Package aws runs egress proxies as EC2 instances, through the AWS SDK for Go v2. A proxy is an instance with
+// IMDSv2 required, a security group of its own that admits the allowed clients on the proxy port, and its
+// configuration in SSM parameters (the secrets in a SecureString) that the instance's role reads at boot and
+// watches afterwards, so rule changes never replace the instance. An Elastic IP, when asked for, is the stable
+// egress address. Clients are built per region on first use.
+//
+// A proxy's id is aws/<region>/<name>. Its parameters are under /egress-proxy/<name>/: config (a String), secrets
+// (a SecureString), settings (what Get reads back) and applied (written by the guest). Its security group is
+// egress-proxy-<name>. The agent that runs on the instance, its user-data and the guard that checks what it is
+// given are in the guest subpackage.
+//
+// This comment holds the rules of this backend alone; the contract every backend keeps is in
+// internal/backend/CONTRACT.md. References are file#Symbol, from this directory unless they name one;
+// blueprint_test.go in internal/backend resolves them.
+//
+// # The contract on EC2
+//
+//   - Create makes the parameters, the security group, the instance and the Elastic IP, in that order, so that what
+//     identifies the proxy exists before what costs (create.go#Backend.Create). A live instance of the name is
+//     found by its Name tag and adopted only as the proxy's owner's and UID's (metadata.go#Backend.findInstance).
+//     RunInstances is idempotent across a lost answer by a client token made from the UID, and takes the next token
+//     of the UID's sequence when EC2 refuses one whose instance was terminated (create.go#clientTokenN).
+//   - A launch EC2 refuses with Quota or Permanent gives back the security group and the parameters
+//     (create.go#Backend.giveBack, tested by giveback_test.go#TestRefusedCreateGivesBack). After a Transient or
+//     cancelled launch the instance may exist, and the retry's client token finds it.
+//   - EC2 and IAM are eventually consistent: a group, an Elastic IP or an instance profile made moments ago may be
+//     unknown to the next call. Such an error is retried for two minutes, then Permanent with advice
+//     (propagation.go#window.classify).
+//   - Each allowed client range is one inbound rule of the proxy's group. Ranges beyond the region's
+//     rules-per-group quota are refused before anything is made or changed (rules.go#Backend.checkClientRules), and
+//     at plan time (internal/provider/client_rules_aws.go#awsClientRules). The plan also refuses settings whose
+//     parameters no SSM tier can hold (sizes.go#CheckParameterSizes).
+//   - Each proxy's parameters are bound to its instance by a tag (instancebinding.go#TagInstance), so that a role
+//     several proxies share, scoped by the documented condition, reads only its own proxy's secrets.
+//   - Delete terminates the instance and waits, releases the Elastic IP it allocated but never the user's
+//     (address.go#Backend.releaseOwnAddresses), and deletes the group and the parameters. The group is held a
+//     moment by the terminated instance's interface, which is retried; a group another group's rule names is
+//     Permanent at once, naming that group and what to remove (delete.go#Backend.heldBy).
+//   - DeleteForReplacement keeps the Elastic IP, tagged with the proxy's name, for the successor of that name
+//     (delete.go#Backend.DeleteForReplacement). ListByTag lists it while no successor took it, and a security group
+//     without its instance, as leftovers whose id Delete accepts (list.go#Backend.listLeftovers); EC2 records no
+//     creation time of either, so Create tags them with one (create.go#tagCreated).
+//   - Errors: the service's error code first, then the HTTP status and the transport (errors.go#classOf). Limit
+//     codes are Quota with advice on what to free (errors.go#quotaCodes, errors.go#QuotaAdvice).
+//   - Check reads the caller's identity and the region's vCPU and Elastic IP quotas against what is in use
+//     (check.go#Backend.checkRegion).
+//
+// # A guest applies only what the provider wrote
+//
+// The config parameter is a String: anyone with ssm:PutParameter on it may overwrite it, and what it says runs as
+// root on the proxy. So each write of a config is authenticated with a key held in the secrets parameter, which
+// only who may decrypt it can read. The guest applies a config only when its MAC is the one that key gives, refuses
+// directives the renderer never writes (any *_program, include, other helpers or files), and reports a refusal in
+// the applied parameter, where the wait reads it and fails at once (wait.go#Backend.waitApplied). Get reports Drift
+// when the config in force is not the one last written (metadata.go#configDrift), and the next plan writes it
+// again.
+package aws
