@@ -1,5 +1,5 @@
 // Package backendtest is the conformance suite of the backend contract: one subtest per rule of the
-// blueprint's section 2 (internal/backend/README.md) that can be checked from outside a backend, run against
+// contract's methods (internal/backend/CONTRACT.md) that can be checked from outside a backend, run against
 // every backend on its own fake (memory, the kvm fake host, client-go's fake clientset, the Compute fake), so
 // a rule is proved once for all of them instead of once per package in its own words.
 //
@@ -53,7 +53,7 @@ type World struct {
 	NeverReady func(t *testing.T)
 }
 
-// Rules, by the subtest names that check them. Each names the rule, as the blueprint words it.
+// Rules, by the subtest names that check them. Each names the rule, as the contract words it.
 const (
 	RuleCreateReturnsWhatGetReads = "Create returns the running proxy as Get reads it"
 	RuleGetReadsBackIdentity      = "Get reads back ID, Name, UID, Owner, labels, placement and CreatedAt"
