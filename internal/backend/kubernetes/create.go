@@ -47,9 +47,51 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 	}
 	ns := id.Scope
 	cs := c.cs
+	cm, secret, err := adoptSettings(ctx, cs, spec, id, o)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	d, err := adopt(ctx, "Deployment", id, backend.OwnershipOfSpec(spec), o.deployment,
+		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Create(ctx, x, metav1.CreateOptions{})
+		},
+		func(ctx context.Context) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+		})
+	if err != nil {
+		if !backend.Retryable(err) {
+			// Refused for good (a Deployment of that name that is not this proxy's, an admission refusal): the
+			// ConfigMap and Secret made for it would belong to no proxy, unlisted, and would block the next
+			// create of the name. They are given back; a retryable failure keeps them for the retry to adopt.
+			giveBack(ctx, cs, ns, cm, secret)
+		}
+		return backend.Instance{}, err
+	}
+	// From here on the proxy exists: every error comes back with its id so the caller records it.
+	made := backend.Instance{ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, State: backend.StatePending, Placement: spec.Placement}
 
-	var cm *corev1.ConfigMap
-	var secret *corev1.Secret
+	svc, ready, err := adoptAlongsideRollout(ctx, c, spec, id, o, cm, secret, d)
+	if err != nil {
+		return made, err
+	}
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		if svc, err = waitLoadBalancer(ctx, c, id); err != nil {
+			return made, err
+		}
+	}
+	// What Get would read, but for the pods: the Deployment as it became ready, the Service as made (or as its
+	// load balancer left it), and the settings as written.
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabelsOf(ready)).String()})
+	if err != nil {
+		return made, classify(objectName("Deployment", id), err)
+	}
+	return b.instance(ctx, c, id, ready, svc, cm.Annotations[annotationSettings], pods.Items)
+}
+
+// adoptSettings makes the proxy's ConfigMap and, when it has one, its Secret, side by side, adopting those a
+// crashed earlier attempt made.
+func adoptSettings(ctx context.Context, cs kubernetes.Interface, spec backend.Spec, id backend.ProviderID, o objects) (cm *corev1.ConfigMap, secret *corev1.Secret, err error) {
+	ns := id.Scope
 	err = allOf(ctx,
 		func(ctx context.Context) (err error) {
 			cm, err = adopt(ctx, "ConfigMap", id, backend.OwnershipOfSpec(spec), o.configMap,
@@ -74,33 +116,19 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 				})
 			return err
 		})
-	if err != nil {
-		return backend.Instance{}, err
-	}
-	d, err := adopt(ctx, "Deployment", id, backend.OwnershipOfSpec(spec), o.deployment,
-		func(ctx context.Context, x *appsv1.Deployment) (*appsv1.Deployment, error) {
-			return cs.AppsV1().Deployments(ns).Create(ctx, x, metav1.CreateOptions{})
-		},
-		func(ctx context.Context) (*appsv1.Deployment, error) {
-			return cs.AppsV1().Deployments(ns).Get(ctx, spec.Name, metav1.GetOptions{})
-		})
-	if err != nil {
-		if !backend.Retryable(err) {
-			// Refused for good (a Deployment of that name that is not this proxy's, an admission refusal): the
-			// ConfigMap and Secret made for it would belong to no proxy, unlisted, and would block the next
-			// create of the name. They are given back; a retryable failure keeps them for the retry to adopt.
-			giveBack(ctx, cs, ns, cm, secret)
-		}
-		return backend.Instance{}, err
-	}
-	// From here on the proxy exists: every error comes back with its id so the caller records it.
-	made := backend.Instance{ID: id, Name: spec.Name, UID: spec.UID, Owner: spec.Owner, State: backend.StatePending, Placement: spec.Placement}
+	return cm, secret, err
+}
 
-	// The rest goes side by side with the rollout, which takes seconds of the pods' own: the owner references
-	// on the ConfigMap and Secret, the Service and the NetworkPolicy. Each is adopted, as above, when a
-	// crashed attempt made it already.
-	svc := o.service
-	ready := d
+// adoptAlongsideRollout does what goes side by side with the Deployment's rollout, which takes seconds of the
+// pods' own: the owner references on the ConfigMap and Secret, the Service and the NetworkPolicy. Each is
+// adopted, as the Deployment was, when a crashed attempt made it already. It returns the Service as made and
+// the Deployment as it became ready.
+func adoptAlongsideRollout(ctx context.Context, c *client, spec backend.Spec, id backend.ProviderID, o objects,
+	cm *corev1.ConfigMap, secret *corev1.Secret, d *appsv1.Deployment,
+) (svc *corev1.Service, ready *appsv1.Deployment, err error) {
+	ns := id.Scope
+	cs := c.cs
+	svc, ready = o.service, d
 	err = allOf(ctx,
 		func(ctx context.Context) error {
 			if ownedByDeployment(cm.ObjectMeta, d) {
@@ -147,21 +175,7 @@ func (b *Backend) create(ctx context.Context, c *client, spec backend.Spec, id b
 			ready, err = waitRollout(ctx, c, id)
 			return err
 		})
-	if err != nil {
-		return made, err
-	}
-	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		if svc, err = waitLoadBalancer(ctx, c, id); err != nil {
-			return made, err
-		}
-	}
-	// What Get would read, but for the pods: the Deployment as it became ready, the Service as made (or as its
-	// load balancer left it), and the settings as written.
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selectorLabelsOf(ready)).String()})
-	if err != nil {
-		return made, classify(objectName("Deployment", id), err)
-	}
-	return b.instance(ctx, c, id, ready, svc, cm.Annotations[annotationSettings], pods.Items)
+	return svc, ready, err
 }
 
 // render builds the proxy's objects from spec, or a Permanent error naming what is wrong with it.

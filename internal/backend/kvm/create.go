@@ -30,9 +30,28 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	c := b.conns[p.Host]
+	dom, m, fresh, err := b.adoptOrDefine(ctx, c, spec, p)
+	if err != nil {
+		return backend.Instance{}, err
+	}
 
-	var m metadata
-	var dom libvirt.Domain
+	// From here on the domain exists: every error comes with the instance, so the caller records its id.
+	inst := m.instance(p.Host, backend.StatePending)
+	if err := b.startOrUndefine(ctx, c, dom, fresh, &inst); err != nil {
+		return inst, classify(object, err)
+	}
+	if err := b.waitUntilReady(ctx, c, dom, m, &inst); err != nil {
+		return inst, classify(object, err)
+	}
+	b.reportAsGet(ctx, c, dom, p.Host, m, &inst)
+	return inst, nil
+}
+
+// adoptOrDefine returns the proxy's domain: the one an earlier attempt made, adopted when it is this proxy's,
+// or one defined now, once its image is in the pool. fresh says it was defined now, so is known to be shut
+// off. Its errors are classified.
+func (b *Backend) adoptOrDefine(ctx context.Context, c *conn, spec backend.Spec, p placement) (dom libvirt.Domain, m metadata, fresh bool, err error) {
+	object := domainObject(spec.Placement.Target, spec.Name)
 	missing := false
 	err = c.do(ctx, func(l api) error {
 		var err error
@@ -51,72 +70,78 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		missing = true
 		return nil
 	})
+	if err != nil || !missing {
+		return dom, m, false, classify(object, err)
+	}
 	// Only a proxy still to be made needs its image: an adopted one keeps what its metadata says.
 	// Outside define's single round: the upload or download may take minutes and waits on other uploaders.
 	switch {
-	case err == nil && missing && p.ImageFile != "":
+	case p.ImageFile != "":
 		if p, err = b.placeImageFile(ctx, c, p); err != nil {
-			return backend.Instance{}, err
+			return dom, m, false, err
 		}
-	case err == nil && missing && p.ImageURL != "":
+	case p.ImageURL != "":
 		if p, err = b.placeImageURL(ctx, c, p); err != nil {
-			return backend.Instance{}, err
+			return dom, m, false, err
 		}
 	}
-	fresh := false // a domain defined just now is known to be shut off
-	if err == nil && missing {
-		err = c.do(ctx, func(l api) error {
-			var err error
-			dom, m, err = b.define(l, c, spec, p)
-			fresh = err == nil
-			return err
-		})
-	}
-	if err != nil {
-		return backend.Instance{}, classify(object, err)
-	}
+	err = c.do(ctx, func(l api) error {
+		var err error
+		dom, m, err = b.define(l, c, spec, p)
+		fresh = err == nil
+		return err
+	})
+	return dom, m, fresh, classify(object, err)
+}
 
-	// From here on the domain exists: every error comes with the instance, so the caller records its id.
-	inst := m.instance(p.Host, backend.StatePending)
-	if err := b.start(ctx, c, dom, fresh, &inst); err != nil {
-		if isCode(err, libvirt.ErrNoStorageVol) {
-			// A volume the domain needs went after it was defined (see define): the domain never ran, so
-			// nothing is lost by undefining it, and the next attempt makes it afresh with its volumes.
-			if uerr := c.do(ctx, func(l api) error { return undefineDomain(l, dom) }); uerr != nil {
-				return inst, classify(object, uerr)
-			}
-			return inst, backend.Transient(object, "a volume of the domain was gone when it was started, so the create starts again: %v", err)
-		}
-		return inst, classify(object, err)
+// startOrUndefine starts the domain (see start). A domain whose volume went after it was defined is
+// undefined again, and the create is tried again from the start.
+func (b *Backend) startOrUndefine(ctx context.Context, c *conn, dom libvirt.Domain, fresh bool, inst *backend.Instance) error {
+	err := b.start(ctx, c, dom, fresh, inst)
+	if !isCode(err, libvirt.ErrNoStorageVol) {
+		return err
 	}
+	// A volume the domain needs went after it was defined (see define): the domain never ran, so nothing is
+	// lost by undefining it, and the next attempt makes it afresh with its volumes.
+	if uerr := c.do(ctx, func(l api) error { return undefineDomain(l, dom) }); uerr != nil {
+		return uerr
+	}
+	return backend.Transient("", "a volume of the domain was gone when it was started, so the create starts again: %v", err)
+}
+
+// waitUntilReady waits, as the placement asks, for the proxy's address and then for the proxy to answer at
+// it. A note of what the proxy was probed at goes into inst.
+func (b *Backend) waitUntilReady(ctx context.Context, c *conn, dom libvirt.Domain, m metadata, inst *backend.Instance) error {
 	if m.Placement.WaitForAddress && inst.InternalAddress == "" {
-		if err := b.waitForAddress(ctx, c, dom, m, &inst); err != nil {
-			return inst, classify(object, fmt.Errorf("waiting for the proxy's address: %w", err))
+		if err := b.waitForAddress(ctx, c, dom, m, inst); err != nil {
+			return fmt.Errorf("waiting for the proxy's address: %w", err)
 		}
 	}
 	// The proxy is probed at its address: without waiting for one there is nothing to probe.
 	if m.Placement.WaitForProxy && m.Placement.WaitForAddress {
-		note, err := b.waitForProxy(ctx, c, dom, m, &inst)
+		note, err := b.waitForProxy(ctx, c, dom, m, inst)
 		if note != "" {
 			inst.Notes = append(inst.Notes, note)
 		}
-		if err != nil {
-			return inst, classify(object, err)
-		}
+		return err
 	}
-	// As Get reports them (agent.go, network_mode.go): the state Create returns is what the next plan decides
-	// from. Best effort: false and no egress address until the next read. Copied only when fn ended: see Get.
+	return nil
+}
+
+// reportAsGet sets what Get reports of a running proxy beyond its metadata (agent.go, network_mode.go):
+// the state Create returns is what the next plan decides from. Best effort: false and no egress address
+// until the next read. Copied only when fn ended: see Get.
+func (b *Backend) reportAsGet(ctx context.Context, c *conn, dom libvirt.Domain, host string, m metadata, inst *backend.Instance) {
 	var can bool
 	var egress string
 	guest := inst.InternalAddress
 	if err := c.do(ctx, func(l api) error {
 		can = reconfigurable(l, dom)
-		egress, _ = b.egressAddress(l, p.Host, m.Placement, guest)
+		egress, _ = b.egressAddress(l, host, m.Placement, guest)
 		return nil
 	}); err == nil {
 		inst.Reconfigurable, inst.EgressAddress = can, egress
 	}
-	return inst, nil
 }
 
 // placeImageFile hashes the placement's image file (once per process: the hash is cached), makes sure its

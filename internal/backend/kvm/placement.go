@@ -75,6 +75,21 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
 	}
 	p.Pool = firstOf(p.Pool, h.Pool)
+	if err := p.chooseBase(h); err != nil {
+		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	if err := p.chooseInterface(h, spec.UID); err != nil {
+		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	if p.UserNet && p.ForwardPort == 0 {
+		p.ForwardPort = spec.Proxy.Port
+	}
+	return p, nil
+}
+
+// chooseBase checks what the proxy's root disk is made from, at most one of base_volume, image_file and
+// image_url, and takes the host's base volume when it names none.
+func (p *placement) chooseBase(h HostConfig) error {
 	images := 0
 	for _, set := range []bool{p.BaseVolume != "", p.ImageFile != "", p.ImageURL != ""} {
 		if set {
@@ -83,22 +98,29 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	}
 	switch {
 	case images > 1:
-		return placement{}, backend.Permanent(object, "set only one of base_volume, image_file and image_url")
+		return fmt.Errorf("set only one of base_volume, image_file and image_url")
 	case p.ImageURL != "":
 		// The base volume is the image's, named after image_sha256: Create finds or downloads it.
 		if _, err := parseImageSource(p.ImageURL, p.ImageSHA256); err != nil {
-			return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+			return err
 		}
 	case p.ImageSHA256 != "":
-		return placement{}, backend.Permanent(object, "image_sha256 is the checksum of image_url's image: set image_url too")
+		return fmt.Errorf("image_sha256 is the checksum of image_url's image: set image_url too")
 	case p.ImageFile != "":
 		// The base volume is the image's, named after its content: Create hashes the file to know it.
 	default:
 		p.BaseVolume = firstOf(p.BaseVolume, h.BaseVolume)
 		if p.BaseVolume == "" {
-			return placement{}, backend.Permanent(object, "no base volume: set base_volume, image_file or image_url on the proxy, or base_volume on kvm host %q", p.Host)
+			return fmt.Errorf("no base volume: set base_volume, image_file or image_url on the proxy, or base_volume on kvm host %q", p.Host)
 		}
 	}
+	return nil
+}
+
+// chooseInterface checks the proxy's network interface, at most one of network, bridge and user-mode
+// networking, and takes the host's bridge, else its network, when it names none; then its MAC (derived from
+// uid unless set) and its fixed IP.
+func (p *placement) chooseInterface(h HostConfig, uid string) error {
 	kinds := 0
 	for _, set := range []bool{p.Network != "", p.Bridge != "", p.UserNet} {
 		if set {
@@ -106,7 +128,7 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 		}
 	}
 	if kinds > 1 {
-		return placement{}, backend.Permanent(object, "set only one of network, bridge and user-mode networking")
+		return fmt.Errorf("set only one of network, bridge and user-mode networking")
 	}
 	if kinds == 0 {
 		if h.Bridge != "" {
@@ -116,25 +138,22 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 		}
 	}
 	if p.MAC == "" {
-		p.MAC = macFromUID(spec.UID)
+		p.MAC = macFromUID(uid)
 	} else if hw, err := net.ParseMAC(p.MAC); err != nil || len(hw) != 6 {
-		return placement{}, backend.Permanent(object, "mac %q is not a 6-byte MAC address such as 52:54:00:12:34:56", p.MAC)
+		return fmt.Errorf("mac %q is not a 6-byte MAC address such as 52:54:00:12:34:56", p.MAC)
 	} else {
 		p.MAC = hw.String()
 	}
 	if p.IP != "" {
 		a, err := netip.ParseAddr(p.IP)
 		if err != nil || !a.Is4() {
-			return placement{}, backend.Permanent(object, "ip %q is not an IPv4 address", p.IP)
+			return fmt.Errorf("ip %q is not an IPv4 address", p.IP)
 		}
 		if p.Network == "" {
-			return placement{}, backend.Permanent(object, "a fixed ip needs a libvirt network (it becomes a DHCP reservation there)")
+			return fmt.Errorf("a fixed ip needs a libvirt network (it becomes a DHCP reservation there)")
 		}
 	}
-	if p.UserNet && p.ForwardPort == 0 {
-		p.ForwardPort = spec.Proxy.Port
-	}
-	return p, nil
+	return nil
 }
 
 // macFromUID derives a stable, locally administered MAC in QEMU's 52:54:00 range, so a retried create and the
