@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
@@ -66,7 +66,7 @@ func TestAccProxyAWS_guestWait(t *testing.T) {
 			},
 			{
 				PreConfig: func() {
-					fake.SetParameter(awsTestRegion, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig), "",
+					fake.SetParameter(awsTestRegion, awsguest.ParameterPath(name, awsguest.ParameterConfig), "",
 						`{"config_id":"x","squid_conf":"url_rewrite_program /bin/sh\n"}`)
 				},
 				Config:           awsConfig(t, fake, "", awsWaitedProxy(fake, "b.example", "10m")),

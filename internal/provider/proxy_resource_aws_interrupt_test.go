@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -192,7 +192,7 @@ func awsObjects(fake *ec2fake.Server) map[string]awsObject {
 		add(awsObject{"Elastic IP", a.AllocationID, a.Tags["Name"], a.Tags[backend.LabelUID]})
 	}
 	for _, p := range fake.Parameters(awsTestRegion) {
-		if rest, ok := strings.CutPrefix(p.Name, proxyconf.AWSParameterPrefix); ok {
+		if rest, ok := strings.CutPrefix(p.Name, awsguest.ParameterPrefix); ok {
 			name, _, _ := strings.Cut(rest, "/")
 			add(awsObject{"parameter", p.Name, name, p.Tags[backend.LabelUID]})
 		}

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -57,14 +57,14 @@ resource "egress_proxy" "test" {
 	recordHashes := func(*terraform.State) error {
 		readable := map[string]string{} // where on the fake: what it holds
 		for _, p := range fake.Parameters(awsTestRegion) {
-			if !strings.HasSuffix(p.Name, "/"+proxyconf.AWSParameterSecrets) {
+			if !strings.HasSuffix(p.Name, "/"+awsguest.ParameterSecrets) {
 				readable["parameter "+p.Name] = p.Name + " " + p.Value + " " + p.Description + fmt.Sprint(p.Tags)
 				continue
 			}
 			if p.Type != "SecureString" {
 				return fmt.Errorf("parameter %s is a %s, want a SecureString", p.Name, p.Type)
 			}
-			var s proxyconf.AWSSecrets
+			var s awsguest.Secrets
 			if err := json.Unmarshal([]byte(p.Value), &s); err != nil {
 				return fmt.Errorf("parameter %s: %w", p.Name, err)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
+	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
@@ -134,7 +135,7 @@ func TestAccProxyAWS_lifecycle(t *testing.T) {
 				}
 			}
 			for _, p := range fake.Parameters(awsTestRegion) {
-				if strings.HasPrefix(p.Name, proxyconf.AWSParameterPrefix) {
+				if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
 					return fmt.Errorf("parameter %s left after destroy", p.Name)
 				}
 			}
@@ -202,7 +203,7 @@ func TestAccProxyAWS_lifecycle(t *testing.T) {
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 				}},
 				Check: func(*terraform.State) error {
-					p, ok := fake.Parameter(awsTestRegion, proxyconf.AWSParameterPath("egress-acc", proxyconf.AWSParameterConfig))
+					p, ok := fake.Parameter(awsTestRegion, awsguest.ParameterPath("egress-acc", awsguest.ParameterConfig))
 					if !ok || !strings.Contains(p.Value, "api.example.org") {
 						return fmt.Errorf("the config parameter does not carry the new allow-list")
 					}
@@ -281,7 +282,7 @@ func TestAccProxyAWS_errors(t *testing.T) {
 				}
 			}
 			for _, p := range fake.Parameters(awsTestRegion) {
-				if strings.HasPrefix(p.Name, proxyconf.AWSParameterPrefix) {
+				if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
 					t.Errorf("parameter %s left by a refused create", p.Name)
 				}
 			}
@@ -384,7 +385,7 @@ func awsGCCLIFixture(t *testing.T) gcCLIFixture {
 				}
 			}
 			for _, p := range fake.Parameters(awsTestRegion) {
-				if strings.HasPrefix(p.Name, proxyconf.AWSParameterPath(inst.Name, "")) {
+				if strings.HasPrefix(p.Name, awsguest.ParameterPath(inst.Name, "")) {
 					left = append(left, "parameter "+p.Name)
 				}
 			}

@@ -20,6 +20,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -271,16 +272,16 @@ type parameters struct {
 // renderParameters renders settings for the proxy named name, under a new config key: each write of a
 // config has its own, so one that was replaced cannot be written back by whoever kept a copy of it.
 func renderParameters(name string, settings proxyconf.Settings) (parameters, error) {
-	key, err := proxyconf.NewAWSConfigKey()
+	key, err := guest.NewConfigKey()
 	if err != nil {
 		return parameters{}, err
 	}
 	var p parameters
-	p.config, p.secrets, p.configID, err = proxyconf.RenderAWSParameters(settings, proxyconf.AWSParameterPath(name, ""), key)
+	p.config, p.secrets, p.configID, err = guest.RenderParameters(settings, guest.ParameterPath(name, ""), key)
 	if err != nil {
 		return p, err
 	}
-	var c proxyconf.AWSConfig
+	var c guest.Config
 	err = json.Unmarshal(p.config, &c)
 	p.mac = c.MAC
 	return p, err
@@ -301,13 +302,13 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 		typ         ssmtypes.ParameterType
 		key         *string
 	}{
-		{proxyconf.AWSParameterSettings, stored, ssmtypes.ParameterTypeString, nil},
-		{proxyconf.AWSParameterConfig, string(p.config), ssmtypes.ParameterTypeString, nil},
-		{proxyconf.AWSParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString, optionalString(st.KMSKeyID)},
+		{guest.ParameterSettings, stored, ssmtypes.ParameterTypeString, nil},
+		{guest.ParameterConfig, string(p.config), ssmtypes.ParameterTypeString, nil},
+		{guest.ParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString, optionalString(st.KMSKeyID)},
 	}
 	tags := ssmTags(objectTags(spec))
 	for _, p := range params {
-		path := proxyconf.AWSParameterPath(spec.Name, p.name)
+		path := guest.ParameterPath(spec.Name, p.name)
 		obj := parameterObject(r.name, path)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			in := &ssm.PutParameterInput{
@@ -599,8 +600,8 @@ func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (
 // instance instead of a second one.
 func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
 	obj := instanceObject(r.name, spec.Name)
-	userData, err := proxyconf.RenderAWSUserData(proxyconf.AWSUserDataOptions{
-		Region: r.name, ParameterPrefix: proxyconf.AWSParameterPath(spec.Name, ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
+	userData, err := guest.RenderUserData(guest.UserDataOptions{
+		Region: r.name, ParameterPrefix: guest.ParameterPath(spec.Name, ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
 	})
 	if err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, obj, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 )
 
 // Delete terminates the instance and removes everything Create made for it: its Elastic IP (not the user's),
@@ -111,12 +111,12 @@ func (b *Backend) deleteParameters(ctx context.Context, r *region, name string, 
 		}
 	}
 	var paths []string
-	for _, p := range []string{proxyconf.AWSParameterSettings, proxyconf.AWSParameterConfig, proxyconf.AWSParameterSecrets, proxyconf.AWSParameterApplied} {
-		paths = append(paths, proxyconf.AWSParameterPath(name, p))
+	for _, p := range []string{guest.ParameterSettings, guest.ParameterConfig, guest.ParameterSecrets, guest.ParameterApplied} {
+		paths = append(paths, guest.ParameterPath(name, p))
 	}
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		_, err := r.ssm.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: paths})
-		return classify(parameterObject(r.name, proxyconf.AWSParameterPath(name, "")), err)
+		return classify(parameterObject(r.name, guest.ParameterPath(name, "")), err)
 	})
 }
 
@@ -125,7 +125,7 @@ func (b *Backend) deleteParameters(ctx context.Context, r *region, name string, 
 func (b *Backend) ownParameters(ctx context.Context, r *region, name string) (bool, error) {
 	var tags map[string]string
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
-		tags, err = b.parameterTags(ctx, r, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterSettings))
+		tags, err = b.parameterTags(ctx, r, guest.ParameterPath(name, guest.ParameterSettings))
 		return err
 	})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
@@ -40,7 +40,7 @@ func TestRefusedCreateGivesBack(t *testing.T) {
 				t.Fatal(err)
 			}
 			params, err := ssm.NewFromConfig(fake.AWSConfig(testRegion)).GetParametersByPath(ctx, &ssm.GetParametersByPathInput{
-				Path: awssdk.String(proxyconf.AWSParameterPath(spec.Name, "")[:len(proxyconf.AWSParameterPath(spec.Name, ""))-1]), Recursive: awssdk.Bool(true)})
+				Path: awssdk.String(guest.ParameterPath(spec.Name, "")[:len(guest.ParameterPath(spec.Name, ""))-1]), Recursive: awssdk.Bool(true)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
@@ -129,18 +129,18 @@ func (b *Backend) storedConfigID(t *testing.T, name string) (string, bool) {
 }
 
 // applied is the proxy's applied parameter as GetParameter answers it; zero when there is none.
-func applied(t *testing.T, fake *ec2fake.Server, name string) proxyconf.AWSApplied {
+func applied(t *testing.T, fake *ec2fake.Server, name string) guest.Applied {
 	t.Helper()
 	out, err := ssm.NewFromConfig(fake.AWSConfig(testRegion)).GetParameter(context.Background(),
-		&ssm.GetParameterInput{Name: awssdk.String(proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied))})
+		&ssm.GetParameterInput{Name: awssdk.String(guest.ParameterPath(name, guest.ParameterApplied))})
 	if err != nil {
 		var nf *ssmtypes.ParameterNotFound
 		if errors.As(err, &nf) {
-			return proxyconf.AWSApplied{}
+			return guest.Applied{}
 		}
 		t.Fatal(err)
 	}
-	return proxyconf.ParseAWSApplied(awssdk.ToString(out.Parameter.Value))
+	return guest.ParseApplied(awssdk.ToString(out.Parameter.Value))
 }
 
 // Get reports drift when the config parameter or the config the guest applied is not the one the provider
@@ -153,23 +153,23 @@ func TestGetReportsConfigDrift(t *testing.T) {
 	}{
 		"untouched": {tamper: func(*testing.T, *ec2fake.Server, *ssm.Client, string) {}},
 		"config overwritten": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
-			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig), `{"config_id":"x","squid_conf":"url_rewrite_program /bin/sh\n"}`)
+			put(t, c, guest.ParameterPath(name, guest.ParameterConfig), `{"config_id":"x","squid_conf":"url_rewrite_program /bin/sh\n"}`)
 		}, wantDrift: "was changed by someone other than this provider"},
 		"config deleted": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
-			if _, err := c.DeleteParameters(context.Background(), &ssm.DeleteParametersInput{Names: []string{proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig)}}); err != nil {
+			if _, err := c.DeleteParameters(context.Background(), &ssm.DeleteParametersInput{Names: []string{guest.ParameterPath(name, guest.ParameterConfig)}}); err != nil {
 				t.Fatal(err)
 			}
 		}, wantDrift: "is gone"},
 		"another config reported applied": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
 			// Silent until Reconfigure, or the fake's guest would report the right id again before Get.
 			fake.SetGuest(testRegion, name, ec2fake.GuestSilent)
-			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "0123456789abcdef")
+			put(t, c, guest.ParameterPath(name, guest.ParameterApplied), "0123456789abcdef")
 		}, wantDrift: "reports config 0123456789abcdef applied"},
 		"the config refused": {tamper: func(t *testing.T, fake *ec2fake.Server, c *ssm.Client, name string) {
 			// Refusing before the applied report is cleared: an applying guest could otherwise report the
 			// config applied again in between, and a refusing one then has nothing new to refuse.
 			fake.SetGuest(testRegion, name, ec2fake.GuestRefuses)
-			put(t, c, proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied), "-")
+			put(t, c, guest.ParameterPath(name, guest.ParameterApplied), "-")
 			waitFor(t, func() bool { return applied(t, fake, name).Refused != "" })
 			// Silent, not applying, until Reconfigure: an applying guest could report the config applied
 			// again before Get reads the refusal (seen: 6 of 20 runs).
@@ -257,7 +257,7 @@ func TestSecretsUnderTheCustomerKey(t *testing.T) {
 			if _, err := b.Reconfigure(context.Background(), inst.ID, spec.Proxy); err != nil {
 				t.Fatal(err)
 			}
-			secrets, _ := fake.Parameter(testRegion, proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterSecrets))
+			secrets, _ := fake.Parameter(testRegion, guest.ParameterPath(spec.Name, guest.ParameterSecrets))
 			if secrets.Type != "SecureString" || secrets.KeyID != want || secrets.Version != 2 {
 				t.Errorf("secrets after a reconfigure: %s under %q, version %d; want a SecureString under %q, version 2", secrets.Type, secrets.KeyID, secrets.Version, want)
 			}

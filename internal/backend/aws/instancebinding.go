@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 )
 
 // TagInstance is the tag that binds a proxy's parameters to its instance: its value is the instance's ARN,
@@ -36,7 +36,7 @@ func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Sp
 		return err
 	}
 	arn := "arn:" + partitionOf(r.name) + ":ec2:" + r.name + ":" + account + ":instance/" + instanceID
-	applied := proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterApplied)
+	applied := guest.ParameterPath(spec.Name, guest.ParameterApplied)
 	tags := objectTags(spec)
 	tags[TagInstance] = arn
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -57,8 +57,8 @@ func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Sp
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{proxyconf.AWSParameterConfig, proxyconf.AWSParameterSecrets, proxyconf.AWSParameterApplied} {
-		path := proxyconf.AWSParameterPath(spec.Name, p)
+	for _, p := range []string{guest.ParameterConfig, guest.ParameterSecrets, guest.ParameterApplied} {
+		path := guest.ParameterPath(spec.Name, p)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			_, err := r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
 				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: ssmTags(tags),

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
@@ -52,13 +52,13 @@ func TestInstanceRoleReachesOnlyItsOwnProxy(t *testing.T) {
 	ctx := context.Background()
 	read := func(proxy string) error {
 		_, err := asA.GetParameters(ctx, &ssm.GetParametersInput{WithDecryption: awssdk.Bool(true), Names: []string{
-			proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterConfig), proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterSecrets),
-			proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied),
+			guest.ParameterPath(proxy, guest.ParameterConfig), guest.ParameterPath(proxy, guest.ParameterSecrets),
+			guest.ParameterPath(proxy, guest.ParameterApplied),
 		}})
 		return err
 	}
 	report := func(proxy string) error {
-		_, err := asA.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String(proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied)),
+		_, err := asA.PutParameter(ctx, &ssm.PutParameterInput{Name: awssdk.String(guest.ParameterPath(proxy, guest.ParameterApplied)),
 			Value: awssdk.String("0123456789abcdef"), Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -144,15 +145,15 @@ func (st storedSpec) settings() proxyconf.Settings {
 // parameters come in the same request (none is a SecureString, so nothing is decrypted): values holds those
 // that exist, for configDrift.
 func (b *Backend) readStoredSpec(ctx context.Context, r *region, name string) (st storedSpec, ok bool, values map[string]string, err error) {
-	names := []string{proxyconf.AWSParameterSettings, proxyconf.AWSParameterConfig, proxyconf.AWSParameterApplied}
+	names := []string{guest.ParameterSettings, guest.ParameterConfig, guest.ParameterApplied}
 	paths := make([]string, len(names))
 	for i, n := range names {
-		paths[i] = proxyconf.AWSParameterPath(name, n)
+		paths[i] = guest.ParameterPath(name, n)
 	}
 	var out *ssm.GetParametersOutput
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
 		out, err = r.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: paths})
-		return classify(parameterObject(r.name, proxyconf.AWSParameterPath(name, "")), err)
+		return classify(parameterObject(r.name, guest.ParameterPath(name, "")), err)
 	})
 	if err != nil {
 		return st, false, nil, err
@@ -208,7 +209,7 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 // plan must show the update that writes them again. A guest that has applied nothing yet (no applied
 // parameter: it is booting) has not drifted.
 func configDrift(name string, st storedSpec, values map[string]string) string {
-	configPath := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig)
+	configPath := guest.ParameterPath(name, guest.ParameterConfig)
 	config, ok := values[configPath]
 	if !ok {
 		return fmt.Sprintf("its config parameter %s is gone", configPath)
@@ -216,8 +217,8 @@ func configDrift(name string, st storedSpec, values map[string]string) string {
 	if sum := sha256.Sum256([]byte(config)); st.ConfigSHA256 != "" && hex.EncodeToString(sum[:]) != st.ConfigSHA256 {
 		return fmt.Sprintf("its config parameter %s was changed by someone other than this provider", configPath)
 	}
-	if v, ok := values[proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied)]; ok {
-		switch applied := proxyconf.ParseAWSApplied(v); {
+	if v, ok := values[guest.ParameterPath(name, guest.ParameterApplied)]; ok {
+		switch applied := guest.ParseApplied(v); {
 		case applied.Refused == st.ConfigID:
 			return fmt.Sprintf("its guest refused config %s, the one this provider wrote (%s), and runs config %s", st.ConfigID, applied.Reason, applied.ConfigID)
 		case applied.ConfigID != st.ConfigID && applied.Refused == "" && applied.ConfigID != appliedPlaceholder:

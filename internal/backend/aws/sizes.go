@@ -3,6 +3,7 @@ package aws
 import (
 	"fmt"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -32,7 +33,7 @@ func CheckParameterSizes(name string, s proxyconf.Settings, o Options) error {
 func renderedValues(name string, s proxyconf.Settings, o Options) ([][2]string, bool) {
 	var p parameters
 	var err error
-	p.config, p.secrets, p.configID, err = proxyconf.RenderAWSParameters(s, proxyconf.AWSParameterPath(name, ""), make([]byte, proxyconf.AWSConfigKeyBytes))
+	p.config, p.secrets, p.configID, err = guest.RenderParameters(s, guest.ParameterPath(name, ""), make([]byte, guest.ConfigKeyBytes))
 	if err != nil {
 		return nil, false
 	}
@@ -40,5 +41,5 @@ func renderedValues(name string, s proxyconf.Settings, o Options) ([][2]string, 
 	if err != nil {
 		return nil, false
 	}
-	return [][2]string{{proxyconf.AWSParameterConfig, string(p.config)}, {proxyconf.AWSParameterSettings, stored}, {proxyconf.AWSParameterSecrets, string(p.secrets)}}, true
+	return [][2]string{{guest.ParameterConfig, string(p.config)}, {guest.ParameterSettings, stored}, {guest.ParameterSecrets, string(p.secrets)}}, true
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
@@ -25,7 +25,7 @@ func TestOverwriteKeepsTheTier(t *testing.T) {
 			t.Fatalf("write %d (%d bytes): %v", i, size, err)
 		}
 	}
-	got, ok := fake.Parameter(testRegion, proxyconf.AWSParameterPath(spec.Name, proxyconf.AWSParameterConfig))
+	got, ok := fake.Parameter(testRegion, guest.ParameterPath(spec.Name, guest.ParameterConfig))
 	if !ok || got.Tier != "Advanced" || len(got.Value) != 100 {
 		t.Errorf("the config parameter after the small write: tier %q, %d bytes, want Advanced and 100", got.Tier, len(got.Value))
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 )
 
 // pollUntil calls check with growing intervals until it reports done or fails with an error that is not
@@ -92,7 +92,7 @@ func (b *Backend) waitTerminated(ctx context.Context, r *region, object, instanc
 // last good config keeps serving, and waiting longer would not change that.
 func (b *Backend) waitApplied(ctx context.Context, r *region, name string, written parameters) error {
 	configID := written.configID
-	path := proxyconf.AWSParameterPath(name, proxyconf.AWSParameterApplied)
+	path := guest.ParameterPath(name, guest.ParameterApplied)
 	object := parameterObject(r.name, path)
 	return b.pollUntil(ctx, object, "the guest to apply config "+configID, func(ctx context.Context) (bool, error) {
 		out, err := r.ssm.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String(path)})
@@ -107,9 +107,9 @@ func (b *Backend) waitApplied(ctx context.Context, r *region, name string, writt
 			}
 			return false, classify(object, err)
 		}
-		applied := proxyconf.ParseAWSApplied(awssdk.ToString(out.Parameter.Value))
+		applied := guest.ParseApplied(awssdk.ToString(out.Parameter.Value))
 		// A refusal of this write: one of an earlier write of the same config (a drift put back) is no answer.
-		if applied.Refused == configID && applied.RefusedMAC == proxyconf.AWSRefusedMAC(written.mac) {
+		if applied.Refused == configID && applied.RefusedMAC == guest.RefusedMAC(written.mac) {
 			return false, &backend.Error{Class: backend.ClassPermanent, Object: instanceObject(r.name, name),
 				Err: fmt.Errorf("its guest refused config %s (%s) and keeps serving config %s", configID, applied.Reason, applied.ConfigID),
 				Advice: "The provider rendered this config, so a guest that refuses it runs other software than the proxy image expects: " +

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 )
 
 // guestPoll is how often PlayGuests' agents look at their parameters. The real agent polls as well (every
-// 30 seconds, awsWatchInterval in proxyconf/awsguest.go); the fake's is short so that a test waiting for a
+// 30 seconds, watchInterval in aws/guest/userdata.go); the fake's is short so that a test waiting for a
 // report waits little.
 const guestPoll = 5 * time.Millisecond
 
@@ -21,8 +21,8 @@ const nameTag = "Name"
 
 // PlayGuests plays the guest side of the proxies in every region of the fake that can be reached, until
 // stop is called or the test ends: the agent of each instance, which applies each configuration written to
-// its proxy's config parameter (proxyconf.AWSParameterPath(name, proxyconf.AWSParameterConfig)) and
-// reports its config id in the applied parameter (proxyconf.AWSParameterApplied). No proxy runs: what a
+// its proxy's config parameter (guest.ParameterPath(name, guest.ParameterConfig)) and
+// reports its config id in the applied parameter (guest.ParameterApplied). No proxy runs: what a
 // test proves is the backend's part of a change.
 //
 // Only an agent that runs reports: one whose proxy has a running instance (Name tag), so a stopped,
@@ -81,28 +81,28 @@ func (s *Server) guestsReport() {
 			if !ok {
 				continue
 			}
-			var c proxyconf.AWSConfig
+			var c guest.Config
 			if json.Unmarshal([]byte(rg.params[param].Value), &c) != nil || !authenticated(rg, proxy, c) {
 				continue
 			}
-			applied := proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterApplied)
-			cur := proxyconf.AWSApplied{}
+			applied := guest.ParameterPath(proxy, guest.ParameterApplied)
+			cur := guest.Applied{}
 			if p := rg.params[applied]; p != nil {
-				cur = proxyconf.ParseAWSApplied(p.Value)
+				cur = guest.ParseApplied(p.Value)
 			}
 			if cur.ConfigID == c.ConfigID || !rg.runsNamed(proxy) {
 				continue
 			}
-			report := proxyconf.AWSApplied{ConfigID: c.ConfigID}
+			report := guest.Applied{ConfigID: c.ConfigID}
 			switch rg.guests[proxy] {
 			case GuestSilent:
 				continue
 			case GuestRefuses:
-				mac := proxyconf.AWSRefusedMAC(c.MAC)
+				mac := guest.RefusedMAC(c.MAC)
 				if cur.Refused == c.ConfigID && cur.RefusedMAC == mac {
 					continue // said so already
 				}
-				report = proxyconf.AWSApplied{ConfigID: cur.ConfigID, Refused: c.ConfigID, RefusedMAC: mac, Reason: GuestRefusal}
+				report = guest.Applied{ConfigID: cur.ConfigID, Refused: c.ConfigID, RefusedMAC: mac, Reason: GuestRefusal}
 			}
 			body, err := json.Marshal(map[string]any{"Name": applied, "Value": report.String(), "Type": "String", "Overwrite": true})
 			if err != nil {
@@ -116,20 +116,20 @@ func (s *Server) guestsReport() {
 }
 
 // authenticated reports whether c's MAC is the one the key in the proxy's secrets parameter gives, as the
-// real agent checks before it installs anything (proxyconf.AWSConfigMAC): a config the provider did not
+// real agent checks before it installs anything (guest.ConfigMAC): a config the provider did not
 // write is never reported applied. The caller holds s.mu.
-func authenticated(rg *region, proxy string, c proxyconf.AWSConfig) bool {
-	p := rg.params[proxyconf.AWSParameterPath(proxy, proxyconf.AWSParameterSecrets)]
+func authenticated(rg *region, proxy string, c guest.Config) bool {
+	p := rg.params[guest.ParameterPath(proxy, guest.ParameterSecrets)]
 	if p == nil {
 		return false
 	}
-	var sec proxyconf.AWSSecrets
+	var sec guest.Secrets
 	if json.Unmarshal([]byte(p.Value), &sec) != nil {
 		return false
 	}
 	key, err := base64.StdEncoding.DecodeString(sec.ConfigKey)
-	return err == nil && len(key) == proxyconf.AWSConfigKeyBytes &&
-		hmac.Equal([]byte(c.MAC), []byte(proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(proxy, ""), c)))
+	return err == nil && len(key) == guest.ConfigKeyBytes &&
+		hmac.Equal([]byte(c.MAC), []byte(guest.ConfigMAC(key, guest.ParameterPath(proxy, ""), c)))
 }
 
 // GuestMode is how a proxy's agent behaves under PlayGuests.
@@ -162,8 +162,8 @@ func (s *Server) SetGuest(region, proxy string, m GuestMode) {
 
 // proxyOfConfig is the proxy whose config parameter param is, if it is one.
 func proxyOfConfig(param string) (string, bool) {
-	rest, underPrefix := strings.CutPrefix(param, proxyconf.AWSParameterPrefix)
-	proxy, isConfig := strings.CutSuffix(rest, "/"+proxyconf.AWSParameterConfig)
+	rest, underPrefix := strings.CutPrefix(param, guest.ParameterPrefix)
+	proxy, isConfig := strings.CutSuffix(rest, "/"+guest.ParameterConfig)
 	if !underPrefix || !isConfig || proxy == "" || strings.Contains(proxy, "/") {
 		return "", false
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 )
 
 // guestProxy is the proxy the guest tests configure.
@@ -31,22 +31,22 @@ func playRound(s *Server) {
 // writeConfig writes value to guestProxy's config parameter, as the backend does.
 func (h *harness) writeConfig(value string) {
 	h.t.Helper()
-	_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterConfig)),
+	_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(guest.ParameterPath(guestProxy, guest.ParameterConfig)),
 		Value: aws.String(value), Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
 	h.ok("PutParameter config", err)
 }
 
 // guestKey is the config key the guest tests' secrets parameter holds (writeSecrets).
-var guestKey = bytes.Repeat([]byte{7}, proxyconf.AWSConfigKeyBytes)
+var guestKey = bytes.Repeat([]byte{7}, guest.ConfigKeyBytes)
 
 // writeSecrets writes guestProxy's secrets parameter with guestKey, as the backend does.
 func (h *harness) writeSecrets() {
 	h.t.Helper()
-	b, err := json.Marshal(proxyconf.AWSSecrets{ConfigKey: base64.StdEncoding.EncodeToString(guestKey)})
+	b, err := json.Marshal(guest.Secrets{ConfigKey: base64.StdEncoding.EncodeToString(guestKey)})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	_, err = h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterSecrets)),
+	_, err = h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String(guest.ParameterPath(guestProxy, guest.ParameterSecrets)),
 		Value: aws.String(string(b)), Type: ssmtypes.ParameterTypeSecureString, Overwrite: aws.Bool(true)})
 	h.ok("PutParameter secrets", err)
 }
@@ -60,8 +60,8 @@ func configOf(t *testing.T, id string) string {
 // signedConfigOf is a config parameter's value that names id, authenticated with key.
 func signedConfigOf(t *testing.T, id string, key []byte) string {
 	t.Helper()
-	c := proxyconf.AWSConfig{ConfigID: id, SquidConf: "http_port 3128\n"}
-	c.MAC = proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(guestProxy, ""), c)
+	c := guest.Config{ConfigID: id, SquidConf: "http_port 3128\n"}
+	c.MAC = guest.ConfigMAC(key, guest.ParameterPath(guestProxy, ""), c)
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func withName(name string) func(*ec2.RunInstancesInput) {
 
 // applied is guestProxy's applied parameter: its value, "" when there is none, and its version.
 func (h *harness) applied() (string, int64) {
-	p, ok := h.s.Parameter(h.region, proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterApplied))
+	p, ok := h.s.Parameter(h.region, guest.ParameterPath(guestProxy, guest.ParameterApplied))
 	if !ok {
 		return "", 0
 	}
@@ -109,11 +109,11 @@ func TestPlayGuestsReportsOnlyFromRunningInstances(t *testing.T) {
 		"region unreachable":         {instance: func(h *harness) { h.running(withName(guestProxy)); h.s.SetReachable(h.region, false) }},
 		// The agent installs only a config the provider's key authenticates (issue 35).
 		"config under another key": {instance: func(h *harness) { h.running(withName(guestProxy)) },
-			config: signedConfigOf(t, "cfg-1", bytes.Repeat([]byte{8}, proxyconf.AWSConfigKeyBytes))},
+			config: signedConfigOf(t, "cfg-1", bytes.Repeat([]byte{8}, guest.ConfigKeyBytes))},
 		"config without a MAC": {instance: func(h *harness) { h.running(withName(guestProxy)) }, config: `{"config_id":"cfg-1","squid_conf":"x"}`},
 		"no secrets parameter": {instance: func(h *harness) {
 			h.running(withName(guestProxy))
-			_, err := h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: []string{proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterSecrets)}})
+			_, err := h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: []string{guest.ParameterPath(guestProxy, guest.ParameterSecrets)}})
 			h.ok("DeleteParameters", err)
 		}},
 	} {
@@ -165,7 +165,7 @@ func TestPlayGuestsFollowsConfigWhileRunning(t *testing.T) {
 			t.Fatalf("%s: applied = %q version %d, want %q version %d", step.name, got, version, step.want, step.wantVersion)
 		}
 	}
-	if p, _ := h.s.Parameter(h.region, proxyconf.AWSParameterPath(guestProxy, proxyconf.AWSParameterApplied)); p.Type != "String" {
+	if p, _ := h.s.Parameter(h.region, guest.ParameterPath(guestProxy, guest.ParameterApplied)); p.Type != "String" {
 		t.Errorf("applied is a %s, want a String", p.Type)
 	}
 	if got := h.s.Count("PutParameter"); got != 5 {

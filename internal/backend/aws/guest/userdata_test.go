@@ -1,4 +1,4 @@
-package proxyconf
+package guest
 
 import (
 	"bytes"
@@ -21,52 +21,54 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-func TestRenderAWSUserData(t *testing.T) {
+func TestRenderUserData(t *testing.T) {
 	t.Parallel()
-	base := AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: AWSParameterPath("proxy-1", "")}
+	base := UserDataOptions{Region: "eu-west-1", ParameterPrefix: ParameterPath("proxy-1", "")}
 	for name, tc := range map[string]struct {
-		opts      AWSUserDataOptions
-		overrides AWSGuestOverrides
+		opts      UserDataOptions
+		overrides Overrides
 		want      map[string]any // agent.json's values
 		wantErr   string
 	}{
 		"defaults": {opts: base, want: map[string]any{
 			"region": "eu-west-1", "prefix": "/egress-proxy/proxy-1/", "ssm_endpoint": "https://ssm.eu-west-1.amazonaws.com",
-			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(DefaultHealthPort),
+			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(proxyconf.DefaultHealthPort),
 		}},
 		"test endpoints": {
-			opts:      AWSUserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/"},
-			overrides: AWSGuestOverrides{IMDSEndpoint: "http://127.0.0.1:8081", WatchInterval: 2, TokenTTL: 5, PlainSSMEndpoint: "http://198.18.0.4:8080"},
+			opts:      UserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/"},
+			overrides: Overrides{IMDSEndpoint: "http://127.0.0.1:8081", WatchInterval: 2, TokenTTL: 5, PlainSSMEndpoint: "http://198.18.0.4:8080"},
 			want: map[string]any{
 				"ssm_endpoint": "http://198.18.0.4:8080", "imds_endpoint": "http://127.0.0.1:8081", "interval": 2.0, "token_ttl": 5.0,
 			},
 		},
-		"private endpoint": {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://vpce-1.ssm.eu-west-1.vpce.amazonaws.com"},
+		"private endpoint": {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://vpce-1.ssm.eu-west-1.vpce.amazonaws.com"},
 			want: map[string]any{"ssm_endpoint": "https://vpce-1.ssm.eu-west-1.vpce.amazonaws.com"}},
-		"china region": {opts: AWSUserDataOptions{Region: "cn-north-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
+		"china region": {opts: UserDataOptions{Region: "cn-north-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
 			"ssm_endpoint": "https://ssm.cn-north-1.amazonaws.com.cn",
 		}},
-		"ssm endpoint over http": {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "http://ssm.example"}, wantErr: "must be an https URL"},
-		"gov cloud region": {opts: AWSUserDataOptions{Region: "us-gov-west-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
+		"ssm endpoint over http": {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "http://ssm.example"}, wantErr: "must be an https URL"},
+		"gov cloud region": {opts: UserDataOptions{Region: "us-gov-west-1", ParameterPrefix: base.ParameterPrefix}, want: map[string]any{
 			"ssm_endpoint": "https://ssm.us-gov-west-1.amazonaws.com",
 		}},
-		"no region":             {opts: AWSUserDataOptions{ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
-		"region with a quote":   {opts: AWSUserDataOptions{Region: "eu-west-1'", ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
-		"prefix without slash":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/p"}, wantErr: "must be /egress-proxy/"},
-		"prefix elsewhere":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/other/p/"}, wantErr: "must be /egress-proxy/"},
-		"prefix two levels":     {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/a/b/"}, wantErr: "must be /egress-proxy/"},
-		"ssm endpoint ftp":      {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "ftp://x"}, wantErr: "https URL"},
-		"ssm endpoint no host":  {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://"}, wantErr: "http or https URL"},
-		"ssm endpoint query":    {opts: AWSUserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://x/?a=b"}, wantErr: "http or https URL"},
-		"imds endpoint user":    {opts: base, overrides: AWSGuestOverrides{IMDSEndpoint: "http://u:p@127.0.0.1"}, wantErr: "http or https URL"},
-		"token ttl beyond imds": {opts: base, overrides: AWSGuestOverrides{TokenTTL: 21601}, wantErr: "token TTL"},
-		"token ttl negative":    {opts: base, overrides: AWSGuestOverrides{TokenTTL: -1}, wantErr: "token TTL"},
+		"no region":             {opts: UserDataOptions{ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
+		"region with a quote":   {opts: UserDataOptions{Region: "eu-west-1'", ParameterPrefix: base.ParameterPrefix}, wantErr: "not an AWS region"},
+		"prefix without slash":  {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/p"}, wantErr: "must be /egress-proxy/"},
+		"prefix elsewhere":      {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: "/other/p/"}, wantErr: "must be /egress-proxy/"},
+		"prefix two levels":     {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: "/egress-proxy/a/b/"}, wantErr: "must be /egress-proxy/"},
+		"ssm endpoint ftp":      {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "ftp://x"}, wantErr: "https URL"},
+		"ssm endpoint no host":  {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://"}, wantErr: "http or https URL"},
+		"ssm endpoint query":    {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, SSMEndpoint: "https://x/?a=b"}, wantErr: "http or https URL"},
+		"imds endpoint user":    {opts: base, overrides: Overrides{IMDSEndpoint: "http://u:p@127.0.0.1"}, wantErr: "http or https URL"},
+		"token ttl beyond imds": {opts: base, overrides: Overrides{TokenTTL: 21601}, wantErr: "token TTL"},
+		"token ttl negative":    {opts: base, overrides: Overrides{TokenTTL: -1}, wantErr: "token TTL"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			b, err := RenderAWSUserDataWith(tc.opts, tc.overrides)
+			b, err := RenderUserDataWith(tc.opts, tc.overrides)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
@@ -76,10 +78,10 @@ func TestRenderAWSUserData(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(b) > MaxAWSUserDataBytes {
+			if len(b) > MaxUserDataBytes {
 				t.Errorf("user-data is %d bytes, more than EC2 takes", len(b))
 			}
-			settings, agent := awsUserDataParts(t, b)
+			settings, agent := userDataParts(t, b)
 			var got map[string]any
 			if err := json.Unmarshal([]byte(settings), &got); err != nil {
 				t.Fatalf("agent.json: %v\n%s", err, settings)
@@ -89,10 +91,10 @@ func TestRenderAWSUserData(t *testing.T) {
 					t.Errorf("agent.json %s = %v, want %v", k, got[k], v)
 				}
 			}
-			// The agent arrives whole (TestAWSAgentInUserData), and the shell reads the script (a template slip would
+			// The agent arrives whole (TestAgentInUserData), and the shell reads the script (a template slip would
 			// break every boot).
 			if !bytes.Equal(agent, agentForUserData()) {
-				t.Error("the agent in the user-data is not awsguest_agent.py without its comment lines")
+				t.Error("the agent in the user-data is not agent.py without its comment lines")
 			}
 			path := filepath.Join(t.TempDir(), "user-data")
 			if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -105,8 +107,8 @@ func TestRenderAWSUserData(t *testing.T) {
 	}
 }
 
-// awsUserDataParts returns agent.json and the agent as the user-data's here-documents hold them.
-func awsUserDataParts(t *testing.T, userData []byte) (settings string, agent []byte) {
+// userDataParts returns agent.json and the agent as the user-data's here-documents hold them.
+func userDataParts(t *testing.T, userData []byte) (settings string, agent []byte) {
 	t.Helper()
 	docs := strings.Split(string(userData), "<<'EGRESS_EOF'\n")
 	if len(docs) < 3 {
@@ -132,15 +134,15 @@ func awsUserDataParts(t *testing.T, userData []byte) (settings string, agent []b
 }
 
 // The user-data carries the agent without its comment lines: the same program, syntax tree for syntax tree.
-func TestAWSAgentInUserData(t *testing.T) {
+func TestAgentInUserData(t *testing.T) {
 	t.Parallel()
 	out := python3(t, `import ast
 d = json.load(sys.stdin)
-print(ast.dump(ast.parse(d[0])) == ast.dump(ast.parse(d[1])))`, []string{string(awsAgent), string(agentForUserData())})
+print(ast.dump(ast.parse(d[0])) == ast.dump(ast.parse(d[1])))`, []string{string(agentScript), string(agentForUserData())})
 	if strings.TrimSpace(string(out)) != "True" {
 		t.Error("the agent without its comment lines is another program")
 	}
-	if len(agentForUserData()) >= len(awsAgent) {
+	if len(agentForUserData()) >= len(agentScript) {
 		t.Error("no comment line was left out")
 	}
 }
@@ -157,7 +159,7 @@ func python3(t *testing.T, code string, input any) []byte {
 		t.Fatal("python3 not found: the EC2 guest's agent is Python (scripts/install-deps.sh installs it)")
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "agent.py"), awsAgent, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "agent.py"), agentScript, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	in, err := json.Marshal(input)
@@ -177,7 +179,7 @@ func python3(t *testing.T, code string, input any) []byte {
 
 // The agent checks that the config parameter's id names the files it read with it: its id must be ConfigID's,
 // byte for byte, or a guest would refuse every config.
-func TestAWSAgentConfigIDIsConfigID(t *testing.T) {
+func TestAgentConfigIDIsConfigID(t *testing.T) {
 	t.Parallel()
 	type files struct{ Conf, Pass, Cert, Key, Backstop string }
 	cases := map[string]files{
@@ -189,16 +191,16 @@ func TestAWSAgentConfigIDIsConfigID(t *testing.T) {
 		"empty":          {},
 	}
 	var rendered files
-	s := Settings{Port: DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
-		Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}}
-	config, secrets, _, err := RenderAWSParameters(s, AWSParameterPath("p", ""), make([]byte, AWSConfigKeyBytes))
+	s := proxyconf.Settings{Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
+		Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}}
+	config, secrets, _, err := RenderParameters(s, ParameterPath("p", ""), make([]byte, ConfigKeyBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c AWSConfig
-	var sec AWSSecrets
+	var c Config
+	var sec Secrets
 	if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
-		t.Fatal("RenderAWSParameters' values are not JSON")
+		t.Fatal("RenderParameters' values are not JSON")
 	}
 	rendered = files{Conf: c.SquidConf, Pass: sec.Htpasswd, Cert: c.TLSCert, Key: sec.TLSKey, Backstop: c.Backstop}
 	cases["rendered"] = rendered
@@ -212,19 +214,19 @@ func TestAWSAgentConfigIDIsConfigID(t *testing.T) {
 	got := strings.Fields(string(out))
 	for i, name := range names {
 		f := cases[name]
-		want := ConfigID([]byte(f.Conf), []byte(f.Pass), []byte(f.Cert), []byte(f.Key), []byte(f.Backstop))
+		want := proxyconf.ConfigID([]byte(f.Conf), []byte(f.Pass), []byte(f.Cert), []byte(f.Key), []byte(f.Backstop))
 		if i >= len(got) || got[i] != want {
 			t.Errorf("%s: the agent's id %v, ConfigID %s", name, got, want)
 		}
 	}
-	if c.ConfigID != ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
-		t.Error("RenderAWSParameters' config id is not ConfigID of its files")
+	if c.ConfigID != proxyconf.ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
+		t.Error("RenderParameters' config id is not ConfigID of its files")
 	}
 }
 
 // The agent signs its SSM calls itself (no SDK on the image): its Signature Version 4 must be the AWS SDK's,
 // header for header, for the requests it sends.
-func TestAWSAgentSignsAsTheSDK(t *testing.T) {
+func TestAgentSignsAsTheSDK(t *testing.T) {
 	t.Parallel()
 	creds := aws.Credentials{AccessKeyID: "ASIAEXAMPLEEXAMPLE01", SecretAccessKey: "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", SessionToken: "FQoGZXIvYXdzEXAMPLE//token+with/slashes="}
 	when := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)

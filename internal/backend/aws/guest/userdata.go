@@ -1,4 +1,4 @@
-package proxyconf
+package guest
 
 import (
 	"bytes"
@@ -11,63 +11,65 @@ import (
 	"regexp"
 	"strings"
 	"text/template"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// The guest side of a proxy on EC2: the user-data (RenderAWSUserData) installs an agent that reads the proxy's
-// SSM parameters (awsparams.go) with the instance role's credentials, writes Squid's files where the other VM
+// The guest side of a proxy on EC2: the user-data (RenderUserData) installs an agent that reads the proxy's
+// SSM parameters (parameters.go) with the instance role's credentials, writes Squid's files where the other VM
 // backends' guests write them, starts Squid, and then watches the parameters and applies each change.
 
-// awsAgent is the agent, Python 3 with its standard library only (Debian's EC2 images ship python3, and
+// agentScript is the agent, Python 3 with its standard library only (Debian's EC2 images ship python3, and
 // nothing the agent could use beyond it): it speaks IMDSv2, Signature Version 4 and SSM's JSON protocol
 // itself.
 //
-//go:embed awsguest_agent.py
-var awsAgent []byte
+//go:embed agent.py
+var agentScript []byte
 
-// MaxAWSUserDataBytes is EC2's limit on user-data, before its base64 encoding ("Run commands when you launch
+// MaxUserDataBytes is EC2's limit on user-data, before its base64 encoding ("Run commands when you launch
 // an EC2 instance with user data input": "user data is limited to 16 KB").
-const MaxAWSUserDataBytes = 16 * 1024
+const MaxUserDataBytes = 16 * 1024
 
 // Defaults of the guest, and where it keeps its own files.
 const (
-	// AWSIMDSEndpoint is the instance metadata service, over IPv4.
-	AWSIMDSEndpoint = "http://169.254.169.254"
-	// AWSGuestStateDir holds the agent, its settings and the id of the config applied last.
-	AWSGuestStateDir = "/var/lib/egress-proxy"
-	// AWSAgentUnit is the agent's systemd service, started at every boot.
-	AWSAgentUnit = "egress-proxy-agent.service"
-	// awsWatchInterval is how many seconds the agent waits between two reads of the parameters, give or take a
+	// IMDSEndpoint is the instance metadata service, over IPv4.
+	IMDSEndpoint = "http://169.254.169.254"
+	// StateDir holds the agent, its settings and the id of the config applied last.
+	StateDir = "/var/lib/egress-proxy"
+	// AgentUnit is the agent's systemd service, started at every boot.
+	AgentUnit = "egress-proxy-agent.service"
+	// watchInterval is how many seconds the agent waits between two reads of the parameters, give or take a
 	// fifth (jitter, so proxies started together do not poll together). Each read is one GetParameters call,
 	// against an account's shared SSM throughput (40 per second by default): 30 s leaves room for hundreds of
 	// proxies, and a change reaches the guest within about the time Squid takes to restart.
-	awsWatchInterval = 30
-	// awsTokenTTL is the life of the agent's IMDSv2 session tokens, the longest IMDS grants (six hours).
-	awsTokenTTL = 21600
+	watchInterval = 30
+	// tokenTTL is the life of the agent's IMDSv2 session tokens, the longest IMDS grants (six hours).
+	tokenTTL = 21600
 )
 
-// AWSGuestOverrides change where the guest finds its services and how fast it watches; the zero value is an
+// Overrides change where the guest finds its services and how fast it watches; the zero value is an
 // EC2 instance. Tests run the agent against fakes on addresses of their own.
-type AWSGuestOverrides struct {
-	// IMDSEndpoint replaces AWSIMDSEndpoint.
+type Overrides struct {
+	// IMDSEndpoint replaces the package's IMDSEndpoint.
 	IMDSEndpoint string
 	// WatchInterval replaces the seconds between two reads of the parameters.
 	WatchInterval int
 	// TokenTTL replaces the seconds an IMDSv2 session token is asked for (1 to 21600).
 	TokenTTL int
-	// PlainSSMEndpoint replaces the SSM endpoint with one over plain HTTP, which AWSUserDataOptions refuses:
+	// PlainSSMEndpoint replaces the SSM endpoint with one over plain HTTP, which UserDataOptions refuses:
 	// a guest test's fake on a test network.
 	PlainSSMEndpoint string
 }
 
 var (
-	awsRegionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
-	// The prefix is AWSParameterPath(name, ""), with a proxy name as backend.ValidateName allows it.
-	awsPrefixRE = regexp.MustCompile(`^` + regexp.QuoteMeta(AWSParameterPrefix) + `[a-z]([-a-z0-9]{0,61}[a-z0-9])?/$`)
+	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	// The prefix is ParameterPath(name, ""), with a proxy name as backend.ValidateName allows it.
+	prefixRE = regexp.MustCompile(`^` + regexp.QuoteMeta(ParameterPrefix) + `[a-z]([-a-z0-9]{0,61}[a-z0-9])?/$`)
 )
 
-// awsAgentSettings is agent.json, everything the agent knows of its proxy and of this package: the Go
+// agentSettings is agent.json, everything the agent knows of its proxy and of this package: the Go
 // constants stay the only copy of each path and name.
-type awsAgentSettings struct {
+type agentSettings struct {
 	Region         string            `json:"region"`
 	Prefix         string            `json:"prefix"`
 	Parameters     map[string]string `json:"parameters"`
@@ -79,12 +81,12 @@ type awsAgentSettings struct {
 	HealthPort     int               `json:"health_port"`
 	InstallCommand string            `json:"install_command"`
 	Paths          map[string]string `json:"paths"`
-	Guard          awsGuard          `json:"guard"`
+	Guard          guard             `json:"guard"`
 }
 
-// AWSDNSSuffix is the domain of a region's service endpoints: amazonaws.com, and amazonaws.com.cn in the
+// DNSSuffix is the domain of a region's service endpoints: amazonaws.com, and amazonaws.com.cn in the
 // China regions (cn-north-1, cn-northwest-1), which are a partition of their own.
-func AWSDNSSuffix(region string) string {
+func DNSSuffix(region string) string {
 	if strings.HasPrefix(region, "cn-") {
 		return "amazonaws.com.cn"
 	}
@@ -99,27 +101,27 @@ func checkEndpoint(name, v string) error {
 	return nil
 }
 
-// RenderAWSUserData renders the user-data of a proxy's EC2 instance, with the guest's defaults.
-func RenderAWSUserData(opts AWSUserDataOptions) ([]byte, error) {
-	return RenderAWSUserDataWith(opts, AWSGuestOverrides{})
+// RenderUserData renders the user-data of a proxy's EC2 instance, with the guest's defaults.
+func RenderUserData(opts UserDataOptions) ([]byte, error) {
+	return RenderUserDataWith(opts, Overrides{})
 }
 
-// RenderAWSUserDataWith renders the user-data of a proxy's EC2 instance: a shell script cloud-init runs once,
+// RenderUserDataWith renders the user-data of a proxy's EC2 instance: a shell script cloud-init runs once,
 // at the instance's first boot. It holds no setting of the proxy and no secret, only where its parameters
 // are (the region, the prefix and, for tests or a private endpoint, the SSM endpoint), since user-data is
 // readable by whoever may describe the instance and is kept on its disk by cloud-init.
 //
-// It writes the agent (awsguest_agent.py) and its settings under AWSGuestStateDir, a drop-in of squid.service
-// and the script it runs (RenderPrestart), and starts the agent as AWSAgentUnit, at this and every later boot.
+// It writes the agent (agent.py) and its settings under StateDir, a drop-in of squid.service
+// and the script it runs (proxyconf.RenderPrestart), and starts the agent as AgentUnit, at this and every later boot.
 // The agent:
 //
 //   - speaks only IMDSv2 (a session token on every request, a new one on a 401), and takes the instance
 //     role's credentials from it, again before they come within ten minutes of their expiry;
 //   - reads the config and secrets parameters (GetParameters, WithDecryption, signed with Signature Version
 //     4), checks that the config id names exactly the pair it read (the backend writes the two one after the
-//     other), that the config's MAC is the one the key in the secrets gives (AWSConfigMAC), and that it holds
-//     nothing the renderer never writes (awsguard.go), and refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
-//     RenderUserData and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
+//     other), that the config's MAC is the one the key in the secrets gives (ConfigMAC), and that it holds
+//     nothing the renderer never writes (guard.go), and refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
+//     the kvm guest's cloud-init user-data and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
 //     certificate 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
 //   - never installs what Squid (squid -k parse) or nft (nft -c) refuses: the last good config keeps serving;
 //   - reports the id it applied in the applied parameter (PutParameter, Overwrite) once Squid takes
@@ -127,32 +129,32 @@ func RenderAWSUserData(opts AWSUserDataOptions) ([]byte, error) {
 //   - then polls the parameters' versions, without decrypting (no KMS call, no secret read), and applies a
 //     change the same way; a poll that fails waits longer each time in a row, up to 16 intervals. Before Squid starts and at every poll it lists the VM's own addresses, those of its
 //     interfaces and the public ones IMDS names (an Elastic IP associated after boot), which squid.conf and
-//     the backstop refuse (VMRenderOptions); Squid reloads when they change.
+//     the backstop refuse (proxyconf.VMRenderOptions); Squid reloads when they change.
 //
 // The agent logs to the journal and the console, so EC2's console output (GetConsoleOutput) shows why a
 // config was refused.
-func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte, error) {
-	if !awsRegionRE.MatchString(opts.Region) {
+func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
+	if !regionRE.MatchString(opts.Region) {
 		return nil, fmt.Errorf("region %q is not an AWS region code such as eu-west-1", opts.Region)
 	}
-	if !awsPrefixRE.MatchString(opts.ParameterPrefix) {
-		return nil, fmt.Errorf("parameter prefix %q must be %s<proxy name>/", opts.ParameterPrefix, AWSParameterPrefix)
+	if !prefixRE.MatchString(opts.ParameterPrefix) {
+		return nil, fmt.Errorf("parameter prefix %q must be %s<proxy name>/", opts.ParameterPrefix, ParameterPrefix)
 	}
-	s := awsAgentSettings{
+	s := agentSettings{
 		Region: opts.Region, Prefix: opts.ParameterPrefix,
 		Parameters: map[string]string{
-			AWSParameterConfig: AWSParameterConfig, AWSParameterSecrets: AWSParameterSecrets, AWSParameterApplied: AWSParameterApplied,
+			ParameterConfig: ParameterConfig, ParameterSecrets: ParameterSecrets, ParameterApplied: ParameterApplied,
 		},
 		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
-		StateDir: AWSGuestStateDir, HealthPort: DefaultHealthPort, InstallCommand: InstallIfMissing,
+		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: proxyconf.InstallIfMissing,
 		Paths: map[string]string{
-			"conf": ConfPath, "htpasswd": HtpasswdPath, "cert": TLSCertPath, "key": TLSKeyPath,
-			"backstop": NftablesPath, "own": OwnAddressesPath, "prestart": PrestartPath,
+			"conf": proxyconf.ConfPath, "htpasswd": proxyconf.HtpasswdPath, "cert": proxyconf.TLSCertPath, "key": proxyconf.TLSKeyPath,
+			"backstop": proxyconf.NftablesPath, "own": proxyconf.OwnAddressesPath, "prestart": proxyconf.PrestartPath,
 		},
-		Guard: awsGuardOnce(),
+		Guard: guardOnce(),
 	}
 	if s.SSMEndpoint == "" {
-		s.SSMEndpoint = "https://ssm." + opts.Region + "." + AWSDNSSuffix(opts.Region)
+		s.SSMEndpoint = "https://ssm." + opts.Region + "." + DNSSuffix(opts.Region)
 	}
 	// The agent's requests carry the role's credentials and read the secrets: over HTTPS only, so no one on
 	// the way reads or changes them.
@@ -163,16 +165,16 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 		s.SSMEndpoint = o.PlainSSMEndpoint
 	}
 	if s.IMDSEndpoint == "" {
-		s.IMDSEndpoint = AWSIMDSEndpoint
+		s.IMDSEndpoint = IMDSEndpoint
 	}
 	if s.Interval <= 0 {
-		s.Interval = awsWatchInterval
+		s.Interval = watchInterval
 	}
 	if s.TokenTTL == 0 {
-		s.TokenTTL = awsTokenTTL
+		s.TokenTTL = tokenTTL
 	}
-	if s.TokenTTL < 1 || s.TokenTTL > awsTokenTTL {
-		return nil, fmt.Errorf("token TTL %d must be 1 to %d seconds", s.TokenTTL, awsTokenTTL)
+	if s.TokenTTL < 1 || s.TokenTTL > tokenTTL {
+		return nil, fmt.Errorf("token TTL %d must be 1 to %d seconds", s.TokenTTL, tokenTTL)
 	}
 	for name, v := range map[string]string{"SSM endpoint": s.SSMEndpoint, "IMDS endpoint": s.IMDSEndpoint} {
 		if err := checkEndpoint(name, v); err != nil {
@@ -184,7 +186,7 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 		return nil, err
 	}
 	// The agent and its settings go compressed: as text the agent alone would pass EC2's limit, and the
-	// settings' guard (awsguard.go) is a few kilobytes more.
+	// settings' guard (guard.go) is a few kilobytes more.
 	agent, err := gzipBase64(agentForUserData())
 	if err != nil {
 		return nil, err
@@ -194,26 +196,26 @@ func RenderAWSUserDataWith(opts AWSUserDataOptions, o AWSGuestOverrides) ([]byte
 		return nil, err
 	}
 	var b bytes.Buffer
-	err = awsUserData.Execute(&b, map[string]any{
-		"State": AWSGuestStateDir, "Settings": settingsZ, "Agent": agent,
-		"Prestart": PrestartPath, "PrestartScript": strings.TrimSuffix(string(RenderPrestart(OwnAddressesPath)), "\n"),
-		"DropIn": SquidDropInPath, "Unit": AWSAgentUnit, "OwnCmd": PrestartOwnAddresses, "BackstopCmd": PrestartBackstop,
+	err = userDataScript.Execute(&b, map[string]any{
+		"State": StateDir, "Settings": settingsZ, "Agent": agent,
+		"Prestart": proxyconf.PrestartPath, "PrestartScript": strings.TrimSuffix(string(proxyconf.RenderPrestart(proxyconf.OwnAddressesPath)), "\n"),
+		"DropIn": proxyconf.SquidDropInPath, "Unit": AgentUnit, "OwnCmd": proxyconf.PrestartOwnAddresses, "BackstopCmd": proxyconf.PrestartBackstop,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if b.Len() > MaxAWSUserDataBytes {
-		return nil, fmt.Errorf("user-data is %d bytes, more than EC2's %d", b.Len(), MaxAWSUserDataBytes)
+	if b.Len() > MaxUserDataBytes {
+		return nil, fmt.Errorf("user-data is %d bytes, more than EC2's %d", b.Len(), MaxUserDataBytes)
 	}
 	return b.Bytes(), nil
 }
 
 // agentForUserData is the agent without its comment lines, which the guest does not need and EC2's limit
-// cannot spare: only lines that hold nothing but a comment go, so the code is the same (TestAWSAgentInUserData
+// cannot spare: only lines that hold nothing but a comment go, so the code is the same (TestAgentInUserData
 // compares the two's syntax trees).
 func agentForUserData() []byte {
 	var b bytes.Buffer
-	for i, l := range strings.SplitAfter(string(awsAgent), "\n") {
+	for i, l := range strings.SplitAfter(string(agentScript), "\n") {
 		if i > 0 && strings.HasPrefix(strings.TrimSpace(l), "#") {
 			continue
 		}
@@ -245,7 +247,7 @@ func wrap(s string, n int) string {
 
 // The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings and the
 // agent are base64, and the prestart script is this package's: none holds a line EGRESS_EOF.
-var awsUserData = template.Must(template.New("aws").Parse(`#!/bin/sh
+var userDataScript = template.Must(template.New("aws").Parse(`#!/bin/sh
 # Egress proxy on EC2, written by terraform-provider-egress. cloud-init runs this once, at the instance's
 # first boot: it installs the agent that configures Squid from the proxy's SSM parameters, at every boot.
 # It holds no setting of the proxy and no secret.

@@ -1,4 +1,4 @@
-package proxyconf
+package guest
 
 import (
 	"encoding/base64"
@@ -8,33 +8,37 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // The agent installs a config only when its MAC is the one the proxy's key gives and it holds nothing the
 // renderer never writes (issue 35: whoever may write the config parameter must not choose what runs as root
 // on the proxy). Each case is a config as a writer of the parameter could make it; the agent's own functions
 // judge it, as the guest's cycle calls them.
-func TestAWSAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
+func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 	t.Parallel()
-	prefix := AWSParameterPath("p", "")
-	key := make([]byte, AWSConfigKeyBytes)
+	prefix := ParameterPath("p", "")
+	key := make([]byte, ConfigKeyBytes)
 	for i := range key {
 		key[i] = byte(i + 1)
 	}
-	withTLS := Settings{Port: 8443, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}, AllowedDestinations: []string{"a.example", ".b.example"},
+	cert, certKey := testutil.SelfSignedPEM(t, "proxy.test")
+	withTLS := proxyconf.Settings{Port: 8443, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}, AllowedDestinations: []string{"a.example", ".b.example"},
 		AllowedPorts: []int{443, 8443}, AllowedPrivateCIDRs: []string{"10.2.0.0/16"}, MaxConnectionsPerClient: 7,
-		Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}, TLS: &TLSSettings{CertificatePEM: fuzzCertPEM(), PrivateKeyPEM: fuzzKeyPEMValue()},
-		Timeouts: Timeouts{RequestHeaders: 3 * time.Minute, Connect: 4 * time.Second, Idle: time.Hour}}
-	settings := map[string]Settings{
-		"plain":    {Port: DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
-		"no rules": {Port: DefaultPort},
-		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Auth: &BasicAuth{Username: "u", Password: "correct-horse-battery"}},
+		Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}, TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: certKey},
+		Timeouts: proxyconf.Timeouts{RequestHeaders: 3 * time.Minute, Connect: 4 * time.Second, Idle: time.Hour}}
+	settings := map[string]proxyconf.Settings{
+		"plain":    {Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
+		"no rules": {Port: proxyconf.DefaultPort},
+		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}},
 		"tls":      withTLS,
 	}
 	type input struct {
 		Name    string
-		Config  AWSConfig
-		Secrets AWSSecrets
+		Config  Config
+		Secrets Secrets
 	}
 	type want struct {
 		authentic bool
@@ -42,18 +46,18 @@ func TestAWSAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 	}
 	var inputs []input
 	wants := map[string]want{}
-	add := func(name string, c AWSConfig, sec AWSSecrets, w want) {
+	add := func(name string, c Config, sec Secrets, w want) {
 		inputs = append(inputs, input{name, c, sec})
 		wants[name] = w
 	}
-	resign := func(c AWSConfig, k []byte) AWSConfig { c.MAC = AWSConfigMAC(k, prefix, c); return c }
+	resign := func(c Config, k []byte) Config { c.MAC = ConfigMAC(k, prefix, c); return c }
 	for _, name := range slices.Sorted(maps.Keys(settings)) {
-		config, secrets, _, err := RenderAWSParameters(settings[name], prefix, key)
+		config, secrets, _, err := RenderParameters(settings[name], prefix, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var c AWSConfig
-		var sec AWSSecrets
+		var c Config
+		var sec Secrets
 		if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
 			t.Fatal("not JSON")
 		}
@@ -61,12 +65,12 @@ func TestAWSAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 		if name != "tls" {
 			continue
 		}
-		edit := func(f func(string) string) AWSConfig { e := c; e.SquidConf = f(c.SquidConf); return resign(e, key) }
-		appendLine := func(l string) AWSConfig { return edit(func(s string) string { return s + l + "\n" }) }
-		add("edited without the key", func() AWSConfig { e := c; e.SquidConf += "url_rewrite_program /bin/sh\n"; return e }(), sec, want{})
-		add("signed with another key", resign(c, make([]byte, AWSConfigKeyBytes)), sec, want{refusal: ""})
+		edit := func(f func(string) string) Config { e := c; e.SquidConf = f(c.SquidConf); return resign(e, key) }
+		appendLine := func(l string) Config { return edit(func(s string) string { return s + l + "\n" }) }
+		add("edited without the key", func() Config { e := c; e.SquidConf += "url_rewrite_program /bin/sh\n"; return e }(), sec, want{})
+		add("signed with another key", resign(c, make([]byte, ConfigKeyBytes)), sec, want{refusal: ""})
 		wrongPrefix := c
-		wrongPrefix.MAC = AWSConfigMAC(key, AWSParameterPath("other", ""), c)
+		wrongPrefix.MAC = ConfigMAC(key, ParameterPath("other", ""), c)
 		add("another proxy's config", wrongPrefix, sec, want{})
 		noKey := sec
 		noKey.ConfigKey = ""
@@ -86,7 +90,7 @@ func TestAWSAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 			return strings.Replace(s, "tls-min-version=1.2", "tls-min-version=1.2 ssl-bump", 1)
 		}), sec, want{true, "options"})
 		add("continued line", appendLine("acl a src 10.0.0.1 \\\nurl_rewrite_program /bin/sh"), sec, want{true, "url_rewrite_program"})
-		bs := func(f func(string) string) AWSConfig { e := c; e.Backstop = f(c.Backstop); return resign(e, key) }
+		bs := func(f func(string) string) Config { e := c; e.Backstop = f(c.Backstop); return resign(e, key) }
 		add("empty backstop", bs(func(string) string { return "" }), sec, want{true, "backstop lacks"})
 		add("backstop without its output chain", bs(func(s string) string {
 			return strings.Replace(s, "meta skuid \"proxy\" jump from_proxy", "", 1)
@@ -99,7 +103,7 @@ g = d["guard"]
 for i in d["inputs"]:
     c, s = i["Config"], i["Secrets"]
     print(json.dumps([i["Name"], agent.authenticated(c, s, d["prefix"]), agent.guard_squid_conf(c["squid_conf"], g) or agent.guard_backstop(c["backstop"], g) or ""]))`,
-		map[string]any{"guard": awsGuardOnce(), "prefix": prefix, "inputs": inputs})
+		map[string]any{"guard": guardOnce(), "prefix": prefix, "inputs": inputs})
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(inputs) {
 		t.Fatalf("the agent judged %d configs, want %d:\n%s", len(lines), len(inputs), out)
@@ -124,18 +128,18 @@ for i in d["inputs"]:
 }
 
 // The MAC is over the key the secrets hold, in the form the agent decodes.
-func TestAWSConfigKeyInSecrets(t *testing.T) {
+func TestConfigKeyInSecrets(t *testing.T) {
 	t.Parallel()
-	key, err := NewAWSConfigKey()
+	key, err := NewConfigKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	config, secrets, _, err := RenderAWSParameters(Settings{Port: DefaultPort}, AWSParameterPath("p", ""), key)
+	config, secrets, _, err := RenderParameters(proxyconf.Settings{Port: proxyconf.DefaultPort}, ParameterPath("p", ""), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c AWSConfig
-	var sec AWSSecrets
+	var c Config
+	var sec Secrets
 	if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
 		t.Fatal("not JSON")
 	}
@@ -145,10 +149,10 @@ func TestAWSConfigKeyInSecrets(t *testing.T) {
 	if strings.Contains(string(config), sec.ConfigKey) {
 		t.Error("the config parameter holds the key")
 	}
-	if c.MAC != AWSConfigMAC(key, AWSParameterPath("p", ""), c) {
-		t.Error("the config's MAC is not AWSConfigMAC")
+	if c.MAC != ConfigMAC(key, ParameterPath("p", ""), c) {
+		t.Error("the config's MAC is not ConfigMAC")
 	}
-	if _, _, _, err := RenderAWSParameters(Settings{Port: DefaultPort}, AWSParameterPath("p", ""), key[:16]); err == nil {
+	if _, _, _, err := RenderParameters(proxyconf.Settings{Port: proxyconf.DefaultPort}, ParameterPath("p", ""), key[:16]); err == nil {
 		t.Error("a short key was accepted")
 	}
 }

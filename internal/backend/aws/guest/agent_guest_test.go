@@ -1,4 +1,4 @@
-package proxyconf_test
+package guest_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/imdsfake"
@@ -33,10 +34,10 @@ import (
 // The EC2 guest proved on the proxy image's own Squid, systemd and nftables, as an EC2 instance runs it: the
 // image's root tree (make guest-root) boots as a container in a network namespace the test makes, where an
 // IMDSv2 fake (imdsfake, tokens required) answers on 169.254.169.254:80 with the instance role's credentials
-// and the user-data RenderAWSUserData renders, and ec2fake's SSM, reached through a recording proxy in a
+// and the user-data RenderUserData renders, and ec2fake's SSM, reached through a recording proxy in a
 // second namespace, holds the proxy's parameters. A unit of the test plays cloud-init: at the instance's
 // first boot it fetches the user-data with an IMDSv2 token and runs it, once. The parameters are written with
-// the AWS SDK's SSM client, as the backend writes them (RenderAWSParameters).
+// the AWS SDK's SSM client, as the backend writes them (RenderParameters).
 //
 // It proves: the proxy answers 200 for an allowed destination, 403 for a refused one and for the guest's own
 // addresses (its interface's, the public one only IMDS names, and an Elastic IP associated while it runs),
@@ -49,7 +50,7 @@ import (
 // with a token, carries on when every token ends, refreshes the role's credentials before they come within
 // its margin of their expiry, signs every SSM call with the session token, and writes applied once per
 // config.
-func TestAWSGuestAgentOnRealSquid(t *testing.T) {
+func TestAgentOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
 	start := time.Now()
@@ -72,15 +73,15 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	})
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", publicIP)
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/local-ipv4s", guestIP)
-	userData, err := proxyconf.RenderAWSUserDataWith(
-		proxyconf.AWSUserDataOptions{Region: region, ParameterPrefix: proxyconf.AWSParameterPath(name, "")},
-		proxyconf.AWSGuestOverrides{WatchInterval: 2, TokenTTL: 60, PlainSSMEndpoint: "http://" + ssmIP})
+	userData, err := guest.RenderUserDataWith(
+		guest.UserDataOptions{Region: region, ParameterPrefix: guest.ParameterPath(name, "")},
+		guest.Overrides{WatchInterval: 2, TokenTTL: 60, PlainSSMEndpoint: "http://" + ssmIP})
 	if err != nil {
 		t.Fatal(err)
 	}
 	imds.SetUserData(userData)
 
-	ns, peer := awsTestNetns(t)
+	ns, peer := testNetns(t)
 	testutil.ServeInNetns(t, ns, "169.254.169.254:80", imds.Handler())
 	calls := &ssmRecorder{}
 	testutil.ServeInNetns(t, peer, ssmIP+":80", calls.proxyTo(t, fake.URL()))
@@ -99,7 +100,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	params.put(r1)
 
 	upper := t.TempDir()
-	writeAWSGuestFiles(t, upper)
+	writeGuestFiles(t, upper)
 	proxy := testutil.ProxyClient{Dial: testutil.DialFromNetns(peer, clientIP, guestIP+":3128"), User: "u", Password: "correct-horse-battery"}
 	applied := func(id string) func() bool { return func() bool { return params.applied() == id } }
 
@@ -130,7 +131,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	}
 	checkModes(t, g, map[string]string{
 		proxyconf.ConfPath: "root:proxy 640", proxyconf.HtpasswdPath: "root:proxy 640", proxyconf.NftablesPath: "root:proxy 640",
-		proxyconf.OwnAddressesPath: "root:root 644", proxyconf.AWSGuestStateDir + "/agent.json": "root:root 600",
+		proxyconf.OwnAddressesPath: "root:root 644", guest.StateDir + "/agent.json": "root:root 600",
 	})
 	checkIMDSBackstop(t, g)
 
@@ -216,7 +217,7 @@ func TestAWSGuestAgentOnRealSquid(t *testing.T) {
 	}
 	g.WaitFor(ctx, t, "the guest reports config "+id3+" refused", func() bool { return params.appliedWhole().Refused == id3 })
 	before := map[string]time.Time{}
-	for _, f := range []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, proxyconf.AWSGuestStateDir + "/applied"} {
+	for _, f := range []string{proxyconf.ConfPath, proxyconf.HtpasswdPath, guest.StateDir + "/applied"} {
 		_, mod, ok := testutil.StatIn(t, upper, f)
 		if !ok {
 			t.Fatalf("the guest has no %s", f)
@@ -297,10 +298,10 @@ const (
 	guestMAC   = "0e:49:61:0f:c3:11"
 )
 
-// awsTestNetns makes the guest's network namespace, with its address on a veth link and IMDS's on loopback,
+// testNetns makes the guest's network namespace, with its address on a veth link and IMDS's on loopback,
 // and a peer namespace at the link's other end with the client, the upstream and SSM, so that none of those
 // is one of the guest's own addresses.
-func awsTestNetns(t *testing.T) (guest, peer string) {
+func testNetns(t *testing.T) (guest, peer string) {
 	t.Helper()
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
@@ -319,11 +320,11 @@ func awsTestNetns(t *testing.T) (guest, peer string) {
 	return guest, peer
 }
 
-// writeAWSGuestFiles puts into the container's upper layer what an EC2 instance has and the image has not:
+// writeGuestFiles puts into the container's upper layer what an EC2 instance has and the image has not:
 // names for the test's hosts, and a stand-in for cloud-init's scripts-user module, which runs the user-data
 // once per instance (its semaphore in /var/lib/cloud), read from IMDS with a token as cloud-init does on an
 // instance that requires IMDSv2. The image's own cloud-init is off: it would look for a data source in vain.
-func writeAWSGuestFiles(t *testing.T, upper string) {
+func writeGuestFiles(t *testing.T, upper string) {
 	t.Helper()
 	testutil.WriteGuestFiles(t, upper, map[string]string{
 		"etc/hosts": "127.0.0.1 localhost\n" + upstreamIP + " allowed.example denied.example\n" +
@@ -376,11 +377,11 @@ type rendered struct {
 
 func (p paramWriter) render(s proxyconf.Settings) rendered {
 	p.t.Helper()
-	key, err := proxyconf.NewAWSConfigKey()
+	key, err := guest.NewConfigKey()
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	config, secrets, id, err := proxyconf.RenderAWSParameters(s, proxyconf.AWSParameterPath(p.name, ""), key)
+	config, secrets, id, err := guest.RenderParameters(s, guest.ParameterPath(p.name, ""), key)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -391,8 +392,8 @@ func (p paramWriter) render(s proxyconf.Settings) rendered {
 // with r's own key when signed (as a writer holding the key would) and with another key otherwise.
 func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) rendered {
 	p.t.Helper()
-	var c proxyconf.AWSConfig
-	var sec proxyconf.AWSSecrets
+	var c guest.Config
+	var sec guest.Secrets
 	if err := errors.Join(json.Unmarshal(r.config, &c), json.Unmarshal(r.secrets, &sec)); err != nil {
 		p.t.Fatal(err)
 	}
@@ -403,9 +404,9 @@ func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) r
 		p.t.Fatal(err)
 	}
 	if !signed {
-		key = make([]byte, proxyconf.AWSConfigKeyBytes)
+		key = make([]byte, guest.ConfigKeyBytes)
 	}
-	c.MAC = proxyconf.AWSConfigMAC(key, proxyconf.AWSParameterPath(p.name, ""), c)
+	c.MAC = guest.ConfigMAC(key, guest.ParameterPath(p.name, ""), c)
 	b, err := json.Marshal(c)
 	if err != nil {
 		p.t.Fatal(err)
@@ -421,12 +422,12 @@ func (p paramWriter) broken(r rendered) rendered {
 
 func (p paramWriter) putConfig(r rendered) {
 	p.t.Helper()
-	p.write(proxyconf.AWSParameterConfig, string(r.config), ssmtypes.ParameterTypeString)
+	p.write(guest.ParameterConfig, string(r.config), ssmtypes.ParameterTypeString)
 }
 
 func (p paramWriter) putSecrets(r rendered) {
 	p.t.Helper()
-	p.write(proxyconf.AWSParameterSecrets, string(r.secrets), ssmtypes.ParameterTypeSecureString)
+	p.write(guest.ParameterSecrets, string(r.secrets), ssmtypes.ParameterTypeSecureString)
 }
 
 // put writes the config, then the secrets, as the backend does.
@@ -444,7 +445,7 @@ func (p paramWriter) write(param, value string, typ ssmtypes.ParameterType) {
 		tier = ssmtypes.ParameterTierAdvanced
 	}
 	_, err := p.c.PutParameter(p.ctx, &ssm.PutParameterInput{
-		Name: aws.String(proxyconf.AWSParameterPath(p.name, param)), Value: aws.String(value), Type: typ, Overwrite: aws.Bool(true), Tier: tier,
+		Name: aws.String(guest.ParameterPath(p.name, param)), Value: aws.String(value), Type: typ, Overwrite: aws.Bool(true), Tier: tier,
 	})
 	if err != nil {
 		p.t.Fatalf("writing %s: %v", param, err)
@@ -458,18 +459,18 @@ func (p paramWriter) applied() string {
 }
 
 // appliedWhole is what the guest reported, a refusal included.
-func (p paramWriter) appliedWhole() proxyconf.AWSApplied {
+func (p paramWriter) appliedWhole() guest.Applied {
 	p.t.Helper()
 	v := p.appliedValue()
 	if v == "" {
-		return proxyconf.AWSApplied{}
+		return guest.Applied{}
 	}
-	return proxyconf.ParseAWSApplied(v)
+	return guest.ParseApplied(v)
 }
 
 // appliedValue is the applied parameter's value, "" before the guest's first report.
 func (p paramWriter) appliedValue() string {
-	out, err := p.c.GetParameter(p.ctx, &ssm.GetParameterInput{Name: aws.String(proxyconf.AWSParameterPath(p.name, proxyconf.AWSParameterApplied))})
+	out, err := p.c.GetParameter(p.ctx, &ssm.GetParameterInput{Name: aws.String(guest.ParameterPath(p.name, guest.ParameterApplied))})
 	var nf *ssmtypes.ParameterNotFound
 	if errors.As(err, &nf) {
 		return ""
@@ -566,12 +567,12 @@ func checkSSMUse(t *testing.T, calls []ssmCall, issued []imdsfake.Credentials, a
 		case "AmazonSSM.PutParameter":
 			var in struct{ Name, Value, Type string }
 			_ = json.Unmarshal(c.body, &in)
-			if a := proxyconf.ParseAWSApplied(in.Value); a.Refused != "" {
+			if a := guest.ParseApplied(in.Value); a.Refused != "" {
 				refusals = append(refusals, a.Refused)
 			} else {
 				puts = append(puts, in.Value)
 			}
-			if in.Type != "String" || !strings.HasSuffix(in.Name, "/"+proxyconf.AWSParameterApplied) {
+			if in.Type != "String" || !strings.HasSuffix(in.Name, "/"+guest.ParameterApplied) {
 				t.Errorf("the guest wrote %s (%s): it may only write the applied parameter, a String", in.Name, in.Type)
 			}
 		case "AmazonSSM.GetParameters":

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-# Egress proxy agent on EC2, written by terraform-provider-egress (internal/proxyconf/awsguest.go). Reads the
+# Egress proxy agent on EC2, written by terraform-provider-egress (internal/backend/aws/guest/userdata.go). Reads the
 # proxy's SSM parameters with the instance role, installs the Squid config they hold, reports the config id
 # applied, and watches for changes. Standard library only: Debian's images ship python3 and nothing more.
 # Everything specific to the proxy is in agent.json beside this file, which the user-data wrote.
@@ -166,7 +166,7 @@ def config_id(squid_conf, htpasswd, cert, key, backstop):
 
 
 def config_mac(key, prefix, config):
-    """proxyconf.AWSConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian."""
+    """guest.ConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian."""
     m = hmac.new(key, b"egress-proxy config v1\n", hashlib.sha256)
     for field in (prefix, config.get("config_id", ""), config.get("squid_conf", ""), config.get("backstop", ""), config.get("tls_cert", "")):
         b = field.encode()
@@ -187,7 +187,7 @@ def authenticated(config, secrets, prefix):
 
 
 def guard_squid_conf(conf, guard):
-    """Why squid.conf holds what the renderer never writes (proxyconf/awsguard.go), or None. Physical lines
+    """Why squid.conf holds what the renderer never writes (aws/guest/guard.go), or None. Physical lines
     are checked one by one, so a line continued with a backslash cannot hide a directive in the next."""
     pinned = {d: set(lines) for d, lines in guard["pinned"].items()}
     for n, raw in enumerate(conf.splitlines(), 1):
@@ -227,7 +227,7 @@ def guard_backstop(backstop, guard):
 
 
 def applied_id(value):
-    """The config id an applied parameter's value (proxyconf.AWSApplied) says runs: the value itself, or its
+    """The config id an applied parameter's value (guest.Applied) says runs: the value itself, or its
     config_id when it also tells of a refusal (which stays until a config is applied)."""
     try:
         doc = json.loads(value or "")
@@ -479,7 +479,7 @@ class Agent:
         return True
 
     def report_refused(self, params, applied, cid, mac, reason):
-        """Says in the applied parameter (proxyconf.AWSApplied) that config cid was refused, beside the id that
+        """Says in the applied parameter (guest.Applied) that config cid was refused, beside the id that
         runs, so that whoever waits for cid fails at once with the reason instead of at its timeout."""
         value = json.dumps({"config_id": applied or "-", "refused": cid, "refused_mac": mac[:16], "reason": reason[:300]}, sort_keys=True)
         if params.get(self.names["applied"], {}).get("Value") == value:

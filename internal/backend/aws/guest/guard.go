@@ -1,0 +1,38 @@
+package guest
+
+import (
+	"sync"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// The EC2 guest's second check of a config, after its MAC (ConfigMAC): whatever wrote it, the agent
+// installs only what the renderer could have written. squid.conf may hold only the directives
+// proxyconf.RenderSquidConf writes; those whose lines never depend on the settings (the helper program and the
+// password file of auth_param, the log and pid files, the user) only as it writes them; files named in
+// quotes only the own-addresses file; ACL types and listening-port options only those it uses. A leaked
+// config key, or a bug in the MAC, still cannot start a program (every *_program, external_acl_type,
+// a logfile daemon) nor pull in another file (include). The backstop must replace the one table it owns
+// and hold its chains, so an empty or foreign ruleset cannot open the way to the metadata server.
+
+// guard is the check, as agent.json carries it (key "guard"): proxyconf.Vocabulary in the agent's names. The
+// agent applies it in guard_squid_conf and guard_backstop.
+type guard struct {
+	// Directives are every directive the renderer writes.
+	Directives []string `json:"directives"`
+	// Pinned maps a directive whose lines do not depend on the settings to the only lines it may have.
+	Pinned map[string][]string `json:"pinned"`
+	// ACLTypes are the acl types the renderer uses.
+	ACLTypes []string `json:"acl_types"`
+	// PortOptions are the options http_port and https_port may carry after their address.
+	PortOptions []string `json:"port_options"`
+	// QuotedFiles are the only values a config may give in double quotes (which Squid reads as a file).
+	QuotedFiles []string `json:"quoted_files"`
+	// BackstopTable is the table the backstop replaces; BackstopLines are lines it must hold, each whole.
+	BackstopTable string   `json:"backstop_table"`
+	BackstopLines []string `json:"backstop_lines"`
+}
+
+// guardOnce learns the guard from the renderer itself (proxyconf.VocabularyOf), with the guest's options, so
+// the two cannot drift apart.
+var guardOnce = sync.OnceValue(func() guard { return guard(proxyconf.VocabularyOf(proxyconf.VMRenderOptions())) })
