@@ -279,7 +279,7 @@ func (s *Server) runInstances(rg *region, f form) (any, *apiError) {
 	case minCount > maxCount:
 		return nil, ec2Err("InvalidParameterValue", "Value (%d) for parameter minCount is invalid. minCount must be less than or equal to maxCount (%d).", minCount, maxCount)
 	}
-	for _, p := range []string{"LaunchTemplate", "NetworkInterface", "SecondaryInterface", "Ipv6Address", "Ipv6AddressCount", "PrivateIpAddress", "CpuOptions"} {
+	for _, p := range []string{"LaunchTemplate", "NetworkInterface", "SecondaryInterface", "Ipv6Address", "Ipv6AddressCount", "EnablePrimaryIpv6", "PrivateIpAddress", "CpuOptions"} {
 		if f.anyUnder(p) {
 			return nil, notModelled("RunInstances " + p)
 		}

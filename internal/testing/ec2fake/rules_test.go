@@ -3,6 +3,7 @@ package ec2fake
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,41 @@ func TestDocumentedRules(t *testing.T) {
 			h.failsWith("a launch template", err, http.StatusNotImplemented, "NotImplemented")
 			_, err = h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p"), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString, Policies: aws.String("[]")})
 			h.failsWith("parameter policies", err, http.StatusNotImplemented, "NotImplemented")
+			// Network interfaces and IPv6, each of which would change the instance's or the rule's addresses.
+			for what, edit := range map[string]func(*ec2.RunInstancesInput){
+				"a network interface": func(in *ec2.RunInstancesInput) {
+					in.NetworkInterfaces = []ec2types.InstanceNetworkInterfaceSpecification{{DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: aws.Bool(true)}}
+				},
+				"a private address": func(in *ec2.RunInstancesInput) { in.PrivateIpAddress = aws.String("172.31.0.10") },
+				"IPv6 addresses":    func(in *ec2.RunInstancesInput) { in.Ipv6AddressCount = aws.Int32(1) },
+				"an IPv6 address": func(in *ec2.RunInstancesInput) {
+					in.Ipv6Addresses = []ec2types.InstanceIpv6Address{{Ipv6Address: aws.String("2001:db8::10")}}
+				},
+				"a primary IPv6": func(in *ec2.RunInstancesInput) { in.EnablePrimaryIpv6 = aws.Bool(true) },
+			} {
+				_, err = h.launch(edit)
+				h.failsWith("RunInstances with "+what, err, http.StatusNotImplemented, "NotImplemented")
+			}
+			if out, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{}); err != nil || len(out.Reservations) != 0 {
+				h.t.Errorf("after refused launches DescribeInstances answers %d reservations, %v", len(out.Reservations), err)
+			}
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("allocate", err)
+			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, NetworkInterfaceId: aws.String("eni-0123456789abcdef0")})
+			h.failsWith("AssociateAddress to a network interface", err, http.StatusNotImplemented, "NotImplemented")
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("g"), Description: aws.String("d")})
+			h.ok("create a group", err)
+			for what, p := range map[string]ec2types.IpPermission{
+				"an IPv6 range": {Ipv6Ranges: []ec2types.Ipv6Range{{CidrIpv6: aws.String("2001:db8::/32")}}},
+				"a prefix list": {PrefixListIds: []ec2types.PrefixListId{{PrefixListId: aws.String("pl-0123456789abcdef0")}}},
+			} {
+				p.IpProtocol, p.FromPort, p.ToPort = aws.String("tcp"), aws.Int32(3128), aws.Int32(3128)
+				_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: []ec2types.IpPermission{p}})
+				h.failsWith("a rule with "+what, err, http.StatusNotImplemented, "NotImplemented")
+			}
+			if got := h.ingress(aws.ToString(g.GroupId)); len(got) != 0 {
+				h.t.Errorf("after refused rules the group describes %v", got)
+			}
 		}},
 		"R3 SigV4 with the fake's credentials": {run: func(h *harness) {
 			for what, creds := range map[string]aws.CredentialsProvider{
@@ -265,26 +301,48 @@ func TestDocumentedRules(t *testing.T) {
 			})
 			h.ok("launch with tags", err)
 			inst := out.Instances[0]
-			if got := tagMap(inst.Tags); got["Name"] != "p1" || got["egress-managed-by"] != "egress" {
-				h.t.Errorf("instance tags %v", got)
+			id := aws.ToString(inst.InstanceId)
+			if got := h.instanceTags(id); got["Name"] != "p1" || got["egress-managed-by"] != "egress" {
+				h.t.Errorf("described instance tags %v", got)
 			}
+			// No action the fake serves describes a volume (R1: the backend never reads one back), so the root
+			// volume's tags alone are read from the fake.
 			vol, _ := h.s.Volume(h.region, aws.ToString(inst.BlockDeviceMappings[0].Ebs.VolumeId))
 			if vol.Tags["Name"] != "p1-root" {
 				h.t.Errorf("volume tags %v", vol.Tags)
 			}
-			id := aws.ToString(inst.InstanceId)
 			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags("Name", "p2", "team", "net")})
 			h.ok("CreateTags", err)
 			_, err = h.ec2.DeleteTags(h.ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("team"), Value: aws.String("sec")}}})
 			h.ok("DeleteTags with another value", err)
-			got, _ := h.s.Instance(h.region, id)
-			if got.Tags["Name"] != "p2" || got.Tags["team"] != "net" {
-				h.t.Errorf("after CreateTags and a DeleteTags of another value: %v", got.Tags)
+			if got := h.instanceTags(id); got["Name"] != "p2" || got["team"] != "net" {
+				h.t.Errorf("after CreateTags and a DeleteTags of another value: %v", got)
 			}
 			_, err = h.ec2.DeleteTags(h.ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{{Key: aws.String("team")}}})
 			h.ok("DeleteTags by key", err)
-			if got, _ := h.s.Instance(h.region, id); len(got.Tags) != 2 || got.Tags["team"] != "" {
-				h.t.Errorf("after DeleteTags by key: %v", got.Tags)
+			if got := h.instanceTags(id); len(got) != 2 || got["team"] != "" {
+				h.t.Errorf("after DeleteTags by key: %v", got)
+			}
+			// Groups, addresses and subnets, each read back by its own Describe; all resources or none.
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("tagged"), Description: aws.String("d")})
+			h.ok("CreateSecurityGroup", err)
+			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
+			h.ok("AllocateAddress", err)
+			gid, aid, sid := aws.ToString(g.GroupId), aws.ToString(a.AllocationId), h.s.Subnets(h.region)[0].ID
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{gid, aid, sid}, Tags: tags("team", "net")})
+			h.ok("CreateTags on a group, an address and a subnet", err)
+			if gt, at, st := tagMap(h.group(gid).Tags), tagMap(h.address(aid).Tags), h.subnetTags(sid); gt["team"] != "net" || at["team"] != "net" || st["team"] != "net" {
+				h.t.Errorf("described tags: group %v, address %v, subnet %v", gt, at, st)
+			}
+			_, err = h.ec2.CreateTags(h.ctx, &ec2.CreateTagsInput{Resources: []string{gid, "sg-0123456789abcdef0"}, Tags: tags("half", "done")})
+			h.fails("CreateTags naming an unknown group", err, "InvalidGroup.NotFound", "sg-0123456789abcdef0")
+			if got := tagMap(h.group(gid).Tags); got["half"] != "" {
+				h.t.Errorf("a refused CreateTags tagged the group it could find: %v", got)
+			}
+			_, err = h.ec2.DeleteTags(h.ctx, &ec2.DeleteTagsInput{Resources: []string{gid, aid}})
+			h.ok("DeleteTags without a Tag", err)
+			if gt, at := h.group(gid).Tags, h.address(aid).Tags; len(gt) != 0 || len(at) != 0 {
+				h.t.Errorf("DeleteTags without a Tag left: group %v, address %v", tagMap(gt), tagMap(at))
 			}
 			for what, tc := range map[string]struct {
 				tags []ec2types.Tag
@@ -394,9 +452,12 @@ func TestDocumentedRules(t *testing.T) {
 				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags("Name", "p1")}},
 			})
 			h.ok("create in the default VPC", err)
-			got, _ := h.s.SecurityGroup(h.region, aws.ToString(g.GroupId))
-			if got.VPCID != vpc || got.Tags["Name"] != "p1" || len(got.Egress) != 1 || got.Egress[0].CIDR != "0.0.0.0/0" {
-				h.t.Errorf("group %+v", got)
+			got := h.group(aws.ToString(g.GroupId))
+			if aws.ToString(got.VpcId) != vpc || aws.ToString(got.GroupName) != "egress-proxy-p1" || aws.ToString(got.Description) != "proxy p1" || tagMap(got.Tags)["Name"] != "p1" {
+				h.t.Errorf("described group %s in %s (%q, tags %v), want egress-proxy-p1 in %s", aws.ToString(got.GroupName), aws.ToString(got.VpcId), aws.ToString(got.Description), tagMap(got.Tags), vpc)
+			}
+			if egress := permissionList(got.IpPermissionsEgress); len(egress) != 1 || egress[0] != "-1 0-0 0.0.0.0/0" || len(got.IpPermissions) != 0 {
+				h.t.Errorf("a new group's described rules: egress %v, ingress %v; want all egress and no ingress", egress, permissionList(got.IpPermissions))
 			}
 			_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("EGRESS-proxy-P1"), Description: aws.String("d"), VpcId: aws.String(vpc)})
 			h.fails("the same name in another case", err, "InvalidGroup.Duplicate", "already exists")
@@ -409,6 +470,20 @@ func TestDocumentedRules(t *testing.T) {
 			}
 			_, err = h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("x"), Description: aws.String("d"), VpcId: aws.String("vpc-0123456789abcdef0")})
 			h.fails("unknown VPC", err, "InvalidVpcID.NotFound", "")
+		}},
+		"R16 at most 2,500 groups a region": {run: func(h *harness) {
+			start := h.groupCount() // the default VPC's default group
+			for i := start; i < MaxSecurityGroups; i++ {
+				_, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(fmt.Sprintf("g%d", i)), Description: aws.String("d")})
+				h.ok(fmt.Sprintf("group %d of %d", i+1, MaxSecurityGroups), err)
+			}
+			_, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("one-more"), Description: aws.String("d")})
+			h.fails("group 2,501", err, "SecurityGroupLimitExceeded", "")
+			if n := h.groupCount(); n != MaxSecurityGroups {
+				h.t.Errorf("the region describes %d groups, want %d", n, MaxSecurityGroups)
+			}
+			_, err = h.in("us-east-1").ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("one-more"), Description: aws.String("d")})
+			h.ok("a group in another region", err)
 		}},
 		"R17 deleting security groups": {run: func(h *harness) {
 			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
@@ -451,8 +526,8 @@ func TestDocumentedRules(t *testing.T) {
 			h.fails("a rule the group has", err, "InvalidPermission.Duplicate", `peer: 10.0.0.0/8, TCP, from port: 3128, to port: 3128, ALLOW`)
 			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm("172.16.0.0/12", "172.16.0.0/12")})
 			h.fails("a rule twice in one request", err, "InvalidPermission.Duplicate", "")
-			if got, _ := h.s.SecurityGroup(h.region, aws.ToString(gid)); len(got.Ingress) != 2 {
-				h.t.Errorf("a refused request left %d rules, want 2", len(got.Ingress))
+			if got := h.ingress(aws.ToString(gid)); fmt.Sprint(got) != "[tcp 3128-3128 10.0.0.0/8 tcp 3128-3128 192.168.1.0/24]" {
+				h.t.Errorf("after refused requests the group describes %v, want the two rules authorized", got)
 			}
 			for _, bad := range []string{"10.0.0.1/8", "10.0.0.0/33", "10.0.0.0", "2001:db8::/32", "ten"} {
 				_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: gid, IpPermissions: perm(bad)})
@@ -479,6 +554,52 @@ func TestDocumentedRules(t *testing.T) {
 			h.ok("create in another VPC", err)
 			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: o.GroupId, IpPermissions: perm("10.0.0.0/8")})
 			h.fails("revoke an unknown rule elsewhere", err, "InvalidPermission.NotFound", "")
+
+			// At most 60 rules, a request that would pass them refused whole.
+			full, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("full"), Description: aws.String("d")})
+			h.ok("create", err)
+			fid := aws.ToString(full.GroupId)
+			cidrs := func(from, n int) []string {
+				var out []string
+				for i := from; i < from+n; i++ {
+					out = append(out, fmt.Sprintf("10.%d.0.0/16", i))
+				}
+				return out
+			}
+			sixty, err := h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: full.GroupId, IpPermissions: perm(cidrs(0, MaxIngressRules)...)})
+			h.ok("60 rules", err)
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: full.GroupId, IpPermissions: perm("192.168.0.0/16")})
+			h.fails("a 61st rule", err, "RulesPerSecurityGroupLimitExceeded", "")
+			if n := len(h.ingress(fid)); n != MaxIngressRules {
+				h.t.Errorf("the full group describes %d rules, want %d", n, MaxIngressRules)
+			}
+			// Revoking by rule id: the ids AuthorizeSecurityGroupIngress answered.
+			ids := []string{aws.ToString(sixty.SecurityGroupRules[0].SecurityGroupRuleId), aws.ToString(sixty.SecurityGroupRules[1].SecurityGroupRuleId)}
+			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: full.GroupId, SecurityGroupRuleIds: []string{ids[0], "sgr-0123456789abcdef0"}})
+			h.fails("revoke a rule id the group has not", err, "InvalidSecurityGroupRuleId.NotFound", "sgr-0123456789abcdef0")
+			if n := len(h.ingress(fid)); n != MaxIngressRules {
+				h.t.Errorf("a refused revoke by id left %d rules, want %d", n, MaxIngressRules)
+			}
+			byID, err := h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: full.GroupId, SecurityGroupRuleIds: ids})
+			h.ok("revoke two rules by id", err)
+			var revoked []string
+			for _, r := range byID.RevokedSecurityGroupRules {
+				revoked = append(revoked, aws.ToString(r.SecurityGroupRuleId))
+			}
+			if !slices.Equal(revoked, ids) {
+				h.t.Errorf("revoked %v, want %v", revoked, ids)
+			}
+			left := h.ingress(fid)
+			if len(left) != MaxIngressRules-2 || slices.Contains(left, "tcp 3128-3128 10.0.0.0/16") || slices.Contains(left, "tcp 3128-3128 10.1.0.0/16") {
+				h.t.Errorf("after revoking the rules of 10.0.0.0/16 and 10.1.0.0/16 by id the group describes %d rules: %v", len(left), left)
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: full.GroupId, IpPermissions: perm(cidrs(100, 3)...)})
+			h.fails("three rules where two fit", err, "RulesPerSecurityGroupLimitExceeded", "")
+			if n := len(h.ingress(fid)); n != MaxIngressRules-2 {
+				h.t.Errorf("a refused authorize left %d rules, want %d", n, MaxIngressRules-2)
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: full.GroupId, IpPermissions: perm(cidrs(100, 2)...)})
+			h.ok("two where two fit", err)
 		}},
 		"R19 launch placement": {run: func(h *harness) {
 			in, err := h.describe(h.mustLaunch(nil))
@@ -562,6 +683,13 @@ func TestDocumentedRules(t *testing.T) {
 			}
 			_, err = h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{"eipalloc-0123456789abcdef0"}})
 			h.fails("unknown allocation", err, "InvalidAllocationID.NotFound", "")
+			byIP, err := h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{PublicIps: []string{aws.ToString(a.PublicIp)}})
+			h.ok("by public IP", err)
+			if len(byIP.Addresses) != 1 || aws.ToString(byIP.Addresses[0].AllocationId) != aws.ToString(a.AllocationId) {
+				h.t.Errorf("by public IP %s: %d addresses", aws.ToString(a.PublicIp), len(byIP.Addresses))
+			}
+			_, err = h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{PublicIps: []string{aws.ToString(a.PublicIp), "192.0.2.7"}})
+			h.fails("a public IP the account has not", err, "InvalidAddress.NotFound", "192.0.2.7")
 		}},
 		"R22 associating Elastic IPs": {run: func(h *harness) {
 			a, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
@@ -575,30 +703,48 @@ func TestDocumentedRules(t *testing.T) {
 			if in, _ := h.describe(pending); aws.ToString(in.PublicIpAddress) != aws.ToString(a.PublicIp) {
 				h.t.Errorf("the instance's public address is %s, want the Elastic IP %s", aws.ToString(in.PublicIpAddress), aws.ToString(a.PublicIp))
 			}
+			aid := aws.ToString(a.AllocationId)
+			if got := h.address(aid); aws.ToString(got.InstanceId) != pending || aws.ToString(got.AssociationId) != aws.ToString(first.AssociationId) {
+				h.t.Errorf("described: associated with %q (%q), want %s (%s)", aws.ToString(got.InstanceId), aws.ToString(got.AssociationId), pending, aws.ToString(first.AssociationId))
+			}
 			other := h.running(nil)
 			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(other), AllowReassociation: aws.Bool(false)})
 			h.fails("AllowReassociation false", err, "Resource.AlreadyAssociated", "")
+			if got := h.address(aid); aws.ToString(got.InstanceId) != pending {
+				h.t.Errorf("a refused reassociation moved the address to %q", aws.ToString(got.InstanceId))
+			}
 			second, err := h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(other)})
 			h.ok("reassociation is automatic", err)
-			if got := h.s.Addresses(h.region)[0]; got.InstanceID != other || got.AssociationID != aws.ToString(second.AssociationId) {
-				h.t.Errorf("address %+v, want associated with %s", got, other)
+			if got := h.address(aid); aws.ToString(got.InstanceId) != other || aws.ToString(got.AssociationId) != aws.ToString(second.AssociationId) {
+				h.t.Errorf("described: associated with %q (%q), want %s (%s)", aws.ToString(got.InstanceId), aws.ToString(got.AssociationId), other, aws.ToString(second.AssociationId))
 			}
 			if in, _ := h.describe(pending); aws.ToString(in.PublicIpAddress) == aws.ToString(a.PublicIp) {
 				h.t.Error("the first instance kept the Elastic IP")
 			}
+			if in, _ := h.describe(other); aws.ToString(in.PublicIpAddress) != aws.ToString(a.PublicIp) {
+				h.t.Errorf("the second instance's public address is %s, want the Elastic IP %s", aws.ToString(in.PublicIpAddress), aws.ToString(a.PublicIp))
+			}
 			_, err = h.ec2.DisassociateAddress(h.ctx, &ec2.DisassociateAddressInput{AssociationId: first.AssociationId})
 			h.ok("disassociating an ended association", err)
-			if got := h.s.Addresses(h.region)[0]; got.InstanceID != other {
+			if got := h.address(aid); aws.ToString(got.InstanceId) != other {
 				h.t.Error("disassociating the ended association ended the current one")
 			}
 			b, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})
 			h.ok("allocate another", err)
 			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: b.AllocationId, InstanceId: aws.String(other)})
 			h.ok("a second address to the same instance", err)
-			for _, got := range h.s.Addresses(h.region) {
-				if got.AllocationID == aws.ToString(a.AllocationId) && got.InstanceID != "" {
-					h.t.Error("the instance's earlier Elastic IP stayed associated")
-				}
+			if got := h.address(aid); aws.ToString(got.InstanceId) != "" || aws.ToString(got.AssociationId) != "" {
+				h.t.Errorf("the instance's earlier Elastic IP stayed associated with %q (%q)", aws.ToString(got.InstanceId), aws.ToString(got.AssociationId))
+			}
+			if got := h.address(aws.ToString(b.AllocationId)); aws.ToString(got.InstanceId) != other {
+				h.t.Errorf("the second address is associated with %q, want %s", aws.ToString(got.InstanceId), other)
+			}
+			_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{pending}})
+			h.ok("terminate the first instance", err)
+			_, err = h.ec2.AssociateAddress(h.ctx, &ec2.AssociateAddressInput{AllocationId: a.AllocationId, InstanceId: aws.String(pending)})
+			h.fails("to a shutting-down instance", err, "IncorrectInstanceState", "not in a valid state")
+			if got := h.address(aid); aws.ToString(got.InstanceId) != "" {
+				h.t.Errorf("a refused association left the address with %q", aws.ToString(got.InstanceId))
 			}
 		}},
 		"R23 releasing Elastic IPs": {run: func(h *harness) {
@@ -616,13 +762,15 @@ func TestDocumentedRules(t *testing.T) {
 			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
 			h.fails("while its instance shuts down", err, "InvalidIPAddress.InUse", "")
 			h.s.Settle()
-			if got := h.s.Addresses(h.region)[0]; got.InstanceID != "" {
-				h.t.Errorf("a terminated instance keeps the address: %+v", got)
+			if got := h.address(aws.ToString(a.AllocationId)); aws.ToString(got.InstanceId) != "" || aws.ToString(got.AssociationId) != "" {
+				h.t.Errorf("a terminated instance keeps the address: described with %q (%q)", aws.ToString(got.InstanceId), aws.ToString(got.AssociationId))
 			}
 			_, err = h.ec2.DisassociateAddress(h.ctx, &ec2.DisassociateAddressInput{AssociationId: assoc.AssociationId})
 			h.ok("disassociate after the instance ended it", err)
 			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
 			h.ok("release", err)
+			_, err = h.ec2.DescribeAddresses(h.ctx, &ec2.DescribeAddressesInput{AllocationIds: []string{aws.ToString(a.AllocationId)}})
+			h.fails("describe the released address", err, "InvalidAllocationID.NotFound", "")
 			_, err = h.ec2.ReleaseAddress(h.ctx, &ec2.ReleaseAddressInput{AllocationId: a.AllocationId})
 			h.fails("release again", err, "InvalidAllocationID.NotFound", "")
 		}},
@@ -642,7 +790,7 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("asked one, got %d", len(one.AccountAttributes))
 			}
 		}},
-		"R25 throttling": {opts: Options{Throttle: map[string]Bucket{"DescribeInstances": {Size: 2, RefillPerSecond: 1}, "GetParameter": {Size: 1, RefillPerSecond: 1}, "GetServiceQuota": {Size: 1, RefillPerSecond: 1}}}, run: func(h *harness) {
+		"R25 throttling": {opts: Options{Throttle: map[string]Bucket{"DescribeInstances": {Size: 2, RefillPerSecond: 1}, "GetParameter": {Size: 1, RefillPerSecond: 1}, "GetServiceQuota": {Size: 1, RefillPerSecond: 1}, "GetCallerIdentity": {Size: 1, RefillPerSecond: 1}}}, run: func(h *harness) {
 			for i := range 2 {
 				_, err := h.ec2.DescribeInstances(h.ctx, &ec2.DescribeInstancesInput{})
 				h.ok(fmt.Sprint("call ", i+1), err)
@@ -664,8 +812,15 @@ func TestDocumentedRules(t *testing.T) {
 			h.ok("Service Quotas first", err)
 			_, err = h.quota(QuotaOnDemandStandardVCPUs)
 			h.failsWith("Service Quotas second at once", err, http.StatusBadRequest, "TooManyRequestsException")
-			if h.s.Throttled("DescribeInstances") != 1 || h.s.Throttled("GetParameter") != 1 || h.s.Throttled("GetServiceQuota") != 1 {
-				h.t.Errorf("throttled counts %d, %d, %d, want 1, 1, 1", h.s.Throttled("DescribeInstances"), h.s.Throttled("GetParameter"), h.s.Throttled("GetServiceQuota"))
+			_, err = h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.ok("STS first", err)
+			_, err = h.sts.GetCallerIdentity(h.ctx, &sts.GetCallerIdentityInput{})
+			h.failsWith("STS second at once", err, http.StatusBadRequest, "Throttling")
+			h.fails("STS second at once", err, "Throttling", "Rate exceeded")
+			for _, action := range []string{"DescribeInstances", "GetParameter", "GetServiceQuota", "GetCallerIdentity"} {
+				if n := h.s.Throttled(action); n != 1 {
+					h.t.Errorf("%s throttled %d times, want 1", action, n)
+				}
 			}
 		}},
 		"R26 fault injection": {run: func(h *harness) {
@@ -758,8 +913,14 @@ func TestDocumentedRules(t *testing.T) {
 			if out.Version != 2 {
 				h.t.Errorf("overwritten version %d, want 2", out.Version)
 			}
-			if p, _ := h.s.Parameter(h.region, "/egress-proxy/p1/settings"); p.Tags["Name"] != "p1" || p.Value != `{"a":1}` {
-				h.t.Errorf("after overwrite: %+v", p)
+			if p, err := h.parameter("/egress-proxy/p1/settings"); err != nil || aws.ToString(p.Value) != `{"a":1}` || p.Version != 2 || p.Type != ssmtypes.ParameterTypeString {
+				h.t.Errorf("after overwrite GetParameter answers %+v, %v", p, err)
+			}
+			if tags := h.parameterTags("/egress-proxy/p1/settings"); tags["Name"] != "p1" {
+				h.t.Errorf("after overwrite the tags are %v", tags)
+			}
+			if p, err := h.parameter("/egress-proxy/p1/settings:1"); err != nil || aws.ToString(p.Value) != "{}" {
+				h.t.Errorf("version 1 after overwrite: %+v, %v", p, err)
 			}
 			_, err = put(func(in *ssm.PutParameterInput) {
 				in.Overwrite = aws.Bool(true)
@@ -773,11 +934,19 @@ func TestDocumentedRules(t *testing.T) {
 				in.Type = ssmtypes.ParameterTypeSecureString
 			})
 			h.fails("change the type", err, "HierarchyTypeMismatchException", "")
+			if p, err := h.parameter("/egress-proxy/p1/settings"); err != nil || p.Type != ssmtypes.ParameterTypeString || p.Version != 2 {
+				h.t.Errorf("after a refused change of type: %+v, %v", p, err)
+			}
 			out, err = put(func(in *ssm.PutParameterInput) { in.Overwrite = aws.Bool(true); in.Type = "" })
 			h.ok("overwrite without Type keeps it", err)
 			if out.Version != 3 {
 				h.t.Errorf("version %d, want 3", out.Version)
 			}
+			if p, err := h.parameter("/egress-proxy/p1/settings"); err != nil || p.Type != ssmtypes.ParameterTypeString || p.Version != 3 {
+				h.t.Errorf("after an overwrite without Type: %+v, %v", p, err)
+			}
+			_, err = h.parameter("/egress-proxy/p2/settings")
+			h.fails("the parameter created without Type", err, "ParameterNotFound", "")
 			_, err = put(func(in *ssm.PutParameterInput) { in.Name = aws.String("/p/empty"); in.Value = aws.String("") })
 			h.fails("empty value", err, "ValidationException", "value")
 			_, err = put(func(in *ssm.PutParameterInput) {
@@ -789,6 +958,10 @@ func TestDocumentedRules(t *testing.T) {
 				in.Name, in.Value, in.AllowedPattern = aws.String("/p/digits"), aws.String("12a"), aws.String(`^\d+$`)
 			})
 			h.fails("AllowedPattern", err, "ParameterPatternMismatchException", "")
+			for _, refused := range []string{"/p/empty", "/p/nested", "/p/digits"} {
+				_, err = h.parameter(refused)
+				h.fails("the refused "+refused, err, "ParameterNotFound", "")
+			}
 		}},
 		"R28 parameter names": {run: func(h *harness) {
 			put := func(name string) error {
@@ -806,8 +979,16 @@ func TestDocumentedRules(t *testing.T) {
 			h.fails("sixteen levels", put("/l1/l2/l3/l4/l5/l6/l7/l8/l9/l10/l11/l12/l13/l14/l15/l16"), "HierarchyLevelLimitExceededException", "")
 			h.ok("a plain name", put("egress_proxy.v1-x"))
 			h.ok("spaces around are trimmed", put("  /egress-proxy/trimmed  "))
-			if _, ok := h.s.Parameter(h.region, "/egress-proxy/trimmed"); !ok {
-				h.t.Error("the trimmed name was not stored")
+			if p, err := h.parameter("/egress-proxy/trimmed"); err != nil || aws.ToString(p.Name) != "/egress-proxy/trimmed" {
+				h.t.Errorf("the trimmed name reads %+v, %v", p, err)
+			}
+			if p, err := h.parameter(fits); err != nil || aws.ToString(p.Value) != "v" {
+				h.t.Errorf("the name at 1011 reads %+v, %v", p, err)
+			}
+			out, err := h.ssm.GetParametersByPath(h.ctx, &ssm.GetParametersByPathInput{Path: aws.String("/l1"), Recursive: aws.Bool(true)})
+			h.ok("GetParametersByPath /l1", err)
+			if len(out.Parameters) != 1 || aws.ToString(out.Parameters[0].Name) != "/l1/l2/l3/l4/l5/l6/l7/l8/l9/l10/l11/l12/l13/l14/l15" {
+				h.t.Errorf("under /l1: %d parameters, want the one of fifteen levels alone", len(out.Parameters))
 			}
 		}},
 		"R29 tiers and value sizes": {opts: Options{MaxStandardParameters: 2}, run: func(h *harness) {
@@ -889,9 +1070,12 @@ func TestDocumentedRules(t *testing.T) {
 			if fmt.Sprint(out.DeletedParameters, out.InvalidParameters) != "[/p/x] [/p/missing]" {
 				h.t.Errorf("deleted %v, invalid %v", out.DeletedParameters, out.InvalidParameters)
 			}
-			if _, ok := h.s.Parameter(h.region, "/p/x"); ok {
-				h.t.Error("still there")
-			}
+			_, err = h.parameter("/p/x")
+			h.fails("the deleted parameter", err, "ParameterNotFound", "")
+			_, err = h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: strings.Split("a b c d e f g h i j k", " ")})
+			h.fails("eleven names", err, "ValidationException", "")
+			_, err = h.ssm.DeleteParameters(h.ctx, &ssm.DeleteParametersInput{Names: []string{}})
+			h.fails("no name", err, "ValidationException", "")
 		}},
 		"R33 parameter tags": {run: func(h *harness) {
 			_, err := h.ssm.PutParameter(h.ctx, &ssm.PutParameterInput{Name: aws.String("/p/x"), Value: aws.String("v"), Type: ssmtypes.ParameterTypeString})
