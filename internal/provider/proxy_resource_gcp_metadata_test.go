@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -33,9 +34,9 @@ func TestGCPMetadataLimitDiagnostic(t *testing.T) {
 	}{
 		"rules over the total": {&gcp.MetadataLimitError{Size: 600_000, Limit: gcp.MaxMetadataTotalBytes},
 			path.Root("allowed_destinations"), "Attribute allowed_destinations: the instance metadata would total 600000 bytes", true},
-		"squid.conf over a value": {fmt.Errorf("create: %w", &gcp.MetadataLimitError{Key: proxyconf.MetadataSquidConf, Size: 300_000, Limit: gcp.MaxMetadataValueBytes}),
+		"squid.conf over a value": {fmt.Errorf("create: %w", &gcp.MetadataLimitError{Key: gcpguest.MetadataSquidConf, Size: 300_000, Limit: gcp.MaxMetadataValueBytes}),
 			path.Root("allowed_destinations"), "key egress-squid-conf would hold 300000 bytes", true},
-		"certificate chain": {&gcp.MetadataLimitError{Key: proxyconf.MetadataTLSCert, Size: 300_000, Limit: gcp.MaxMetadataValueBytes, TLS: true},
+		"certificate chain": {&gcp.MetadataLimitError{Key: gcpguest.MetadataTLSCert, Size: 300_000, Limit: gcp.MaxMetadataValueBytes, TLS: true},
 			path.Root("tls").AtName("certificate_pem"), "Attribute tls.certificate_pem: the instance metadata key egress-tls-cert", true},
 		"another error": {errors.New("squid.conf: bad destination"), path.Empty(), "", false},
 		"none":          {nil, path.Empty(), "", false},
@@ -167,7 +168,7 @@ func TestGCPMetadataFitsValidator(t *testing.T) {
 	}{
 		"rules over the limit": {dests: set(".example.com"), result: &gcp.MetadataLimitError{Size: 600_000, Limit: gcp.MaxMetadataTotalBytes},
 			wantAt: "allowed_destinations", wantCheck: true},
-		"certificate over the limit": {dests: set(".example.com"), result: &gcp.MetadataLimitError{Key: proxyconf.MetadataTLSCert, Size: 300_000, Limit: gcp.MaxMetadataValueBytes, TLS: true},
+		"certificate over the limit": {dests: set(".example.com"), result: &gcp.MetadataLimitError{Key: gcpguest.MetadataTLSCert, Size: 300_000, Limit: gcp.MaxMetadataValueBytes, TLS: true},
 			wantAt: "tls.certificate_pem", wantCheck: true},
 		"another error":          {dests: set(".example.com"), result: errors.New("render: bad"), wantCheck: true},
 		"fits":                   {dests: set(".example.com"), wantCheck: true},

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -80,7 +80,7 @@ resource "egress_proxy" "test" {
 			}
 			for _, v := range versions {
 				for _, line := range strings.Split(string(v), "\n") {
-					if name, b64, ok := strings.Cut(line, " "); ok && name == proxyconf.SecretLineHtpasswd {
+					if name, b64, ok := strings.Cut(line, " "); ok && name == gcpguest.SecretLineHtpasswd {
 						hashLine, _ := base64.StdEncoding.DecodeString(b64)
 						_, hash, _ := strings.Cut(strings.TrimSpace(string(hashLine)), ":")
 						scan.secrets = append(scan.secrets, hash)
@@ -94,16 +94,16 @@ resource "egress_proxy" "test" {
 					latest[name] = string(b)
 				}
 			}
-			_, hash, _ := strings.Cut(strings.TrimSpace(latest[proxyconf.SecretLineHtpasswd]), ":")
+			_, hash, _ := strings.Cut(strings.TrimSpace(latest[gcpguest.SecretLineHtpasswd]), ":")
 			if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password(passwordVersion))) != nil {
 				return fmt.Errorf("the secret's latest version does not hold the hash of password %d", passwordVersion)
 			}
-			if latest[proxyconf.SecretLineTLSKey] != keys[keyVersion][1] {
+			if latest[gcpguest.SecretLineTLSKey] != keys[keyVersion][1] {
 				return fmt.Errorf("the secret's latest version does not hold key %d", keyVersion)
 			}
 			for _, in := range fake.Instances() {
 				for _, it := range in.GetMetadata().GetItems() {
-					if it.GetKey() == proxyconf.MetadataHtpasswd || it.GetKey() == proxyconf.MetadataTLSKey {
+					if it.GetKey() == gcpguest.MetadataHtpasswd || it.GetKey() == gcpguest.MetadataTLSKey {
 						return fmt.Errorf("instance %s holds metadata item %s", in.GetName(), it.GetKey())
 					}
 				}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
@@ -98,10 +99,10 @@ func gcpGuests(t *testing.T, fake *computefake.Server) {
 			}
 			for _, in := range fake.Instances() {
 				for _, item := range in.GetMetadata().GetItems() {
-					if item.GetKey() == proxyconf.MetadataConfigID {
+					if item.GetKey() == gcpguest.MetadataConfigID {
 						// Refused, as on a real VM, where guest attributes are off: the report never arrives.
 						_ = fake.SetGuestAttribute(gcpTestProject, path.Base(in.GetZone()), in.GetName(),
-							proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, item.GetValue())
+							gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied, item.GetValue())
 					}
 				}
 			}
@@ -201,7 +202,7 @@ func TestAccProxyGCP_lifecycle(t *testing.T) {
 					}
 					in := fake.Instance(gcpTestProject, "us-central1-a", name)
 					for _, item := range in.GetMetadata().GetItems() {
-						if item.GetKey() == proxyconf.MetadataSquidConf && strings.Contains(item.GetValue(), "api.example.org") {
+						if item.GetKey() == gcpguest.MetadataSquidConf && strings.Contains(item.GetValue(), "api.example.org") {
 							return nil
 						}
 					}

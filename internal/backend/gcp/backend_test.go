@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
@@ -103,7 +104,7 @@ func TestCreateGetUpdateDeleteWithStaticAddress(t *testing.T) {
 		t.Fatalf("proxy settings read back = %+v, want the username and no password", inst.Proxy)
 	}
 	stored := fake.Instance(testProject, "us-central1-a", spec.Name)
-	for _, k := range []string{proxyconf.MetadataStartupScript, proxyconf.MetadataUserData, proxyconf.MetadataSquidConf, proxyconf.MetadataHtpasswd, proxyconf.MetadataConfigID, proxyconf.MetadataBackstop} {
+	for _, k := range []string{gcpguest.MetadataStartupScript, gcpguest.MetadataUserData, gcpguest.MetadataSquidConf, gcpguest.MetadataHtpasswd, gcpguest.MetadataConfigID, gcpguest.MetadataBackstop} {
 		if v, ok := metadataValue(stored, k); !ok || v == "" {
 			t.Errorf("metadata %s missing", k)
 		}
@@ -322,10 +323,10 @@ func (g guest) onDone(opType, _ string) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	id, conf := get(proxyconf.MetadataConfigID), get(proxyconf.MetadataSquidConf)
-	key, value := proxyconf.GuestAttributeApplied, id
+	id, conf := get(gcpguest.MetadataConfigID), get(gcpguest.MetadataSquidConf)
+	key, value := gcpguest.GuestAttributeApplied, id
 	if g.refuse != nil && g.refuse(conf) {
-		key, value = proxyconf.GuestAttributeError, "squid rejected config "+id
+		key, value = gcpguest.GuestAttributeError, "squid rejected config "+id
 	}
 	req, _ := http.NewRequest(http.MethodPut, g.url+"/computeMetadata/v1/instance/guest-attributes/egress/"+key, strings.NewReader(value))
 	req.Header.Set("Metadata-Flavor", "Google")
@@ -358,7 +359,7 @@ func TestReconfigureInPlace(t *testing.T) {
 	if after.GetId() != before.GetId() || got.EgressAddress != inst.EgressAddress {
 		t.Fatal("reconfigure replaced the instance or its address")
 	}
-	if conf, _ := metadataValue(after, proxyconf.MetadataSquidConf); !strings.Contains(conf, ".example.org") {
+	if conf, _ := metadataValue(after, gcpguest.MetadataSquidConf); !strings.Contains(conf, ".example.org") {
 		t.Fatal("the new rules did not reach the metadata")
 	}
 	if got.Proxy == nil || got.Proxy.AllowedDestinations[0] != ".example.org" {
@@ -419,15 +420,15 @@ func TestTLSFilesInMetadata(t *testing.T) {
 			}
 		}
 		stored := fake.Instance(testProject, "us-central1-a", spec.Name)
-		cert, hasCert := metadataValue(stored, proxyconf.MetadataTLSCert)
-		key, hasKey := metadataValue(stored, proxyconf.MetadataTLSKey)
+		cert, hasCert := metadataValue(stored, gcpguest.MetadataTLSCert)
+		key, hasKey := metadataValue(stored, gcpguest.MetadataTLSKey)
 		if cert != step.cert || key != step.key || hasCert != (step.cert != "") || hasKey != (step.key != "") {
 			t.Errorf("%s: metadata holds certificate %v and key %v, not the ones asked for", step.name, hasCert, hasKey)
 		}
-		conf, _ := metadataValue(stored, proxyconf.MetadataSquidConf)
-		pass, _ := metadataValue(stored, proxyconf.MetadataHtpasswd)
-		id, _ := metadataValue(stored, proxyconf.MetadataConfigID)
-		backstop, _ := metadataValue(stored, proxyconf.MetadataBackstop)
+		conf, _ := metadataValue(stored, gcpguest.MetadataSquidConf)
+		pass, _ := metadataValue(stored, gcpguest.MetadataHtpasswd)
+		id, _ := metadataValue(stored, gcpguest.MetadataConfigID)
+		backstop, _ := metadataValue(stored, gcpguest.MetadataBackstop)
 		if want := proxyconf.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte(backstop)); id != want {
 			t.Errorf("%s: config id %s, want %s (the id must cover the TLS files)", step.name, id, want)
 		}

@@ -9,14 +9,14 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 )
 
 // startupScript and startupUserData are the same for every proxy: the settings are in other metadata keys.
 // The user-data, for images that run cloud-init and not the guest environment, only runs the startup script.
 var (
-	startupScript   = mustRender(proxyconf.RenderStartupScript(proxyconf.StartupScriptOptions{}))
-	startupUserData = mustRender(proxyconf.RenderStartupUserData(proxyconf.StartupScriptOptions{}))
+	startupScript   = mustRender(gcpguest.RenderStartupScript(gcpguest.StartupScriptOptions{}))
+	startupUserData = mustRender(gcpguest.RenderStartupUserData(gcpguest.StartupScriptOptions{}))
 )
 
 func mustRender(b []byte, err error) []byte {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
@@ -54,16 +55,16 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
-	configID, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataConfigID)
+	configID, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataConfigID)
 	applied := func() string {
-		return fake.GuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied)
+		return fake.GuestAttribute(testProject, "us-central1-a", spec.Name, gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied)
 	}
 
 	ns, peer := testNetns(t)
 	testutil.ServeInNetns(t, ns, "169.254.169.254:80", fake.MetadataHandler())
 	// Secret Manager's public endpoint, which the script calls, over TLS with a certificate the guest trusts.
 	smCert := serveTLSInNetns(t, ns, "169.254.169.254:443", secretManagerHost, sm.Handler())
-	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataHtpasswd); has {
+	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataHtpasswd); has {
 		t.Fatal("the password's hash is in metadata: the guest would not need its secret")
 	}
 	testutil.ServeInNetns(t, peer, upstreamIP+":80", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -98,7 +99,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		if boot == 1 {
 			refused := func() bool {
 				for _, w := range fake.RefusedGuestWrites() {
-					if strings.HasSuffix(w, "/"+spec.Name+" "+proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied) {
+					if strings.HasSuffix(w, "/"+spec.Name+" "+gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied) {
 						return true
 					}
 				}
@@ -171,7 +172,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		}
 		guest.Stop(t)
 		// The guest reports again at the next boot: clear what this boot reported.
-		if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, ""); err != nil {
+		if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +189,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
 		t.Fatalf("turning TLS on in place: %v\n%s", err, guest.Log())
 	}
-	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataTLSKey); has {
+	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataTLSKey); has {
 		t.Error("the TLS key is in metadata: the guest would not need its secret")
 	}
 	if set, err := guest.Exec(t, "nft", "list", "set", "inet", proxyconf.NftablesTable, "refused_v4"); err != nil ||

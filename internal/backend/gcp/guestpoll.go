@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 )
 
 // Guest attribute queries are rationed. Compute Engine allows at most 10 a minute per VM, in bursts of at
@@ -117,7 +117,7 @@ func (b *Backend) waitApplied(ctx context.Context, p *project, zone, name, confi
 			return err
 		}
 		ga, err := p.instances.GetGuestAttributes(ctx, &computepb.GetGuestAttributesInstanceRequest{
-			Project: p.id, Zone: zone, Instance: name, QueryPath: proto.String(proxyconf.GuestAttributeNamespace + "/"),
+			Project: p.id, Zone: zone, Instance: name, QueryPath: proto.String(gcpguest.GuestAttributeNamespace + "/"),
 		})
 		switch err = classify(obj, err); {
 		case backend.IsNotFound(err):
@@ -148,11 +148,11 @@ func (b *Backend) waitApplied(ctx context.Context, p *project, zone, name, confi
 func appliedOrRefused(ga *computepb.GuestAttributes, configID string) (applied bool, refused string) {
 	for _, e := range ga.GetQueryValue().GetItems() {
 		switch e.GetKey() {
-		case proxyconf.GuestAttributeApplied:
+		case gcpguest.GuestAttributeApplied:
 			if strings.TrimSpace(e.GetValue()) == configID {
 				return true, ""
 			}
-		case proxyconf.GuestAttributeError:
+		case gcpguest.GuestAttributeError:
 			if strings.Contains(e.GetValue(), configID) {
 				refused = e.GetValue()
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
@@ -81,8 +81,8 @@ func (sc guestScenario) run(tb testing.TB) guestPolls {
 		due := !reportAt.IsZero() && !now.Before(reportAt)
 		mu.Unlock()
 		if in := fake.Instance(testProject, "us-central1-a", spec.Name); due && in != nil {
-			id, _ := metadataValue(in, proxyconf.MetadataConfigID)
-			if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, proxyconf.GuestAttributeNamespace+"/"+proxyconf.GuestAttributeApplied, id); err != nil {
+			id, _ := metadataValue(in, gcpguest.MetadataConfigID)
+			if err := fake.SetGuestAttribute(testProject, "us-central1-a", spec.Name, gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied, id); err != nil {
 				tb.Error(err)
 				mu.Lock()
 				reportAt = time.Time{} // said once

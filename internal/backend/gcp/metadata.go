@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -60,17 +61,17 @@ func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (render
 // settings and secrets it once did).
 func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	ours := map[string]string{
-		proxyconf.MetadataSquidConf:     string(r.squidConf),
-		proxyconf.MetadataBackstop:      string(r.backstop),
-		proxyconf.MetadataConfigID:      r.configID,
-		proxyconf.MetadataStartupScript: string(startupScript),
-		proxyconf.MetadataUserData:      string(startupUserData),
-		metadataSpec:                    string(r.spec),
+		gcpguest.MetadataSquidConf:     string(r.squidConf),
+		gcpguest.MetadataBackstop:      string(r.backstop),
+		gcpguest.MetadataConfigID:      r.configID,
+		gcpguest.MetadataStartupScript: string(startupScript),
+		gcpguest.MetadataUserData:      string(startupUserData),
+		metadataSpec:                   string(r.spec),
 		// The guest reports through guest attributes; an earlier version's VM gets the key at its next change.
 		MetadataEnableGuestAttributes: metadataTrue,
 	}
 	if r.tlsCert != nil {
-		ours[proxyconf.MetadataTLSCert] = string(r.tlsCert)
+		ours[gcpguest.MetadataTLSCert] = string(r.tlsCert)
 	}
 	switch {
 	case r.secret != "":
@@ -78,10 +79,10 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	default:
 		// The fallback of a VM without a service account: whoever may read the instance reads these.
 		if r.htpasswd != nil {
-			ours[proxyconf.MetadataHtpasswd] = string(r.htpasswd)
+			ours[gcpguest.MetadataHtpasswd] = string(r.htpasswd)
 		}
 		if r.tlsKey != nil {
-			ours[proxyconf.MetadataTLSKey] = string(r.tlsKey)
+			ours[gcpguest.MetadataTLSKey] = string(r.tlsKey)
 		}
 	}
 	var out []*computepb.Items
@@ -89,7 +90,7 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		// Keys only some configs have (a password, TLS, a secret) go when the new config has none, and the
 		// secrets a proxy once kept in metadata go once they are in Secret Manager.
 		switch it.GetKey() {
-		case proxyconf.MetadataHtpasswd, proxyconf.MetadataTLSCert, proxyconf.MetadataTLSKey, metadataSecret:
+		case gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSCert, gcpguest.MetadataTLSKey, metadataSecret:
 			continue
 		}
 		if _, mine := ours[it.GetKey()]; mine {

@@ -5,6 +5,7 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -58,7 +59,7 @@ func checkMetadataItems(items []*computepb.Items, r rendered) error {
 		n := len(it.GetValue())
 		if n > MaxMetadataValueBytes {
 			k := it.GetKey()
-			tls := k == proxyconf.MetadataTLSCert || k == proxyconf.MetadataTLSKey
+			tls := k == gcpguest.MetadataTLSCert || k == gcpguest.MetadataTLSKey
 			return &MetadataLimitError{Key: k, Size: n, Limit: MaxMetadataValueBytes, TLS: tls}
 		}
 		total += len(it.GetKey()) + n

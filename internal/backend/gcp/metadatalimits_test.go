@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -87,10 +88,10 @@ func TestCheckMetadataItems(t *testing.T) {
 		r     rendered
 		want  *MetadataLimitError
 	}{
-		"at the value limit":      {[]*computepb.Items{item(proxyconf.MetadataSquidConf, MaxMetadataValueBytes)}, rules, nil},
-		"squid.conf over a value": {[]*computepb.Items{item(proxyconf.MetadataSquidConf, MaxMetadataValueBytes+1)}, rules, &MetadataLimitError{Key: proxyconf.MetadataSquidConf, Size: MaxMetadataValueBytes + 1, Limit: MaxMetadataValueBytes}},
-		"certificate over a value": {[]*computepb.Items{item(proxyconf.MetadataTLSCert, MaxMetadataValueBytes+1)}, tls,
-			&MetadataLimitError{Key: proxyconf.MetadataTLSCert, Size: MaxMetadataValueBytes + 1, Limit: MaxMetadataValueBytes, TLS: true}},
+		"at the value limit":      {[]*computepb.Items{item(gcpguest.MetadataSquidConf, MaxMetadataValueBytes)}, rules, nil},
+		"squid.conf over a value": {[]*computepb.Items{item(gcpguest.MetadataSquidConf, MaxMetadataValueBytes+1)}, rules, &MetadataLimitError{Key: gcpguest.MetadataSquidConf, Size: MaxMetadataValueBytes + 1, Limit: MaxMetadataValueBytes}},
+		"certificate over a value": {[]*computepb.Items{item(gcpguest.MetadataTLSCert, MaxMetadataValueBytes+1)}, tls,
+			&MetadataLimitError{Key: gcpguest.MetadataTLSCert, Size: MaxMetadataValueBytes + 1, Limit: MaxMetadataValueBytes, TLS: true}},
 		"just under the total": {[]*computepb.Items{item("a", 200_000), item("b", 200_000), item("c", MaxMetadataTotalBytes-400_003-1)}, rules, nil},
 		"the total, rules heavier": {[]*computepb.Items{item("a", 200_000), item("b", 200_000), item("c", MaxMetadataTotalBytes-400_003)}, rules,
 			&MetadataLimitError{Size: MaxMetadataTotalBytes, Limit: MaxMetadataTotalBytes}},

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -46,7 +47,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 			return err
 		}
 		if same(stored, settings, hash) {
-			configID, _ = metadataValue(in, proxyconf.MetadataConfigID)
+			configID, _ = metadataValue(in, gcpguest.MetadataConfigID)
 			return nil
 		}
 		r, err := renderProxy(settings, stored, secretName(p.id, id.Scope, id.Name))
@@ -92,7 +93,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 // without one. nil when it has none.
 func (b *Backend) currentHtpasswd(ctx context.Context, p *project, id backend.ProviderID, stored storedSpec, in *computepb.Instance) ([]byte, error) {
 	if !stored.SecretManager {
-		if line, ok := metadataValue(in, proxyconf.MetadataHtpasswd); ok {
+		if line, ok := metadataValue(in, gcpguest.MetadataHtpasswd); ok {
 			return []byte(line), nil
 		}
 		return nil, nil
@@ -104,7 +105,7 @@ func (b *Backend) currentHtpasswd(ctx context.Context, p *project, id backend.Pr
 	if backend.IsNotFound(err) {
 		return nil, nil
 	}
-	return payloadFile(payload, proxyconf.SecretLineHtpasswd), err
+	return payloadFile(payload, gcpguest.SecretLineHtpasswd), err
 }
 
 // same reports whether want is what the instance already holds: equal settings without the secrets, the same

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/api/googleapi"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 )
 
 // A proxy's secrets, the password file's hash and the TLS listener's key, are kept out of instance metadata,
@@ -25,10 +25,10 @@ import (
 // (roles/secretmanager.secretAccessor on that secret, never on the project): the startup script reads it with
 // the token the metadata server hands the VM. Metadata names the secret (egress-secret), never its content.
 // A VM without a service account has no token to read a secret with: its secrets stay in metadata, the
-// documented fallback (proxyconf.MetadataHtpasswd, proxyconf.MetadataTLSKey).
+// documented fallback (gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSKey).
 const (
 	// metadataSecret names the proxy's secret, "projects/PROJECT/secrets/ID", for the startup script.
-	metadataSecret = proxyconf.MetadataSecret
+	metadataSecret = gcpguest.MetadataSecret
 	// accessorRole lets a principal read a secret's versions ("Access control with IAM").
 	accessorRole = "roles/secretmanager.secretAccessor"
 )
@@ -55,10 +55,10 @@ func usesSecretManager(g *Options) bool {
 func secretPayload(r rendered) []byte {
 	var b bytes.Buffer
 	if r.htpasswd != nil {
-		fmt.Fprintf(&b, "%s %s\n", proxyconf.SecretLineHtpasswd, base64.StdEncoding.EncodeToString(r.htpasswd))
+		fmt.Fprintf(&b, "%s %s\n", gcpguest.SecretLineHtpasswd, base64.StdEncoding.EncodeToString(r.htpasswd))
 	}
 	if r.tlsKey != nil {
-		fmt.Fprintf(&b, "%s %s\n", proxyconf.SecretLineTLSKey, base64.StdEncoding.EncodeToString(r.tlsKey))
+		fmt.Fprintf(&b, "%s %s\n", gcpguest.SecretLineTLSKey, base64.StdEncoding.EncodeToString(r.tlsKey))
 	}
 	return b.Bytes()
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -37,7 +38,7 @@ func FuzzMetadataItemsHoldNoSecret(f *testing.F) {
 		if err != nil {
 			t.Skip("settings refused before anything is written")
 		}
-		hashLine := items[proxyconf.MetadataHtpasswd]
+		hashLine := items[gcpguest.MetadataHtpasswd]
 		_, hash, _ := strings.Cut(strings.TrimSpace(hashLine), ":")
 		secrets := map[string]string{"the htpasswd hash": hash}
 		if withTLS {

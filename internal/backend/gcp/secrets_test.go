@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
@@ -34,7 +35,7 @@ import (
 // key) on a VM without a service account, the fallback. Everything else about the instance is readable by
 // whoever may read the instance, or by any process on the VM through the metadata server, and must hold no
 // secret in any form; a VM with a service account has no such key at all.
-var documentedSecretKeys = map[string]bool{proxyconf.MetadataHtpasswd: true, proxyconf.MetadataTLSKey: true}
+var documentedSecretKeys = map[string]bool{gcpguest.MetadataHtpasswd: true, gcpguest.MetadataTLSKey: true}
 
 // privateKeyMarker begins every PEM private key block, whatever its type.
 const privateKeyMarker = "PRIVATE KEY"
@@ -110,8 +111,8 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 		if secretManager {
 			hashLine, key = secretFiles(t, ctx, sm, in, sid)
 		} else {
-			hashLine, _ = metadataValue(in, proxyconf.MetadataHtpasswd)
-			key, _ = metadataValue(in, proxyconf.MetadataTLSKey)
+			hashLine, _ = metadataValue(in, gcpguest.MetadataHtpasswd)
+			key, _ = metadataValue(in, gcpguest.MetadataTLSKey)
 		}
 		_, hash, _ := strings.Cut(strings.TrimSpace(hashLine), ":")
 		if key != s.TLS.PrivateKeyPEM || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Auth.Password)) != nil {
@@ -158,7 +159,7 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 // client, at the version the metadata names.
 func secretFiles(t *testing.T, ctx context.Context, sm *secretmanagerfake.Server, in *computepb.Instance, sid string) (htpasswd, key string) {
 	t.Helper()
-	name, ok := metadataValue(in, proxyconf.MetadataSecret)
+	name, ok := metadataValue(in, gcpguest.MetadataSecret)
 	if !ok || name != "projects/"+testProject+"/secrets/"+sid {
 		t.Fatalf("the metadata names the secret %q, want %s", name, sid)
 	}
@@ -170,7 +171,7 @@ func secretFiles(t *testing.T, ctx context.Context, sm *secretmanagerfake.Server
 	if err != nil {
 		t.Fatalf("the VM's service account cannot read its secret: %v", err)
 	}
-	return string(payloadFile(payload, proxyconf.SecretLineHtpasswd)), string(payloadFile(payload, proxyconf.SecretLineTLSKey))
+	return string(payloadFile(payload, gcpguest.SecretLineHtpasswd)), string(payloadFile(payload, gcpguest.SecretLineTLSKey))
 }
 
 // accessAs reads the latest version of the secret name with token, through the real Secret Manager client.

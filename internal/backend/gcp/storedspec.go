@@ -5,6 +5,7 @@ import (
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -27,7 +28,7 @@ type storedSpec struct {
 }
 
 // storedTLS tells the TLS settings apart without holding the key. The certificate itself is in its own
-// metadata key (proxyconf.MetadataTLSCert); Fingerprint covers certificate and key together, so that a new
+// metadata key (gcpguest.MetadataTLSCert); Fingerprint covers certificate and key together, so that a new
 // key under the same certificate is still a change Reconfigure makes. A SHA-256 of a private key tells
 // nothing about it: the key is far too large a number to guess and check.
 type storedTLS struct {
@@ -67,7 +68,7 @@ func (st storedSpec) settings(in *computepb.Instance) proxyconf.Settings {
 		// An earlier version's spec: it held the key, which is never read back.
 		s.TLS = &proxyconf.TLSSettings{CertificatePEM: s.TLS.CertificatePEM}
 	case st.TLS != nil:
-		cert, _ := metadataValue(in, proxyconf.MetadataTLSCert)
+		cert, _ := metadataValue(in, gcpguest.MetadataTLSCert)
 		s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert}
 	}
 	if s.Auth != nil {

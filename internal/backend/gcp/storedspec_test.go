@@ -12,6 +12,7 @@ import (
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
 
+	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -51,7 +52,7 @@ func TestReconfigureNoticesTLSChanges(t *testing.T) {
 			if wrote := fake.Count(http.MethodPost, `/setMetadata$`) > 0; wrote != tc.write {
 				t.Fatalf("setMetadata sent: %v, want %v", wrote, tc.write)
 			}
-			got, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), proxyconf.MetadataTLSKey)
+			got, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataTLSKey)
 			if want := ""; tc.tls != nil {
 				want = tc.tls.PrivateKeyPEM
 				if got != want {
@@ -115,7 +116,7 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 		switch it.GetKey() {
 		case metadataSpec:
 			it.Value = proto.String(string(specJSON))
-		case proxyconf.MetadataUserData:
+		case gcpguest.MetadataUserData:
 			it.Value = proto.String(string(oldUserData))
 		}
 		items = append(items, it)
@@ -142,7 +143,7 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := fake.Instance(testProject, "us-central1-a", spec.Name)
-	for _, k := range []string{metadataSpec, proxyconf.MetadataUserData} {
+	for _, k := range []string{metadataSpec, gcpguest.MetadataUserData} {
 		if v, _ := metadataValue(after, k); strings.Contains(v, privateKeyMarker) || len(leaks(v, map[string]string{"the key": key})) > 0 {
 			t.Errorf("%s still holds the key after a reconfiguration", k)
 		}

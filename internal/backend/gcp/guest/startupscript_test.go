@@ -1,4 +1,4 @@
-package proxyconf
+package guest
 
 import (
 	"io"
@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 func TestRenderStartupScript(t *testing.T) {
@@ -23,9 +26,9 @@ func TestRenderStartupScript(t *testing.T) {
 		"defaults": {opts: StartupScriptOptions{}, want: []string{
 			"MD='http://metadata.google.internal/computeMetadata/v1'", "STATE='/var/lib/egress-proxy'", "sleep 10",
 			"md " + MetadataConfigID, "md " + MetadataSquidConf, "md " + MetadataHtpasswd, "report " + GuestAttributeApplied, "squid -k parse",
-			"md " + MetadataTLSCert, "md " + MetadataTLSKey, "'" + TLSCertPath + "'", "'" + TLSKeyPath + "'",
-			"OWN='" + OwnAddressesPath + "'", "ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses",
-			"md " + MetadataBackstop, "nft -c -f", "'" + NftablesPath + "'", "ExecStartPre=/bin/sh $STATE/startup.sh backstop",
+			"md " + MetadataTLSCert, "md " + MetadataTLSKey, "'" + proxyconf.TLSCertPath + "'", "'" + proxyconf.TLSKeyPath + "'",
+			"OWN='" + proxyconf.OwnAddressesPath + "'", "ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses",
+			"md " + MetadataBackstop, "nft -c -f", "'" + proxyconf.NftablesPath + "'", "ExecStartPre=/bin/sh $STATE/startup.sh backstop",
 			"load_backstop() {",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
@@ -70,9 +73,9 @@ func TestRenderStartupUserData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, files := parseUserData(t, ud)
-	if len(files) != 0 || len(cc.Packages) != 0 || len(cc.Runcmd) != 1 {
-		t.Fatalf("user-data writes %d files, installs %v and runs %v; want one command only", len(files), cc.Packages, cc.Runcmd)
+	cc := testutil.ParseCloudConfig(t, ud)
+	if len(cc.WriteFiles) != 0 || len(cc.Packages) != 0 || len(cc.Runcmd) != 1 {
+		t.Fatalf("user-data writes %d files, installs %v and runs %v; want one command only", len(cc.WriteFiles), cc.Packages, cc.Runcmd)
 	}
 	cmd := cc.Runcmd[0]
 	want := "http://metadata.google.internal/computeMetadata/v1/instance/attributes/" + MetadataStartupScript

@@ -1,9 +1,14 @@
-package proxyconf
+// Package guest is the gcp backend's guest side: the startup script a Compute Engine proxy VM runs, the
+// user-data that runs it on images with cloud-init, and the metadata keys and guest attributes the two sides
+// share. The backend (internal/backend/gcp) imports it; it imports no backend.
+package guest
 
 import (
 	"bytes"
 	"fmt"
 	"text/template"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // Metadata keys of a proxy VM on Compute Engine. The startup script reads the rendered files from them, so a
@@ -31,7 +36,7 @@ const (
 	MetadataSecret     = "egress-secret"
 	SecretLineHtpasswd = "htpasswd"
 	SecretLineTLSKey   = "tls-key"
-	// MetadataBackstop holds the backstop ruleset (RenderNftables), which the guest loads before every start
+	// MetadataBackstop holds the backstop ruleset (proxyconf.RenderNftables), which the guest loads before every start
 	// of Squid.
 	MetadataBackstop = "egress-backstop-nft"
 	// GuestAttributeNamespace and GuestAttributeApplied are where the guest reports the config id it applied
@@ -51,7 +56,7 @@ type StartupScriptOptions struct {
 	// WatchInterval is how many seconds the watcher waits between reads of the metadata; 10 by default.
 	WatchInterval int
 	// OwnAddressesFile is where the script lists the VM's own addresses, which squid.conf refuses
-	// (VMRenderOptions); OwnAddressesPath by default.
+	// (proxyconf.VMRenderOptions); proxyconf.OwnAddressesPath by default.
 	OwnAddressesFile string
 	// SecretManagerURL is Secret Manager's REST API, where the script reads the proxy's secret;
 	// https://secretmanager.googleapis.com/v1 by default.
@@ -69,7 +74,7 @@ func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
 		o.WatchInterval = 10
 	}
 	if o.OwnAddressesFile == "" {
-		o.OwnAddressesFile = OwnAddressesPath
+		o.OwnAddressesFile = proxyconf.OwnAddressesPath
 	}
 	if o.SecretManagerURL == "" {
 		o.SecretManagerURL = "https://secretmanager.googleapis.com/v1"
@@ -96,8 +101,8 @@ func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
 // The own addresses (list_own_addresses in the script) are listed again before every start of Squid, through
 // a drop-in of squid.service, and before every apply of the watcher; Squid reloads when they changed. So a VM
 // stopped and started again, which gets new ephemeral addresses, refuses the new ones from its first request.
-// The same drop-in loads the backstop below Squid (RenderNftables, from MetadataBackstop, with the own
-// addresses and the resolvers: BackstopLoader) before every start of Squid; Squid does not start without it.
+// The same drop-in loads the backstop below Squid (proxyconf.RenderNftables, from MetadataBackstop, with the own
+// addresses and the resolvers: proxyconf.BackstopLoader) before every start of Squid; Squid does not start without it.
 func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -106,14 +111,14 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	var b bytes.Buffer
 	err = startupScript.Execute(&b, map[string]any{
 		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval, "Own": opts.OwnAddressesFile,
-		"Conf": ConfPath, "Htpasswd": HtpasswdPath, "Install": InstallIfMissing,
-		"KeyBackstop": MetadataBackstop, "Backstop": NftablesPath, "DropIn": SquidDropInPath,
+		"Conf": proxyconf.ConfPath, "Htpasswd": proxyconf.HtpasswdPath, "Install": proxyconf.InstallIfMissing,
+		"KeyBackstop": MetadataBackstop, "Backstop": proxyconf.NftablesPath, "DropIn": proxyconf.SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
-		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": TLSCertPath, "TLSKey": TLSKeyPath,
+		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": proxyconf.TLSCertPath, "TLSKey": proxyconf.TLSKeyPath,
 		"SM": opts.SecretManagerURL, "KeySecret": MetadataSecret, "LinePass": SecretLineHtpasswd, "LineKey": SecretLineTLSKey,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
-		"HealthPort":   DefaultHealthPort,
-		"LoadBackstop": BackstopLoader(NftablesPath, opts.OwnAddressesFile, ResolvConfPath),
+		"HealthPort":   proxyconf.DefaultHealthPort,
+		"LoadBackstop": proxyconf.BackstopLoader(proxyconf.NftablesPath, opts.OwnAddressesFile, proxyconf.ResolvConfPath),
 	})
 	if err != nil {
 		return nil, err
@@ -139,7 +144,7 @@ runcmd:
 }
 
 // The script is POSIX sh and uses curl, which Debian's GCE images ship. Every value in it is a constant of
-// this package or a checked option: nothing a user typed reaches the shell.
+// this package or of proxyconf, or a checked option: nothing a user typed reaches the shell.
 var startupScript = template.Must(template.New("startup").Parse(`#!/bin/sh
 # Egress proxy on Compute Engine, written by terraform-provider-egress. Runs at every boot (startup-script)
 # and as egress-proxy-watch.service ("watch"): applies the Squid config held in the instance metadata.
