@@ -47,7 +47,7 @@ func kubernetesPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a Deployment on a Kubernetes cluster configured on the provider, " +
-			"with its ConfigMap, Secret (with `auth`), Service and NetworkPolicy.",
+			"with its ConfigMap, Secret (with `auth` or `tls`), Service and NetworkPolicy. Changing anything here but `replicas` replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("replicas")},
 		Attributes: mergeAttributes(map[string]schema.Attribute{
 			"cluster": schema.StringAttribute{

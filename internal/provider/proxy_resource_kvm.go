@@ -29,7 +29,8 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. " +
 			"Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy, " +
-			"except `image_url` changed to another copy of the same image (same `image_sha256`).",
+			"except `image_url` changed to another copy of the same image (same `image_sha256`), and, after an import, an `image_file` " +
+			"or `image_sha256` that names the image the proxy already runs on.",
 		PlanModifiers: []planmodifier.Object{
 			requiresReplaceExcept("wait_for_address", "wait_for_proxy").
 				unlessSame("image_file", imageFileOfBaseVolume).

@@ -107,8 +107,10 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 	return schema.Schema{
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
 			"reach only the allowed destinations, from a known address. Set exactly one of " + orList(backendNames()) + " " +
-			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `auth`) and `labels` " +
-			"change in place where the backend can reconfigure the running proxy; placement, `name` and `port` replace it.",
+			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `allowed_private_cidrs`, " +
+			"`max_connections_per_client`, `auth`) change in place where the backend can reconfigure the running proxy, and replace it " +
+			"where it cannot; `labels` always change in place. The placement (all of it but what its own description names), `name` " +
+			"when set, `port` and `tls` replace it.",
 		Attributes: mergeAttributes(
 			placementAttributes(),
 			ruleAttributes(),
@@ -127,13 +129,14 @@ func ruleAttributes() map[string]schema.Attribute {
 		// Proxy behaviour.
 		"name": schema.StringAttribute{
 			Optional: true, Computed: true,
-			MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter.",
+			MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter. " +
+				"Changing it replaces the proxy; removing it from the configuration keeps the current name.",
 			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
 			Validators:          []validator.String{attribute_validator.Name()},
 		},
 		"port": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
-			MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers. Defaults to `%d`.", proxyconf.DefaultHealthPort, proxyconf.DefaultPort),
+			MarkdownDescription: fmt.Sprintf("Port the proxy listens on; not %d, where its health check answers. Defaults to `%d`. Changing it replaces the proxy.", proxyconf.DefaultHealthPort, proxyconf.DefaultPort),
 			PlanModifiers:       []planmodifier.Int64{int64planmodifier.RequiresReplace()},
 			Validators:          []validator.Int64{attribute_validator.Port(), int64validator.NoneOf(proxyconf.DefaultHealthPort)},
 		},
@@ -191,7 +194,8 @@ func credentialAttributes() map[string]schema.Attribute {
 		"tls": schema.SingleNestedAttribute{
 			Optional: true,
 			MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`. " +
-				"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state.",
+				"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state. " +
+				"Any change here (adding or removing `tls`, a new certificate or key, a new `private_key_pem_wo_version`) replaces the proxy.",
 			PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
 			Validators:    []validator.Object{attribute_validator.TLSKeyPair()},
 			Attributes: map[string]schema.Attribute{
