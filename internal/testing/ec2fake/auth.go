@@ -35,6 +35,10 @@ type principal struct {
 	expires time.Time
 	// session is the role session the credentials are of; nil for the user's.
 	session *Session
+	// policies are a user's identity-based policies, evaluated when evaluated is set (R51); a session's are
+	// its role's.
+	policies  []policyDocument
+	evaluated bool
 }
 
 // authFailure is what each service answers when the credentials are missing, unknown, expired, or the

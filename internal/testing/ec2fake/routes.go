@@ -120,7 +120,7 @@ func (s *Server) checkAction(c *call) *apiError {
 		if _, ok := ssmActions[c.action]; !ok {
 			return ssmErr("UnknownOperationException", "")
 		}
-		return s.authorizeSSM(c)
+		return s.authorizeCall(c)
 	case "servicequotas":
 		return s.checkSQAction(c)
 	case "sts":
@@ -138,6 +138,10 @@ func (s *Server) checkAction(c *call) *apiError {
 			return ec2Err("InvalidParameterValue", "Value (%s) for parameter Version is invalid. Expecting %s.", v, ec2Version)
 		}
 		if e := checkParams(c.action, c.form); e != nil {
+			return e
+		}
+		// Permissions before the dry run, which answers whether the request would be allowed (R5, R51).
+		if e := s.authorizeCall(c); e != nil {
 			return e
 		}
 		if dry, _, e := c.form.boolean("DryRun"); e != nil || dry {

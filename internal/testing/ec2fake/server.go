@@ -96,6 +96,11 @@ type Options struct {
 	Images []Image
 	// Roles are the IAM roles of the account that the fake's user may assume (STS AssumeRole).
 	Roles []Role
+	// CallerPolicies, when set, are the identity-based policies (JSON) of the fake's user, whose credentials
+	// Credentials and AWSConfig give: every request they sign, on every service, is authorized by them (R51),
+	// as a role's Policy authorizes its sessions'. Without them the user may do anything. AdminAWSConfig signs
+	// as another user of the account, whom no policy limits.
+	CallerPolicies []string
 }
 
 // Timing says how long instances stay in their transitional states. A state ends once both hold: its
@@ -167,6 +172,8 @@ type Server struct {
 	sessions   []Session
 	// denied are the IAM actions no caller of the account may call (Deny).
 	denied map[string]bool
+	// rolePolicies are the parsed Policy of each role that has one, by role ARN (R45, R51).
+	rolePolicies map[string][]policyDocument
 	// newProfiles are instance profiles IAM made moments ago, by name or ARN as launches give them, with
 	// how many more launches do not see them yet (NewInstanceProfile, R48).
 	newProfiles map[string]int
@@ -236,6 +243,7 @@ func New(t testing.TB, opts Options) *Server {
 		clockBase: time.Now().UTC().Truncate(time.Second), throttled: map[string]int{}, buckets: map[string]*bucketState{},
 	}
 	s.principals = map[string]*principal{opts.AccessKeyID: {secret: opts.SecretAccessKey, arn: s.CallerARN(), userID: fakeUserID}}
+	s.loadPolicies()
 	if opts.Timing != nil {
 		s.timing = *opts.Timing
 	}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"sort"
-	"strings"
 )
 
 // The Service Quotas JSON 1.1 API ("Service Quotas API Reference"): a POST of a JSON body with
@@ -151,43 +149,11 @@ func (s *Server) getServiceQuota(rg *region, c *call) (any, *apiError) {
 	return map[string]any{"Quota": q}, nil
 }
 
-// Deny takes an IAM action ("servicequotas:GetServiceQuota") away from every caller of the fake's account,
-// as a policy that does not allow it: the service then answers AccessDeniedException. Only Service Quotas'
-// actions are modelled; denying another service's fails the test.
-func (s *Server) Deny(iamAction string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	service, action, _ := strings.Cut(iamAction, ":")
-	if _, ok := sqActions[action]; service != "servicequotas" || !ok {
-		s.t.Fatalf("ec2fake: Deny(%q): only the Service Quotas actions the fake serves can be denied (%s)", iamAction, strings.Join(sqActionNames(), ", "))
-	}
-	if s.denied == nil {
-		s.denied = map[string]bool{}
-	}
-	s.denied[iamAction] = true
-}
-
-func sqActionNames() []string {
-	var out []string
-	for a := range sqActions {
-		out = append(out, "servicequotas:"+a)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// checkSQAction refuses an action Service Quotas has not, or that the caller's policy does not allow
-// (Deny). The caller holds s.mu.
+// checkSQAction refuses an action Service Quotas has not, or that the caller's policies do not allow (R42,
+// R51). The caller holds s.mu.
 func (s *Server) checkSQAction(c *call) *apiError {
 	if _, ok := sqActions[c.action]; !ok {
 		return sqErr("UnknownOperationException", "")
 	}
-	if iamAction := "servicequotas:" + c.action; s.denied[iamAction] {
-		caller := s.CallerARN()
-		if c.principal != nil {
-			caller = c.principal.arn
-		}
-		return sqErr("AccessDeniedException", "User: %s is not authorized to perform: %s because no identity-based policy allows the %s action", caller, iamAction, iamAction)
-	}
-	return nil
+	return s.authorizeCall(c)
 }

@@ -184,6 +184,10 @@ func (s *Server) assumeRole(_ *region, c *call) (any, *apiError) {
 		return nil, stsErr("ValidationError", "Request ARN is invalid")
 	}
 	account, path, roleName := m[1], m[2], m[3]
+	// The caller's own policies first (R51): they must allow sts:AssumeRole on the role.
+	if e := s.authorizeRequests(c, []authzRequest{{action: "sts:AssumeRole", resource: arn, ctx: s.baseContext(c)}}); e != nil {
+		return nil, e
+	}
 	denied := stsErr("AccessDenied", "User: %s is not authorized to perform: sts:AssumeRole on resource: %s", c.principal.arn, arn)
 	var role *Role
 	for i := range s.opts.Roles {
