@@ -17,9 +17,14 @@ const (
 )
 
 // newTest starts an EC2 and SSM fake and a backend of both its regions that reaches it with the fake's
-// credentials, polling without the production pauses.
+// credentials, polling without the production pauses. The credentials are allowed exactly the documented
+// caller policy (CallerPolicyFile) unless opts gives policies of its own; what a test does behind the
+// backend's back goes through fake.AdminAWSConfig.
 func newTest(t *testing.T, opts ec2fake.Options) (*ec2fake.Server, *Backend) {
 	t.Helper()
+	if opts.CallerPolicies == nil {
+		opts.CallerPolicies = []string{documentedPolicy(t, CallerPolicyFile)}
+	}
 	fake := ec2fake.New(t, opts)
 	creds, err := fake.Credentials().Retrieve(context.Background())
 	if err != nil {

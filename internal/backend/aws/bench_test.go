@@ -26,9 +26,11 @@ import (
 // benchRegions are the three regions BenchmarkListByTag200In3Regions spreads its proxies over.
 var benchRegions = []string{testRegion, otherRegion, "ap-southeast-2"}
 
-// newBenchBackend starts a fake and a backend of every region it serves, as newTest does for its two.
+// newBenchBackend starts a fake and a backend of every region it serves, as newTest does for its two, with
+// the documented caller policy.
 func newBenchBackend(tb testing.TB, opts ec2fake.Options) (*ec2fake.Server, *Backend) {
 	tb.Helper()
+	opts.CallerPolicies = []string{documentedPolicy(tb, CallerPolicyFile)}
 	fake := ec2fake.New(tb, opts)
 	creds, err := fake.Credentials().Retrieve(context.Background())
 	if err != nil {
@@ -349,10 +351,25 @@ var checkCallCases = map[string]struct {
 	deny bool
 	want calls
 }{
-	"service quotas": {want: calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 3, "ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1}},
-	"denied": {deny: true, want: calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 1, "ec2:DescribeAccountAttributes": 1,
-		"ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1}},
+	"service quotas": {want: withProbes(calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 3, "ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1})},
+	"denied": {deny: true, want: withProbes(calls{"sts:GetCallerIdentity": 1, "servicequotas:GetServiceQuota": 1, "ec2:DescribeAccountAttributes": 1,
+		"ec2:DescribeInstances": 1, "ec2:DescribeAddresses": 1})},
 }
+
+// withProbes adds the requests of Check's permission probes (probe.go): Debian's image parameter and the
+// dry run of a launch, of a security group and of an Elastic IP, of the subnet and group reads, and the reads
+// of a proxy's parameters and their tags.
+func withProbes(c calls) calls {
+	for _, a := range []string{"ssm:GetParameter", "ec2:RunInstances", "ec2:CreateSecurityGroup", "ec2:AllocateAddress", "ec2:DescribeSubnets",
+		"ec2:DescribeSecurityGroups", "ssm:GetParameters", "ssm:ListTagsForResource"} {
+		c[a]++
+	}
+	return c
+}
+
+// probeAnswers are the errors a permission probe answers when the caller may do what it asks.
+var probeAnswers = map[string]string{"RunInstances": "DryRunOperation", "CreateSecurityGroup": "DryRunOperation", "AllocateAddress": "DryRunOperation",
+	"DescribeSubnets": "DryRunOperation", "DescribeSecurityGroups": "DryRunOperation", "ListTagsForResource": "InvalidResourceId"}
 
 // checkCalls checks one region, its Service Quotas denied or not, and returns the calls. It fails tb when the
 // region is not healthy, or when a request other than the denied quota was answered with an error (a retry).
@@ -363,12 +380,13 @@ func checkCalls(tb testing.TB, deny bool) calls {
 		fake.Deny("servicequotas:GetServiceQuota")
 	}
 	m := &meter{fake: fake}
-	if h := be.Check(context.Background()); len(h) != 1 || !h[0].Healthy {
-		tb.Fatalf("Check = %+v, want %s healthy", h, testRegion)
+	// Denied, the documented permission is missing: Degraded, and the check made all the same.
+	if h := be.Check(context.Background()); len(h) != 1 || h[0].Healthy == deny {
+		tb.Fatalf("Check = %+v, want %s healthy unless Service Quotas is denied", h, testRegion)
 	}
 	got, failed := m.take()
 	for _, r := range failed {
-		if !deny || r.Action != "GetServiceQuota" || r.Code != "AccessDeniedException" {
+		if probeAnswers[r.Action] != r.Code && (!deny || r.Action != "GetServiceQuota" || r.Code != "AccessDeniedException") {
 			tb.Errorf("%s %s answered %s", r.Service, r.Action, r.Code)
 		}
 	}

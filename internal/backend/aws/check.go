@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -44,6 +46,7 @@ const (
 	detailInstancesInUse         = "instances_in_use"
 	detailQuotaElasticIPs        = "quota_elastic_ips"
 	detailElasticIPsInUse        = "elastic_ips_allocated"
+	detailMissingPermissions     = "missing_permissions" // the IAM actions AWS refused, or that a probe found refused
 	quotaSourceServiceQuotas     = "service_quotas"
 	quotaSourceAccountAttributes = "account_attributes"
 )
@@ -51,95 +54,162 @@ const (
 // Check reports each region's health: the credentials accepted (the caller's identity read), and the headroom
 // a new proxy needs under the region's quotas, read from Service Quotas: the On-Demand Standard vCPUs against
 // those of the pending and running instances, the Spot ones alike, the Elastic IPs against those allocated.
-// Degraded when a proxy of the default instance type would not fit in the vCPUs left, or no Elastic IP is
-// left. A caller that may not read Service Quotas (servicequotas:GetServiceQuota), or cannot reach it, gets
-// EC2's legacy account attributes instead (max-instances, vpc-max-elastic-ips), which say nothing of vCPUs; a
-// detail says so.
+// Degraded when a proxy of the default instance type would not fit, or no Elastic IP is left. A caller that
+// cannot reach Service Quotas gets EC2's legacy account attributes instead (max-instances,
+// vpc-max-elastic-ips), which say nothing of vCPUs; a detail says so. A permission of the caller's policy
+// (CallerPolicyFile) that AWS refuses is named in missing_permissions and makes the region Degraded, with the
+// document that grants it: the check goes on with what it may read.
 func (b *Backend) Check(ctx context.Context) []backend.Health {
 	return backend.EachTarget(ctx, b.Regions(), b.checkRegion)
 }
 
 func (b *Backend) checkRegion(ctx context.Context, name string) backend.Health {
-	h := backend.Health{Target: name, Details: map[string]string{}}
-	unhealthy := func(reason, message string) backend.Health {
-		h.Reason, h.Details[backend.DetailMessage] = reason, message
-		return h
-	}
-	failed := func(what string, err error) backend.Health {
-		return unhealthy(healthReason(err), classify(what+" in region "+name, err).Error())
-	}
+	c := &regionCheck{name: name, h: backend.Health{Target: name, Details: map[string]string{}}}
 	r, err := b.clients(ctx, name)
 	if err != nil {
-		return unhealthy(backend.HealthUnauthorized, err.Error())
+		return c.unhealthy(backend.HealthUnauthorized, err.Error())
 	}
 	who, err := r.sts.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
 	if err != nil {
-		return failed("aws credentials", err)
+		return c.failed("aws credentials", err)
 	}
-	h.Details[detailAccount], h.Details[detailARN] = awssdk.ToString(who.Account), awssdk.ToString(who.Arn)
+	c.h.Details[detailAccount], c.h.Details[detailARN] = awssdk.ToString(who.Account), awssdk.ToString(who.Arn)
+	q, failure := c.quotas(ctx, r)
+	if failure != nil {
+		return *failure
+	}
+	use, err := readUsage(ctx, r)
+	switch {
+	case err == nil:
+		c.h.Details[detailInstancesInUse] = strconv.Itoa(use.instances)
+		c.h.Details[detailVCPUsInUse] = strconv.Itoa(use.onDemandVCPUs)
+		c.h.Details[detailSpotVCPUsInUse] = strconv.Itoa(use.spotVCPUs)
+	case c.denied(err):
+		use.onDemandVCPUs = -1
+	default:
+		return c.failed("aws instances", err)
+	}
+	// The headroom a static_egress_ip proxy needs: an Elastic IP under the region's quota.
+	allocated := -1
+	addresses, err := r.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{})
+	switch {
+	case err == nil:
+		allocated = len(addresses.Addresses)
+		c.h.Details[detailElasticIPsInUse] = strconv.Itoa(allocated)
+	case !c.denied(err):
+		return c.failed("aws Elastic IPs", err)
+	}
+	probed, err := b.probePermissions(ctx, r)
+	if err != nil {
+		return c.failed("aws permissions", err)
+	}
+	for _, action := range probed {
+		c.addMissing(action)
+	}
+	return c.verdict(q, use, allocated)
+}
 
+// regionCheck is one region's check on its way: the health it builds, and the permissions AWS refused.
+type regionCheck struct {
+	name    string
+	h       backend.Health
+	missing []string
+}
+
+func (c *regionCheck) unhealthy(reason, message string) backend.Health {
+	c.h.Reason, c.h.Details[backend.DetailMessage] = reason, message
+	return c.h
+}
+
+// failed ends the check on err, naming the permission and its document when err is a denial.
+func (c *regionCheck) failed(what string, err error) backend.Health {
+	message := classify(what+" in region "+c.name, err).Error()
+	if action, _ := MissingPermission(err); action != "" {
+		c.h.Details[detailMissingPermissions] = action
+		message += ". " + permissionAdvice(err)
+	}
+	return c.unhealthy(healthReason(err), message)
+}
+
+func (c *regionCheck) addMissing(action string) {
+	if !slices.Contains(c.missing, action) {
+		c.missing = append(c.missing, action)
+	}
+}
+
+// denied records the permission err says the caller lacks, and reports whether it was such a denial: a
+// refused read is skipped, and the rest still checked.
+func (c *regionCheck) denied(err error) bool {
+	action, _ := MissingPermission(err)
+	if action != "" {
+		c.addMissing(action)
+	}
+	return action != ""
+}
+
+// quotas reads the region's quotas from Service Quotas or, when it refuses or cannot be reached, from EC2's
+// legacy account attributes; a failure that ends the check is returned as its health.
+func (c *regionCheck) quotas(ctx context.Context, r *region) (quotas, *backend.Health) {
 	q, err := readQuotas(ctx, r)
 	switch {
 	case err == nil:
-		h.Details[detailQuotaSource] = quotaSourceServiceQuotas
+		c.h.Details[detailQuotaSource] = quotaSourceServiceQuotas
+		return q, nil
 	case ctx.Err() != nil:
-		return failed("aws Service Quotas", err)
-	default:
-		// A caller that may not read Service Quotas, or a network that does not reach it (a private VPC may
-		// have an EC2 endpoint and none for it): the legacy attributes, with the reason, rather than a
-		// region called down that can run proxies.
-		note := "Service Quotas could not be read (" + classify("aws Service Quotas in region "+name, err).Error() + ")"
-		if errorCode(err) == "AccessDeniedException" {
-			note = "Service Quotas refused servicequotas:GetServiceQuota (" + errorMessage(err) + ")"
-		}
-		h.Details[detailQuotaSource] = quotaSourceAccountAttributes
-		h.Details[detailQuotaSourceNote] = note + ": the limits are EC2's legacy account attributes, which do not give the vCPU quota; " +
-			"allow servicequotas:GetServiceQuota and reach its endpoint to check the vCPU headroom"
-		if q, err = readAccountAttributes(ctx, r); err != nil {
-			return failed("aws EC2", err)
-		}
+		h := c.failed("aws Service Quotas", err)
+		return q, &h
 	}
+	// A caller that may not read Service Quotas, or a network that does not reach it (a private VPC may have an
+	// EC2 endpoint and none for it): the legacy attributes, with the reason, rather than a region called down
+	// that can run proxies.
+	note := "Service Quotas could not be read (" + classify("aws Service Quotas in region "+c.name, err).Error() + ")"
+	if c.denied(err) {
+		note = "Service Quotas refused servicequotas:GetServiceQuota (" + errorMessage(err) + ")"
+	}
+	c.h.Details[detailQuotaSource] = quotaSourceAccountAttributes
+	c.h.Details[detailQuotaSourceNote] = note + ": the limits are EC2's legacy account attributes, which do not give the vCPU quota; " +
+		"allow servicequotas:GetServiceQuota (" + CallerPolicyFile + ") and reach its endpoint to check the vCPU headroom"
+	if q, err = readAccountAttributes(ctx, r); err != nil && !c.denied(err) {
+		h := c.failed("aws EC2", err)
+		return q, &h
+	}
+	return q, nil
+}
 
-	use, err := readUsage(ctx, r)
-	if err != nil {
-		return failed("aws instances", err)
-	}
-	h.Details[detailInstancesInUse] = strconv.Itoa(use.instances)
-	h.Details[detailVCPUsInUse] = strconv.Itoa(use.onDemandVCPUs)
-	h.Details[detailSpotVCPUsInUse] = strconv.Itoa(use.spotVCPUs)
-	// The headroom a static_egress_ip proxy needs: an Elastic IP under the region's quota.
-	addresses, err := r.ec2.DescribeAddresses(ctx, &ec2.DescribeAddressesInput{})
-	if err != nil {
-		return failed("aws Elastic IPs", err)
-	}
-	allocated := len(addresses.Addresses)
-	h.Details[detailElasticIPsInUse] = strconv.Itoa(allocated)
-
+// verdict sums the check up: Degraded when a proxy of the default type or its Elastic IP would not fit (a
+// count that could not be read, -1, says nothing), or a permission is missing.
+func (c *regionCheck) verdict(q quotas, use usage, allocated int) backend.Health {
 	var short []string
 	if q.onDemandVCPUs >= 0 {
-		h.Details[detailQuotaVCPUs] = strconv.Itoa(q.onDemandVCPUs)
-		if left := q.onDemandVCPUs - use.onDemandVCPUs; left < defaultInstanceVCPUs {
+		c.h.Details[detailQuotaVCPUs] = strconv.Itoa(q.onDemandVCPUs)
+		if left := q.onDemandVCPUs - use.onDemandVCPUs; use.onDemandVCPUs >= 0 && left < defaultInstanceVCPUs {
 			short = append(short, fmt.Sprintf("%d of %d On-Demand Standard vCPUs in use in %s: a proxy of the default type %s (%d vCPUs) cannot launch",
-				use.onDemandVCPUs, q.onDemandVCPUs, name, DefaultInstanceType, defaultInstanceVCPUs))
+				use.onDemandVCPUs, q.onDemandVCPUs, c.name, DefaultInstanceType, defaultInstanceVCPUs))
 		}
 	}
 	if q.spotVCPUs >= 0 {
-		h.Details[detailQuotaSpotVCPUs] = strconv.Itoa(q.spotVCPUs)
+		c.h.Details[detailQuotaSpotVCPUs] = strconv.Itoa(q.spotVCPUs)
 	}
 	if q.instances >= 0 {
-		h.Details[detailQuotaInstances] = strconv.Itoa(q.instances)
+		c.h.Details[detailQuotaInstances] = strconv.Itoa(q.instances)
 	}
 	if q.elasticIPs >= 0 {
-		h.Details[detailQuotaElasticIPs] = strconv.Itoa(q.elasticIPs)
-		if allocated >= q.elasticIPs {
-			short = append(short, fmt.Sprintf("%d of %d Elastic IPs allocated in %s: a proxy with static_egress_ip cannot get one", allocated, q.elasticIPs, name))
+		c.h.Details[detailQuotaElasticIPs] = strconv.Itoa(q.elasticIPs)
+		if allocated >= 0 && allocated >= q.elasticIPs {
+			short = append(short, fmt.Sprintf("%d of %d Elastic IPs allocated in %s: a proxy with static_egress_ip cannot get one", allocated, q.elasticIPs, c.name))
 		}
 	}
-	if len(short) > 0 {
-		return unhealthy(backend.HealthDegraded, strings.Join(short, "; "))
+	if len(c.missing) > 0 {
+		sort.Strings(c.missing)
+		c.h.Details[detailMissingPermissions] = strings.Join(c.missing, ", ")
+		short = append(short, fmt.Sprintf("the credentials (%s) lack %s: grant them the policy in %s (the provider's documentation, AWS, Permissions)",
+			c.h.Details[detailARN], strings.Join(c.missing, ", "), CallerPolicyFile))
 	}
-	h.Healthy, h.Reason = true, backend.HealthHealthy
-	return h
+	if len(short) > 0 {
+		return c.unhealthy(backend.HealthDegraded, strings.Join(short, "; "))
+	}
+	c.h.Healthy, c.h.Reason = true, backend.HealthHealthy
+	return c.h
 }
 
 // quotas are a region's limits; -1 where the source does not give one.

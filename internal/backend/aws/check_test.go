@@ -26,7 +26,7 @@ type launched struct {
 func seedRegion(t *testing.T, fake *ec2fake.Server, instances []launched, addresses int) {
 	t.Helper()
 	ctx := t.Context()
-	client := ec2.NewFromConfig(fake.AWSConfig(testRegion))
+	client := ec2.NewFromConfig(fake.AdminAWSConfig(testRegion))
 	for _, l := range instances {
 		arch := "amd64"
 		if archOfType(l.instanceType) == "arm64" {
@@ -112,12 +112,15 @@ func TestCheckReportsQuotaHeadroom(t *testing.T) {
 			reason:  backend.HealthDegraded,
 			message: []string{"2 of 2 On-Demand Standard vCPUs", "; 1 of 1 Elastic IPs"},
 		},
+		// A permission of the documented policy refused: Degraded, naming it and the document, the check
+		// still made with the legacy attributes.
 		"Service Quotas denied": {
 			deny: true, instances: []launched{{instanceType: "t3.micro"}},
-			reason: backend.HealthHealthy,
+			reason: backend.HealthDegraded,
 			details: map[string]string{"quota_source": "account_attributes", "quota_instances": "20", "quota_elastic_ips": "5",
-				"vcpus_in_use": "2", "elastic_ips_allocated": "0"},
-			absent: []string{"quota_on_demand_vcpus", "quota_spot_vcpus"},
+				"vcpus_in_use": "2", "elastic_ips_allocated": "0", "missing_permissions": "servicequotas:GetServiceQuota"},
+			absent:  []string{"quota_on_demand_vcpus", "quota_spot_vcpus"},
+			message: []string{"lack servicequotas:GetServiceQuota", CallerPolicyFile},
 		},
 		"Service Quotas denied, Elastic IPs used up": {
 			opts: ec2fake.Options{MaxElasticIPs: 1}, deny: true, addresses: 1,

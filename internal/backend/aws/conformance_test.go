@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 				t.Fatalf("this fake's first subnet is %s, the first fake's %s: Spec would place proxies nowhere", got, subnet)
 			}
 			fake.PlayGuests()
-			raw := ec2.NewFromConfig(fake.AWSConfig(testRegion))
+			raw := ec2.NewFromConfig(fake.AdminAWSConfig(testRegion))
 			foreign := map[string]string{}
 			return backendtest.World{
 				Backend:        b,

@@ -15,7 +15,7 @@ import (
 )
 
 // classify gives err a class and names the object, keeping the service's message whole; a Quota error gets
-// the advice of this backend.
+// the advice of this backend, and a permission the credentials lack the document that grants it.
 func classify(object string, err error) error {
 	return backend.Classify(object, err, classOf, func(e *backend.Error) {
 		if e.Class == backend.ClassQuota && e.Advice == "" {
@@ -23,6 +23,9 @@ func classify(object string, err error) error {
 			if e.Advice == "" {
 				e.Advice = QuotaAdvice
 			}
+		}
+		if e.Advice == "" {
+			e.Advice = permissionAdvice(err)
 		}
 	})
 }

@@ -34,12 +34,12 @@ func TestRefusedCreateGivesBack(t *testing.T) {
 				t.Fatalf("Create = %v, want class %s", err, tc.wantClass)
 			}
 			ctx := context.Background()
-			groups, err := ec2.NewFromConfig(fake.AWSConfig(testRegion)).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
+			groups, err := ec2.NewFromConfig(fake.AdminAWSConfig(testRegion)).DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
 				Filters: []ec2types.Filter{{Name: awssdk.String("group-name"), Values: []string{securityGroupName(spec.Name)}}}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			params, err := ssm.NewFromConfig(fake.AWSConfig(testRegion)).GetParametersByPath(ctx, &ssm.GetParametersByPathInput{
+			params, err := ssm.NewFromConfig(fake.AdminAWSConfig(testRegion)).GetParametersByPath(ctx, &ssm.GetParametersByPathInput{
 				Path: awssdk.String(guest.ParameterPath(spec.Name, "")[:len(guest.ParameterPath(spec.Name, ""))-1]), Recursive: awssdk.Bool(true)})
 			if err != nil {
 				t.Fatal(err)

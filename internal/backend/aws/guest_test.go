@@ -131,7 +131,7 @@ func (b *Backend) storedConfigID(t *testing.T, name string) (string, bool) {
 // applied is the proxy's applied parameter as GetParameter answers it; zero when there is none.
 func applied(t *testing.T, fake *ec2fake.Server, name string) guest.Applied {
 	t.Helper()
-	out, err := ssm.NewFromConfig(fake.AWSConfig(testRegion)).GetParameter(context.Background(),
+	out, err := ssm.NewFromConfig(fake.AdminAWSConfig(testRegion)).GetParameter(context.Background(),
 		&ssm.GetParameterInput{Name: awssdk.String(guest.ParameterPath(name, guest.ParameterApplied))})
 	if err != nil {
 		var nf *ssmtypes.ParameterNotFound
@@ -189,7 +189,7 @@ func TestGetReportsConfigDrift(t *testing.T) {
 			if inst.Drift != "" {
 				t.Fatalf("Create = drift %q right after create", inst.Drift)
 			}
-			tc.tamper(t, fake, ssm.NewFromConfig(fake.AWSConfig(testRegion)), spec.Name)
+			tc.tamper(t, fake, ssm.NewFromConfig(fake.AdminAWSConfig(testRegion)), spec.Name)
 			got, err := b.Get(context.Background(), inst.ID)
 			if err != nil {
 				t.Fatal(err)

@@ -15,26 +15,12 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
-// sharedRolePolicy is the policy the documentation gives a role that several proxies' instance profiles
-// share (templates/index.md.tmpl, "AWS"): each instance reaches only the parameters bound to it.
-const sharedRolePolicy = `{
-  "Version": "2012-10-17",
-  "Statement": [
-    { "Effect": "Allow", "Action": "ssm:GetParameters",
-      "Resource": "arn:aws:ssm:*:*:parameter/egress-proxy/*",
-      "Condition": { "StringEquals": { "ssm:resourceTag/egress-proxy-instance": "${ec2:SourceInstanceARN}" } } },
-    { "Effect": "Allow", "Action": "ssm:PutParameter",
-      "Resource": "arn:aws:ssm:*:*:parameter/egress-proxy/*/applied",
-      "Condition": { "StringEquals": { "ssm:resourceTag/egress-proxy-instance": "${ec2:SourceInstanceARN}" } } }
-  ]
-}`
-
-// With the documented policy on a role two proxies share, root on proxy A, signing with A's instance
+// With the documented policy (InstanceRolePolicyFile) on a role two proxies share, root on proxy A, signing with A's instance
 // credentials, reads and reports only A's parameters: B's secrets and B's applied are AccessDeniedException
 // (issue 35, item 2). Before the parameters were bound to their instance, A could read every proxy's.
 func TestInstanceRoleReachesOnlyItsOwnProxy(t *testing.T) {
 	t.Parallel()
-	fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: sharedRolePolicy}}})
+	fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: documentedPolicy(t, InstanceRolePolicyFile)}}})
 	fake.PlayGuests()
 	ids := map[string]string{}
 	for _, name := range []string{"proxy-a", "proxy-b"} {

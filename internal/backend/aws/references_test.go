@@ -28,7 +28,7 @@ func TestDeleteWhileAnotherGroupNamesTheProxys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := ec2.NewFromConfig(fake.AWSConfig(testRegion))
+	client := ec2.NewFromConfig(fake.AdminAWSConfig(testRegion))
 	var proxyGroup string
 	for _, g := range fake.SecurityGroups(testRegion) {
 		if g.Name == securityGroupName(spec.Name) {
