@@ -25,7 +25,7 @@ import (
 // of the instance is the gcp backend's test (TestReadableInstanceHoldsNoSecret).
 func TestAccProxyGCP_secretsInNoStatePlanOrLog(t *testing.T) {
 	fake := gcpFake(t)
-	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token"})
+	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token", AdminPermissions: gcpDocumentedRole(t)})
 	t.Cleanup(sm.Close)
 	gcpGuests(t, fake)
 	logFile := traceLogTo(t)

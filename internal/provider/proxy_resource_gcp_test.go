@@ -35,7 +35,8 @@ const gcpTestProject = "egress-acc"
 
 func gcpFake(t *testing.T) *computefake.Server {
 	t.Helper()
-	fake := computefake.New(computefake.Options{Token: "acc-token"})
+	// The provider's account holds exactly the role users are told to grant (gcp_permissions_test.go).
+	fake := computefake.New(computefake.Options{Token: "acc-token", Permissions: gcpDocumentedRole(t)})
 	t.Cleanup(fake.Close)
 	// Every test through the provider also proves its guest attribute polls kept within Compute Engine's rate.
 	t.Cleanup(func() {

@@ -37,7 +37,12 @@ func newTestWithSecrets(t *testing.T, opts computefake.Options) (*computefake.Se
 	if token == "" {
 		token = "provider-token"
 	}
-	secrets := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: token})
+	// The provider's account holds exactly the documented role on both APIs, unless the test says what it
+	// holds (permissions_test.go).
+	if opts.Permissions == nil {
+		opts.Permissions = documentedPermissions(t)
+	}
+	secrets := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: token, AdminPermissions: opts.Permissions})
 	t.Cleanup(secrets.Close)
 	// A VM's metadata server hands it the token Secret Manager takes for its account.
 	opts.ServiceAccountToken = secrets.ServiceAccountToken

@@ -18,6 +18,7 @@ import (
 
 func benchBackend(b *testing.B, opts computefake.Options) (*computefake.Server, *Backend) {
 	b.Helper()
+	opts.Permissions = documentedPermissions(b)
 	fake := computefake.New(opts)
 	b.Cleanup(fake.Close)
 	be, err := New(Config{DefaultProject: testProject, ProjectConfig: ProjectConfig{ComputeEndpoint: fake.URL}, WithoutAuthentication: true})

@@ -24,6 +24,16 @@ func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {
 		h.Reason, h.Details[backend.DetailMessage] = reason, message
 		return h
 	}
+	// A failed request's message ends with what to do about it, as a diagnostic would (a permission missing
+	// names the role file).
+	failed := func(object string, err error) backend.Health {
+		cerr := classify(object, err)
+		msg := cerr.Error()
+		if a := backend.AdviceOf(cerr); a != "" {
+			msg += ". " + a
+		}
+		return unhealthy(healthReason(err), msg)
+	}
 	p, err := b.clients(ctx, id)
 	if err != nil {
 		// Credentials that cannot be read or used are the only thing that fails before the first request.
@@ -33,12 +43,12 @@ func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {
 	h.Details["zone"], h.Details["region"] = zone, region
 	z, err := p.zones.Get(ctx, &computepb.GetZoneRequest{Project: id, Zone: zone})
 	if err != nil {
-		return unhealthy(healthReason(err), classify("gcp zone "+zone+" in project "+id, err).Error())
+		return failed("gcp zone "+zone+" in project "+id, err)
 	}
 	h.Details["zone_status"] = z.GetStatus()
 	r, err := p.regions.Get(ctx, &computepb.GetRegionRequest{Project: id, Region: region})
 	if err != nil {
-		return unhealthy(healthReason(err), classify("gcp region "+region+" in project "+id, err).Error())
+		return failed("gcp region "+region+" in project "+id, err)
 	}
 	short := ""
 	for _, q := range r.GetQuotas() {

@@ -43,7 +43,7 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 		fake    *computefake.Server
 		guestMu sync.Mutex
 	)
-	fake = computefake.New(computefake.Options{OnOperationDone: func(opType, target string) {
+	fake = computefake.New(computefake.Options{Permissions: documentedPermissions(t), OnOperationDone: func(opType, target string) {
 		project, zone, name, ok := instanceOfLink(target)
 		if !ok {
 			return

@@ -20,7 +20,10 @@ import (
 // classify gives err a class and names the object, keeping the API's message whole. An error already
 // classified keeps its class, and gets the object only when it had none.
 func classify(object string, err error) error {
-	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" }, orgPolicyAdvice)
+	return backend.Classify(object, err, func(err error) (backend.Class, string) { return classOf(err), "" }, func(e *backend.Error) {
+		orgPolicyAdvice(e)
+		permissionAdvice(e) // permissions.go
+	})
 }
 
 // Compute Engine refuses what an organization policy forbids with 412 conditionNotMet, the reason it also

@@ -62,7 +62,7 @@ type guestPolls struct {
 func (sc guestScenario) run(tb testing.TB) guestPolls {
 	tb.Helper()
 	vc := &virtualClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	fake := computefake.New(computefake.Options{Now: vc.Now})
+	fake := computefake.New(computefake.Options{Now: vc.Now, Permissions: documentedPermissions(tb)})
 	tb.Cleanup(fake.Close)
 	b, err := New(Config{DefaultProject: testProject, ProjectConfig: ProjectConfig{ComputeEndpoint: fake.URL}, WithoutAuthentication: true})
 	if err != nil {

@@ -279,7 +279,7 @@ func formsOf(secret string) []string {
 // with a service account before the VM is made, Permanent, saying what to grant.
 func TestSecretManagerRefusesTheProvider(t *testing.T) {
 	t.Parallel()
-	fake := computefake.New(computefake.Options{})
+	fake := computefake.New(computefake.Options{Permissions: documentedPermissions(t)})
 	t.Cleanup(fake.Close)
 	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "someone-else"})
 	t.Cleanup(sm.Close)

@@ -52,6 +52,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
 		return
 	}
+	if st, ok := s.serveResourceManager(w, r); ok {
+		status = st
+		return
+	}
 	// Every request is checked against the discovery document before any route sees it (discovery.go).
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -63,6 +67,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if e := s.checkRequest(r, body); e != nil {
 		status = e.status
 		writeError(w, status, e.reason, e.message)
+		return
+	}
+	// Then the caller's permissions (iam.go), which may depend on what the fake holds (an address, an instance).
+	s.mu.Lock()
+	denied := s.authorize(r, body)
+	s.mu.Unlock()
+	if denied != nil {
+		status = denied.status
+		writeError(w, status, denied.reason, denied.message)
 		return
 	}
 	if f != nil {

@@ -38,6 +38,10 @@ type Options struct {
 	// ServiceAccountToken, when set, gives the access token the metadata server hands a VM running as the
 	// service account email (R28): the token another test double (Secret Manager's) takes for that account.
 	ServiceAccountToken func(email string) string
+	// Permissions, when not nil, are all the caller holds on every project (a custom role's
+	// includedPermissions): a Compute request that needs another is refused 403 forbidden, naming it (iam.go).
+	// Nil grants everything, as to the project's owner.
+	Permissions []string
 	// Now, when set, is the fake's clock: operation latency, timestamps and the guest attribute query limits
 	// follow it, so that a test can play minutes of polling without waiting them.
 	Now func() time.Time

@@ -38,6 +38,9 @@ type Options struct {
 	// AdminToken is the bearer token of the provider's principal, which may do everything (it stands for a
 	// principal with roles/secretmanager.admin on the project). Required.
 	AdminToken string
+	// AdminPermissions, when not nil, are all the provider's principal holds on the project (a custom role's
+	// includedPermissions): a method whose permission is not among them is refused, PERMISSION_DENIED (S13).
+	AdminPermissions []string
 }
 
 // Server is the fake. Its exported methods are safe for concurrent use with requests in flight.
@@ -45,11 +48,13 @@ type Server struct {
 	URL string
 	srv *httptest.Server
 
-	mu      sync.Mutex
-	admin   string
-	members map[string]string // bearer token -> IAM member ("serviceAccount:EMAIL")
-	secrets map[string]*secret
-	log     []Request
+	mu    sync.Mutex
+	admin string
+	// adminPerms is Options.AdminPermissions, fixed at New: nil holds everything.
+	adminPerms []string
+	members    map[string]string // bearer token -> IAM member ("serviceAccount:EMAIL")
+	secrets    map[string]*secret
+	log        []Request
 }
 
 type secret struct {
@@ -74,7 +79,7 @@ func New(opts Options) *Server {
 	if opts.AdminToken == "" {
 		panic("secretmanagerfake: Options.AdminToken is required")
 	}
-	s := &Server{admin: opts.AdminToken, members: map[string]string{}, secrets: map[string]*secret{}}
+	s := &Server{admin: opts.AdminToken, adminPerms: slices.Clone(opts.AdminPermissions), members: map[string]string{}, secrets: map[string]*secret{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	return s
@@ -274,6 +279,11 @@ func (s *Server) authenticate(r *http.Request) string {
 	return s.members[tok]
 }
 
+// adminMay says whether member is the provider's principal and holds permission on the project (S13).
+func (s *Server) adminMay(member, permission string) bool {
+	return member == "admin" && (s.adminPerms == nil || slices.Contains(s.adminPerms, permission))
+}
+
 // denied is the answer to a principal without the permission (S9): the API does not say whether the
 // resource exists.
 func denied(permission, resource string) *apiError {
@@ -295,7 +305,7 @@ func readBody(r *http.Request, m proto.Message) *apiError {
 
 func (s *Server) createSecret(r *http.Request, member, project string) (proto.Message, *apiError) {
 	id := r.URL.Query().Get("secretId")
-	if member != "admin" {
+	if !s.adminMay(member, "secretmanager.secrets.create") {
 		return nil, denied("secretmanager.secrets.create", "projects/"+project)
 	}
 	in := &secretmanagerpb.Secret{}
@@ -344,7 +354,7 @@ func etag() string { return strconv.Quote(strconv.FormatInt(time.Now().UnixNano(
 // lookup finds a secret for member, who must be the admin: a service account learns nothing of it (S9).
 // The caller holds s.mu.
 func (s *Server) lookup(member, permission, project, id string) (*secret, *apiError) {
-	if member != "admin" {
+	if !s.adminMay(member, permission) {
 		return nil, denied(permission, fmt.Sprintf("projects/%s/secrets/%s", project, id))
 	}
 	sec := s.secrets[key(project, id)]
@@ -414,7 +424,7 @@ func (s *Server) access(member, project, id, ver string) (proto.Message, *apiErr
 	defer s.mu.Unlock()
 	resource := fmt.Sprintf("projects/%s/secrets/%s/versions/%s", project, id, ver)
 	sec := s.secrets[key(project, id)]
-	if member != "admin" && (sec == nil || !grants(sec.policy, AccessorRole, member)) {
+	if !s.adminMay(member, "secretmanager.versions.access") && (sec == nil || !grants(sec.policy, AccessorRole, member)) {
 		return nil, denied("secretmanager.versions.access", resource)
 	}
 	if sec == nil {
