@@ -19,17 +19,20 @@ type permission struct {
 	verbs           []string
 }
 
-// permissions are what Create, Get, Update, Reconfigure, Delete and ListByTag call, per namespace.
+// permissions are what Create, Get, Update, Reconfigure, Delete and ListByTag send, per namespace: the rules of
+// RoleDocument, one per resource, in its order (TestPermissionsAreTheRole compares them; TestEveryVerbSentIsGranted
+// records what the backend sends).
 var permissions = []permission{
 	{"apps", "deployments", []string{"create", "get", "list", "watch", "update", "delete"}},
-	{"", "configmaps", []string{"create", "get", "list", "update", "delete"}},
+	// Delete removes the Deployment's ReplicaSets itself, rather than wait for the garbage collector.
+	{"apps", "replicasets", []string{"list", "watch", "delete"}},
+	// watch: Delete waits for one that carries a finalizer to be gone.
+	{"", "configmaps", []string{"create", "get", "list", "watch", "update", "delete"}},
 	// No list or watch: they would read every Secret in the namespace; Delete takes the proxy's by name.
 	{"", "secrets", []string{"create", "get", "update", "delete"}},
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
-	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},
-	// Delete removes the Deployment's ReplicaSets itself, rather than wait for the garbage collector.
-	{"apps", "replicasets", []string{"list", "watch", "delete"}},
+	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 }
 
@@ -152,6 +155,8 @@ func explainForbidden(ctx context.Context, c *client, namespace string, err erro
 	explained := *be
 	explained.Err = fmt.Errorf("%w; in namespace %s the credentials also lack: %s", be.Err, namespace, strings.Join(missing, ", "))
 	explained.Advice = fmt.Sprintf("Bind the credentials to a Role in namespace %s (or a ClusterRole) granting: %s. "+
-		"`data \"egress_backends\"` lists what they lack in the cluster's `namespaces` (or across the cluster when it lists none).", namespace, strings.Join(missing, ", "))
+		"%s in the provider's repository, shown under Kubernetes permissions in its documentation, is that Role (apply it in the namespace "+
+		"with rolebinding.yaml beside it). `data \"egress_backends\"` lists what they lack in the cluster's `namespaces` (or across the "+
+		"cluster when it lists none).", namespace, strings.Join(missing, ", "), RoleDocument)
 	return &explained
 }

@@ -232,18 +232,15 @@ func waitPodsStopping(ctx context.Context, c *client, id backend.ProviderID, sel
 // deleteReplicaSets deletes the Deployment's ReplicaSets, which its deletion leaves to the garbage collector,
 // so that none remains when Delete returns without waiting on the collector (a ReplicaSet made again by the
 // Deployment's controller before the Deployment went is found by the list, which comes after). Credentials
-// without delete on ReplicaSets wait for the collector instead, and without list they do not wait:
-// egress_backends names the missing permission, and a destroy should not fail on what the collector does
-// by itself a moment later.
+// without list or delete on ReplicaSets fail here, naming the verb and the Role that grants it: Delete could
+// not keep its promise that nothing of the proxy is left, and a missing verb of the Role is not silently
+// taken for a slower way.
 func deleteReplicaSets(ctx context.Context, c *client, id backend.ProviderID, selector map[string]string) error {
 	object := objectName("ReplicaSet of Deployment", id)
 	sets := c.cs.AppsV1().ReplicaSets(id.Scope)
 	opts := metav1.ListOptions{LabelSelector: labels.SelectorFromSet(selector).String()}
 	l, err := sets.List(ctx, opts)
-	switch {
-	case apierrors.IsForbidden(err):
-		return nil
-	case err != nil:
+	if err != nil {
 		return classify(object, err)
 	}
 	lingering := false
@@ -253,10 +250,10 @@ func deleteReplicaSets(ctx context.Context, c *client, id backend.ProviderID, se
 		err := sets.Delete(ctx, rs.Name, metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &rs.UID}})
 		switch {
 		case apierrors.IsNotFound(err):
-		case apierrors.IsForbidden(err) || len(rs.Finalizers) > 0:
-			lingering = true
 		case err != nil:
 			return classify(object, err)
+		case len(rs.Finalizers) > 0:
+			lingering = true
 		}
 	}
 	if !lingering {

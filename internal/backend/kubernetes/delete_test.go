@@ -1,7 +1,8 @@
 package kubernetes
 
 import (
-	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -98,17 +100,17 @@ func TestDeleteWaitsForAServiceWithFinalizers(t *testing.T) {
 }
 
 // TestDeleteRemovesTheReplicaSets: Delete scales the Deployment to zero, deletes it, and deletes its
-// ReplicaSets itself rather than wait on the garbage collector. Credentials that may not delete them wait for
-// the collector (played by the test: the fake has none); credentials that may not list them do not wait.
+// ReplicaSets itself rather than wait on the garbage collector. Credentials that may not list or delete them
+// fail the destroy with the verb they lack and the Role that grants it: Delete would otherwise return with a
+// ReplicaSet of the proxy left.
 func TestDeleteRemovesTheReplicaSets(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		forbid   string // the verb on replicasets the credentials lack
-		wantGone bool   // by Delete's own doing
+		forbid string // the verb on replicasets the credentials lack
 	}{
-		"deleted by Delete":                       {wantGone: true},
-		"without delete, waits for the collector": {forbid: "delete"},
-		"without list, no wait":                   {forbid: "list"},
+		"deleted by Delete":    {},
+		"without delete, fail": {forbid: "delete"},
+		"without list, fail":   {forbid: "list"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -119,21 +121,19 @@ func TestDeleteRemovesTheReplicaSets(t *testing.T) {
 			b, cs := newFake(t, d, rs)
 			if tt.forbid != "" {
 				cs.PrependReactor(tt.forbid, "replicasets", func(k8stesting.Action) (bool, runtime.Object, error) {
-					return true, nil, apierrors.NewForbidden(appsv1.Resource("replicasets"), "", errors.New("not granted"))
+					return true, nil, rbacForbidden(tt.forbid, "apps", "replicasets", testNS)
 				})
 			}
-			var done <-chan error
-			if tt.forbid == "delete" {
-				done = deleteWaitingOn(ctx, t, b, cs, "replicasets", "the ReplicaSet remains")
-				if err := cs.Tracker().Delete(appsv1.SchemeGroupVersion.WithResource("replicasets"), testNS, rs.Name); err != nil {
-					t.Fatal(err)
+			err := b.Delete(ctx, testID())
+			if tt.forbid != "" {
+				want := tt.forbid + " replicasets.apps in namespace " + testNS
+				if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), RoleDocument) ||
+					!strings.Contains(backend.AdviceOf(err), RoleDocument) {
+					t.Fatalf("Delete returned %v (advice %q), want the refusal of %s and %s", err, backend.AdviceOf(err), want, RoleDocument)
 				}
-			} else {
-				result := make(chan error, 1)
-				result <- b.Delete(ctx, testID())
-				done = result
+				return
 			}
-			if err := <-done; err != nil {
+			if err != nil {
 				t.Fatal(err)
 			}
 			got, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
@@ -151,10 +151,15 @@ func TestDeleteRemovesTheReplicaSets(t *testing.T) {
 			if !scaled {
 				t.Error("the Deployment was not scaled to zero before its deletion")
 			}
-			_, err = cs.AppsV1().ReplicaSets(testNS).Get(ctx, rs.Name, metav1.GetOptions{})
-			if gone := apierrors.IsNotFound(err); gone != (tt.wantGone || tt.forbid == "delete") {
-				t.Errorf("ReplicaSet gone: %v (%v)", gone, err)
+			if _, err = cs.AppsV1().ReplicaSets(testNS).Get(ctx, rs.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the ReplicaSet remains (%v)", err)
 			}
 		})
 	}
+}
+
+// rbacForbidden is the API server's answer to a request RBAC refuses, as its authorizer words it.
+func rbacForbidden(verb, group, resource, namespace string) error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: group, Resource: resource}, "",
+		fmt.Errorf(`User "system:serviceaccount:%s:p" cannot %s resource %q in API group %q in the namespace %q`, namespace, verb, resource, group, namespace))
 }

@@ -18,7 +18,65 @@ import (
 // classify gives err a class and the object it is about, keeping the API server's message whole. An error
 // that is already classified keeps its class.
 func classify(object string, err error) error {
-	return backend.Classify(object, err, classOf, nil)
+	return backend.Classify(object, err, classOf, forbiddenAdvice)
+}
+
+// RoleDocument is the Role that grants every verb the backend uses, which a refusal by RBAC points at; the
+// tests apply it as it is (NodesDocument is the optional ClusterRole for egress_address).
+const (
+	RoleDocument  = "examples/permissions/kubernetes/role.yaml"
+	NodesDocument = "examples/permissions/kubernetes/nodes.yaml"
+)
+
+// rbacRE reads what the API server's RBAC authorizer refused out of its message: `User "u" cannot VERB
+// resource "RESOURCE" in API group "GROUP" in the namespace "NS"` (`at the cluster scope` for what has no
+// namespace). The status carries the resource and group but not the verb or the namespace.
+var rbacRE = regexp.MustCompile(`cannot (\S+) resource "([^"]+)" in API group "([^"]*)"(?: in the namespace "([^"]+)")?`)
+
+// refusal is one permission the API server refused.
+type refusal struct{ verb, resource, group, namespace string }
+
+func (r refusal) String() string {
+	s := r.verb + " " + r.resource
+	if r.group != "" {
+		s += "." + r.group
+	}
+	if r.namespace != "" {
+		return s + " in namespace " + r.namespace
+	}
+	return s + " (cluster-scoped)"
+}
+
+// rbacRefusal reports the permission a Forbidden error says the credentials lack, when RBAC refused it (not
+// a ResourceQuota, not an admission policy).
+func rbacRefusal(err error) (refusal, bool) {
+	if !apierrors.IsForbidden(err) {
+		return refusal{}, false
+	}
+	m := rbacRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return refusal{}, false
+	}
+	return refusal{verb: m[1], resource: m[2], group: m[3], namespace: m[4]}, true
+}
+
+// forbiddenAdvice says, for an RBAC refusal, which document grants what was refused.
+func forbiddenAdvice(e *backend.Error) {
+	r, ok := rbacRefusal(e.Err)
+	if !ok || e.Advice != "" {
+		return
+	}
+	e.Advice = fmt.Sprintf("Grant the credentials %s: %s in the provider's repository, shown under Kubernetes permissions in its "+
+		"documentation, has every verb the backend uses (apply the Role in each namespace of proxies, with rolebinding.yaml beside it). "+
+		"`data \"egress_backends\"` lists what else they lack.", r, r.document())
+}
+
+// document is the file that grants r.
+func (r refusal) document() string {
+	if r.namespace == "" && r.resource == "nodes" {
+		return NodesDocument
+	}
+	return RoleDocument
 }
 
 // classifyCreate is classify for the answer to a create. NotFound there never means the object is gone, for
@@ -85,6 +143,9 @@ func classOfStatus(err error) (backend.Class, string) {
 	case apierrors.IsForbidden(err):
 		if m := quotaRE.FindStringSubmatch(err.Error()); m != nil {
 			return backend.ClassQuota, fmt.Sprintf("ResourceQuota %q forbids it", m[1])
+		}
+		if r, ok := rbacRefusal(err); ok {
+			return backend.ClassPermanent, fmt.Sprintf("the credentials lack %s, which %s grants", r, r.document())
 		}
 		return backend.ClassPermanent, "the cluster's RBAC or an admission policy refused the request"
 	case apierrors.IsUnauthorized(err):
