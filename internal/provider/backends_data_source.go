@@ -42,7 +42,7 @@ func (d *backendsDataSource) Schema(_ context.Context, _ datasource.SchemaReques
 
 func backendsSchema() schema.Schema {
 	return schema.Schema{
-		MarkdownDescription: "Health of every configured backend target (cluster, project, host). Reading it never fails: " +
+		MarkdownDescription: "Health of every configured backend target (libvirt host, cluster, project, region). Reading it never fails: " +
 			"an unhealthy or unreachable target is reported as data, so it can drive a `check` block.",
 		Attributes: map[string]schema.Attribute{
 			"healthy": schema.BoolAttribute{Computed: true, MarkdownDescription: "True when every target is healthy."},
