@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	k8sguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -76,11 +76,11 @@ resource "egress_proxy" "sec" {
 			if err != nil {
 				return err
 			}
-			user, hash, _ := strings.Cut(strings.TrimSpace(string(data[proxyconf.KubernetesSecretKey])), ":")
+			user, hash, _ := strings.Cut(strings.TrimSpace(string(data[k8sguest.SecretKey])), ":")
 			if user != k8sUser || !bcryptHash.MatchString(hash) || bcrypt.CompareHashAndPassword([]byte(hash), []byte(password(passwordVersion))) != nil {
 				return fmt.Errorf("Secret %s/%s does not hold the hash of password %d", ns, id.Name, passwordVersion)
 			}
-			if string(data[proxyconf.KubernetesTLSKeyKey]) != key {
+			if string(data[k8sguest.TLSKeyKey]) != key {
 				return fmt.Errorf("Secret %s/%s does not hold the key", ns, id.Name)
 			}
 			return nil

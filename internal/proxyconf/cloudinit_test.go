@@ -230,3 +230,11 @@ func TestRenderMetaData(t *testing.T) {
 		}
 	}
 }
+
+func manyPorts(n int) []int {
+	var out []int
+	for i := range n {
+		out = append(out, 10000+i)
+	}
+	return out
+}

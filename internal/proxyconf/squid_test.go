@@ -32,8 +32,7 @@ func testOptions(t *testing.T, dir string, hosts []string) RenderOptions {
 		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
 		// The backends can only listen on loopback here; the guards are tested in a network namespace
 		// (guards_test.go) without this exception.
-		allowLoopbackDestinations: true,
-	}
+	}.WithLoopbackDestinationsForTests()
 }
 
 // startSquid renders s into a fresh directory and runs Squid on it in the foreground, as root would on a VM.

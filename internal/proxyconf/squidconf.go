@@ -90,8 +90,8 @@ type RenderOptions struct {
 	// before Squid starts: the addresses of its interfaces, which no backend knows before boot.
 	OwnAddressesFile string
 
-	// allowLoopbackDestinations lifts the loopback guard. Only tests set it: their backends can only listen on
-	// loopback outside a network namespace. The guards themselves are tested without it.
+	// allowLoopbackDestinations lifts the loopback guard. Only tests set it (WithLoopbackDestinationsForTests):
+	// their backends can only listen on loopback outside a network namespace.
 	allowLoopbackDestinations bool
 }
 
@@ -114,6 +114,14 @@ func (o RenderOptions) WithDefaults() RenderOptions {
 	def(&o.CoredumpDir, CoredumpDir)
 	def(&o.TLSCertPath, TLSCertPath)
 	def(&o.TLSKeyPath, TLSKeyPath)
+	return o
+}
+
+// WithLoopbackDestinationsForTests is o with the loopback destination guard lifted, for tests alone: outside a
+// network namespace of their own, the servers behind a test's proxy can only listen on loopback. The guards
+// themselves are tested without it. Only _test.go files may call it (TestLoopbackGuardLiftedOnlyByTests).
+func (o RenderOptions) WithLoopbackDestinationsForTests() RenderOptions {
+	o.allowLoopbackDestinations = true
 	return o
 }
 

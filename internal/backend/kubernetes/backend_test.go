@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -72,10 +73,10 @@ func TestCreateMakesLabelledOwnedObjects(t *testing.T) {
 			t.Errorf("%s owner references %v, want the Deployment", kind, m.GetOwnerReferences())
 		}
 	}
-	if !strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.com") {
-		t.Errorf("squid.conf lacks the destination:\n%s", cm.Data[proxyconf.KubernetesConfigKey])
+	if !strings.Contains(cm.Data[guest.ConfigKey], "example.com") {
+		t.Errorf("squid.conf lacks the destination:\n%s", cm.Data[guest.ConfigKey])
 	}
-	if strings.Contains(string(secret.Data[proxyconf.KubernetesSecretKey]), "secret-password") {
+	if strings.Contains(string(secret.Data[guest.SecretKey]), "secret-password") {
 		t.Error("the Secret holds the password in clear")
 	}
 	if got := np.Spec.Ingress[0].From[0].IPBlock.CIDR; got != "10.0.0.0/8" {
@@ -408,8 +409,8 @@ func TestReconfigureRollsOutNewRulesAndKeepsTheService(t *testing.T) {
 	if svc1.UID != svc0.UID || after.InternalAddress != before.InternalAddress {
 		t.Error("the Service was replaced")
 	}
-	if !strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.org") || strings.Contains(cm.Data[proxyconf.KubernetesConfigKey], "example.com") {
-		t.Errorf("squid.conf not updated:\n%s", cm.Data[proxyconf.KubernetesConfigKey])
+	if !strings.Contains(cm.Data[guest.ConfigKey], "example.org") || strings.Contains(cm.Data[guest.ConfigKey], "example.com") {
+		t.Errorf("squid.conf not updated:\n%s", cm.Data[guest.ConfigKey])
 	}
 	if np.Spec.Ingress[0].From[0].IPBlock.CIDR != "192.168.0.0/16" {
 		t.Errorf("network policy still admits %s", np.Spec.Ingress[0].From[0].IPBlock.CIDR)
@@ -443,7 +444,7 @@ func TestCheckNamesMissingPermissions(t *testing.T) {
 			denied: func(a *authorizationv1.ResourceAttributes) bool {
 				return a.Namespace == "" && ((a.Resource == "networkpolicies" && a.Verb == "create") || (a.Resource == "pods" && a.Verb == "watch"))
 			},
-			want: "watch pods, create networkpolicies.networking.k8s.io",
+			want: "create networkpolicies.networking.k8s.io, watch pods",
 		},
 		"a Role in each listed namespace, nothing cluster-wide": {
 			namespaces: []string{"team-a", "team-b"},

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"k8s.io/client-go/kubernetes"
 )
@@ -180,7 +181,7 @@ func adoptAlongsideRollout(ctx context.Context, c *client, spec backend.Spec, id
 
 // render builds the proxy's objects from spec, or a Permanent error naming what is wrong with it.
 func (b *Backend) render(spec backend.Spec, id backend.ProviderID) (objects, error) {
-	k, err := proxyconf.RenderKubernetes(spec.Proxy, proxyconf.RenderOptions{})
+	k, err := guest.RenderPod(spec.Proxy, proxyconf.RenderOptions{})
 	if err != nil {
 		return objects{}, backend.NewError(backend.ClassPermanent, objectName("proxy", id), err)
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -114,7 +115,7 @@ func benchObjects(name, ns, image string) (objects, error) {
 		Placement: backend.Placement{Backend: Kind, Target: "bench", Scope: ns},
 		Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.244.0.0/16"}, AllowedDestinations: []string{"example.com"}},
 	}
-	k, err := proxyconf.RenderKubernetes(spec.Proxy, proxyconf.RenderOptions{})
+	k, err := guest.RenderPod(spec.Proxy, proxyconf.RenderOptions{})
 	if err != nil {
 		return objects{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -84,7 +85,7 @@ func withDefaults(p *Options, image string) Options {
 }
 
 // checksum hashes everything the pods read from the ConfigMap and Secret.
-func checksum(k proxyconf.Kubernetes) string {
+func checksum(k guest.Pod) string {
 	h := sha256.New()
 	keys := make([]string, 0, len(k.ConfigMapData))
 	for key := range k.ConfigMapData {
@@ -106,7 +107,7 @@ func checksum(k proxyconf.Kubernetes) string {
 }
 
 // buildObjects renders the proxy's objects. Owner references are added once the Deployment has a UID.
-func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Kubernetes) (objects, error) {
+func buildObjects(spec backend.Spec, namespace string, p Options, k guest.Pod) (objects, error) {
 	resources, err := resourceRequirements(p)
 	if err != nil {
 		return objects{}, err
@@ -131,20 +132,20 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k proxyconf.Ku
 }
 
 // buildConfigMap holds Squid's files, and the settings they were rendered from for Get to read back.
-func buildConfigMap(meta metav1.ObjectMeta, spec backend.Spec, k proxyconf.Kubernetes) *corev1.ConfigMap {
+func buildConfigMap(meta metav1.ObjectMeta, spec backend.Spec, k guest.Pod) *corev1.ConfigMap {
 	meta.Annotations = map[string]string{annotationSettings: storedSettings(spec.Proxy)}
 	return &corev1.ConfigMap{ObjectMeta: meta, Data: k.ConfigMapData}
 }
 
 // buildSecret holds the password file; nil without authentication.
-func buildSecret(meta metav1.ObjectMeta, k proxyconf.Kubernetes) *corev1.Secret {
+func buildSecret(meta metav1.ObjectMeta, k guest.Pod) *corev1.Secret {
 	if k.SecretData == nil {
 		return nil
 	}
 	return &corev1.Secret{ObjectMeta: meta, Type: corev1.SecretTypeOpaque, Data: k.SecretData}
 }
 
-func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements) *appsv1.Deployment {
+func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k guest.Pod, resources corev1.ResourceRequirements) *appsv1.Deployment {
 	placement, _ := json.Marshal(placementAnnotation{Image: p.Image, Requests: p.Requests, Limits: p.Limits, NetworkPolicy: p.NetworkPolicy})
 	meta.Annotations = map[string]string{annotationPlacement: string(placement)}
 	return &appsv1.Deployment{
@@ -165,7 +166,7 @@ func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k pro
 	}
 }
 
-func podSpec(spec backend.Spec, p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements) corev1.PodSpec {
+func podSpec(spec backend.Spec, p Options, k guest.Pod, resources corev1.ResourceRequirements) corev1.PodSpec {
 	volumes, mounts := podVolumes(spec.Name, k.SecretData != nil)
 	return corev1.PodSpec{
 		SecurityContext:               podSecurityContext(),
@@ -178,7 +179,7 @@ func podSpec(spec backend.Spec, p Options, k proxyconf.Kubernetes, resources cor
 	}
 }
 
-func squidContainer(p Options, k proxyconf.Kubernetes, resources corev1.ResourceRequirements, mounts []corev1.VolumeMount) corev1.Container {
+func squidContainer(p Options, k guest.Pod, resources corev1.ResourceRequirements, mounts []corev1.VolumeMount) corev1.Container {
 	return corev1.Container{
 		Name:            containerName,
 		Image:           p.Image,
@@ -214,12 +215,12 @@ func podVolumes(name string, withSecret bool) ([]corev1.Volume, []corev1.VolumeM
 	volumes := []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
 	}}}
-	mounts := []corev1.VolumeMount{{Name: "config", MountPath: proxyconf.KubernetesConfigDir, ReadOnly: true}}
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: guest.ConfigDir, ReadOnly: true}}
 	scratch, scratchMounts := scratchVolumes()
 	volumes = append(volumes, scratch...)
 	mounts = append(mounts, scratchMounts...)
 	if withSecret {
-		mounts = append(mounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
+		mounts = append(mounts, corev1.VolumeMount{Name: "auth", MountPath: guest.SecretDir, ReadOnly: true})
 		volumes = append(volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: name},
 		}})
@@ -238,7 +239,7 @@ func podTolerations(p Options) []corev1.Toleration {
 }
 
 // buildService exposes the proxy port only; the health port is for the kubelet's probes.
-func buildService(meta metav1.ObjectMeta, spec backend.Spec, p Options, k proxyconf.Kubernetes) *corev1.Service {
+func buildService(meta metav1.ObjectMeta, spec backend.Spec, p Options, k guest.Pod) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
@@ -273,7 +274,7 @@ func admitClients(svc *corev1.ServiceSpec, clientCIDRs []string) {
 }
 
 // fieldEnv are the Squid container's variables from the downward API: the pod's own addresses.
-func fieldEnv(k proxyconf.Kubernetes) []corev1.EnvVar {
+func fieldEnv(k guest.Pod) []corev1.EnvVar {
 	env := make([]corev1.EnvVar, 0, len(k.FieldEnv))
 	for _, e := range k.FieldEnv {
 		env = append(env, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 )
 
 // A Service that clients outside the cluster reach keeps their addresses (externalTrafficPolicy Local), so
@@ -69,16 +69,16 @@ func TestPodKnowsItsOwnAddresses(t *testing.T) {
 		}
 		fields[e.Name] = e.ValueFrom.FieldRef.FieldPath
 	}
-	want := map[string]string{proxyconf.KubernetesPodIPsEnv: "status.podIPs", proxyconf.KubernetesPodIPEnv: "status.podIP"}
+	want := map[string]string{guest.PodIPsEnv: "status.podIPs", guest.PodIPEnv: "status.podIP"}
 	if diff := cmp.Diff(want, fields); diff != "" {
 		t.Errorf("downward API env (-want +got):\n%s", diff)
 	}
-	dir := path.Dir(proxyconf.KubernetesOwnAddressesPath)
+	dir := path.Dir(guest.OwnAddressesPath)
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == dir && !m.ReadOnly }) {
 		t.Errorf("%s, where the own addresses are listed, is not a writable mount: %+v", dir, c.VolumeMounts)
 	}
-	ownACL := `acl own_addresses dst "` + proxyconf.KubernetesOwnAddressesPath + `"`
-	if conf := o.configMap.Data[proxyconf.KubernetesConfigKey]; !slices.Contains(strings.Split(conf, "\n"), ownACL) {
+	ownACL := `acl own_addresses dst "` + guest.OwnAddressesPath + `"`
+	if conf := o.configMap.Data[guest.ConfigKey]; !slices.Contains(strings.Split(conf, "\n"), ownACL) {
 		t.Errorf("squid.conf does not refuse the listed own addresses:\n%s", conf)
 	}
 }

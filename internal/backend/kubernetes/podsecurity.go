@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 )
 
 // proxyUID is the uid and gid of the proxy user in the Squid image: Debian's base-passwd gives proxy the
@@ -18,7 +18,7 @@ const proxyUID = 13
 
 // scratchDirs are the folders Squid may write in, each an emptyDir named here, as the root filesystem is
 // read-only: its state and IPC folder, its log folder (for anything logged to a file) and /tmp. The pid file
-// is off, and the logs go to stdout and the termination log (proxyconf.RenderKubernetes). /var/spool/squid,
+// is off, and the logs go to stdout and the termination log (guest.RenderPod). /var/spool/squid,
 // coredump_dir, stays read-only on purpose: a core of Squid holds the passwords of recent clients in clear,
 // and must not land on the node's disk.
 var scratchDirs = []struct{ volume, path string }{
@@ -75,7 +75,7 @@ func containerSecurityContext() *corev1.SecurityContext {
 // folders. Reconfigure runs it with every rollout, so a proxy's pods never pair a new squid.conf (cache log
 // in the termination file, own-address list) with an old command (no copy of it on stderr, no list written),
 // and older proxies become restricted with their next change.
-func upgradePodTemplate(pod *corev1.PodSpec, k proxyconf.Kubernetes) {
+func upgradePodTemplate(pod *corev1.PodSpec, k guest.Pod) {
 	pod.SecurityContext = podSecurityContext()
 	vols, mounts := scratchVolumes()
 	for i := range pod.Containers {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -170,7 +171,7 @@ func TestPodMeetsTheRestrictedProfile(t *testing.T) {
 	})
 	t.Run("every path Squid writes is a volume", func(t *testing.T) {
 		t.Parallel()
-		conf := o.configMap.Data[proxyconf.KubernetesConfigKey]
+		conf := o.configMap.Data[guest.ConfigKey]
 		mounts := map[string]bool{}
 		for _, m := range pod.Containers[0].VolumeMounts {
 			if !m.ReadOnly {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -35,7 +36,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err := backend.OwnershipOf(ctx).Check(objectName("Deployment", id), d.Labels[backend.LabelOwner], uid); err != nil {
 		return backend.Instance{}, err
 	}
-	k, err := proxyconf.RenderKubernetes(settings, proxyconf.RenderOptions{})
+	k, err := guest.RenderPod(settings, proxyconf.RenderOptions{})
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, objectName("proxy", id), err)
 	}
@@ -67,7 +68,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 }
 
 // putConfig writes the rendered configuration into the ConfigMap, with the settings it was rendered from.
-func putConfig(ctx context.Context, c *client, id backend.ProviderID, uid string, k proxyconf.Kubernetes, settings proxyconf.Settings) error {
+func putConfig(ctx context.Context, c *client, id backend.ProviderID, uid string, k guest.Pod, settings proxyconf.Settings) error {
 	cs, ns := c.cs, id.Scope
 	return updateObject(ctx, objectName("ConfigMap", id), uid,
 		func(ctx context.Context) (*corev1.ConfigMap, error) {
@@ -119,7 +120,7 @@ func admitNewClients(ctx context.Context, c *client, id backend.ProviderID, uid 
 
 // rollOut moves the pods onto the configuration whose checksum is sum, by that checksum on the pod template
 // (unchanged when they run it already).
-func rollOut(ctx context.Context, c *client, id backend.ProviderID, uid string, k proxyconf.Kubernetes, sum string) error {
+func rollOut(ctx context.Context, c *client, id backend.ProviderID, uid string, k guest.Pod, sum string) error {
 	cs, ns := c.cs, id.Scope
 	return updateObject(ctx, objectName("Deployment", id), uid,
 		func(ctx context.Context) (*appsv1.Deployment, error) {
@@ -161,7 +162,7 @@ func (b *Backend) putSecret(ctx context.Context, c *client, id backend.ProviderI
 		// Removed only after the pods stop mounting it: the rollout below drops the volume. Deleting it now
 		// would leave old pods of a stalled rollout without their file; the garbage collector takes it
 		// with the Deployment either way. Emptying it is enough to revoke the credentials.
-		cur.Data = map[string][]byte{proxyconf.KubernetesSecretKey: nil}
+		cur.Data = map[string][]byte{guest.SecretKey: nil}
 	default:
 		cur.Data = data
 	}
@@ -189,7 +190,7 @@ func syncAuthVolume(d *appsv1.Deployment, name string, want bool) {
 		}
 		c.VolumeMounts = mounts
 		if want && c.Name == containerName {
-			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: proxyconf.KubernetesSecretDir, ReadOnly: true})
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "auth", MountPath: guest.SecretDir, ReadOnly: true})
 		}
 	}
 	if want {

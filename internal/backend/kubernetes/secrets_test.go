@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -141,7 +142,7 @@ func TestCreateKeepsSecretsInTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(secret.Data[proxyconf.KubernetesTLSKeyKey]) != tlsSettings.PrivateKeyPEM {
+	if string(secret.Data[guest.TLSKeyKey]) != tlsSettings.PrivateKeyPEM {
 		t.Error("the Secret lacks the private key")
 	}
 	// Get still reports what Read needs: TLS on, and the user, without the secrets.

@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 )
 
 // TestTerminationMessageHoldsOnlyTheCacheLog: a crash's diagnostic quotes the container's termination
@@ -22,7 +22,7 @@ func TestTerminationMessageHoldsOnlyTheCacheLog(t *testing.T) {
 	}
 	c := o.deployment.Spec.Template.Spec.Containers[0]
 	directive := func(name string) string {
-		for _, line := range strings.Split(o.configMap.Data[proxyconf.KubernetesConfigKey], "\n") {
+		for _, line := range strings.Split(o.configMap.Data[guest.ConfigKey], "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == name {
 				return strings.TrimPrefix(f[1], "stdio:")
 			}

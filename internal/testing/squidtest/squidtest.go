@@ -221,3 +221,20 @@ func Parse(t testing.TB, conf []byte) (string, error) {
 	out, err := exec.Command(bin, "-k", "parse", "-f", path).CombinedOutput()
 	return string(out), err
 }
+
+// Complaints runs `squid -k parse` on conf and returns its output, and the lines of it that warn or report an
+// error: a config Squid warns about does not mean what it says. The one warning left out is the one "via off"
+// earns, which the proxies write on purpose: they do not announce themselves to destinations.
+func Complaints(t testing.TB, conf []byte) (out string, complaints []string, err error) {
+	t.Helper()
+	out, err = Parse(t, conf)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "WARNING: HTTP requires the use of Via") {
+			continue
+		}
+		if strings.Contains(line, "WARNING") || strings.Contains(line, "ERROR") || strings.Contains(line, "FATAL") {
+			complaints = append(complaints, line)
+		}
+	}
+	return out, complaints, err
+}

@@ -1,7 +1,8 @@
-package proxyconf
+package guest
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,50 +11,60 @@ import (
 	"testing"
 	"time"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
 
-// TestKubernetesFormRuns starts Squid with the container command exactly as the Kubernetes backend will set
+// TestPodRunsSquid starts Squid with the container command exactly as the Kubernetes backend will set
 // it, stdout and stderr being pipes as under a container runtime, and checks the readiness probe, a proxied
 // request through authentication, and that the access log reaches stdout.
-func TestKubernetesFormRuns(t *testing.T) {
+func TestPodRunsSquid(t *testing.T) {
 	t.Parallel()
 	bin := squidtest.Path(t)
-	if bin != KubernetesSquidPath {
-		t.Skipf("the container command runs %s; squid here is %s", KubernetesSquidPath, bin)
+	if bin != SquidPath {
+		t.Skipf("the container command runs %s; squid here is %s", SquidPath, bin)
 	}
 	b := squidtest.NewUpstreams(t)
 	hp := squidtest.Port(t, b.HTTP)
 	dir := squidtest.Dir(t)
-	opts := testOptions(t, dir, testHosts)
-	// Only what a pod cannot have on this machine is overridden; logs and pid file keep the container's values.
-	opts.AccessLog, opts.CacheLog, opts.PidFile = "", "", ""
+	// Only what a pod cannot have on this machine is set: the files in dir, names resolved through dir/hosts
+	// (the DNS server 127.0.0.1 does not exist, so no lookup leaves the machine), and the loopback guard lifted
+	// for the upstreams. Logs and pid file keep the container's values.
+	opts := proxyconf.RenderOptions{
+		ListenAddress:  netip.MustParseAddr("127.0.0.1"),
+		HealthPort:     squidtest.FreePort(t),
+		HtpasswdPath:   filepath.Join(dir, "passwd"),
+		CoredumpDir:    dir,
+		HostsFile:      squidtest.HostsFile(t, dir, []string{"allowed.test"}),
+		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+	}.WithLoopbackDestinationsForTests()
 	// The pod's own address, as the downward API gives it, and a name that resolves to it: a loopback address
 	// other than the test's upstreams', which the loopback exception of the test options does not cover in
 	// the own-address list.
 	const podIP = "127.0.0.2"
 	opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
 	squidtest.AppendFile(t, opts.HostsFile, podIP+" pod-self.test\n")
-	auth := &BasicAuth{Username: "pod-user", Password: "pod-password"}
-	s := Settings{Port: squidtest.FreePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
-	k, err := RenderKubernetes(s, opts)
+	auth := &proxyconf.BasicAuth{Username: "pod-user", Password: "pod-password"}
+	s := proxyconf.Settings{Port: squidtest.FreePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
+	k, err := RenderPod(s, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.ProxyPort != s.Port || k.Readiness != (HTTPProbe{Port: opts.HealthPort, Path: HealthPath}) {
+	if k.ProxyPort != s.Port || k.Readiness != (HTTPProbe{Port: opts.HealthPort, Path: proxyconf.HealthPath}) {
 		t.Fatalf("ports: proxy %d readiness %+v", k.ProxyPort, k.Readiness)
 	}
-	if k.Args[0] != KubernetesConfigDir+"/"+KubernetesConfigKey || len(k.Args) != 1 {
+	if k.Args[0] != ConfigDir+"/"+ConfigKey || len(k.Args) != 1 {
 		t.Fatalf("args %q must be the mounted squid.conf", k.Args)
 	}
-	conf := k.ConfigMapData[KubernetesConfigKey]
-	for _, want := range []string{"access_log stdio:/dev/stdout egress", "cache_log " + KubernetesTerminationLog, "pid_filename none", "auth_param basic program " + AuthHelperPath + " " + opts.HtpasswdPath} {
+	conf := k.ConfigMapData[ConfigKey]
+	for _, want := range []string{"access_log stdio:/dev/stdout egress", "cache_log " + TerminationLog, "pid_filename none", "auth_param basic program " + proxyconf.AuthHelperPath + " " + opts.HtpasswdPath} {
 		if !strings.Contains(conf, want+"\n") {
 			t.Errorf("squid.conf lacks %q", want)
 		}
 	}
-	if k.TerminationMessagePath != KubernetesTerminationLog {
-		t.Errorf("termination message path %q, want the cache log %q", k.TerminationMessagePath, KubernetesTerminationLog)
+	if k.TerminationMessagePath != TerminationLog {
+		t.Errorf("termination message path %q, want the cache log %q", k.TerminationMessagePath, TerminationLog)
 	}
 	// The kubelet's termination message file is not on this machine: a file made as the kubelet makes it
 	// (mode 0666, so any user may write it) stands in.
@@ -63,17 +74,17 @@ func TestKubernetesFormRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts.CacheLog = termLog
-	if k, err = RenderKubernetes(s, opts); err != nil {
+	if k, err = RenderPod(s, opts); err != nil {
 		t.Fatal(err)
 	}
-	conf = k.ConfigMapData[KubernetesConfigKey]
-	confPath := filepath.Join(dir, KubernetesConfigKey)
+	conf = k.ConfigMapData[ConfigKey]
+	confPath := filepath.Join(dir, ConfigKey)
 	squidtest.WriteSecretFile(t, confPath, []byte(conf))
-	squidtest.WriteSecretFile(t, opts.HtpasswdPath, k.SecretData[KubernetesSecretKey])
+	squidtest.WriteSecretFile(t, opts.HtpasswdPath, k.SecretData[SecretKey])
 
 	// The mounted path is the only thing that differs from a pod.
 	cmd := exec.Command(k.Command[0], append(k.Command[1:], confPath)...)
-	cmd.Env = append(os.Environ(), KubernetesPodIPsEnv+"="+podIP+",fd00::2", KubernetesPodIPEnv+"="+podIP)
+	cmd.Env = append(os.Environ(), PodIPsEnv+"="+podIP+",fd00::2", PodIPEnv+"="+podIP)
 	sq := squidtest.Start(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
 	// Squid's shared memory is named after its service name, "squid" here as in a pod. Stopping it the way the
 	// kubelet does, before startSquidCmd's kill (cleanups run last first), lets it remove that memory.
@@ -119,7 +130,7 @@ func TestKubernetesFormRuns(t *testing.T) {
 		}
 	}
 	if !strings.Contains(sq.Output.String(), "host=pod-self.test port="+fmt.Sprint(hp)+" status=403") ||
-		!strings.Contains(sq.Output.String(), "reason="+ReasonDestinationAddress) {
+		!strings.Contains(sq.Output.String(), "reason="+proxyconf.ReasonDestinationAddress) {
 		t.Errorf("the refusal of the pod's own address is not the destination guard's:\n%s", sq.Output)
 	}
 	// The termination message, which a crash's diagnostic quotes, is the cache log: Squid's own lines, never a
@@ -145,34 +156,34 @@ func TestKubernetesFormRuns(t *testing.T) {
 // The container's start command lists the pod's own addresses from the downward API variables before it
 // starts Squid, and does not start Squid without one. Squid's path is swapped for echo, which prints the
 // arguments Squid would get: the command is the container's otherwise.
-func TestKubernetesStartListsOwnAddresses(t *testing.T) {
+func TestPodStartListsOwnAddresses(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		env      []string
 		wantList string // "" for no list and no start
 	}{
-		"dual stack":        {env: []string{KubernetesPodIPsEnv + "=10.244.0.5,fd00:10:244::5", KubernetesPodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\nfd00:10:244::5\n"},
-		"one family":        {env: []string{KubernetesPodIPsEnv + "=10.244.0.5", KubernetesPodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\n"},
-		"primary only":      {env: []string{KubernetesPodIPEnv + "=fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
+		"dual stack":        {env: []string{PodIPsEnv + "=10.244.0.5,fd00:10:244::5", PodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\nfd00:10:244::5\n"},
+		"one family":        {env: []string{PodIPsEnv + "=10.244.0.5", PodIPEnv + "=10.244.0.5"}, wantList: "10.244.0.5\n"},
+		"primary only":      {env: []string{PodIPEnv + "=fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
 		"none":              {},
-		"empty variables":   {env: []string{KubernetesPodIPsEnv + "=", KubernetesPodIPEnv + "="}},
-		"only separators":   {env: []string{KubernetesPodIPsEnv + "=,", KubernetesPodIPEnv + "=10.244.0.5"}},
-		"trailing comma":    {env: []string{KubernetesPodIPsEnv + "=10.244.0.5,"}, wantList: "10.244.0.5\n"},
-		"leading separator": {env: []string{KubernetesPodIPsEnv + "=,fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
+		"empty variables":   {env: []string{PodIPsEnv + "=", PodIPEnv + "="}},
+		"only separators":   {env: []string{PodIPsEnv + "=,", PodIPEnv + "=10.244.0.5"}},
+		"trailing comma":    {env: []string{PodIPsEnv + "=10.244.0.5,"}, wantList: "10.244.0.5\n"},
+		"leading separator": {env: []string{PodIPsEnv + "=,fd00:10:244::5"}, wantList: "fd00:10:244::5\n"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			own := filepath.Join(dir, "own-addresses")
-			k, err := RenderKubernetes(Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
-				RenderOptions{OwnAddressesFile: own})
+			k, err := RenderPod(proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}},
+				proxyconf.RenderOptions{OwnAddressesFile: own})
 			if err != nil {
 				t.Fatal(err)
 			}
-			script := strings.Replace(k.Command[2], "exec "+KubernetesSquidPath+" ", "exec echo squid ", 1)
+			script := strings.Replace(k.Command[2], "exec "+SquidPath+" ", "exec echo squid ", 1)
 			if script == k.Command[2] {
-				t.Fatalf("the start command does not exec %s: %s", KubernetesSquidPath, script)
+				t.Fatalf("the start command does not exec %s: %s", SquidPath, script)
 			}
 			cmd := exec.Command(k.Command[0], append([]string{k.Command[1], script}, append(k.Command[3:], k.Args...)...)...)
 			cmd.Env = append([]string{"PATH=/usr/bin:/bin"}, tc.env...)
@@ -192,6 +203,34 @@ func TestKubernetesStartListsOwnAddresses(t *testing.T) {
 			}
 			if string(list) != tc.wantList {
 				t.Errorf("own addresses listed %q (%v), want %q", list, readErr, tc.wantList)
+			}
+		})
+	}
+}
+
+// TestSquidParsesEveryPodConfig runs `squid -k parse` on the pod's squid.conf for each of the combinations
+// proxyconf's TestSquidParsesEveryConfig parses, and accepts no warning.
+func TestSquidParsesEveryPodConfig(t *testing.T) {
+	t.Parallel()
+	for name, s := range proxyconftest.ParseCases() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// The own-address list the container's start command writes before Squid parses its config.
+			own := filepath.Join(t.TempDir(), "own-addresses")
+			if err := os.WriteFile(own, []byte("10.244.0.5\nfd00:10:244::5\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			k, err := RenderPod(s, proxyconf.RenderOptions{OwnAddressesFile: own})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conf := []byte(k.ConfigMapData[ConfigKey])
+			out, complaints, err := squidtest.Complaints(t, conf)
+			if err != nil {
+				t.Fatalf("kubernetes form: squid -k parse: %v\n%s\n%s", err, out, conf)
+			}
+			for _, line := range complaints {
+				t.Errorf("kubernetes form: squid -k parse: %s", line)
 			}
 		})
 	}
