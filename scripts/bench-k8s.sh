@@ -5,7 +5,7 @@
 # (scripts/k8s-env.sh start), for N proxies each (default: 10 then 30):
 #
 #   raw      plain typed REST calls without client-side rate limit, 10 proxies at a time
-#            (BenchmarkRawREST in internal/backend/kubernetes): create waits until each Deployment is Available,
+#            (bench raw, internal/cmd/bench): create waits until each Deployment is Available,
 #            destroy until each proxy's objects are deleted and its pods terminating;
 #   generic  the generic Kubernetes provider's kubernetes_config_map_v1, kubernetes_deployment_v1 (waiting for
 #            its rollout) and kubernetes_service_v1, through Terraform; only when GENERIC_PROVIDER names its
@@ -20,7 +20,8 @@
 # All three make the same pods: the generic provider's configuration reads the container, probe, volumes and
 # security settings from the objects the backend renders. Terraform runs at its default parallelism (10).
 # Prints seconds per step and the ratios of egress_proxy to raw and to generic. A benchmark, not a test: not
-# part of make test. Figures depend on the machine; compare ratios measured in one run.
+# part of make test. Figures depend on the machine; compare ratios measured in one run. The arithmetic and the
+# few calls to the cluster (the namespace, the objects, the raw leg) are internal/cmd/bench's, built first.
 #
 # Environment: KUBECONFIG (the test cluster's by default), TERRAFORM (Terraform 1.15.9 from the cache by
 # default), PROVIDER_BIN (an egress provider binary to time instead of one built from this tree),
@@ -46,7 +47,7 @@ counts=("$@")
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench-k8s.XXXXXX")
 ns=egress-bench-$$
-api() { "$tmp/kubernetes.test" "$@"; }
+bench=$tmp/bench
 
 cleanup() {
 	local d
@@ -55,20 +56,19 @@ cleanup() {
 			"$terraform" -chdir="$tmp/$d" destroy -auto-approve -input=false -no-color >>"$tmp/$d.cleanup.log" 2>&1 || true
 		fi
 	done
-	if [ -x "$tmp/kubernetes.test" ]; then kube_namespace delete >/dev/null 2>&1 || true; fi
+	if [ -x "$bench" ]; then kube_namespace delete >/dev/null 2>&1 || true; fi
 	[ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-# The namespace, made and removed with the clientset the raw benchmark uses (no kubectl needed).
+# The namespace, made and removed with the clientset the raw leg uses (no kubectl needed).
 kube_namespace() {
-	EGRESS_BENCH_KUBECONFIG=$KUBECONFIG EGRESS_BENCH_NAMESPACE=$ns EGRESS_BENCH_PROXIES=0 EGRESS_BENCH_OP=namespace-$1 \
-		api -test.run '^$' -test.bench '^BenchmarkRawREST$' -test.benchtime 1x >"$tmp/namespace-$1.log" 2>&1 ||
+	"$bench" namespace "$1" -kubeconfig "$KUBECONFIG" "$ns" >"$tmp/namespace-$1.log" 2>&1 ||
 		{ cat "$tmp/namespace-$1.log" >&2; return 1; }
 }
 
-log "building the test binary and the provider"
-(cd "$root" && go test -c -o "$tmp/kubernetes.test" ./internal/backend/kubernetes/)
+log "building the bench command and the provider"
+(cd "$root" && go build -o "$bench" ./internal/cmd/bench)
 egress_address=registry.terraform.io/egress-proxies/egress
 if [ -n "${PROVIDER_BIN:-}" ]; then
 	cp "$PROVIDER_BIN" "$tmp/provider"
@@ -87,9 +87,7 @@ unset TF_CLI_ARGS TF_CLI_ARGS_apply TF_CLI_ARGS_plan TF_CLI_ARGS_destroy TF_PLUG
 
 kube_namespace create
 # The objects the backend renders, for the generic provider's configuration.
-EGRESS_BENCH_KUBECONFIG=$KUBECONFIG EGRESS_BENCH_NAMESPACE=$ns EGRESS_BENCH_IMAGE=$image EGRESS_BENCH_PROXIES=1 \
-	EGRESS_BENCH_OP=objects EGRESS_BENCH_OBJECTS_OUT=$tmp/objects.json \
-	api -test.run '^$' -test.bench '^BenchmarkRawREST$' -test.benchtime 1x >"$tmp/objects.log" 2>&1 ||
+"$bench" objects -namespace "$ns" -image "$image" >"$tmp/objects.json" 2>"$tmp/objects.log" ||
 	{ cat "$tmp/objects.log" >&2; exit 1; }
 
 mkdir -p "$tmp/egress" "$tmp/generic"
@@ -270,10 +268,9 @@ resource "kubernetes_service_v1" "p" {
 TF
 
 now() { date +%s.%N; }
-declare -A seconds=()
-# timed LABEL COMMAND...: runs the command, keeps its log, records its wall time.
+# timed LABEL COMMAND...: runs the command, keeps its log, records its wall time in the timings the table reads.
 timed() {
-	local label=$1 start end
+	local label=$1 start end s
 	shift
 	start=$(now)
 	if ! "$@" >"$tmp/$label.log" 2>&1; then
@@ -282,8 +279,9 @@ timed() {
 		exit 1
 	fi
 	end=$(now)
-	seconds[$label]=$(awk -v a="$end" -v b="$start" 'BEGIN { print a - b }')
-	log "$label: ${seconds[$label]} s"
+	s=$("$bench" elapsed "$start" "$end")
+	echo "$label $s" >>"$tmp/seconds"
+	log "$label: $s s"
 }
 tf() {
 	local dir=$1 n=$2
@@ -292,10 +290,7 @@ tf() {
 	[ "$dir" = generic ] && vars+=(-var "objects=$tmp/objects.json")
 	"$terraform" -chdir="$tmp/$dir" "$@" -input=false -no-color "${vars[@]}"
 }
-raw() {
-	EGRESS_BENCH_KUBECONFIG=$KUBECONFIG EGRESS_BENCH_NAMESPACE=$ns EGRESS_BENCH_IMAGE=$image EGRESS_BENCH_PROXIES=$1 \
-		EGRESS_BENCH_OP=$2 api -test.run '^$' -test.bench '^BenchmarkRawREST$' -test.benchtime 1x
-}
+raw() { "$bench" raw "$2" -kubeconfig "$KUBECONFIG" -namespace "$ns" -image "$image" -proxies "$1"; }
 
 legs=(egress)
 [ -n "${GENERIC_PROVIDER:-}" ] && legs+=(generic)
@@ -315,30 +310,6 @@ for n in "${counts[@]}"; do
 	done
 done
 
-# quotient A B prints A/B: awk, which every Debian has, rather than bc, which none has until installed.
-quotient() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'; }
-ratio() { if [ -n "${seconds[$2]:-}" ]; then quotient "${seconds[$1]}" "${seconds[$2]}"; else echo -; fi; }
-secs() { if [ -n "${seconds[$1]:-}" ]; then printf '%.1f' "${seconds[$1]}"; else echo -; fi; }
-echo
-# egress_proxy's own share: apply less its plan, destroy less its refresh, over raw.
-own() {
-	local step=$1 n=$2 less
-	case $step in
-	apply) less=plan ;;
-	destroy) less=refresh ;;
-	*) echo -; return ;;
-	esac
-	if [ -n "${seconds[raw-$step-$n]:-}" ]; then
-		quotient "$(awk -v a="${seconds[egress-$step-$n]}" -v b="${seconds[egress-$less-$n]}" 'BEGIN { print a - b }')" "${seconds[raw-$step-$n]}"
-	else
-		echo -
-	fi
-}
-echo "| proxies | step | raw REST, 10 at a time | generic provider | egress_proxy | egress/raw | egress less plan or refresh, /raw | egress/generic |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-for n in "${counts[@]}"; do
-	for step in plan apply refresh destroy; do
-		echo "| $n | $step | $(secs "raw-$step-$n") | $(secs "generic-$step-$n") | $(secs "egress-$step-$n") |" \
-			"$(ratio "egress-$step-$n" "raw-$step-$n") | $(own "$step" "$n") | $(ratio "egress-$step-$n" "generic-$step-$n") |"
-	done
-done
+# Seconds per step, and the ratios of egress_proxy to raw and to generic; also egress_proxy's own share, its
+# apply less its plan and its destroy less its refresh, over raw. A step a leg does not have is a -.
+"$bench" k8s-table "${counts[@]}" <"$tmp/seconds"

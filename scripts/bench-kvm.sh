@@ -16,7 +16,7 @@
 #     parallelism (10), N proxies by count: apply, plan (a refresh of every proxy, nothing to change), destroy.
 #     The provider is built from this tree once (or PROVIDER_BIN) and installed from a local filesystem mirror,
 #     as scripts/validate-examples.sh does.
-# Then a table of seconds and the ratios egress/raw.
+# Then a table of seconds and the ratios egress/raw (the arithmetic is internal/cmd/bench's, built first).
 #
 # Every destroy, on both sides, waits until QEMU's process is gone, that is reaped: scripts/libvirt-env.sh runs
 # its daemons under tini as a child subreaper, which reaps at once. (Under an init that reaps late, as some
@@ -86,6 +86,7 @@ base_format=$(virsh_ vol-dumpxml --pool "$POOL" "$BASE_VOLUME" | sed -n "s/.*<fo
 run=$(date +%s)-$$
 owner=bench-$run
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench-kvm.XXXXXX")
+bench=$tmp/bench
 raw_name() { echo "bench-raw-$run-$1"; }
 fixed_ip() { echo "198.18.0.$((10 + $1))"; }
 # A MAC in QEMU's range, distinct per run and proxy.
@@ -123,7 +124,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+# record LABEL START: the seconds since START, to a tenth, in the timings the table reads.
+record() { echo "$1 $("$bench" elapsed -decimals 1 "$2" "$(now)")" >>"$tmp/seconds"; }
 
 # ---- raw virsh ----
 
@@ -276,56 +278,49 @@ tf() {
 # ---- the run ----
 
 log "instance $INSTANCE, $N proxies, fixed IPs: $([ "$FIXED_IP" = 1 ] && echo yes || echo no), provider: ${PROVIDER_BIN:-built from $root}"
+(cd "$root" && go build -o "$bench" ./internal/cmd/bench)
 tf_setup
 for ((i = 0; i < N; i++)); do raw_prepare "$i"; done
 
 log "raw virsh, $N at once: create"
 t=$(now)
 side_by_side raw_create "$N"
-raw_create_s=$(since "$t")
+record raw-create "$t"
 log "raw virsh, $N at once: destroy"
 t=$(now)
 side_by_side raw_destroy "$N"
-raw_destroy_s=$(since "$t")
+record raw-destroy "$t"
 if ((WINDOW > 0)); then
   log "raw virsh, $WINDOW at a time: create"
   t=$(now)
   side_by_side raw_create "$WINDOW"
-  win_create_s=$(since "$t")
+  record window-create "$t"
   log "raw virsh, $WINDOW at a time: destroy"
   t=$(now)
   side_by_side raw_destroy "$WINDOW"
-  win_destroy_s=$(since "$t")
+  record window-destroy "$t"
 fi
 
 log "egress_proxy: plan (before the apply)"
 t=$(now)
 tf plan-new plan
-tf_plan_new_s=$(since "$t")
+record egress-plan-new "$t"
 log "egress_proxy: apply"
 t=$(now)
 tf apply apply -auto-approve
-tf_apply_s=$(since "$t")
+record egress-apply "$t"
 log "egress_proxy: plan (refresh)"
 t=$(now)
 tf plan plan -detailed-exitcode
-tf_plan_s=$(since "$t")
+record egress-plan "$t"
 log "egress_proxy: destroy"
 t=$(now)
 tf destroy destroy -auto-approve
-tf_destroy_s=$(since "$t")
+record egress-destroy "$t"
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
-# The provider's own share: Terraform plans before an apply and refreshes every proxy before a destroy,
-# which virsh does not; the last column takes that step's time (measured alone) off before dividing.
-own() { awk -v a="$1" -v less="$2" -v b="$3" 'BEGIN { if (b > 0) printf "%.2fx", (a - less) / b; else print "-" }'; }
-printf '\n%d proxies on %s%s\n' "$N" "$INSTANCE" "$([ "$FIXED_IP" = 1 ] && echo ', fixed IPs (DHCP reservations)')"
-printf '| %-14s | %-14s | %-14s | %-14s | %-12s | %-12s | %-22s |\n' step "raw, $N at once" "raw, $WINDOW at a time" "egress_proxy" "egress/raw" "egress/raw $WINDOW" "(egress - plan)/raw"
-printf '| %-14s | %-14s | %-14s | %-14s | %-12s | %-12s | %-22s |\n' --- --- --- --- --- --- ---
-row() {
-  printf '| %-14s | %12s s | %12s s | %12s s | %-12s | %-12s | %-22s |\n' "$1" "$2" "$3" "$4" "$(ratio "$4" "$2")" "$(ratio "$4" "$3")" "$(own "$4" "$5" "$2")"
-}
-printf '| %-14s | %14s | %14s | %12s s | %-12s | %-12s | %-22s |\n' "plan (new)" - - "$tf_plan_new_s" - - -
-row create "$raw_create_s" "${win_create_s:-0}" "$tf_apply_s" "$tf_plan_new_s"
-printf '| %-14s | %14s | %14s | %12s s | %-12s | %-12s | %-22s |\n' "refresh (plan)" - - "$tf_plan_s" - - -
-row destroy "$raw_destroy_s" "${win_destroy_s:-0}" "$tf_destroy_s" "$tf_plan_s"
+# Seconds, the ratios egress/raw, and egress's own share: Terraform plans before an apply and refreshes every
+# proxy before a destroy, which virsh does not; the last column takes that step's time (measured alone) off
+# before dividing.
+fixed=()
+[ "$FIXED_IP" = 1 ] && fixed=(-fixed-ip)
+"$bench" kvm-table -proxies "$N" -instance "$INSTANCE" -window "$WINDOW" "${fixed[@]}" <"$tmp/seconds"

@@ -1,0 +1,75 @@
+// Command bench is what the benchmark scripts need besides the shell, Terraform and virsh: their arithmetic
+// (elapsed seconds, the tables of seconds and ratios they print) and, for scripts/bench-k8s.sh, the few
+// Kubernetes calls it makes with the clientset the provider uses (no kubectl needed): the namespace it works
+// in, the objects a proxy is made of, and the raw REST baseline it times egress_proxy against.
+//
+//	bench elapsed [-decimals N] START END
+//	bench k8s-table COUNT... <TIMINGS
+//	bench kvm-table -proxies N -instance NAME -window W [-fixed-ip] <TIMINGS
+//	bench namespace create|delete -kubeconfig FILE NAME
+//	bench objects -namespace NS -image IMAGE
+//	bench raw create|destroy -kubeconfig FILE -namespace NS -image IMAGE -proxies N [-parallel P]
+//
+// START and END are `date +%s.%N`; TIMINGS are lines of a step's label and its seconds as elapsed printed
+// them. The scripts build it once (go build) before anything is timed, so no timed step includes a compile.
+// It lives in the main module, not in tools/ (a module of its own for tool dependencies): the raw baseline
+// renders its objects with the kubernetes backend's code and runs the provider's client-go, at the provider's
+// versions.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage:
+  bench elapsed [-decimals N] START END
+  bench k8s-table COUNT... <TIMINGS
+  bench kvm-table -proxies N -instance NAME -window W [-fixed-ip] <TIMINGS
+  bench namespace create|delete -kubeconfig FILE NAME
+  bench objects -namespace NS -image IMAGE
+  bench raw create|destroy -kubeconfig FILE -namespace NS -image IMAGE -proxies N [-parallel P]
+`
+
+// errUsage is a command line the command does not take: exit status 2, and the usage.
+var errUsage = errors.New("usage")
+
+// commands are the subcommands by name: each gets its arguments, standard input and output.
+var commands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error{
+	"elapsed":   runElapsed,
+	"k8s-table": runK8sTable,
+	"kvm-table": runKVMTable,
+	"namespace": runNamespace,
+	"objects":   runObjects,
+	"raw":       runRaw,
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout)
+	stop()
+	switch {
+	case errors.Is(err, errUsage):
+		_, _ = fmt.Fprintf(os.Stderr, "bench: %v\n%s", err, usage)
+		os.Exit(2)
+	case err != nil:
+		_, _ = fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: no subcommand", errUsage)
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		return fmt.Errorf("%w: no subcommand %q", errUsage, args[0])
+	}
+	return cmd(ctx, args[1:], stdin, stdout)
+}
