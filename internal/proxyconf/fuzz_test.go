@@ -1,23 +1,16 @@
-package proxyconf
+package proxyconf_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
-	"math/big"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
-	"gopkg.in/yaml.v3"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 )
 
 // listACLs are the acl lines whose values come from the user; every other directive line must be one the
@@ -32,16 +25,16 @@ var listACLs = map[string]string{
 
 // fixedLines are every line but the user's list values that the renderer can write with this port, limit and
 // timeouts and these options, collected from settings that switch every optional part on and off.
-func fixedLines(user Settings, opts RenderOptions) map[string]bool {
+func fixedLines(user proxyconf.Settings, opts proxyconf.RenderOptions) map[string]bool {
 	lines := map[string]bool{}
-	cert, key := fuzzTLSPair()
-	for _, s := range []Settings{
+	cert, key := proxyconftest.TLSPair()
+	for _, s := range []proxyconf.Settings{
 		{},
-		{AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.io"}, Auth: &BasicAuth{Username: "u", Password: "password"}},
-		{TLS: &TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}},
+		{AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.io"}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "password"}},
+		{TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}},
 	} {
 		s.Port, s.MaxConnectionsPerClient, s.Timeouts = user.Port, user.MaxConnectionsPerClient, user.Timeouts
-		conf, err := RenderSquidConf(s, opts)
+		conf, err := proxyconf.RenderSquidConf(s, opts)
 		if err != nil {
 			panic(err)
 		}
@@ -56,12 +49,12 @@ func fixedLines(user Settings, opts RenderOptions) map[string]bool {
 
 // checkSquidConf fails unless conf consists only of the renderer's fixed lines and acl lines carrying the
 // user's values, each value exactly once where it belongs.
-func checkSquidConf(t *testing.T, s Settings, opts RenderOptions, conf []byte) {
+func checkSquidConf(t *testing.T, s proxyconf.Settings, opts proxyconf.RenderOptions, conf []byte) {
 	t.Helper()
 	fixed := fixedLines(s, opts)
 	got := map[string][]string{}
 	for i, l := range strings.Split(strings.TrimSuffix(string(conf), "\n"), "\n") {
-		if len(l) > maxLineLen+260 {
+		if len(l) > proxyconf.MaxLineLen+260 {
 			t.Fatalf("line %d is %d bytes, Squid would split it", i+1, len(l))
 		}
 		f := strings.Fields(l)
@@ -79,7 +72,7 @@ func checkSquidConf(t *testing.T, s Settings, opts RenderOptions, conf []byte) {
 	}
 	connect := s.AllowedPorts
 	if len(connect) == 0 {
-		connect = DefaultConnectPorts
+		connect = proxyconf.DefaultConnectPorts
 	}
 	// The oracle below says what the lists must mean, in its own terms, without the renderer's helpers.
 	wantPorts := map[string]map[int]bool{"connect_ports": {}, "http_ports": {80: true}}
@@ -231,12 +224,12 @@ func checkClientACL(t *testing.T, user, got []string) {
 // checkRefusedACL: every address of the always-refused ranges is refused; every address of a private range is
 // refused unless the user allowed a range holding it; the proxy's own listen address is refused; public
 // addresses are not. Probed at the edges of all those ranges and of the rendered ones.
-func checkRefusedACL(t *testing.T, allowedPrivate []string, opts RenderOptions, got []string) {
+func checkRefusedACL(t *testing.T, allowedPrivate []string, opts proxyconf.RenderOptions, got []string) {
 	t.Helper()
 	g := parsePrefixes(t, "refused destination", got)
 	noneNested(t, "refused_destinations", g)
-	always := parsePrefixes(t, "always-refused", AlwaysRefusedRanges)
-	private := parsePrefixes(t, "private", PrivateRanges)
+	always := parsePrefixes(t, "always-refused", proxyconf.AlwaysRefusedRanges)
+	private := parsePrefixes(t, "private", proxyconf.PrivateRanges)
 	allowed := parsePrefixes(t, "allowed private", allowedPrivate)
 	in := func(list []netip.Prefix, a netip.Addr) bool {
 		return slices.ContainsFunc(list, func(p netip.Prefix) bool { return inSquidSpace(p, a) })
@@ -256,21 +249,22 @@ func checkRefusedACL(t *testing.T, allowedPrivate []string, opts RenderOptions, 
 	}
 }
 
-// FuzzRenderSquidConf feeds hostile strings through the validators and every renderer. Whatever the
+// FuzzRenderSquidConf feeds hostile strings through the validators and the shared renderers. Whatever the
 // validators accept must come out as the intended lines only: squid.conf lines the renderer always writes
-// plus the user's values in their own acl lines, a one-line htpasswd of user and bcrypt hash, user-data that
-// parses to the expected files, meta-data with exactly its two keys; and the password never in clear.
+// plus the user's values in their own acl lines, and a one-line htpasswd of user and bcrypt hash. The guest
+// renderers take the same inputs in their own fuzz targets (the kvm guest's FuzzRenderUserData); uid and host
+// are theirs.
 func FuzzRenderSquidConf(f *testing.F) {
-	for _, seed := range fuzzSeeds {
-		i := seed.in
-		f.Add(i.d1, i.d2, i.cidr, i.port, i.allowedPort, i.user, i.pass, i.n, i.uid, i.host, i.privateCIDR, i.maxConn, i.tlsMode, i.certPEM, i.keyPEM)
+	for _, seed := range proxyconftest.FuzzSeeds {
+		i := seed.In
+		f.Add(i.D1, i.D2, i.CIDR, i.Port, i.AllowedPort, i.User, i.Pass, i.N, i.UID, i.Host, i.PrivateCIDR, i.MaxConn, i.TLSMode, i.CertPEM, i.KeyPEM)
 	}
-	f.Fuzz(func(t *testing.T, d1, d2, cidr string, port, allowedPort int, user, pass string, n uint8, uid, host string,
+	f.Fuzz(func(t *testing.T, d1, d2, cidr string, port, allowedPort int, user, pass string, n uint8, _, _ string,
 		privateCIDR string, maxConn int, tlsMode uint8, certPEM, keyPEM string) {
-		s := fuzzSettings(d1, d2, cidr, port, allowedPort, user, pass, n, privateCIDR, maxConn, tlsMode, certPEM, keyPEM)
-		// The VM form, as RenderUserData renders it.
-		opts := RenderOptions{OwnAddressesFile: OwnAddressesPath}
-		conf, err := RenderSquidConf(s, opts)
+		s := proxyconftest.FuzzSettings(d1, d2, cidr, port, allowedPort, user, pass, n, privateCIDR, maxConn, tlsMode, certPEM, keyPEM)
+		// The VM form.
+		opts := proxyconf.RenderOptions{OwnAddressesFile: proxyconf.OwnAddressesPath}
+		conf, err := proxyconf.RenderSquidConf(s, opts)
 		if s.Validate() != nil {
 			if err == nil {
 				t.Fatal("rendered settings that fail validation")
@@ -282,103 +276,18 @@ func FuzzRenderSquidConf(f *testing.F) {
 		}
 		checkSquidConf(t, s, opts, conf)
 
-		ud, err := RenderUserData(s, opts)
-		if err != nil {
-			t.Fatalf("user-data: %v", err)
-		}
-		_, files := parseUserData(t, ud)
-		if string(files[ConfPath]) != string(conf) {
-			t.Fatal("user-data carries another squid.conf")
-		}
-		if s.TLS != nil && (string(files[TLSCertPath]) != s.TLS.CertificatePEM || string(files[TLSKeyPath]) != s.TLS.PrivateKeyPEM) {
-			t.Fatal("user-data carries another TLS certificate or key")
-		}
-		if s.TLS == nil && (files[TLSCertPath] != nil || files[TLSKeyPath] != nil) {
-			t.Fatal("user-data carries TLS files without TLS")
-		}
 		if s.Auth != nil {
-			if strings.Contains(string(ud), pass) && !strings.Contains(string(conf), pass) {
-				t.Fatal("user-data holds the password in clear")
+			htpasswd, err := proxyconf.RenderHtpasswd(*s.Auth)
+			if err != nil {
+				t.Fatalf("htpasswd: %v", err)
 			}
-			htpasswd := string(files[HtpasswdPath])
-			line, ok := strings.CutSuffix(htpasswd, "\n")
+			line, ok := strings.CutSuffix(string(htpasswd), "\n")
 			u, hash, _ := strings.Cut(line, ":")
 			if !ok || strings.Contains(line, "\n") || u != user || bcrypt.CompareHashAndPassword([]byte(hash), []byte(pass)) != nil {
 				t.Fatalf("htpasswd %q is not one line of the user and the password's hash", htpasswd)
 			}
 		}
-
-		if md, err := RenderMetaData(uid, host); err == nil {
-			var m map[string]string
-			if err := yaml.Unmarshal(md, &m); err != nil || len(m) != 2 || m["instance-id"] != uid || m["local-hostname"] != host {
-				t.Fatalf("meta-data %q reads back as %v (%v)", md, m, err)
-			}
-		}
 	})
-}
-
-// fuzzSeeds start the fuzzer, and run as plain tests under `go test`. The valid ones reach the renderer in
-// every mode (TestFuzzSeedsReachEveryMode checks they do); the others are hostile strings validation refuses.
-var fuzzSeeds = []struct {
-	name  string
-	valid bool
-	in    fuzzInput
-}{
-	{"plain with auth and a private range", true, fuzzInput{"api.example.com", ".example.com", "10.0.0.0/8", 3128, 443, "user", "password", uint8(0), "uid-1", "host", "10.1.0.0/16", 0, uint8(0), "", ""}},
-	{"tls with a valid pair and auth", true, fuzzInput{"a.example.org", "b.example.org", "192.0.2.0/24", 3131, 8443, "ops", "correct horse battery", uint8(2), "uid-2", "proxy-2", "", 64, uint8(1), "", ""}},
-	{"tls pair given as strings", true, fuzzInput{".corp.example", "api.corp.example", "2001:db8::/32", 8080, 0, "", "", uint8(0), "uid-3", "h3", "fd00:1::/48", 1, uint8(2), fuzzCertPEM(), fuzzKeyPEMValue()}},
-	{"long lists that wrap", true, fuzzInput{"svc.example.net", ".cdn.example.net", "0.0.0.0/0", 3128, 0, "", "", uint8(200), "uid-4", "h4", "172.16.0.0/12", 16384, uint8(0), "", ""}},
-	{"many names, a valid pair, auth", true, fuzzInput{"x.example", "y.example", "10.20.0.0/16", 3130, 65535, "u", "pass-word-123", uint8(40), "uid-5", "h5", "192.168.0.0/16", 8, uint8(1), "", ""}},
-	{"injected lines", false, fuzzInput{"a.com\nhttp_access allow all", "a.com http_access", "0.0.0.0/0\nacl", 8080, 0, "u\n", "pass word#x", uint8(3), "a\nb: c", "h", "127.0.0.0/8", -1, uint8(1), "", ""}},
-	{"squid words and a broken pem", false, fuzzInput{"acl", "all", "::/0", 1, 65535, "u:x", "p\x00ssword", uint8(200), "x'y", "a.b", "fd00::/8", 16384, uint8(2), "-----BEGIN CERTIFICATE-----\nx\n", "k"}},
-	{"comments and escapes", false, fuzzInput{".co", "a.co", "::ffff:10.0.0.0/104", 3129, 80, "#u", "%41%42:x y z", uint8(255), "", "", "10.0.0.0/8\nhttp_access allow all", 1, uint8(1), "", ""}},
-	{"out of range numbers", false, fuzzInput{"xn--bcher-kva.example", "1.2.3.4", "10.0.0.1/8", 65536, -1, "u u", strings.Repeat("é", 36), uint8(40), "i", "h-", "192.168.0.0/16", 16385, uint8(0), "", ""}},
-}
-
-// fuzzInput is one input of FuzzRenderSquidConf, its arguments in order.
-type fuzzInput struct {
-	d1, d2, cidr      string
-	port, allowedPort int
-	user, pass        string
-	n                 uint8
-	uid, host         string
-	privateCIDR       string
-	maxConn           int
-	tlsMode           uint8
-	certPEM, keyPEM   string
-}
-
-// fuzzSettings builds the settings a fuzz input stands for.
-func fuzzSettings(d1, d2, cidr string, port, allowedPort int, user, pass string, n uint8, privateCIDR string, maxConn int,
-	tlsMode uint8, certPEM, keyPEM string) Settings {
-	s := Settings{
-		Port:                    port,
-		AllowedClientCIDRs:      []string{cidr},
-		AllowedDestinations:     []string{d1, d2},
-		MaxConnectionsPerClient: maxConn,
-	}
-	if privateCIDR != "" {
-		s.AllowedPrivateCIDRs = []string{privateCIDR}
-	}
-	// 1: a valid key pair; 2: whatever the fuzzer made of one.
-	switch tlsMode % 3 {
-	case 1:
-		c, k := fuzzTLSPair()
-		s.TLS = &TLSSettings{CertificatePEM: c, PrivateKeyPEM: k}
-	case 2:
-		s.TLS = &TLSSettings{CertificatePEM: certPEM, PrivateKeyPEM: keyPEM}
-	}
-	// Many generated names make the acl lines long enough to wrap.
-	for i := range int(n) {
-		s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf("d%d.%s", i, strings.TrimPrefix(d1, ".")))
-	}
-	if allowedPort != 0 {
-		s.AllowedPorts = []int{allowedPort}
-	}
-	if user != "" {
-		s.Auth = &BasicAuth{Username: user, Password: pass}
-	}
-	return s
 }
 
 // The seeds marked valid pass validation, and between them render TLS, auth, private ranges and acl lines
@@ -386,20 +295,19 @@ func fuzzSettings(d1, d2, cidr string, port, allowedPort int, user, pass string,
 func TestFuzzSeedsReachEveryMode(t *testing.T) {
 	t.Parallel()
 	reached := map[string]bool{}
-	for _, seed := range fuzzSeeds {
-		i := seed.in
-		s := fuzzSettings(i.d1, i.d2, i.cidr, i.port, i.allowedPort, i.user, i.pass, i.n, i.privateCIDR, i.maxConn, i.tlsMode, i.certPEM, i.keyPEM)
+	for _, seed := range proxyconftest.FuzzSeeds {
+		s := seed.In.Settings()
 		err := s.Validate()
-		if seed.valid != (err == nil) {
-			t.Errorf("seed %q: validation says %v, the seed is marked valid=%v", seed.name, err, seed.valid)
+		if seed.Valid != (err == nil) {
+			t.Errorf("seed %q: validation says %v, the seed is marked valid=%v", seed.Name, err, seed.Valid)
 			continue
 		}
-		if !seed.valid {
+		if !seed.Valid {
 			continue
 		}
-		conf, err := RenderSquidConf(s, RenderOptions{OwnAddressesFile: OwnAddressesPath})
+		conf, err := proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{OwnAddressesFile: proxyconf.OwnAddressesPath})
 		if err != nil {
-			t.Fatalf("seed %q: %v", seed.name, err)
+			t.Fatalf("seed %q: %v", seed.Name, err)
 		}
 		reached["tls"] = reached["tls"] || s.TLS != nil
 		reached["auth"] = reached["auth"] || s.Auth != nil
@@ -411,35 +319,4 @@ func TestFuzzSeedsReachEveryMode(t *testing.T) {
 			t.Errorf("no valid seed renders %s", mode)
 		}
 	}
-}
-
-var (
-	fuzzTLSOnce          sync.Once
-	fuzzCert, fuzzKeyPEM string
-)
-
-func fuzzCertPEM() string     { c, _ := fuzzTLSPair(); return c }
-func fuzzKeyPEMValue() string { _, k := fuzzTLSPair(); return k }
-
-// fuzzTLSPair is one valid self-signed certificate and key, made once: the fuzz target needs a pair that
-// passes validation, and making one per input would be most of the fuzzing time.
-func fuzzTLSPair() (certPEM, keyPEM string) {
-	fuzzTLSOnce.Do(func() {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			panic(err)
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"proxy.test"}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-		if err != nil {
-			panic(err)
-		}
-		kder, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			panic(err)
-		}
-		fuzzCert = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-		fuzzKeyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}))
-	})
-	return fuzzCert, fuzzKeyPEM
 }

@@ -1,5 +1,8 @@
-// Package proxyconf renders the Squid configuration every backend runs, and the cloud-init and Kubernetes
-// forms that deliver it. It is the one place that decides what the proxy allows.
+// Package proxyconf is the policy every backend shares: the proxy's settings and their validation, the
+// squid.conf every backend runs, the nftables backstop, the htpasswd file and the destination guards. It is the
+// one place that decides what the proxy allows. How a backend delivers it to its guest (a cloud-init seed, a
+// startup script, an agent, a pod) is that backend's guest package's (internal/backend/<kind>/guest); this
+// package imports no backend.
 package proxyconf
 
 import (

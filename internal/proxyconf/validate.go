@@ -187,14 +187,14 @@ func ValidateMaxConnectionsPerClient(n int) error {
 	return nil
 }
 
-// maxPEMBytes keeps a certificate chain or key far below what user-data may carry.
-const maxPEMBytes = 16 * 1024
+// MaxPEMBytes bounds a certificate chain and a key, each: far below what user-data may carry.
+const MaxPEMBytes = 16 * 1024
 
 // ValidateTLS reports why the certificate and key cannot serve the proxy's TLS listener, or nil: both must be
 // PEM, the key unencrypted and matching the first certificate, which must be a server certificate.
 func ValidateTLS(certPEM, keyPEM string) error {
-	if len(certPEM) > maxPEMBytes || len(keyPEM) > maxPEMBytes {
-		return fmt.Errorf("certificate and private key must each be at most %d bytes of PEM", maxPEMBytes)
+	if len(certPEM) > MaxPEMBytes || len(keyPEM) > MaxPEMBytes {
+		return fmt.Errorf("certificate and private key must each be at most %d bytes of PEM", MaxPEMBytes)
 	}
 	var certs int
 	for rest := []byte(certPEM); ; {

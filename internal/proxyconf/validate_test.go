@@ -326,3 +326,13 @@ func TestRefusedDestinations(t *testing.T) {
 		})
 	}
 }
+
+// manyPorts are n ports from 10000 up: proxyconftest.ManyPorts, which the package's own tests cannot import
+// (it imports proxyconf).
+func manyPorts(n int) []int {
+	var out []int
+	for i := range n {
+		out = append(out, 10000+i)
+	}
+	return out
+}

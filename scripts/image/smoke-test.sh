@@ -6,7 +6,7 @@
 # egress-test (scripts/libvirt-env.sh start makes it), with user-mode networking and restrict=on: the guest gets
 # a DHCP lease from QEMU and reaches nothing at all. The disk is a qcow2 overlay of the image, 4 GiB like a
 # default proxy's root volume; the seed is a NoCloud ISO labelled cidata, as the backend makes it, whose
-# user-data is the real output of proxyconf.RenderUserData (go run ./scripts/image/render-seed) plus a check
+# user-data is the real output of the kvm guest's RenderUserData (go run ./scripts/image/render-seed) plus a check
 # script that reports on the serial console: squid's state, a refused destination (403), the health port (200),
 # and once cloud-init is done, `cloud-init status --long`.
 #

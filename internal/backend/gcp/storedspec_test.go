@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
+	kvmguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
@@ -98,11 +99,12 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Rewrite the metadata as the earlier version wrote it.
+	// Rewrite the metadata as the earlier version wrote it. Its user-data was the cloud-init seed the kvm guest
+	// still renders, the files and their secrets in it.
 	earlier := spec.Proxy
 	earlier.Auth = &proxyconf.BasicAuth{Username: "u"}
 	specJSON, _ := json.Marshal(map[string]any{"settings": earlier, "image": DefaultImage})
-	oldUserData, err := proxyconf.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
+	oldUserData, err := kvmguest.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.Bas
 	return ok && htpasswdMatches(pw, *auth), nil
 }
 
-// userDataFiles reads back the write_files of user-data rendered by proxyconf.RenderUserData: each entry's
+// userDataFiles reads back the write_files of user-data rendered by guest.RenderUserData: each entry's
 // "- path: '...'" line, then its base64 "content: " line.
 func userDataFiles(ud []byte) map[string][]byte {
 	out := map[string][]byte{}

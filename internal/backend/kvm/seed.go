@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -23,11 +24,11 @@ const (
 // seedImage renders the proxy's seed ISO in memory: nothing touches a local disk, so it works the same on a
 // remote host.
 func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
-	userData, err := proxyconf.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
+	userData, err := guest.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rendering user-data: %w", err)
 	}
-	metaData, err := proxyconf.RenderMetaData(spec.UID, spec.Name)
+	metaData, err := guest.RenderMetaData(spec.UID, spec.Name)
 	if err != nil {
 		return nil, fmt.Errorf("rendering meta-data: %w", err)
 	}

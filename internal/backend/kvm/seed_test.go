@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
@@ -54,7 +55,7 @@ func TestSeedISOReadByIsoinfo(t *testing.T) {
 			t.Errorf("isoinfo -R -l does not show %s:\n%s", name, listing)
 		}
 	}
-	userData, _ := proxyconf.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
+	userData, _ := guest.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
 	if got := run("-R", "-x", "/user-data"); got != string(userData) {
 		t.Errorf("user-data read back:\n%q\nwant\n%q", got, userData)
 	}

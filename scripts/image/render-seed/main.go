@@ -1,5 +1,6 @@
-// Command render-seed writes the NoCloud seed files of a proxy, rendered by internal/proxyconf exactly as the
-// backends render them, for the image smoke test (scripts/image/smoke-test.sh):
+// Command render-seed writes the NoCloud seed files of a proxy, rendered by the kvm guest
+// (internal/backend/kvm/guest) exactly as the kvm backend renders them, for the image smoke test
+// (scripts/image/smoke-test.sh):
 //
 //	go run ./scripts/image/render-seed -dir DIR [-uid ID] [-hostname NAME] [-allow HOST,...] [-clients CIDR,...]
 //
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -39,11 +41,11 @@ func split(s string) []string {
 
 func run(dir, uid, hostname string, allow, clients []string, port int) error {
 	s := proxyconf.Settings{Port: port, AllowedClientCIDRs: clients, AllowedDestinations: allow}
-	userData, err := proxyconf.RenderUserData(s, proxyconf.RenderOptions{})
+	userData, err := guest.RenderUserData(s, proxyconf.RenderOptions{})
 	if err != nil {
 		return err
 	}
-	metaData, err := proxyconf.RenderMetaData(uid, hostname)
+	metaData, err := guest.RenderMetaData(uid, hostname)
 	if err != nil {
 		return err
 	}

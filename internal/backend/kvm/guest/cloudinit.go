@@ -1,19 +1,19 @@
-package proxyconf
+// Package guest is the kvm backend's guest side: the NoCloud seed's user-data and meta-data, which cloud-init
+// on the proxy VM runs once to install Squid, write its files and start it. The backend (internal/backend/kvm)
+// writes them into the seed ISO; this package imports no backend.
+package guest
 
 import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
 	"regexp"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// MaxMetadataValueBytes is GCE's limit on one metadata value, such as the squid.conf or the backstop ruleset
-// its proxies read from metadata.
-const MaxMetadataValueBytes = 256 * 1024
-
-// MaxUserDataBytes bounds RenderUserData's result, which only the kvm backend's seed ISO carries (Compute
-// Engine proxies get their files from metadata items of their own, each bound by MaxMetadataValueBytes): well
-// inside the 1 MiB the kvm backend reads of a seed volume when it compares it with new settings.
+// MaxUserDataBytes bounds RenderUserData's result, which the seed ISO carries: well inside the 1 MiB the kvm
+// backend reads of a seed volume when it compares it with new settings.
 const MaxUserDataBytes = 512 * 1024
 
 // RenderUserData renders the cloud-init user-data of a proxy VM: install Squid, write its config, start it.
@@ -27,21 +27,21 @@ const MaxUserDataBytes = 512 * 1024
 // without reaching any mirror (proxies often run where only the proxy itself may go out). The restart at the
 // end applies the config on an image where Squid was already installed and running.
 //
-// Before every start of Squid, at every boot and not only the instance's first (cloud-init writes the files
-// once, systemd runs the drop-in each time), the VM lists its interfaces' addresses in OwnAddressesPath, which
-// the destination guards read (no backend knows a DHCP address before boot, and it may change across
-// reboots), and loads the backstop below Squid (RenderNftables). Squid does not start without the backstop.
-// The first boot lists the addresses once more before Squid is first started, since squid.service's own
-// ExecStartPre (squid -z) already reads the config.
-func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
+// Before every start of Squid, at every boot and not only the instance's first (cloud-init writes the files once,
+// systemd runs the drop-in each time), the VM lists its interfaces' addresses in proxyconf.OwnAddressesPath, which
+// the destination guards read (no backend knows a DHCP address before boot, and it may change across reboots), and
+// loads the backstop below Squid (proxyconf.RenderNftables). Squid does not start without the backstop. The first
+// boot lists the addresses once more before Squid is first started, since squid.service's own ExecStartPre
+// (squid -z) already reads the config.
+func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte, error) {
 	if opts.OwnAddressesFile == "" {
-		opts.OwnAddressesFile = OwnAddressesPath
+		opts.OwnAddressesFile = proxyconf.OwnAddressesPath
 	}
-	conf, err := RenderSquidConf(s, opts)
+	conf, err := proxyconf.RenderSquidConf(s, opts)
 	if err != nil {
 		return nil, err
 	}
-	backstop, err := RenderNftables(s)
+	backstop, err := proxyconf.RenderNftables(s)
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +51,9 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 	b.WriteString("package_update: false\n")
 	b.WriteString("package_upgrade: false\n")
 	b.WriteString("write_files:\n")
-	writeFile(&b, ConfPath, squidFile, conf)
+	writeFile(&b, proxyconf.ConfPath, squidFile, conf)
 	if s.Auth != nil {
-		htpasswd, err := RenderHtpasswd(*s.Auth)
+		htpasswd, err := proxyconf.RenderHtpasswd(*s.Auth)
 		if err != nil {
 			return nil, err
 		}
@@ -63,13 +63,13 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 		writeFile(&b, opts.TLSCertPath, squidFile, []byte(s.TLS.CertificatePEM))
 		writeFile(&b, opts.TLSKeyPath, squidFile, []byte(s.TLS.PrivateKeyPEM))
 	}
-	writeFile(&b, NftablesPath, squidFile, backstop)
-	writeFile(&b, PrestartPath, squidFile, RenderPrestart(opts.OwnAddressesFile))
-	writeFile(&b, SquidDropInPath, systemFile, squidDropIn)
+	writeFile(&b, proxyconf.NftablesPath, squidFile, backstop)
+	writeFile(&b, proxyconf.PrestartPath, squidFile, proxyconf.RenderPrestart(opts.OwnAddressesFile))
+	writeFile(&b, proxyconf.SquidDropInPath, systemFile, squidDropIn)
 	b.WriteString("runcmd:\n")
-	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", PrestartPath, PrestartOwnAddresses)
+	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", proxyconf.PrestartPath, proxyconf.PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
-	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", InstallIfMissing)
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", proxyconf.InstallIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
 	if b.Len() > MaxUserDataBytes {
@@ -83,8 +83,8 @@ func RenderUserData(s Settings, opts RenderOptions) ([]byte, error) {
 var squidDropIn = []byte(`# Written by terraform-provider-egress: before every start of Squid, list the VM's own addresses and load
 # the backstop below Squid.
 [Service]
-ExecStartPre=-/bin/sh ` + PrestartPath + ` ` + PrestartOwnAddresses + `
-ExecStartPre=/bin/sh ` + PrestartPath + ` ` + PrestartBackstop + `
+ExecStartPre=-/bin/sh ` + proxyconf.PrestartPath + ` ` + proxyconf.PrestartOwnAddresses + `
+ExecStartPre=/bin/sh ` + proxyconf.PrestartPath + ` ` + proxyconf.PrestartBackstop + `
 `)
 
 // Owners and modes of the files written: Squid's readable by its group only (they may hold the password hash
