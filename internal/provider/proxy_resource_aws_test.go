@@ -29,9 +29,10 @@ import (
 
 const awsTestRegion = "eu-west-1"
 
+// awsFake starts the fake with the documented permissions (withDocumentedAWSPolicies).
 func awsFake(t *testing.T, opts ec2fake.Options) *ec2fake.Server {
 	t.Helper()
-	return ec2fake.New(t, opts)
+	return ec2fake.New(t, withDocumentedAWSPolicies(t, opts))
 }
 
 func awsProviderFactories() map[string]func() (tfprotov6.ProviderServer, error) {
