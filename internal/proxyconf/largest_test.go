@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 )
@@ -19,7 +20,7 @@ const metadataValueBytes = 256 * 1024
 func TestLargestSettingsFit(t *testing.T) {
 	t.Parallel()
 	s := proxyconftest.LargestSettings(t)
-	conf, err := proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions())
+	conf, err := proxyconf.RenderSquidConf(s, vmguest.RenderOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
@@ -434,7 +435,7 @@ func TestTLSFilesInMetadata(t *testing.T) {
 		pass, _ := metadataValue(stored, gcpguest.MetadataHtpasswd)
 		id, _ := metadataValue(stored, gcpguest.MetadataConfigID)
 		backstop, _ := metadataValue(stored, gcpguest.MetadataBackstop)
-		if want := proxyconf.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte(backstop)); id != want {
+		if want := vmguest.ConfigID([]byte(conf), []byte(pass), []byte(cert), []byte(key), []byte(backstop)); id != want {
 			t.Errorf("%s: config id %s, want %s (the id must cover the TLS files)", step.name, id, want)
 		}
 		if ids[id] {

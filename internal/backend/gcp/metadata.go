@@ -12,6 +12,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // rendered is everything the guest reads from metadata for one set of settings.
@@ -31,7 +32,7 @@ type rendered struct {
 func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (rendered, error) {
 	var r rendered
 	var err error
-	if r.squidConf, err = proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions()); err != nil {
+	if r.squidConf, err = proxyconf.RenderSquidConf(s, vmguest.RenderOptions()); err != nil {
 		return r, err
 	}
 	if r.backstop, err = proxyconf.RenderNftables(s); err != nil {
@@ -45,7 +46,7 @@ func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (render
 	if s.TLS != nil {
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
-	r.configID = proxyconf.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop)
+	r.configID = vmguest.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop)
 	if stored.SecretManager && (r.htpasswd != nil || r.tlsKey != nil) {
 		r.secret = secret
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // fakeAgent is a guest's QEMU guest agent behind the fake host's qemu-agent-command, with the little of the
@@ -319,7 +320,7 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 			return fakeExec{code: 1, errs: argv[3] + ":12:3-9: Error: syntax error"}
 		}
 		return fakeExec{}
-	case cmd == "/bin/sh "+proxyconf.PrestartPath+" "+proxyconf.PrestartBackstop:
+	case cmd == "/bin/sh "+vmguest.PrestartPath+" "+vmguest.PrestartBackstop:
 		b, ok := a.files[proxyconf.NftablesPath]
 		if !ok {
 			return fakeExec{code: 1, errs: "Error: Could not open file"}

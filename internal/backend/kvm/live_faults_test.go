@@ -21,6 +21,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/libvirtfault"
 )
 
@@ -609,7 +610,7 @@ func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
 					inGuest = append(inGuest, fmt.Sprintf("temporary file %s left in the guest (%v)", tmp, err))
 				}
 			}
-			conf, err := proxyconf.RenderSquidConf(settings(want), proxyconf.VMRenderOptions())
+			conf, err := proxyconf.RenderSquidConf(settings(want), vmguest.RenderOptions())
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -98,7 +99,7 @@ func TestLiveReconfigure(t *testing.T) {
 
 	// The seed says the same, for whoever reads it or runs cloud-init from it again.
 	inspect(t, b, func(l api) error {
-		conf, err := proxyconf.RenderSquidConf(second, proxyconf.VMRenderOptions())
+		conf, err := proxyconf.RenderSquidConf(second, vmguest.RenderOptions())
 		if err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 var _ backend.Reconfigurer = (*Backend)(nil)
@@ -69,7 +70,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	object := domainObject(id.Target, id.Name)
-	conf, err := proxyconf.RenderSquidConf(settings, proxyconf.VMRenderOptions())
+	conf, err := proxyconf.RenderSquidConf(settings, vmguest.RenderOptions())
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
@@ -371,7 +372,7 @@ func (r *reconfiguration) dropBackups(ctx context.Context, dom libvirt.Domain, b
 // until the new one passed `nft -c` and loaded, and the kernel swaps the table in one transaction; should the
 // load fail, the old file comes back (and is loaded again), so that the guest's disk says what is in force.
 func (r *reconfiguration) syncBackstop(ctx context.Context, dom libvirt.Domain) error {
-	load := []string{"/bin/sh", proxyconf.PrestartPath, proxyconf.PrestartBackstop}
+	load := []string{"/bin/sh", vmguest.PrestartPath, vmguest.PrestartBackstop}
 	var current []byte
 	var hadOld bool
 	if err := r.c.do(ctx, func(l api) error {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 func renderBackstop(t *testing.T, s proxyconf.Settings) []byte {
@@ -38,7 +39,7 @@ func TestFakeReconfigureBackstop(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, argv := range x.agent().ran {
-		if slices.Contains(argv, backstopNew) || slices.Contains(argv, proxyconf.PrestartBackstop) {
+		if slices.Contains(argv, backstopNew) || slices.Contains(argv, vmguest.PrestartBackstop) {
 			t.Errorf("a change of lists ran %q", argv)
 		}
 	}
@@ -54,7 +55,7 @@ func TestFakeReconfigureBackstop(t *testing.T) {
 	for _, argv := range x.agent().ran[ranBefore:] {
 		ran = append(ran, strings.Join(argv, " "))
 	}
-	load := "/bin/sh " + proxyconf.PrestartPath + " " + proxyconf.PrestartBackstop
+	load := "/bin/sh " + vmguest.PrestartPath + " " + vmguest.PrestartBackstop
 	want := []string{
 		"/bin/chown root:proxy " + backstopNew,
 		"/bin/chmod 0640 " + backstopNew,
@@ -120,7 +121,7 @@ func TestFakeReconfigureBackstopSurvivesALostAnswer(t *testing.T) {
 	t.Parallel()
 	for name, lost := range map[string]string{
 		"the rename": "/bin/mv -f " + backstopNew,
-		"the load":   "/bin/sh " + proxyconf.PrestartPath,
+		"the load":   "/bin/sh " + vmguest.PrestartPath,
 		"the check":  nftBin + " -c",
 	} {
 		t.Run(name, func(t *testing.T) {

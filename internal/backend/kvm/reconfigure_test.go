@@ -21,6 +21,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // reconfFixture is a running proxy on the fake host, made by Create, whose health endpoint answers 200 and
@@ -100,7 +101,7 @@ func (x *reconfFixture) seedFiles(t *testing.T) (map[string][]byte, metadata) {
 
 func render(t *testing.T, s proxyconf.Settings) []byte {
 	t.Helper()
-	conf, err := proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions())
+	conf, err := proxyconf.RenderSquidConf(s, vmguest.RenderOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

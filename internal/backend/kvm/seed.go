@@ -7,7 +7,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
-	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // NoCloud seed disk: cloud-init finds it by its volume label and reads user-data and meta-data from it.
@@ -24,7 +24,7 @@ const (
 // seedImage renders the proxy's seed ISO in memory: nothing touches a local disk, so it works the same on a
 // remote host.
 func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
-	userData, err := guest.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
+	userData, err := guest.RenderUserData(spec.Proxy, vmguest.RenderOptions())
 	if err != nil {
 		return nil, fmt.Errorf("rendering user-data: %w", err)
 	}

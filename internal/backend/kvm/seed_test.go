@@ -13,6 +13,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 func testSeed(t *testing.T) ([]byte, backend.Spec) {
@@ -55,7 +56,7 @@ func TestSeedISOReadByIsoinfo(t *testing.T) {
 			t.Errorf("isoinfo -R -l does not show %s:\n%s", name, listing)
 		}
 	}
-	userData, _ := guest.RenderUserData(spec.Proxy, proxyconf.VMRenderOptions())
+	userData, _ := guest.RenderUserData(spec.Proxy, vmguest.RenderOptions())
 	if got := run("-R", "-x", "/user-data"); got != string(userData) {
 		t.Errorf("user-data read back:\n%q\nwant\n%q", got, userData)
 	}

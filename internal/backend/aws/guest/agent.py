@@ -152,7 +152,7 @@ class SSM:
 
 
 def config_id(squid_conf, htpasswd, cert, key, backstop):
-    """proxyconf.ConfigID: the id the config parameter names must be that of the files this agent got."""
+    """vmguest.ConfigID: the id the config parameter names must be that of the files this agent got."""
     h = hashlib.sha256()
     h.update(b"%d\n" % len(squid_conf))
     h.update(squid_conf + htpasswd)

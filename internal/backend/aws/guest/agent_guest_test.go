@@ -26,6 +26,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/imdsfake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
@@ -398,7 +399,7 @@ func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) r
 		p.t.Fatal(err)
 	}
 	c.SquidConf = edit(c.SquidConf)
-	c.ConfigID = proxyconf.ConfigID([]byte(c.SquidConf), []byte(sec.Htpasswd), []byte(c.TLSCert), []byte(sec.TLSKey), []byte(c.Backstop))
+	c.ConfigID = vmguest.ConfigID([]byte(c.SquidConf), []byte(sec.Htpasswd), []byte(c.TLSCert), []byte(sec.TLSKey), []byte(c.Backstop))
 	key, err := base64.StdEncoding.DecodeString(sec.ConfigKey)
 	if err != nil {
 		p.t.Fatal(err)

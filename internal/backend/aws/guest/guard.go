@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // The EC2 guest's second check of a config, after its MAC (ConfigMAC): whatever wrote it, the agent
@@ -35,4 +36,4 @@ type guard struct {
 
 // guardOnce learns the guard from the renderer itself (proxyconf.VocabularyOf), with the guest's options, so
 // the two cannot drift apart.
-var guardOnce = sync.OnceValue(func() guard { return guard(proxyconf.VocabularyOf(proxyconf.VMRenderOptions())) })
+var guardOnce = sync.OnceValue(func() guard { return guard(proxyconf.VocabularyOf(vmguest.RenderOptions())) })

@@ -11,6 +11,7 @@ import (
 	"fmt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // The EC2 backend delivers a proxy's configuration as SSM parameters under one prefix, which the guest reads
@@ -129,7 +130,7 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 	if len(key) != ConfigKeyBytes {
 		return nil, nil, "", fmt.Errorf("the config key has %d bytes, want %d", len(key), ConfigKeyBytes)
 	}
-	squid, err := proxyconf.RenderSquidConf(s, proxyconf.VMRenderOptions())
+	squid, err := proxyconf.RenderSquidConf(s, vmguest.RenderOptions())
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -146,7 +147,7 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 	if s.TLS != nil {
 		cert, tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 	}
-	configID = proxyconf.ConfigID(squid, htpasswd, cert, tlsKey, backstop)
+	configID = vmguest.ConfigID(squid, htpasswd, cert, tlsKey, backstop)
 	c := Config{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert)}
 	c.MAC = ConfigMAC(key, prefix, c)
 	config, err = json.Marshal(c)

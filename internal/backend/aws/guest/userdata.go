@@ -13,6 +13,7 @@ import (
 	"text/template"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // The guest side of a proxy on EC2: the user-data (RenderUserData) installs an agent that reads the proxy's
@@ -112,7 +113,7 @@ func RenderUserData(opts UserDataOptions) ([]byte, error) {
 // readable by whoever may describe the instance and is kept on its disk by cloud-init.
 //
 // It writes the agent (agent.py) and its settings under StateDir, a drop-in of squid.service
-// and the script it runs (proxyconf.RenderPrestart), and starts the agent as AgentUnit, at this and every later boot.
+// and the script it runs (vmguest.RenderPrestart), and starts the agent as AgentUnit, at this and every later boot.
 // The agent:
 //
 //   - speaks only IMDSv2 (a session token on every request, a new one on a 401), and takes the instance
@@ -129,7 +130,7 @@ func RenderUserData(opts UserDataOptions) ([]byte, error) {
 //   - then polls the parameters' versions, without decrypting (no KMS call, no secret read), and applies a
 //     change the same way; a poll that fails waits longer each time in a row, up to 16 intervals. Before Squid starts and at every poll it lists the VM's own addresses, those of its
 //     interfaces and the public ones IMDS names (an Elastic IP associated after boot), which squid.conf and
-//     the backstop refuse (proxyconf.VMRenderOptions); Squid reloads when they change.
+//     the backstop refuse (vmguest.RenderOptions); Squid reloads when they change.
 //
 // The agent logs to the journal and the console, so EC2's console output (GetConsoleOutput) shows why a
 // config was refused.
@@ -146,10 +147,10 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 			ParameterConfig: ParameterConfig, ParameterSecrets: ParameterSecrets, ParameterApplied: ParameterApplied,
 		},
 		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
-		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: proxyconf.InstallIfMissing,
+		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: vmguest.InstallIfMissing,
 		Paths: map[string]string{
 			"conf": proxyconf.ConfPath, "htpasswd": proxyconf.HtpasswdPath, "cert": proxyconf.TLSCertPath, "key": proxyconf.TLSKeyPath,
-			"backstop": proxyconf.NftablesPath, "own": proxyconf.OwnAddressesPath, "prestart": proxyconf.PrestartPath,
+			"backstop": proxyconf.NftablesPath, "own": proxyconf.OwnAddressesPath, "prestart": vmguest.PrestartPath,
 		},
 		Guard: guardOnce(),
 	}
@@ -198,8 +199,8 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 	var b bytes.Buffer
 	err = userDataScript.Execute(&b, map[string]any{
 		"State": StateDir, "Settings": settingsZ, "Agent": agent,
-		"Prestart": proxyconf.PrestartPath, "PrestartScript": strings.TrimSuffix(string(proxyconf.RenderPrestart(proxyconf.OwnAddressesPath)), "\n"),
-		"DropIn": proxyconf.SquidDropInPath, "Unit": AgentUnit, "OwnCmd": proxyconf.PrestartOwnAddresses, "BackstopCmd": proxyconf.PrestartBackstop,
+		"Prestart": vmguest.PrestartPath, "PrestartScript": strings.TrimSuffix(string(vmguest.RenderPrestart(proxyconf.OwnAddressesPath)), "\n"),
+		"DropIn": vmguest.SquidDropInPath, "Unit": AgentUnit, "OwnCmd": vmguest.PrestartOwnAddresses, "BackstopCmd": vmguest.PrestartBackstop,
 	})
 	if err != nil {
 		return nil, err

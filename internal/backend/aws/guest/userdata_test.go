@@ -23,6 +23,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 func TestRenderUserData(t *testing.T) {
@@ -214,12 +215,12 @@ func TestAgentConfigIDIsConfigID(t *testing.T) {
 	got := strings.Fields(string(out))
 	for i, name := range names {
 		f := cases[name]
-		want := proxyconf.ConfigID([]byte(f.Conf), []byte(f.Pass), []byte(f.Cert), []byte(f.Key), []byte(f.Backstop))
+		want := vmguest.ConfigID([]byte(f.Conf), []byte(f.Pass), []byte(f.Cert), []byte(f.Key), []byte(f.Backstop))
 		if i >= len(got) || got[i] != want {
 			t.Errorf("%s: the agent's id %v, ConfigID %s", name, got, want)
 		}
 	}
-	if c.ConfigID != proxyconf.ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
+	if c.ConfigID != vmguest.ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
 		t.Error("RenderParameters' config id is not ConfigID of its files")
 	}
 }

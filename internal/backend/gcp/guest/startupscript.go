@@ -9,6 +9,7 @@ import (
 	"text/template"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // Metadata keys of a proxy VM on Compute Engine. The startup script reads the rendered files from them, so a
@@ -56,7 +57,7 @@ type StartupScriptOptions struct {
 	// WatchInterval is how many seconds the watcher waits between reads of the metadata; 10 by default.
 	WatchInterval int
 	// OwnAddressesFile is where the script lists the VM's own addresses, which squid.conf refuses
-	// (proxyconf.VMRenderOptions); proxyconf.OwnAddressesPath by default.
+	// (vmguest.RenderOptions); proxyconf.OwnAddressesPath by default.
 	OwnAddressesFile string
 	// SecretManagerURL is Secret Manager's REST API, where the script reads the proxy's secret;
 	// https://secretmanager.googleapis.com/v1 by default.
@@ -111,8 +112,8 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 	var b bytes.Buffer
 	err = startupScript.Execute(&b, map[string]any{
 		"MD": opts.MetadataURL, "State": opts.StateDir, "Interval": opts.WatchInterval, "Own": opts.OwnAddressesFile,
-		"Conf": proxyconf.ConfPath, "Htpasswd": proxyconf.HtpasswdPath, "Install": proxyconf.InstallIfMissing,
-		"KeyBackstop": MetadataBackstop, "Backstop": proxyconf.NftablesPath, "DropIn": proxyconf.SquidDropInPath,
+		"Conf": proxyconf.ConfPath, "Htpasswd": proxyconf.HtpasswdPath, "Install": vmguest.InstallIfMissing,
+		"KeyBackstop": MetadataBackstop, "Backstop": proxyconf.NftablesPath, "DropIn": vmguest.SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": proxyconf.TLSCertPath, "TLSKey": proxyconf.TLSKeyPath,
 		"SM": opts.SecretManagerURL, "KeySecret": MetadataSecret, "LinePass": SecretLineHtpasswd, "LineKey": SecretLineTLSKey,

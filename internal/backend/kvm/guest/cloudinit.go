@@ -10,6 +10,7 @@ import (
 	"regexp"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // MaxUserDataBytes bounds RenderUserData's result, which the seed ISO carries: well inside the 1 MiB the kvm
@@ -64,12 +65,12 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 		writeFile(&b, opts.TLSKeyPath, squidFile, []byte(s.TLS.PrivateKeyPEM))
 	}
 	writeFile(&b, proxyconf.NftablesPath, squidFile, backstop)
-	writeFile(&b, proxyconf.PrestartPath, squidFile, proxyconf.RenderPrestart(opts.OwnAddressesFile))
-	writeFile(&b, proxyconf.SquidDropInPath, systemFile, squidDropIn)
+	writeFile(&b, vmguest.PrestartPath, squidFile, vmguest.RenderPrestart(opts.OwnAddressesFile))
+	writeFile(&b, vmguest.SquidDropInPath, systemFile, squidDropIn)
 	b.WriteString("runcmd:\n")
-	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", proxyconf.PrestartPath, proxyconf.PrestartOwnAddresses)
+	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", vmguest.PrestartPath, vmguest.PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
-	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", proxyconf.InstallIfMissing)
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", vmguest.InstallIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
 	if b.Len() > MaxUserDataBytes {
@@ -83,8 +84,8 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 var squidDropIn = []byte(`# Written by terraform-provider-egress: before every start of Squid, list the VM's own addresses and load
 # the backstop below Squid.
 [Service]
-ExecStartPre=-/bin/sh ` + proxyconf.PrestartPath + ` ` + proxyconf.PrestartOwnAddresses + `
-ExecStartPre=/bin/sh ` + proxyconf.PrestartPath + ` ` + proxyconf.PrestartBackstop + `
+ExecStartPre=-/bin/sh ` + vmguest.PrestartPath + ` ` + vmguest.PrestartOwnAddresses + `
+ExecStartPre=/bin/sh ` + vmguest.PrestartPath + ` ` + vmguest.PrestartBackstop + `
 `)
 
 // Owners and modes of the files written: Squid's readable by its group only (they may hold the password hash

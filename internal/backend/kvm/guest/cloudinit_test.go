@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/squidtest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
@@ -25,7 +26,7 @@ func parseUserData(t *testing.T, ud []byte) (testutil.CloudConfig, map[string][]
 		// Squid's files are its group's alone (they may hold the password hash and the TLS key); the drop-in
 		// of squid.service is the system's, as the distribution's units are.
 		want := [2]string{"root:proxy", "0640"}
-		if f.Path == proxyconf.SquidDropInPath {
+		if f.Path == vmguest.SquidDropInPath {
 			want = [2]string{"root:root", "0644"}
 		}
 		if f.Owner != want[0] || f.Permissions != want[1] || f.Encoding != "b64" {
@@ -67,7 +68,7 @@ func TestRenderUserData(t *testing.T) {
 			}
 			// The own addresses are listed before Squid's first start (squid -z reads the config); the drop-in,
 			// read once systemd reloads, lists them and loads the backstop before every later start.
-			want := [][]string{{"sh", proxyconf.PrestartPath, proxyconf.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", proxyconf.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -76,22 +77,22 @@ func TestRenderUserData(t *testing.T) {
 				paths = append(paths, p)
 			}
 			slices.Sort(paths)
-			wantFiles := slices.Sorted(slices.Values(append([]string{proxyconf.NftablesPath, proxyconf.PrestartPath, proxyconf.SquidDropInPath}, tc.wantFiles...)))
+			wantFiles := slices.Sorted(slices.Values(append([]string{proxyconf.NftablesPath, vmguest.PrestartPath, vmguest.SquidDropInPath}, tc.wantFiles...)))
 			if !slices.Equal(paths, wantFiles) {
 				t.Errorf("files %q, want %q", paths, wantFiles)
 			}
 			if backstop, _ := proxyconf.RenderNftables(tc.s); string(files[proxyconf.NftablesPath]) != string(backstop) {
 				t.Errorf("the backstop in user-data differs from RenderNftables")
 			}
-			if string(files[proxyconf.PrestartPath]) != string(proxyconf.RenderPrestart(proxyconf.OwnAddressesPath)) {
+			if string(files[vmguest.PrestartPath]) != string(vmguest.RenderPrestart(proxyconf.OwnAddressesPath)) {
 				t.Errorf("the prestart script in user-data differs from RenderPrestart")
 			}
 			for _, line := range []string{
-				"ExecStartPre=-/bin/sh " + proxyconf.PrestartPath + " " + proxyconf.PrestartOwnAddresses,
-				"ExecStartPre=/bin/sh " + proxyconf.PrestartPath + " " + proxyconf.PrestartBackstop,
+				"ExecStartPre=-/bin/sh " + vmguest.PrestartPath + " " + vmguest.PrestartOwnAddresses,
+				"ExecStartPre=/bin/sh " + vmguest.PrestartPath + " " + vmguest.PrestartBackstop,
 			} {
-				if !slices.Contains(strings.Split(string(files[proxyconf.SquidDropInPath]), "\n"), line) {
-					t.Errorf("squid.service's drop-in lacks %q:\n%s", line, files[proxyconf.SquidDropInPath])
+				if !slices.Contains(strings.Split(string(files[vmguest.SquidDropInPath]), "\n"), line) {
+					t.Errorf("squid.service's drop-in lacks %q:\n%s", line, files[vmguest.SquidDropInPath])
 				}
 			}
 			conf, _ := proxyconf.RenderSquidConf(tc.s, proxyconf.RenderOptions{OwnAddressesFile: proxyconf.OwnAddressesPath})

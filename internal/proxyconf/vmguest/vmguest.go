@@ -1,20 +1,25 @@
-package proxyconf
+// Package vmguest is what the guests of the VM backends share beside the policy (proxyconf): the options of
+// the squid.conf a proxy VM runs, the script squid.service runs before every start of Squid (the VM's own
+// addresses, the backstop) and its drop-in's path, the line that installs Squid and nftables where the image
+// lacks them, and the id that names the files a guest applies. Each VM backend's guest package
+// (internal/backend/<kind>/guest) builds its own delivery on them; this package imports no backend, and the
+// backend contract does not import it.
+package vmguest
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// What the guests of the VM backends share beside the policy: the options of the squid.conf a proxy VM runs,
-// the script squid.service runs before every start of Squid (the VM's own addresses, the backstop) and its
-// drop-in's path, the line that installs Squid and nftables where the image lacks them, and the id that names
-// the files a guest applies. Each backend's guest package builds its own delivery on them.
-
-// VMRenderOptions are the options of the squid.conf a proxy VM runs: the VM's own addresses are listed at
-// boot in OwnAddressesPath. A reconfiguration renders with them too, so the running config and the one the VM
-// booted with stay the same.
-func VMRenderOptions() RenderOptions { return RenderOptions{OwnAddressesFile: OwnAddressesPath} }
+// RenderOptions are the options of the squid.conf a proxy VM runs: the VM's own addresses are listed at boot
+// in proxyconf.OwnAddressesPath. A reconfiguration renders with them too, so the running config and the one
+// the VM booted with stay the same.
+func RenderOptions() proxyconf.RenderOptions {
+	return proxyconf.RenderOptions{OwnAddressesFile: proxyconf.OwnAddressesPath}
+}
 
 // Files of a proxy VM besides Squid's own: the script that runs before every start of Squid, and
 // the drop-in of squid.service that runs it.
@@ -31,7 +36,7 @@ const (
 
 // RenderPrestart renders the script squid.service runs before every start of Squid on a proxy VM:
 // "own-addresses" lists the VM's addresses in ownFile, "backstop" loads the backstop with them. ownFile is
-// validated to hold no space or quote (RenderOptions.validate).
+// validated to hold no space or quote (proxyconf.RenderSquidConf checks the options).
 func RenderPrestart(ownFile string) []byte {
 	return fmt.Appendf(nil, `#!/bin/sh
 # Written by terraform-provider-egress; run by squid.service before every start of Squid (%s).
@@ -50,7 +55,7 @@ case "${1:-}" in
 	exit 2
 	;;
 esac
-`, SquidDropInPath, BackstopLoader(NftablesPath, ownFile, ResolvConfPath), PrestartOwnAddresses, ownFile, ownFile, ownFile, ownFile,
+`, SquidDropInPath, proxyconf.BackstopLoader(proxyconf.NftablesPath, ownFile, proxyconf.ResolvConfPath), PrestartOwnAddresses, ownFile, ownFile, ownFile, ownFile,
 		PrestartBackstop, PrestartOwnAddresses, PrestartBackstop)
 }
 

@@ -1,4 +1,4 @@
-package proxyconf
+package vmguest
 
 import (
 	"net/netip"
