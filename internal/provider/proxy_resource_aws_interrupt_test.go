@@ -244,6 +244,13 @@ func (c *awsCLI) mustRun(reattach string, args ...string) string {
 // stateProxy is the proxy the state holds: its id, name and uid; zero when it holds none.
 func (c *awsCLI) stateProxy(reattach string) (id, name, uid string) {
 	c.t.Helper()
+	id, name, uid, _ = c.stateProxyEgress(reattach)
+	return id, name, uid
+}
+
+// stateValues are the attributes of the proxy the state holds; nil when it holds none.
+func (c *awsCLI) stateValues(reattach string) map[string]any {
+	c.t.Helper()
 	out, err := c.cmd(reattach, "show", "-json").Output()
 	if err != nil {
 		c.t.Fatalf("show -json: %v", err)
@@ -263,11 +270,18 @@ func (c *awsCLI) stateProxy(reattach string) (id, name, uid string) {
 	}
 	for _, r := range state.Values.RootModule.Resources {
 		if r.Type == "egress_proxy" {
-			str := func(k string) string { s, _ := r.Values[k].(string); return s }
-			return str("id"), str("name"), str("uid")
+			return r.Values
 		}
 	}
-	return "", "", ""
+	return nil
+}
+
+// stateProxyEgress is stateProxy with the proxy's egress_address.
+func (c *awsCLI) stateProxyEgress(reattach string) (id, name, uid, egress string) {
+	c.t.Helper()
+	values := c.stateValues(reattach)
+	str := func(k string) string { s, _ := values[k].(string); return s }
+	return str("id"), str("name"), str("uid"), str("egress_address")
 }
 
 // awsOrphans lists the owner's orphans with egress_proxy_orphans, through the CLI, given the ids a state
@@ -410,6 +424,10 @@ type awsReplacementKillPoint struct {
 	// next apply is refused over the successor, whose uid no state holds (as over a killed create's), until
 	// its proxy, listed as an orphan, is deleted; if not, the refresh finds the successor under the old id.
 	successorLaunched bool
+	// deleteRecorded: the state is made what the CLI leaves when it had recorded the old proxy's delete before
+	// it died (no proxy), so that the next apply is refused over the successor and the refused path is taken
+	// whatever the CLI's timing.
+	deleteRecorded bool
 }
 
 var awsReplacementKillPoints = []awsReplacementKillPoint{
@@ -417,6 +435,8 @@ var awsReplacementKillPoints = []awsReplacementKillPoint{
 	{awsKillPoint: awsKillPoint{name: "the old proxy's security group deleted, its parameters not", arm: pauseAt("DeleteParameters", false)}},
 	{awsKillPoint: awsKillPoint{name: "the successor launched, its answer lost", arm: pauseAt("RunInstances", true)}, successorLaunched: true},
 	{awsKillPoint: awsKillPoint{name: "the kept Elastic IP about to be associated to the successor", arm: pauseAt("AssociateAddress", false)}, successorLaunched: true},
+	{awsKillPoint: awsKillPoint{name: "the successor launched, its answer lost, the old proxy's delete recorded", arm: pauseAt("RunInstances", true)}, successorLaunched: true, deleteRecorded: true},
+	{awsKillPoint: awsKillPoint{name: "the kept Elastic IP about to be associated to the successor, the old proxy's delete recorded", arm: pauseAt("AssociateAddress", false)}, successorLaunched: true, deleteRecorded: true},
 }
 
 // A replacement killed: the next apply converges on one proxy of the name, which egresses from the Elastic
@@ -441,6 +461,14 @@ func TestAccProxyAWS_killedReplacement(t *testing.T) {
 			if kp.successorLaunched {
 				refused = refusedMaybe
 			}
+			if kp.deleteRecorded {
+				// A state that holds no proxy. Not state rm: the kill may have caught the CLI writing the
+				// state, which it leaves empty, and state rm refuses an empty state.
+				if err := os.Remove(filepath.Join(cli.dir, "terraform.tfstate")); err != nil {
+					t.Fatal(err)
+				}
+				refused = refusedAlways
+			}
 			leaked, wasRefused := cli.recoverAfterKill(fake, inProcess, made, refused, nil)
 			if plan, err := cli.run(inProcess, "plan", "-detailed-exitcode"); err != nil {
 				t.Errorf("the plan after recovering is not empty (%v):\n%s", err, plan)
@@ -449,19 +477,45 @@ func TestAccProxyAWS_killedReplacement(t *testing.T) {
 			if len(live) != 1 || live[0].InstanceType != "t3.small" {
 				t.Fatalf("after recovering, the live instances are %+v: want one t3.small", live)
 			}
-			var egress []string
+			var egress []ec2fake.Address
 			for _, a := range fake.Addresses(awsTestRegion) {
 				if a.InstanceID == live[0].ID {
-					egress = append(egress, a.PublicIP)
+					egress = append(egress, a)
 				}
 			}
-			switch {
-			case wasRefused:
-				// The Elastic IP went with the successor's proxy, listed as an orphan and deleted by its id:
-				// a delete gives back the proxy's address. What the docs say of static_egress_ip.
-				t.Logf("the successor was refused and deleted as an orphan, its Elastic IP with it: the proxy egresses from %v now, not %s", egress, kept.PublicIP)
-			case len(egress) != 1 || egress[0] != kept.PublicIP:
-				t.Errorf("the proxy egresses from %v after recovering, want the Elastic IP it had before the replacement, %s", egress, kept.PublicIP)
+			if len(egress) != 1 {
+				t.Fatalf("after recovering, the proxy's instance has %d Elastic IPs (%+v), want 1", len(egress), egress)
+			}
+			if _, _, _, reported := cli.stateProxyEgress(inProcess); reported != egress[0].PublicIP {
+				t.Errorf("the state's egress_address is %q, the instance's Elastic IP %s", reported, egress[0].PublicIP)
+			}
+			if n := len(fake.Addresses(awsTestRegion)); n != 1 {
+				t.Errorf("after recovering the fake holds %d Elastic IPs, want the proxy's alone", n)
+			}
+			if !wasRefused {
+				// static_egress_ip's promise across a replacement: the successor took the address the first
+				// proxy had, the same allocation.
+				if egress[0].AllocationID != kept.AllocationID {
+					t.Errorf("the proxy egresses from %s (%s) after recovering, want the Elastic IP it had before the replacement, %s (%s)",
+						egress[0].PublicIP, egress[0].AllocationID, kept.PublicIP, kept.AllocationID)
+				}
+			} else {
+				// Refused: the successor's proxy, which held the kept address, was listed as an orphan and
+				// deleted by its id, and a delete gives back the proxy's address (what the docs say of
+				// static_egress_ip: an address left by a replacement that never finished is listed by
+				// egress_proxy_orphans). So the kept address is released, not leaked nor kept, and the
+				// proxy the refused apply made again egresses from an address of its own.
+				if _, listed := made["Elastic IP "+kept.AllocationID]; !listed {
+					t.Errorf("the kept Elastic IP %s was gone after the kill already: the refused path proves nothing of it", kept.AllocationID)
+				}
+				for _, a := range fake.Addresses(awsTestRegion) {
+					if a.AllocationID == kept.AllocationID {
+						t.Errorf("the kept Elastic IP %s (%s) is still allocated after its proxy was deleted as an orphan: %+v", kept.AllocationID, kept.PublicIP, a)
+					}
+				}
+				if egress[0].PublicIP == kept.PublicIP {
+					t.Errorf("the proxy made again egresses from the released address %s", kept.PublicIP)
+				}
 			}
 			cli.mustRun(inProcess, "destroy", "-auto-approve")
 			checkNothingLeft(t, fake, leaked)

@@ -1,14 +1,19 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
@@ -16,13 +21,16 @@ import (
 	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // An aws proxy with a write-only password and a write-only TLS key, its password rotated in place and then
 // its key (which replaces it): no state, no plan and no line of the CLI's and the provider's TRACE log holds
 // a password, a hash the backend wrote (any bcrypt hash, in fact), a private key or any PRIVATE KEY block; on
 // the fake, only the secrets parameter, a SecureString, holds the hash and the key: not the user-data, not a
-// tag, not a description, not another parameter.
+// tag, not a description, not another parameter. And the SecureString does hold them: read back through SSM
+// as the guest reads it, its htpasswd entry verifies against the password of the step (not an earlier one) and
+// its TLS key is the step's.
 func TestAccProxyAWS_secretsOnlyInTheSecureString(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
@@ -90,6 +98,42 @@ resource "egress_proxy" "test" {
 		}
 		return errors.Join(found...)
 	}
+	// holds reads the proxy's secrets parameter through SSM, decrypted, as the guest does, and checks that it
+	// holds the htpasswd entry of user u for the password of passwordVersion and the TLS key of keyVersion.
+	ssmClient := ssm.NewFromConfig(fake.AWSConfig(awsTestRegion))
+	holds := func(passwordVersion, keyVersion int) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			name := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["name"]
+			path := awsguest.ParameterPath(name, awsguest.ParameterSecrets)
+			out, err := ssmClient.GetParameter(t.Context(), &ssm.GetParameterInput{Name: awssdk.String(path), WithDecryption: awssdk.Bool(true)})
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", path, err)
+			}
+			if out.Parameter.Type != ssmtypes.ParameterTypeSecureString {
+				return fmt.Errorf("%s is a %s, want a SecureString", path, out.Parameter.Type)
+			}
+			var sec awsguest.Secrets
+			if err := json.Unmarshal([]byte(awssdk.ToString(out.Parameter.Value)), &sec); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			user, hash, _ := strings.Cut(strings.TrimSpace(sec.Htpasswd), ":")
+			if user != "u" {
+				return fmt.Errorf("%s holds an htpasswd entry of user %q, want u", path, user)
+			}
+			if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(password(passwordVersion))); err != nil {
+				return fmt.Errorf("%s: its htpasswd entry does not verify against password v%d: %w", path, passwordVersion, err)
+			}
+			for v := 1; v < passwordVersion; v++ {
+				if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password(v))) == nil {
+					return fmt.Errorf("%s: its htpasswd entry still verifies against the rotated password v%d", path, v)
+				}
+			}
+			if got, want := pemDER(sec.TLSKey), pemDER(keys[keyVersion][1]); want == nil || !bytes.Equal(got, want) {
+				return fmt.Errorf("%s holds a TLS key that is not key v%d", path, keyVersion)
+			}
+			return nil
+		}
+	}
 	planChecks := func(action plancheck.ResourceActionType) resource.ConfigPlanChecks {
 		// The check reads the scan's secrets when it runs, so it looks for the hashes recorded by the steps before.
 		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action), scan.inPlan()}}
@@ -98,13 +142,22 @@ resource "egress_proxy" "test" {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
 		Steps: []resource.TestStep{
-			{Config: config(1, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionCreate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
-			{Config: config(2, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionUpdate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
-			{Config: config(2, 2), ConfigPlanChecks: planChecks(plancheck.ResourceActionDestroyBeforeCreate), Check: resource.ComposeTestCheckFunc(recordHashes, scan.inState)},
+			{Config: config(1, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionCreate), Check: resource.ComposeTestCheckFunc(holds(1, 1), recordHashes, scan.inState)},
+			{Config: config(2, 1), ConfigPlanChecks: planChecks(plancheck.ResourceActionUpdate), Check: resource.ComposeTestCheckFunc(holds(2, 1), recordHashes, scan.inState)},
+			{Config: config(2, 2), ConfigPlanChecks: planChecks(plancheck.ResourceActionDestroyBeforeCreate), Check: resource.ComposeTestCheckFunc(holds(2, 2), recordHashes, scan.inState)},
 		},
 	})
 	if len(scan.secrets) == made {
 		t.Fatal("no hash was recorded: the search would prove nothing")
 	}
 	scan.inTraceLog(t, logFile)
+}
+
+// pemDER is the content of the first PEM block of text; nil when it has none.
+func pemDER(text string) []byte {
+	b, _ := pem.Decode([]byte(text))
+	if b == nil {
+		return nil
+	}
+	return b.Bytes
 }
