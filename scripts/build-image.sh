@@ -197,10 +197,10 @@ done
 log "configuring the guest"
 "$imagedir/configure-rootfs.sh" "$root" "$imagedir/rootfs"
 
-# The guest fetches nothing at boot. The proxy user-data (internal/proxyconf) installs squid-openssl only when
-# "command -v squid" fails, after an apt-get update; here squid-openssl is installed, and even a
-# "packages: [squid-openssl]" from other user-data would be satisfied without package lists or a network. Check
-# both, and that the squid there is the OpenSSL build.
+# The guest fetches nothing at boot. The proxy VMs' guests (vmguest.InstallIfMissing in internal/proxyconf/vmguest)
+# install squid-openssl only when "command -v squid" fails, after an apt-get update; here squid-openssl is
+# installed, and even a "packages: [squid-openssl]" from other user-data would be satisfied without package lists or
+# a network. Check both, and that the squid there is the OpenSSL build.
 rm -f "$root/usr/sbin/policy-rc.d"
 if ! in_root sh -c 'command -v squid' >/dev/null ||
 	! in_root apt-get -s -o Debug::NoLocking=1 install squid-openssl 2>&1 | grep -q 'squid-openssl is already the newest version' ||

@@ -6,9 +6,10 @@
 #
 # The root filesystem is a debootstrap (minbase) tree of Debian 12 with squid-openssl, the same Squid the proxy
 # VMs run (Debian's default squid is the GnuTLS build, whose TLS listener leaves a certificate's intermediates
-# out); internal/proxyconf's Kubernetes form starts it with /bin/sh, chown and /usr/sbin/squid, all in it. One
-# layer, no registry needed. The same archive holds a second image, the pod sandbox ("pause") image of the
-# test cluster: the same layer with /bin/sleep as its process, so the cluster needs no image from a registry.
+# out); the kubernetes guest's pod (internal/backend/kubernetes/guest) starts it with /bin/sh, chown and
+# /usr/sbin/squid, all in it. One layer, no registry needed. The same archive holds a second image, the pod
+# sandbox ("pause") image of the test cluster: the same layer with /bin/sleep as its process, so the cluster
+# needs no image from a registry.
 # Each image has a ref name (org.opencontainers.image.ref.name: squid, pause) to pick it by, and the name it is
 # imported under (io.containerd.image.name): localhost/egress-proxies/squid:dev, the image a provider built
 # from a tree that follows no release defaults to (internal/backend/kubernetes/config.go), and
