@@ -93,7 +93,7 @@ func TestAccProxyAWS_missingPermission(t *testing.T) {
 							"target": knownvalue.StringExact(awsTestRegion), "healthy": knownvalue.Bool(false),
 							"reason": knownvalue.StringExact(backend.HealthDegraded),
 							"details": knownvalue.MapPartial(map[string]knownvalue.Check{
-								"missing_permissions":  knownvalue.StringExact("ec2:RunInstances"),
+								"missing_permissions": knownvalue.StringExact("ec2:RunInstances"),
 								backend.DetailMessage: knownvalue.StringRegexp(regexp.MustCompile(`lack ec2:RunInstances: grant them the policy in ` + docs)),
 							}),
 						}),
