@@ -439,33 +439,88 @@ func TestCallerPolicyTouchesOnlyWhatTheProviderMade(t *testing.T) {
 
 // With the documented instance role policy, the guest's own calls pass, signed with its instance's
 // credentials: reading its parameters (the secrets decrypted with the customer's key) and reporting applied.
-func TestInstanceRolePolicyIsEnoughForTheGuest(t *testing.T) {
+// Without any one of its statements, the call that needs it is refused, naming the permission.
+func TestInstanceRolePolicyIsWhatTheGuestNeeds(t *testing.T) {
 	t.Parallel()
-	fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: documentedPolicy(t, InstanceRolePolicyFile)}}})
-	fake.PlayGuests()
-	spec := testSpec(fake, "guest")
-	spec.Placement.Options.(*Options).KMSKeyID = testKMSKey //nolint:forcetypeassert // testSpec's own options
-	if _, err := b.Create(t.Context(), spec); err != nil {
-		t.Fatal(err)
+	doc := parseDocumented(t, InstanceRolePolicyFile)
+	cases := map[string]struct {
+		policy, refused string
+	}{"the documented policy": {documentedPolicy(t, InstanceRolePolicyFile), ""}}
+	for i, st := range doc.Statement {
+		without := doc
+		without.Statement = slices.Delete(slices.Clone(doc.Statement), i, i+1)
+		cases["without "+st.Sid] = struct{ policy, refused string }{without.json(t), st.actions()[0]}
 	}
-	var id string
-	for _, in := range fake.Instances(testRegion) {
-		id = in.ID
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: tc.policy}}})
+			fake.PlayGuests()
+			spec := testSpec(fake, "guest")
+			spec.Placement.Options.(*Options).KMSKeyID = testKMSKey //nolint:forcetypeassert // testSpec's own options
+			if _, err := b.Create(t.Context(), spec); err != nil {
+				t.Fatal(err)
+			}
+			var id string
+			for _, in := range fake.Instances(testRegion) {
+				id = in.ID
+			}
+			k, sk, tok := fake.InstanceProfileCredentials("egress-proxy", id, 3600e9)
+			cfg := fake.AWSConfig(testRegion)
+			cfg.Credentials = credentials.NewStaticCredentialsProvider(k, sk, tok)
+			guest := ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.RetryMaxAttempts = 1 })
+			var names []string
+			for _, p := range []string{"config", "secrets", "applied"} {
+				names = append(names, "/egress-proxy/guest/"+p)
+			}
+			_, readErr := guest.GetParameters(t.Context(), &ssm.GetParametersInput{Names: names, WithDecryption: awssdk.Bool(true)})
+			_, reportErr := guest.PutParameter(t.Context(), &ssm.PutParameterInput{Name: awssdk.String("/egress-proxy/guest/applied"), Value: awssdk.String("x"),
+				Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
+			err := errors.Join(readErr, reportErr)
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Errorf("the guest's calls: %v", err)
+			case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), "not authorized to perform: "+tc.refused)):
+				t.Errorf("the guest's calls: %v, want %s refused", err, tc.refused)
+			}
+		})
 	}
-	k, sk, tok := fake.InstanceProfileCredentials("egress-proxy", id, 3600e9)
-	cfg := fake.AWSConfig(testRegion)
-	cfg.Credentials = credentials.NewStaticCredentialsProvider(k, sk, tok)
-	guest := ssm.NewFromConfig(cfg)
-	var names []string
-	for _, p := range []string{"config", "secrets", "applied"} {
-		names = append(names, "/egress-proxy/guest/"+p)
-	}
-	if _, err := guest.GetParameters(t.Context(), &ssm.GetParametersInput{Names: names, WithDecryption: awssdk.Bool(true)}); err != nil {
-		t.Errorf("the guest reads its parameters: %v", err)
-	}
-	if _, err := guest.PutParameter(t.Context(), &ssm.PutParameterInput{Name: awssdk.String("/egress-proxy/guest/applied"), Value: awssdk.String("x"),
-		Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)}); err != nil {
-		t.Errorf("the guest reports applied: %v", err)
+}
+
+// With assume_role, the configured credentials need only the assume-role policy, and the role the caller
+// policy; without the former, egress_backends says what the credentials lack and which document grants it.
+func TestAssumeRolePolicy(t *testing.T) {
+	t.Parallel()
+	for name, policy := range map[string]string{
+		"the documented policy": documentedPolicy(t, AssumeRolePolicyFile),
+		"without it":            `{"Version": "2012-10-17", "Statement": []}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fake := ec2fake.New(t, ec2fake.Options{CallerPolicies: []string{policy},
+				Roles: []ec2fake.Role{{Name: "egress-deployer", Policy: documentedPolicy(t, CallerPolicyFile)}}})
+			creds, err := fake.Credentials().Retrieve(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			region := RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, AssumeRole: AssumeRole{RoleARN: fake.RoleARN("egress-deployer")},
+				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL()}
+			b, err := New(Config{Regions: map[string]RegionConfig{testRegion: region}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := b.Check(t.Context())[0]
+			if strings.HasPrefix(name, "the documented") {
+				if !h.Healthy {
+					t.Errorf("Check = %s %v, want healthy", h.Reason, h.Details)
+				}
+				return
+			}
+			if h.Reason != backend.HealthUnauthorized || h.Details[detailMissingPermissions] != "sts:AssumeRole" ||
+				!strings.Contains(h.Details[backend.DetailMessage], AssumeRolePolicyFile) {
+				t.Errorf("Check = %s %v, want Unauthorized naming sts:AssumeRole and %s", h.Reason, h.Details, AssumeRolePolicyFile)
+			}
+		})
 	}
 }
 
