@@ -1,8 +1,18 @@
 package provider
 
 import (
+	"fmt"
+	"regexp"
+	"slices"
 	"testing"
 
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
@@ -16,4 +26,45 @@ func gcpDocumentedRole(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return role.IncludedPermissions
+}
+
+// egress_backends reports, by name, the permissions the documented role has and the provider's account lacks,
+// as Degraded (asking Resource Manager's testIamPermissions, which the Compute fake serves), and the data
+// source still reads.
+func TestAccProxyGCP_backendsNameMissingPermissions(t *testing.T) {
+	lacking := slices.DeleteFunc(gcpDocumentedRole(t), func(p string) bool {
+		return p == "compute.addresses.create" || p == "iam.serviceAccounts.actAs"
+	})
+	fake := computefake.New(computefake.Options{Token: "acc-token", Permissions: lacking})
+	t.Cleanup(fake.Close)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config: fmt.Sprintf(`
+provider "egress" {
+  owner = "team-a"
+  gcp = {
+    project                   = %q
+    compute_endpoint          = %q
+    resource_manager_endpoint = %q
+    access_token              = "acc-token"
+  }
+}
+data "egress_backends" "all" {}
+`, gcpTestProject, fake.URL, fake.URL),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(false)),
+				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0), knownvalue.ObjectPartial(map[string]knownvalue.Check{
+					"backend": knownvalue.StringExact("gcp"),
+					"healthy": knownvalue.Bool(false),
+					"reason":  knownvalue.StringExact(backend.HealthDegraded),
+					"details": knownvalue.MapPartial(map[string]knownvalue.Check{
+						gcp.DetailMissingPermissions: knownvalue.StringExact("compute.addresses.create, iam.serviceAccounts.actAs"),
+						backend.DetailMessage:        knownvalue.StringRegexp(regexp.MustCompile(regexp.QuoteMeta(gcp.RoleFile))),
+					}),
+				})),
+			},
+		}},
+	})
 }

@@ -25,6 +25,7 @@ type gcpProviderModel struct {
 	Region                    types.String               `tfsdk:"region"`
 	ComputeEndpoint           types.String               `tfsdk:"compute_endpoint"`
 	SecretManagerEndpoint     types.String               `tfsdk:"secret_manager_endpoint"`
+	ResourceManagerEndpoint   types.String               `tfsdk:"resource_manager_endpoint"`
 }
 
 type gcpProjectModel struct {
@@ -35,6 +36,7 @@ type gcpProjectModel struct {
 	Region                    types.String `tfsdk:"region"`
 	ComputeEndpoint           types.String `tfsdk:"compute_endpoint"`
 	SecretManagerEndpoint     types.String `tfsdk:"secret_manager_endpoint"`
+	ResourceManagerEndpoint   types.String `tfsdk:"resource_manager_endpoint"`
 }
 
 // Environment fallbacks, in the order the Google provider reads them.
@@ -74,6 +76,10 @@ func gcpProjectAttributes(perProject bool) map[string]schema.Attribute {
 			MarkdownDescription: "Secret Manager API endpoint the provider calls, an `http` or `https` URL, for private endpoints and tests. " +
 				"The proxy VMs read their secrets at Secret Manager's public endpoint." + fallback(""),
 			Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}},
+		"resource_manager_endpoint": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "Cloud Resource Manager API endpoint, an `http` or `https` URL, for private endpoints and tests: " +
+				"`egress_backends` asks it which of the permissions the backend needs the provider's account lacks." + fallback(""),
+			Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}},
 	}
 }
 
@@ -105,7 +111,7 @@ func gcpBackendConfig(m *gcpProviderModel) gcp.Config {
 		ProjectConfig: gcpProjectModel{
 			Credentials: m.Credentials, AccessToken: m.AccessToken, ImpersonateServiceAccount: m.ImpersonateServiceAccount,
 			DefaultZone: m.DefaultZone, Region: m.Region, ComputeEndpoint: m.ComputeEndpoint,
-			SecretManagerEndpoint: m.SecretManagerEndpoint,
+			SecretManagerEndpoint: m.SecretManagerEndpoint, ResourceManagerEndpoint: m.ResourceManagerEndpoint,
 		}.config(),
 		Projects: map[string]gcp.ProjectConfig{},
 	}
@@ -126,7 +132,7 @@ func (p gcpProjectModel) config() gcp.ProjectConfig {
 		Credentials: p.Credentials.ValueString(), AccessToken: p.AccessToken.ValueString(),
 		ImpersonateServiceAccount: p.ImpersonateServiceAccount.ValueString(), DefaultZone: p.DefaultZone.ValueString(),
 		Region: p.Region.ValueString(), ComputeEndpoint: p.ComputeEndpoint.ValueString(),
-		SecretManagerEndpoint: p.SecretManagerEndpoint.ValueString(),
+		SecretManagerEndpoint: p.SecretManagerEndpoint.ValueString(), ResourceManagerEndpoint: p.ResourceManagerEndpoint.ValueString(),
 	}
 }
 

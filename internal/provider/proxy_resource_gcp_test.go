@@ -58,16 +58,17 @@ func gcpConfig(fake *computefake.Server, token, resourceBody string) string {
 provider "egress" {
   owner = "team-a"
   gcp = {
-    project          = %q
-    compute_endpoint = %q
-    access_token     = %q
-    default_zone     = "us-central1-a"
+    project                   = %q
+    compute_endpoint          = %q
+    resource_manager_endpoint = %q
+    access_token              = %q
+    default_zone              = "us-central1-a"
   }
 }
 resource "egress_proxy" "test" {
 %s
 }
-`, gcpTestProject, fake.URL, token, resourceBody)
+`, gcpTestProject, fake.URL, fake.URL, token, resourceBody)
 }
 
 func gcpProxy(labels, destination string) string {
@@ -322,9 +323,10 @@ func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 provider "egress" {
   owner = "team-a"
   gcp = {
-    project          = %q
-    compute_endpoint = %q
-    access_token     = "acc-token"
+    project                   = %q
+    compute_endpoint          = %q
+    resource_manager_endpoint = %q
+    access_token              = "acc-token"
   }
 }
 data "egress_proxy_orphans" "all" {
@@ -332,7 +334,7 @@ data "egress_proxy_orphans" "all" {
   min_age  = "0s"
 }
 data "egress_backends" "all" {}
-`, gcpTestProject, fake.URL),
+`, gcpTestProject, fake.URL, fake.URL),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("orphans"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[0])}),

@@ -10,6 +10,7 @@ import (
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
+	cloudresourcemanager "google.golang.org/api/cloudresourcemanager/v3"
 	"google.golang.org/api/option"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -49,6 +50,8 @@ type project struct {
 	regions   *compute.RegionsClient
 	// secrets is Secret Manager's REST client: the proxies' secrets, for VMs with a service account.
 	secrets *secretmanager.Client
+	// resources is Cloud Resource Manager's client, for the health check's testIamPermissions (permissions.go).
+	resources *cloudresourcemanager.Service
 }
 
 // New validates cfg and returns a backend. It reads no credentials and calls nothing.
@@ -122,6 +125,9 @@ func (b *Backend) clients(ctx context.Context, id string) (*project, error) {
 		}
 		if err == nil {
 			p.secrets, err = secretmanager.NewRESTClient(bctx, withEndpoint(auth, p.settings.SecretManagerEndpoint)...)
+		}
+		if err == nil {
+			p.resources, err = newResourceManager(bctx, auth, p.settings.ResourceManagerEndpoint)
 		}
 		if err != nil {
 			p.err = backend.Permanent("gcp project "+id, "building the Compute Engine client (credentials): %v", err)

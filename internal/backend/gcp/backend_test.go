@@ -51,7 +51,8 @@ func newTestWithSecrets(t *testing.T, opts computefake.Options) (*computefake.Se
 	t.Cleanup(fake.Close)
 	b, err := New(Config{
 		DefaultProject: testProject,
-		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL, SecretManagerEndpoint: secrets.URL, AccessToken: token},
+		ProjectConfig: ProjectConfig{ComputeEndpoint: fake.URL, SecretManagerEndpoint: secrets.URL, AccessToken: token,
+			ResourceManagerEndpoint: fake.URL}, // the Compute fake serves testIamPermissions too
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,9 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
 
-// Check reports each project's health: credentials accepted and the project reachable (the zone read), the
-// default zone UP, and the region's CPU and address quota headroom as details.
+// Check reports each project's health: every permission the backend needs held by the provider's account
+// (Degraded, naming the missing ones, otherwise), credentials accepted and the project reachable (the zone
+// read), the default zone UP, and the region's CPU and address quota headroom as details.
 func (b *Backend) Check(ctx context.Context) []backend.Health {
 	return backend.EachTarget(ctx, b.Projects(), b.checkProject)
 }
@@ -38,6 +39,10 @@ func (b *Backend) checkProject(ctx context.Context, id string) backend.Health {
 	if err != nil {
 		// Credentials that cannot be read or used are the only thing that fails before the first request.
 		return unhealthy(backend.HealthUnauthorized, err.Error())
+	}
+	// The permissions first: a missing one is named, with the others missing, before any read fails on it.
+	if reason, msg := b.permissionHealth(ctx, p, h.Details); reason != "" {
+		return unhealthy(reason, msg)
 	}
 	zone, region := p.settings.DefaultZone, p.settings.Region
 	h.Details["zone"], h.Details["region"] = zone, region

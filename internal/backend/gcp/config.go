@@ -65,6 +65,9 @@ type ProjectConfig struct {
 	// SecretManagerEndpoint replaces the Secret Manager API endpoint the provider calls (private endpoints,
 	// tests). The VMs read their secrets at Secret Manager's public endpoint.
 	SecretManagerEndpoint string
+	// ResourceManagerEndpoint replaces the Cloud Resource Manager API endpoint, which the health check asks
+	// which permissions the provider's account holds (private endpoints, tests).
+	ResourceManagerEndpoint string
 }
 
 // merged fills p's empty settings from top.
@@ -81,6 +84,7 @@ func (p ProjectConfig) merged(top ProjectConfig) ProjectConfig {
 	def(&p.Region, top.Region)
 	def(&p.ComputeEndpoint, top.ComputeEndpoint)
 	def(&p.SecretManagerEndpoint, top.SecretManagerEndpoint)
+	def(&p.ResourceManagerEndpoint, top.ResourceManagerEndpoint)
 	def(&p.DefaultZone, DefaultZone)
 	def(&p.Region, regionOf(p.DefaultZone))
 	return p

@@ -57,7 +57,7 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 	b, err := New(Config{
 		DefaultProject: testProject,
 		Projects:       map[string]ProjectConfig{projectDown: {}},
-		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL},
+		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL, ResourceManagerEndpoint: fake.URL},
 		// The fake asks for no credentials.
 		WithoutAuthentication: true,
 	})

@@ -1,9 +1,17 @@
 package gcp
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"regexp"
 	"slices"
 	"strings"
+
+	cloudresourcemanager "google.golang.org/api/cloudresourcemanager/v3"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -108,4 +116,53 @@ func permissionAdvice(e *backend.Error) {
 		"(gcloud iam roles create --project=PROJECT --file=" + RoleFile + "; when you made it from an earlier " +
 		"version, gcloud iam roles update with the new file), then apply again.")
 	e.Advice = b.String()
+}
+
+// newResourceManager builds the Cloud Resource Manager client of a project. Its discovery-based client takes
+// the endpoint as a base path, which must end with a slash.
+func newResourceManager(ctx context.Context, auth []option.ClientOption, endpoint string) (*cloudresourcemanager.Service, error) {
+	opts := append([]option.ClientOption(nil), auth...)
+	if endpoint != "" {
+		opts = append(opts, option.WithEndpoint(strings.TrimSuffix(endpoint, "/")+"/"))
+	}
+	return cloudresourcemanager.NewService(ctx, opts...)
+}
+
+// missingPermissions asks Cloud Resource Manager which of the backend's permissions the provider's account
+// lacks on the project (projects.testIamPermissions, which needs no permission itself), sorted.
+func (b *Backend) missingPermissions(ctx context.Context, p *project) ([]string, error) {
+	want := Permissions()
+	resp, err := p.resources.Projects.TestIamPermissions("projects/"+p.id,
+		&cloudresourcemanager.TestIamPermissionsRequest{Permissions: want}).Context(ctx).Do()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(want, func(perm string) bool { return slices.Contains(resp.Permissions, perm) }), nil
+}
+
+// DetailMissingPermissions is the Details key of the permissions a project's health found missing, comma
+// separated, as the kubernetes backend names its missing verbs.
+const DetailMissingPermissions = "missing_permissions"
+
+// permissionHealth is the health check's first step. It returns no reason when the account holds every
+// permission the backend needs, or when the question could not be asked (Resource Manager's API off, say:
+// noted in details, and the reads that follow tell the rest); Unauthorized when the credentials were refused;
+// Degraded, naming what is missing and the role that grants it, otherwise.
+func (b *Backend) permissionHealth(ctx context.Context, p *project, details map[string]string) (reason, message string) {
+	missing, err := b.missingPermissions(ctx, p)
+	var ge *googleapi.Error
+	switch {
+	case errors.As(err, &ge) && ge.Code == http.StatusUnauthorized:
+		return backend.HealthUnauthorized, classify("gcp project "+p.id+" testIamPermissions", err).Error()
+	case err != nil:
+		details["permissions"] = "not checked: " + classify("gcp project "+p.id+" testIamPermissions", err).Error()
+		return "", ""
+	case len(missing) == 0:
+		details["permissions"] = "all held"
+		return "", ""
+	}
+	details[DetailMissingPermissions] = strings.Join(missing, ", ")
+	return backend.HealthDegraded, fmt.Sprintf("the provider's account lacks %d IAM permission(s) the gcp backend needs in project %s: %s. "+
+		"Grant the custom role %s (gcloud iam roles create --project=%s --file=%s), or add them to the role you granted.",
+		len(missing), p.id, strings.Join(missing, ", "), RoleFile, p.id, RoleFile)
 }

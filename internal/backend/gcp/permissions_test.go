@@ -3,6 +3,8 @@ package gcp
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -157,5 +159,37 @@ func TestPermissionAdvice(t *testing.T) {
 				t.Fatalf("classify(%q) = %v, advice %q; want Permanent naming %s and %s", tc.message, err, advice, tc.permission, RoleFile)
 			}
 		})
+	}
+}
+
+// egress_backends names what the account lacks, by testIamPermissions, as Degraded; when the question cannot be
+// asked, the check goes on and says so, and a refused token stays Unauthorized.
+func TestCheckNamesMissingPermissions(t *testing.T) {
+	t.Parallel()
+	role := documentedPermissions(t)
+	lacking := slices.DeleteFunc(slices.Clone(role), func(p string) bool {
+		return p == "compute.instances.create" || p == "secretmanager.secrets.create"
+	})
+	_, b := newTest(t, computefake.Options{Permissions: lacking})
+	h := b.Check(ctxT(t))
+	if len(h) != 1 || h[0].Healthy || h[0].Reason != backend.HealthDegraded ||
+		h[0].Details[DetailMissingPermissions] != "compute.instances.create, secretmanager.secrets.create" ||
+		!strings.Contains(h[0].Details[backend.DetailMessage], RoleFile) {
+		t.Fatalf("Check lacking two permissions = %+v, want Degraded naming both and %s", h, RoleFile)
+	}
+
+	fake, b := newTest(t, computefake.Options{})
+	if h := b.Check(ctxT(t)); !h[0].Healthy || h[0].Details["permissions"] != "all held" {
+		t.Fatalf("Check with the role = %+v, want healthy, every permission held", h)
+	}
+	fake.AddFault(computefake.Fault{PathRE: regexp.MustCompile(`:testIamPermissions$`), Status: http.StatusForbidden, Reason: "forbidden"})
+	if h := b.Check(ctxT(t)); !h[0].Healthy || !strings.HasPrefix(h[0].Details["permissions"], "not checked: ") {
+		t.Fatalf("Check with Resource Manager refusing = %+v, want healthy, the permissions not checked", h)
+	}
+
+	_, wrong := newTest(t, computefake.Options{Token: "right"})
+	wrong.projects[testProject].settings.AccessToken = "wrong"
+	if h := wrong.Check(ctxT(t)); h[0].Reason != backend.HealthUnauthorized || !strings.Contains(h[0].Details[backend.DetailMessage], "testIamPermissions") {
+		t.Fatalf("Check with a wrong token = %+v, want Unauthorized at the first request", h)
 	}
 }
