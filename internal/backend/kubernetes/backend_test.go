@@ -444,7 +444,7 @@ func TestCheckNamesMissingPermissions(t *testing.T) {
 			denied: func(a *authorizationv1.ResourceAttributes) bool {
 				return a.Namespace == "" && ((a.Resource == "networkpolicies" && a.Verb == "create") || (a.Resource == "pods" && a.Verb == "watch"))
 			},
-			want: "create networkpolicies.networking.k8s.io, watch pods",
+			want: "watch pods, create networkpolicies.networking.k8s.io",
 		},
 		"a Role in each listed namespace, nothing cluster-wide": {
 			namespaces: []string{"team-a", "team-b"},
