@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -66,5 +67,27 @@ data "egress_backends" "all" {}
 				})),
 			},
 		}},
+	})
+}
+
+// A create the account is not allowed fails at once, its diagnostic naming the permission and the role file that
+// grants it, and leaves nothing behind (the static address reserved first is given back).
+func TestAccProxyGCP_createWithoutPermissionNamesIt(t *testing.T) {
+	lacking := slices.DeleteFunc(gcpDocumentedRole(t), func(p string) bool { return p == "compute.subnetworks.useExternalIp" })
+	fake := computefake.New(computefake.Options{Token: "acc-token", Permissions: lacking})
+	t.Cleanup(fake.Close)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config:      gcpConfig(fake, "acc-token", gcpProxy("", "")),
+			ExpectError: regexp.MustCompile(`(?s)compute\.subnetworks\.useExternalIp.*` + regexp.QuoteMeta(gcp.RoleFile)),
+		}},
+		CheckDestroy: func(*terraform.State) error {
+			if n, a := len(fake.Instances()), fake.Address(gcpTestProject, "us-central1", "egress-acc-ip"); n != 0 || a != nil {
+				return fmt.Errorf("%d instances and address %v left after a refused create", n, a)
+			}
+			return nil
+		},
 	})
 }
