@@ -1,3 +1,6 @@
+// Package guest is the aws backend's guest side: the EC2 user-data, the agent it installs (agent.py), the SSM
+// parameters the backend writes and the agent reads, and the check the agent makes of a config before it
+// installs it. The backend (internal/backend/aws) imports it; it imports no backend.
 package guest
 
 import (
