@@ -160,6 +160,10 @@ func TestDeleteRemovesTheReplicaSets(t *testing.T) {
 
 // rbacForbidden is the API server's answer to a request RBAC refuses, as its authorizer words it.
 func rbacForbidden(verb, group, resource, namespace string) error {
+	scope := fmt.Sprintf("in the namespace %q", namespace)
+	if namespace == "" {
+		scope = "at the cluster scope"
+	}
 	return apierrors.NewForbidden(schema.GroupResource{Group: group, Resource: resource}, "",
-		fmt.Errorf(`User "system:serviceaccount:%s:p" cannot %s resource %q in API group %q in the namespace %q`, namespace, verb, resource, group, namespace))
+		fmt.Errorf(`User "system:serviceaccount:%s:p" cannot %s resource %q in API group %q %s`, testNS, verb, resource, group, scope))
 }
