@@ -68,6 +68,15 @@
 //     (internal/testing/secretmanagerfake) enforces that API's documented rules, each with its source;
 //     secrets_test.go#TestReadableInstanceHoldsNoSecret reads the secret as the VM's account and as another
 //     proxy's, and guest_test.go#TestGuestStartupScriptOnRealSquid as the real script does, over TLS.
+//   - Least privilege: every API method the backend calls maps to the IAM permissions it needs
+//     (permissions.go#methodPermissions), and the custom role users are given lists exactly those
+//     (permissions.go#RoleFile; permissions_test.go#TestRoleFileListsWhatTheBackendNeeds). The fakes grant the
+//     caller only what they are given and enforce one permission per method, with what an insert's body adds
+//     (R29 to R32, S13); every test of this package and the provider's gcp acceptance tests run with the role
+//     file, and permissions_test.go#TestDocumentedRoleIsExactlyEnough removes each permission in turn. A refusal
+//     naming a permission is Permanent, its advice naming the role file (permissions.go#permissionAdvice);
+//     Check asks Resource Manager's testIamPermissions first and is Degraded, naming what is missing
+//     (permissions.go#Backend.permissionHealth).
 //
 // # A fake more lenient than the service
 //
