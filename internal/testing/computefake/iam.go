@@ -19,7 +19,8 @@ import (
 
 // IAM, as Compute Engine enforces it on the caller (R29 to R31 in README.md): each method needs its one
 // permission, and an insert needs more for what its body asks (a boot disk, metadata, labels, tags, a
-// subnetwork with an external address, a static address, a service account). The caller's grants are a flat
+// subnetwork with an external address, a static address, a service account). Resource Manager's
+// testIamPermissions (R32) answers from the same grants. The caller's grants are a flat
 // set of permissions held on the project, which is what a custom role bound at the project gives. With
 // Options.Permissions nil the caller holds everything, as the project's owner does.
 

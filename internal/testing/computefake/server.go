@@ -6,7 +6,8 @@
 // It is as strict as Compute Engine's documentation: every request is checked against the Compute discovery
 // document (field names, types, enum values, required fields, parameter patterns; discovery.go), and the
 // documented rules are enforced: metadata and label limits, fingerprints, guest attributes off unless
-// enable-guest-attributes is TRUE and their query rate, operation and address states, aggregated lists.
+// enable-guest-attributes is TRUE and their query rate, operation and address states, aggregated lists, and
+// the caller's IAM permissions, one per method (iam.go), with Resource Manager's testIamPermissions beside.
 // README.md lists each rule with its source, and says which could not be confirmed; rules_test.go proves each.
 package computefake
 

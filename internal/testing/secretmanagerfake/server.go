@@ -4,7 +4,7 @@
 // secretmanagerpb and iampb types, so the JSON is what the client reads. It enforces the documented rules
 // listed in README.md, each with its source, and tells principals apart by their bearer token: a secret's
 // version is read only by the provider's principal and by whom the secret's IAM policy grants the accessor
-// role.
+// role. The provider's principal holds every permission, or only Options.AdminPermissions when given.
 package secretmanagerfake
 
 import (
