@@ -38,6 +38,11 @@
 //     (list.go#Backend.ListByTag).
 //   - Errors: the API status first (errors.go#classOfStatus); text only for the name of the ResourceQuota that
 //     refused (errors.go#quotaRE). A namespace a create names and the cluster lacks is Permanent with advice
-//     (errors.go#classifyCreate). A Forbidden error gets advice naming every verb the credentials lack in the
-//     namespace, so one failed apply names all the rules to grant (check.go#explainForbidden).
+//     (errors.go#classifyCreate). An RBAC refusal names the verb, resource, group and namespace the API server
+//     refused and the Role that grants it (errors.go#rbacRefusal, errors.go#RoleDocument); a create's names every
+//     verb the credentials lack in the namespace, so one failed apply names all the rules to grant
+//     (check.go#explainForbidden).
+//   - Permissions: exactly the Role of RoleDocument, and get on Nodes where NodesDocument is bound (without it
+//     the egress address is unknown, nothing fails). Check reviews the Role's verbs (check.go#permissions); a
+//     destroy that may not list or delete the ReplicaSets fails rather than leave them (delete.go#deleteReplicaSets).
 package kubernetes
