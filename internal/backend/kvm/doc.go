@@ -36,7 +36,8 @@
 //     errors.go#withAdvice). A pool, network or base volume a create names and the host lacks is Permanent with
 //     advice (errors.go#missingOnHost). Transport errors are Transient (errors.go#isTransportError); a host that
 //     stays unreachable after a bounded dial retry is Permanent, naming the host and what to check
-//     (errors.go#classOf).
+//     (errors.go#classOf). A connection the host refuses (the socket's permissions, polkit) is Permanent at once,
+//     with advice on what the user needs there and PermissionsDocument (errors.go#accessDenied).
 //
 // # go-libvirt and libvirt, as met here
 //

@@ -28,11 +28,41 @@ func missingOnHost(advice string, err error) error {
 	return &backend.Error{Class: backend.ClassPermanent, Err: err, Advice: advice}
 }
 
-// withAdvice gives a Quota error this backend's advice: a libvirt host has no quota system to raise.
+// withAdvice gives a Quota error this backend's advice (a libvirt host has no quota system to raise), and a
+// refused connection what the user needs on the host.
 func withAdvice(e *backend.Error) {
-	if e.Class == backend.ClassQuota && e.Advice == "" {
+	switch {
+	case e.Advice != "":
+	case e.Class == backend.ClassQuota:
 		e.Advice = QuotaAdvice
+	case e.Class == backend.ClassPermanent && accessDenied(e.Err):
+		e.Advice = AccessAdvice
 	}
+}
+
+// PermissionsDocument says what the user Terraform runs as, or logs in as over ssh, needs on a libvirt host.
+const PermissionsDocument = "examples/permissions/kvm/README.md"
+
+// AccessAdvice is for a connection the host refused: the socket's permissions, or libvirt's own check of
+// the connection (polkit), said no.
+const AccessAdvice = "The libvirt daemon refused the user the provider connects as (the user Terraform runs as, or the " +
+	"remote user of a qemu+ssh:// URI). Give that user the daemon's read-write socket: group libvirt on Debian and " +
+	"Ubuntu, or a polkit rule allowing org.libvirt.unix.manage where libvirtd asks polkit; " + PermissionsDocument +
+	" in the provider's repository, shown under KVM host access in its documentation, has the rule and what an ssh " +
+	"login needs. `virsh -c URI list --all` as that user must work without a password prompt."
+
+// accessDenied reports whether err is the host refusing the connection: the socket's file permissions
+// (EACCES, EPERM on connect) or libvirt's authentication or access check.
+func accessDenied(err error) bool {
+	var le libvirt.Error
+	if errors.As(err, &le) {
+		switch libvirt.ErrorNumber(le.Code) {
+		case libvirt.ErrAuthFailed, libvirt.ErrAuthCancelled, libvirt.ErrAuthUnavailable, libvirt.ErrAccessDenied:
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)
 }
 
 // classOf decides the class of an unclassified error from libvirt or from the connection to it: libvirt's
@@ -56,6 +86,10 @@ func classOf(err error) backend.Class {
 		return backend.ClassPermanent // the daemon is too old for a call: retrying will not upgrade it
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return backend.ClassTransient
+	}
+	if errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM) {
+		// The socket's permissions refused the user: no retry changes them.
+		return backend.ClassPermanent
 	}
 	if isTransportError(err) {
 		return backend.ClassTransient

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -170,6 +172,8 @@ func TestClassify(t *testing.T) {
 		"unreachable, rpc":    {&libvirtconn.UnreachableError{Host: "h", URI: "qemu:///system", Last: lv(libvirt.ErrRPC, "eof")}, backend.ClassPermanent},
 		"already classified":  {backend.Quota("x", "full"), backend.ClassQuota},
 		"unknown non-libvirt": {errors.New("encoding failed"), backend.ClassUnclassified},
+		"socket not permitted": {dialing(&net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}),
+			backend.ClassPermanent},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -180,6 +184,39 @@ func TestClassify(t *testing.T) {
 			}
 			if !errors.Is(err, tc.err) {
 				t.Errorf("the original error is not kept in %v", err)
+			}
+		})
+	}
+}
+
+// A connection the host refuses, by the socket's permissions or by libvirt's check of the user, is Permanent
+// (no dial retry) with advice naming what the user needs and the document that says it; other Permanent
+// errors get no such advice.
+func TestAccessAdvice(t *testing.T) {
+	t.Parallel()
+	lv := func(code libvirt.ErrorNumber, msg string) error {
+		return libvirt.Error{Code: uint32(code), Message: msg}
+	}
+	for name, tc := range map[string]struct {
+		err    error
+		advice bool
+	}{
+		"socket permissions": {&net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", syscall.EACCES)}, true},
+		"polkit said no":     {lv(libvirt.ErrAuthFailed, "authentication failed: access denied by policy"), true},
+		"no polkit agent":    {lv(libvirt.ErrAuthUnavailable, "authentication unavailable: no polkit agent available"), true},
+		"acl":                {lv(libvirt.ErrAccessDenied, "access denied: 'domain:write'"), true},
+		"missing pool":       {lv(libvirt.ErrNoStoragePool, "no pool"), false},
+		"guest file denied":  {lv(libvirt.ErrInternalError, "Permission denied"), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := classify("kvm host h", tc.err)
+			got := backend.AdviceOf(err)
+			if has := strings.Contains(got, PermissionsDocument); has != tc.advice {
+				t.Errorf("advice %q (class %v): want the access advice %v", got, backend.ClassOf(err), tc.advice)
+			}
+			if tc.advice && backend.ClassOf(err) != backend.ClassPermanent {
+				t.Errorf("class %v, want Permanent", backend.ClassOf(err))
 			}
 		})
 	}
