@@ -131,8 +131,8 @@ func ruleAttributes() map[string]schema.Attribute {
 			Optional: true, Computed: true,
 			MarkdownDescription: "Name of the backend objects. Derived from `uid` when unset. 1 to 63 lowercase letters, digits or hyphens, starting with a letter. " +
 				"Changing it replaces the proxy; removing it from the configuration keeps the current name.",
-			PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
-			Validators:          []validator.String{attribute_validator.Name()},
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplaceIfConfigured(), stringplanmodifier.UseStateForUnknown()},
+			Validators:    []validator.String{attribute_validator.Name()},
 		},
 		"port": schema.Int64Attribute{
 			Optional: true, Computed: true, Default: int64default.StaticInt64(proxyconf.DefaultPort),
