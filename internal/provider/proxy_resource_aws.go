@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"context"
-
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -143,7 +141,7 @@ func (a *awsPlacementModel) placement() backend.Placement {
 		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
 		KMSKeyID: a.KMSKeyID.ValueString(),
 	}
-	_ = a.SecurityGroupIDs.ElementsAs(context.Background(), &o.SecurityGroupIDs, false)
+	o.SecurityGroupIDs = stringsOf(a.SecurityGroupIDs)
 	return backend.Placement{Backend: aws.Kind, Target: a.Region.ValueString(), Options: o}
 }
 
@@ -165,7 +163,7 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 	}
 	groups := types.SetNull(types.StringType)
 	if len(o.SecurityGroupIDs) > 0 {
-		groups, _ = types.SetValueFrom(context.Background(), types.StringType, o.SecurityGroupIDs)
+		groups = stringSetOf(o.SecurityGroupIDs)
 	}
 	instanceType := o.InstanceType
 	if instanceType == "" {

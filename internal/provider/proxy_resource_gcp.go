@@ -212,8 +212,7 @@ func (g *gcpPlacementModel) options() *gcp.Options {
 		DisableOSLogin:      !boolOr(g.OSLogin, gcp.DefaultOSLogin),
 		AllowProjectSSHKeys: boolOr(g.AllowProjectSSHKeys, gcp.DefaultAllowProjectSSHKeys),
 	}
-	_ = g.NetworkTags.ElementsAs(context.Background(), &p.NetworkTags, false)
-	_ = g.Scopes.ElementsAs(context.Background(), &p.Scopes, false)
+	p.NetworkTags, p.Scopes = stringsOf(g.NetworkTags), stringsOf(g.Scopes)
 	return p
 }
 
@@ -238,8 +237,7 @@ func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
 		if len(v) == 0 {
 			return types.SetNull(types.StringType)
 		}
-		s, _ := types.SetValueFrom(context.Background(), types.StringType, v)
-		return s
+		return stringSetOf(v)
 	}
 	scopes := set(g.Scopes)
 	// A VM made with the earlier default reads back as having the default, so that no plan replaces it for

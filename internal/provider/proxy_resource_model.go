@@ -232,13 +232,47 @@ func optionalString(s string) types.String {
 }
 
 func stringSet(values []string, diags *diag.Diagnostics) types.Set {
+	set, d := types.SetValue(types.StringType, stringValues(values))
+	diags.Append(d...)
+	return set
+}
+
+// stringSetOf is a set of the strings. Values of one element type always make a set, so there is no error to
+// hand on, and no context: the framework's generic conversions want one only for their logging.
+func stringSetOf(values []string) types.Set {
+	return types.SetValueMust(types.StringType, stringValues(values))
+}
+
+func stringValues(values []string) []attr.Value {
 	elems := make([]attr.Value, len(values))
 	for i, v := range values {
 		elems[i] = types.StringValue(v)
 	}
-	set, d := types.SetValue(types.StringType, elems)
-	diags.Append(d...)
-	return set
+	return elems
+}
+
+// stringMapOf is a map of the strings; like stringSetOf, it cannot fail.
+func stringMapOf(values map[string]string) types.Map {
+	elems := make(map[string]attr.Value, len(values))
+	for k, v := range values {
+		elems[k] = types.StringValue(v)
+	}
+	return types.MapValueMust(types.StringType, elems)
+}
+
+// stringsOf are the known strings of a set of strings (the schema's element type). Unknown and null elements
+// are left out: a placement is built from a configuration already validated, where they cannot occur.
+func stringsOf(set types.Set) []string {
+	if set.IsNull() || set.IsUnknown() {
+		return nil
+	}
+	out := make([]string, 0, len(set.Elements())) // known and empty stays empty, not null, as the framework converts it
+	for _, e := range set.Elements() {
+		if s, ok := e.(types.String); ok && !s.IsNull() && !s.IsUnknown() {
+			out = append(out, s.ValueString())
+		}
+	}
+	return out
 }
 
 // setInstance copies what the backend reports into the model.
@@ -268,9 +302,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 		diags.Append(m.setSettings(*inst.Proxy)...)
 		diags.Append(m.setGuardSettings(*inst.Proxy)...)
 	}
-	all, d := types.MapValueFrom(context.Background(), types.StringType, inst.Labels)
-	diags.Append(d...)
-	m.AllLabels = all
+	m.AllLabels = stringMapOf(inst.Labels)
 	if m.Labels.IsNull() || m.Labels.IsUnknown() {
 		m.Labels = importedLabels(inst.Labels, defaults, &diags)
 	}
@@ -288,9 +320,7 @@ func importedLabels(all, defaults map[string]string, diags *diag.Diagnostics) ty
 	if len(own) == 0 {
 		return types.MapNull(types.StringType)
 	}
-	m, d := types.MapValueFrom(context.Background(), types.StringType, own)
-	diags.Append(d...)
-	return m
+	return stringMapOf(own)
 }
 
 func proxyURL(inst backend.Instance, tls bool) string {

@@ -1,7 +1,11 @@
 package provider
 
 import (
+	"maps"
+	"slices"
 	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -28,5 +32,43 @@ func TestProxyURL(t *testing.T) {
 				t.Errorf("proxyURL = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// The placement conversions keep what the framework's ElementsAs gave before them: null stays nil, a known empty
+// set an empty slice, and no element is dropped or reordered on the way back.
+func TestStringSetConversions(t *testing.T) {
+	cases := []struct {
+		name string
+		set  types.Set
+		want []string
+	}{
+		{"null", types.SetNull(types.StringType), nil},
+		{"unknown", types.SetUnknown(types.StringType), nil},
+		{"empty", stringSetOf([]string{}), []string{}},
+		{"values", stringSetOf([]string{"sg-1", "sg-2"}), []string{"sg-1", "sg-2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := stringsOf(tc.set)
+			if (got == nil) != (tc.want == nil) || !slices.Equal(got, tc.want) {
+				t.Fatalf("stringsOf(%s) = %#v, want %#v", tc.set, got, tc.want)
+			}
+			if tc.want == nil {
+				return
+			}
+			var viaFramework []string
+			if d := tc.set.ElementsAs(t.Context(), &viaFramework, false); d.HasError() {
+				t.Fatal(d)
+			}
+			if !slices.Equal(got, viaFramework) || (got == nil) != (viaFramework == nil) {
+				t.Fatalf("stringsOf = %#v, the framework's ElementsAs = %#v", got, viaFramework)
+			}
+		})
+	}
+	labels := map[string]string{"team": "platform", "env": "prod"}
+	var back map[string]string
+	if d := stringMapOf(labels).ElementsAs(t.Context(), &back, false); d.HasError() || !maps.Equal(back, labels) {
+		t.Fatalf("stringMapOf round trip = %v (%v), want %v", back, d, labels)
 	}
 }
