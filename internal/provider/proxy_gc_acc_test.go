@@ -244,8 +244,8 @@ func kvmGCCLIFixture(t *testing.T) gcCLIFixture {
 
 func k8sGCCLIFixture(t *testing.T) gcCLIFixture {
 	env := k8sAccPreCheck(t)
-	b := k8sBackend(t, env.kubeconfig)
 	ns := env.cluster.Namespace(t, "egress-gc-cli")
+	b := k8sBackend(t, env, ns)
 	owner, other := "acc-"+uuid.NewString()[:8], "acc-"+uuid.NewString()[:8]
 	owners := []string{owner, owner, owner, other}
 	made := make([]backend.Instance, len(owners))
@@ -276,7 +276,7 @@ func k8sGCCLIFixture(t *testing.T) gcCLIFixture {
 		}
 	})
 	return gcCLIFixture{
-		providerBlock: k8sProviderBlock(owner, env.kubeconfig), b: b, kept: made[0], orphans: made[1:3], foreign: made[3],
+		providerBlock: k8sProviderBlock(t, env, owner, ns), b: b, kept: made[0], orphans: made[1:3], foreign: made[3],
 		leftovers: func(t *testing.T, inst backend.Instance) []string {
 			left, err := env.cluster.Labelled(context.Background(), backend.LabelUID, inst.UID)
 			if err != nil {

@@ -16,14 +16,15 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// Proxies Terraform does not know, in two namespaces, are found by one orphan list across the cluster; the
+// Proxies Terraform does not know, in two namespaces, are found by one orphan list, as the documented Role
+// alone sees them: it may not list across the cluster, so the provider lists the cluster's two namespaces; the
 // backends' health, in a check block, reports the cluster ready with its version and no missing permission.
 func TestAccProxyKubernetes_orphansAcrossNamespaces(t *testing.T) {
 	env := k8sAccPreCheck(t)
 	owner := "acc-" + uuid.NewString()[:8]
-	b := k8sBackend(t, env.kubeconfig)
 	ctx := context.Background()
 	namespaces := []string{env.cluster.Namespace(t, "egress-orphans-a"), env.cluster.Namespace(t, "egress-orphans-b")}
+	b := k8sBackend(t, env, namespaces...)
 	made := make([]backend.Instance, len(namespaces))
 	errs := make(chan error, len(namespaces))
 	for i, ns := range namespaces {
@@ -59,7 +60,7 @@ func TestAccProxyKubernetes_orphansAcrossNamespaces(t *testing.T) {
 		PreCheck:                 func() { k8sAccPreCheck(t) },
 		ProtoV6ProviderFactories: realProviders(),
 		Steps: []resource.TestStep{{
-			Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+			Config: k8sProviderBlock(t, env, owner, namespaces...) + fmt.Sprintf(`
 data "egress_proxy_orphans" "all" {
   min_age   = "0s"
   known_ids = [%q]

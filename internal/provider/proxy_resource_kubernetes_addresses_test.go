@@ -76,7 +76,7 @@ func TestAccProxyKubernetes_egressAddressIsWhatTheOriginSees(t *testing.T) {
 	env.cluster.AssignLoadBalancers(t, ns, k8sLoadBalancerIP)
 	origin := k8sServeOrigin(t, env.netns, net.JoinHostPort(k8sNodeIP, "0"))
 	path := "/whoami-" + owner
-	config := k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+	config := k8sProviderBlock(t, env, owner, ns) + fmt.Sprintf(`
 resource "egress_proxy" "addr" {
   kubernetes            = { cluster = "test", namespace = %q, service_type = "LoadBalancer" }
   allowed_client_cidrs  = ["10.244.0.0/16", %q]

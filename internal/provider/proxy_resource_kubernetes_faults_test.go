@@ -61,7 +61,7 @@ func TestAccProxyKubernetes_quotaForbidsThePod(t *testing.T) {
 	ns := env.cluster.Namespace(t, "egress-quota")
 	env.cluster.ForbidPods(t, ns, "no-pods")
 	resource.ParallelTest(t, k8sAccTestCase(t, env, owner, resource.TestStep{
-		Config: k8sProviderBlock(owner, env.kubeconfig) + k8sProxyIn(ns, ""),
+		Config: k8sProviderBlock(t, env, owner, ns) + k8sProxyIn(ns, ""),
 		ExpectError: wrapped(fmt.Sprintf(`(?s)Deployment %s/egress-[0-9a-f]+ on cluster test.*Error class: Quota.*`+
 			`ResourceQuota "no-pods" forbids its pods`, ns)),
 	}))
@@ -101,7 +101,7 @@ func TestAccProxyKubernetes_missingImageFailsFast(t *testing.T) {
 	owner := "acc-" + uuid.NewString()[:8]
 	ns := env.cluster.Namespace(t, "egress-image")
 	resource.ParallelTest(t, k8sAccTestCase(t, env, owner, resource.TestStep{
-		Config: k8sProviderBlock(owner, env.kubeconfig) + k8sProxyIn(ns, `, image = "egress-proxies/does-not-exist:none"`),
+		Config: k8sProviderBlock(t, env, owner, ns) + k8sProxyIn(ns, `, image = "egress-proxies/does-not-exist:none"`),
 		ExpectError: wrapped(fmt.Sprintf(`(?s)Deployment %s/egress-[0-9a-f]+ on cluster test.*Error class: Permanent.*`+
 			`container squid: (ImagePullBackOff|ErrImageNeverPull)`, ns)),
 	}))

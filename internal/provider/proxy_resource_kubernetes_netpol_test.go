@@ -37,7 +37,7 @@ func TestAccProxyKubernetes_networkPolicyEnforced(t *testing.T) {
 	insideIP := env.cluster.IdlePod(t, ns, "inside", kubernetes.DefaultImage)
 	outsideIP := env.cluster.IdlePod(t, ns, "outside", kubernetes.DefaultImage)
 	config := func(client string, allowedPrivate ...string) string {
-		return k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+		return k8sProviderBlock(t, env, owner, ns) + fmt.Sprintf(`
 resource "egress_proxy" "np" {
   kubernetes            = { cluster = "test", namespace = %q }
   allowed_client_cidrs  = ["%s/32"]

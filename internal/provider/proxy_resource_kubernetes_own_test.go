@@ -25,7 +25,7 @@ func TestAccProxyKubernetes_refusesItsOwnAddress(t *testing.T) {
 	owner := "acc-" + uuid.NewString()[:8]
 	ns := env.cluster.Namespace(t, "acc-own")
 	self := "self-" + owner + ".pods.test"
-	config := k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+	config := k8sProviderBlock(t, env, owner, ns) + fmt.Sprintf(`
 resource "egress_proxy" "own" {
   kubernetes            = { cluster = "test", namespace = %q }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]

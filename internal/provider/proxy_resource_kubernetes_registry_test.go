@@ -61,7 +61,7 @@ func TestAccProxyKubernetes_imageFromRegistry(t *testing.T) {
 				t.Fatalf("containerd fetched from the registry before any proxy named the image: %v", pulled)
 			}
 		},
-		Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+		Config: k8sProviderBlock(t, env, owner, "default") + fmt.Sprintf(`
 resource "egress_proxy" "pulled" {
   kubernetes            = { cluster = "test", namespace = "default", image = %q }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]

@@ -43,7 +43,7 @@ func TestAccProxyKubernetes_secretsOnlyInTheSecret(t *testing.T) {
 	}
 	password := func(v int) string { return fmt.Sprintf("k8s-surface-password-v%d-%s", v, owner) }
 	config := func(passwordVersion int) string {
-		return k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+		return k8sProviderBlock(t, env, owner, ns) + fmt.Sprintf(`
 resource "egress_proxy" "sec" {
   kubernetes            = { cluster = "test", namespace = %q }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,18 +67,63 @@ func k8sAccPreCheck(t *testing.T) k8sEnv {
 	return env
 }
 
-func k8sProviderBlock(owner, kubeconfig string) string {
+// k8sProviderBlock configures the provider as a user granted exactly the permission documents
+// (examples/permissions/kubernetes, as they are) would: a kubeconfig of the documents' ServiceAccount, bound
+// to their Role in each of namespaces and to their ClusterRole for Nodes, and to nothing else; the namespaces
+// are listed, since the Role allows no list across the cluster (the orphan list and egress_backends read them).
+func k8sProviderBlock(t *testing.T, env k8sEnv, owner string, namespaces ...string) string {
+	t.Helper()
+	listed, err := json.Marshal(namespaces)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return fmt.Sprintf(`
 provider "egress" {
   owner = %q
-  kubernetes = { clusters = { test = { config_path = %q } } }
+  kubernetes = { clusters = { test = {
+    config_path = %q
+    namespaces  = %s
+  } } }
 }
-`, owner, kubeconfig)
+`, owner, k8sDocumentedKubeconfig(t, env, namespaces...), listed)
 }
 
-func k8sBackend(t *testing.T, kubeconfig string) *kubernetes.Backend {
+// k8sDocumentedKubeconfig writes a kubeconfig with a token of the permission documents' ServiceAccount,
+// applying the documents first, the Role in each of namespaces; once per test and namespaces, as a test's
+// configuration is built again for each step.
+func k8sDocumentedKubeconfig(t *testing.T, env k8sEnv, namespaces ...string) string {
 	t.Helper()
-	b, err := kubernetes.New(kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{"test": {ConfigPath: kubeconfig}}})
+	key := fmt.Sprintf("%p %q", t, namespaces)
+	k8sKubeconfigs.Lock()
+	path, ok := k8sKubeconfigs.byTest[key]
+	k8sKubeconfigs.Unlock()
+	if ok {
+		return path
+	}
+	path = env.cluster.DocumentedCredentials(t, namespaces...).Kubeconfig(t, t.TempDir())
+	k8sKubeconfigs.Lock()
+	k8sKubeconfigs.byTest[key] = path
+	k8sKubeconfigs.Unlock()
+	t.Cleanup(func() {
+		k8sKubeconfigs.Lock()
+		defer k8sKubeconfigs.Unlock()
+		delete(k8sKubeconfigs.byTest, key)
+	})
+	return path
+}
+
+var k8sKubeconfigs = struct {
+	sync.Mutex
+	byTest map[string]string
+}{byTest: map[string]string{}}
+
+// k8sBackend is the backend with the credentials k8sProviderBlock gives the provider, for what a test does
+// and checks behind Terraform's back.
+func k8sBackend(t *testing.T, env k8sEnv, namespaces ...string) *kubernetes.Backend {
+	t.Helper()
+	b, err := kubernetes.New(kubernetes.Config{Clusters: map[string]kubernetes.ClusterConfig{"test": {
+		ConfigPath: k8sDocumentedKubeconfig(t, env, namespaces...), Namespaces: namespaces,
+	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +224,7 @@ func k8sCheckNothingLabelled(env k8sEnv, owner string) resource.TestCheckFunc {
 func TestAccProxyKubernetes_lifecycleOnRealCluster(t *testing.T) {
 	env := k8sAccPreCheck(t)
 	owner := "acc-" + uuid.NewString()[:8]
-	b := k8sBackend(t, env.kubeconfig)
+	b := k8sBackend(t, env, "default")
 	// Without auth first: an import of a proxy with a password plans an update, since the cluster never
 	// gives the password back, and the import steps want a plan of nothing but the import.
 	config := func(destination string, auth bool) string {
@@ -185,7 +232,7 @@ func TestAccProxyKubernetes_lifecycleOnRealCluster(t *testing.T) {
 		if auth {
 			authBlock = fmt.Sprintf("auth = {\n    username = %q\n    password = %q\n  }", k8sUser, k8sPass)
 		}
-		return k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+		return k8sProviderBlock(t, env, owner, "default") + fmt.Sprintf(`
 resource "egress_proxy" "k8s" {
   kubernetes            = { cluster = "test", namespace = "default" }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]
@@ -356,7 +403,7 @@ func TestAccProxyKubernetes_tlsListener(t *testing.T) {
 		ProtoV6ProviderFactories: realProviders(),
 		CheckDestroy:             k8sCheckNothingLabelled(env, owner),
 		Steps: []resource.TestStep{{
-			Config: k8sProviderBlock(owner, env.kubeconfig) + fmt.Sprintf(`
+			Config: k8sProviderBlock(t, env, owner, "default") + fmt.Sprintf(`
 resource "egress_proxy" "tls" {
   kubernetes            = { cluster = "test", namespace = "default" }
   allowed_client_cidrs  = ["10.244.0.0/16", "172.31.255.0/24"]

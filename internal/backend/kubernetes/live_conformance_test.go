@@ -35,9 +35,11 @@ import (
 // must answer.
 //
 // Cluster "test" is the API server behind a relay of the test's own (apiRelay), which passes everything on as
-// the cluster's admin and can drop one answer (LoseNextAnswer). Cluster "down" is the same API server reached
-// through another relay as a ServiceAccount that may read one empty namespace only: ListByTag lists that
-// namespace, and FailScope closes the relay's port.
+// the ServiceAccount of the permission documents (k8stest.PermissionsDir), bound to their Role in the world's
+// namespace and to nothing else, and can drop one answer (LoseNextAnswer). Cluster "down" is the same API
+// server reached through another relay as the same ServiceAccount, whose Role there is in one empty namespace:
+// ListByTag lists that namespace, and FailScope closes the relay's port. The suite's proxies are made, read,
+// changed and deleted with exactly what the documents grant.
 //
 // Each world gets a namespace of its own, but ListByTag reads the suite's owners across the whole cluster, so
 // the worlds run one at a time, each deleting its proxies before the next starts.
@@ -58,7 +60,7 @@ type liveConformanceEnv struct {
 	cs      kubernetes.Interface
 	// direct is a backend straight on the cluster, which sweeps each world's proxies.
 	direct *Backend
-	// downUser may read downNamespace and nothing else.
+	// downUser holds the documented Role in downNamespace.
 	downUser      *rest.Config
 	downNamespace string
 
@@ -85,8 +87,7 @@ func newLiveConformanceEnv(t *testing.T, kubeconfig string) *liveConformanceEnv 
 		t.Fatal(err)
 	}
 	e.downNamespace = e.cluster.Namespace(t, "conformance-down")
-	creds := e.cluster.NamespaceAdminToken(t, e.downNamespace, "conformance-down")
-	e.downUser = &rest.Config{Host: creds.Host, BearerToken: creds.Token, TLSClientConfig: rest.TLSClientConfig{CAData: []byte(creds.CA)}}
+	e.downUser = e.cluster.DocumentedCredentials(t, e.downNamespace).RESTConfig()
 	e.waitUntilDownReads(t)
 	return e
 }
@@ -126,10 +127,13 @@ func (e *liveConformanceEnv) newWorld(t *testing.T) backendtest.World {
 	t.Cleanup(e.oneWorld.Unlock)
 	ns := e.cluster.Namespace(t, "conformance")
 	e.namespace = ns
-	main, down := startAPIRelay(t, e.admin), startAPIRelay(t, e.downUser)
-	downCluster := down.cluster()
+	documented := e.cluster.DocumentedCredentials(t, ns).RESTConfig()
+	main, down := startAPIRelay(t, documented), startAPIRelay(t, e.downUser)
+	mainCluster, downCluster := main.cluster(), down.cluster()
+	// The Role grants nothing across the cluster: ListByTag lists the namespace.
+	mainCluster.Namespaces = []string{ns}
 	downCluster.Namespaces = []string{e.downNamespace}
-	b, err := New(Config{Clusters: map[string]ClusterConfig{"test": main.cluster(), "down": downCluster}})
+	b, err := New(Config{Clusters: map[string]ClusterConfig{"test": mainCluster, "down": downCluster}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,9 @@ func Connect(t *testing.T, kubeconfig string) *Cluster {
 	if err != nil {
 		t.Fatalf("reading the test cluster's kubeconfig %s: %v", kubeconfig, err)
 	}
+	// Tests side by side make namespaces, accounts, roles and tokens through this one client: client-go's
+	// default of 5 requests a second would have them wait on each other for tens of seconds.
+	rc.QPS, rc.Burst = 100, 200
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		t.Fatalf("client for the test cluster: %v", err)

@@ -179,14 +179,15 @@ func Without(role *rbacv1.Role, g Grant) *rbacv1.Role {
 	return out
 }
 
-// ApplyRole puts role, bound to the ServiceAccount sa (namespace/name) by the document's RoleBinding, into ns,
-// as `kubectl apply -n ns -f role.yaml -f rolebinding.yaml` does with the subject edited. The namespace's
-// deletion takes both.
+// ApplyRole puts role, bound to the subject sa by binding (the document's RoleBinding, its roleRef set to
+// role's name), into ns, as `kubectl apply -n ns -f role.yaml -f rolebinding.yaml` does with the subject
+// edited. The namespace's deletion takes both.
 func (c *Cluster) ApplyRole(t testing.TB, ns string, role *rbacv1.Role, binding *rbacv1.RoleBinding, sa rbacv1.Subject) {
 	t.Helper()
 	ctx := context.Background()
 	role, binding = role.DeepCopy(), binding.DeepCopy()
 	role.Namespace, binding.Namespace = ns, ns
+	binding.RoleRef.Name = role.Name
 	binding.Subjects = []rbacv1.Subject{sa}
 	if _, err := c.cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating Role %s/%s: %v", ns, role.Name, err)
@@ -289,8 +290,9 @@ func upsert[T interface {
 	return err
 }
 
-// RoleCredentials makes a ServiceAccount named name in ns, bound there to role by the documents' RoleBinding
-// and to nothing else, and returns its token once the authorizer allows what role grants.
+// RoleCredentials makes a ServiceAccount named name in ns, bound there to role (the documents' Role, or one
+// short of a verb) by the documents' RoleBinding and to nothing else, and returns its token once the
+// authorizer allows what role grants.
 func (c *Cluster) RoleCredentials(t testing.TB, ns, name string, role *rbacv1.Role) Credentials {
 	t.Helper()
 	d := ReadDocuments(t)
@@ -298,7 +300,12 @@ func (c *Cluster) RoleCredentials(t testing.TB, ns, name string, role *rbacv1.Ro
 	if _, err := c.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating ServiceAccount %s/%s: %v", ns, name, err)
 	}
-	c.ApplyRole(t, ns, role, d.RoleBinding, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns})
+	// Named after the ServiceAccount too, so that several in one namespace each have their own.
+	role = role.DeepCopy()
+	role.Name += "-" + name
+	binding := d.RoleBinding.DeepCopy()
+	binding.Name += "-" + name
+	c.ApplyRole(t, ns, role, binding, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns})
 	creds := c.token(t, ns, name)
 	c.WaitAllowed(t, creds, ns, Grants(t, role.Rules)...)
 	return creds
