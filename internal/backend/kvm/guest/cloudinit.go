@@ -73,11 +73,20 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", vmguest.InstallIfMissing)
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", GuestAgentIfMissing)
 	if b.Len() > MaxUserDataBytes {
 		return nil, fmt.Errorf("user-data is %d bytes, more than the %d a seed may hold: allow fewer destinations", b.Len(), MaxUserDataBytes)
 	}
 	return b.Bytes(), nil
 }
+
+// GuestAgentIfMissing installs and starts the QEMU guest agent on an image that lacks it, such as a plain
+// Debian cloud image: the backend changes a running proxy's rules through the agent, and without it every rule
+// change replaces the VM (a new address behind NAT). It runs after Squid's restart, so a slow or failed install
+// never delays the proxy. Installing is not enough: Debian starts the agent when its virtio port appears, which
+// happened at boot, before the package was there. A fixed line with no user value and no quote (single-quoted
+// in YAML); on the project's image, which has the agent running, it only asks systemd to start what runs.
+const GuestAgentIfMissing = "command -v qemu-ga >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-guest-agent; }; systemctl start qemu-guest-agent"
 
 // squidDropIn runs the prestart script before every start of Squid. Listing the own addresses may fail (the
 // list of the last boot stays, "-"); loading the backstop may not: Squid does not run without it.

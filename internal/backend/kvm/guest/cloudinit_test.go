@@ -3,6 +3,7 @@ package guest
 import (
 	"encoding/base64"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestRenderUserData(t *testing.T) {
 			}
 			// The own addresses are listed before Squid's first start (squid -z reads the config); the drop-in,
 			// read once systemd reloads, lists them and loads the backstop before every later start.
-			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}}
+			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}, {"sh", "-c", GuestAgentIfMissing}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -167,5 +168,16 @@ func TestRenderMetaData(t *testing.T) {
 		if md, err := RenderMetaData(in[0], in[1]); err == nil {
 			t.Errorf("%s: rendered %q, want an error", name, md)
 		}
+	}
+}
+
+// The guest-agent line is shell the guest runs as root: it must parse, and hold no quote that would end its
+// single-quoted YAML scalar.
+func TestGuestAgentIfMissingIsValidShell(t *testing.T) {
+	if strings.ContainsAny(GuestAgentIfMissing, "'\"") {
+		t.Fatalf("GuestAgentIfMissing holds a quote: %s", GuestAgentIfMissing)
+	}
+	if out, err := exec.Command("sh", "-n", "-c", GuestAgentIfMissing).CombinedOutput(); err != nil {
+		t.Fatalf("sh -n: %v: %s", err, out)
 	}
 }
