@@ -26,6 +26,7 @@ require (
 	github.com/hashicorp/terraform-plugin-go v0.31.0
 	github.com/hashicorp/terraform-plugin-log v0.11.0
 	github.com/hashicorp/terraform-plugin-testing v1.16.0
+	github.com/kevinburke/ssh_config v1.6.0
 	github.com/skeema/knownhosts v1.3.3
 	golang.org/x/crypto v0.59.0
 	golang.org/x/net v0.62.0

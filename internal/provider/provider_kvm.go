@@ -27,6 +27,7 @@ type kvmHostModel struct {
 	URI                   types.String `tfsdk:"uri"`
 	SSHKeyFile            types.String `tfsdk:"ssh_key_file"`
 	KnownHostsFile        types.String `tfsdk:"known_hosts_file"`
+	SSHConfigFile         types.String `tfsdk:"ssh_config_file"`
 	InsecureIgnoreHostKey types.Bool   `tfsdk:"insecure_ignore_host_key"`
 	Insecure              types.Bool   `tfsdk:"insecure"`
 	ConnectTimeout        types.String `tfsdk:"connect_timeout"`
@@ -51,7 +52,9 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"uri": schema.StringAttribute{Required: true,
 						MarkdownDescription: "libvirt URI: `qemu:///system`, `qemu+ssh://user@host/system`, `qemu+tls://host/system` or `test:///default`; " +
-							"`qemu+tcp://host/system`, or `no_verify=1` on a remote URI, only with `insecure = true`.",
+							"`qemu+tcp://host/system`, or `no_verify=1` on a remote URI, only with `insecure = true`. A `qemu+ssh://` host may be an " +
+							"alias of the ssh configuration (`ssh_config_file`). `?socket=/path` names the daemon's unix socket (on the remote host " +
+							"for ssh); it defaults to `" + kvm.DefaultSocket + "`.",
 						Validators: []validator.String{libvirtURI(), libvirtTransport()}},
 					"insecure": schema.BoolAttribute{Optional: true,
 						MarkdownDescription: "Accept a `uri` whose connection anyone on the path can read or take over: `qemu+tcp://` (no encryption, " +
@@ -59,11 +62,19 @@ func kvmProviderSchema() schema.SingleNestedAttribute {
 							"sends its seed ISO over this connection, and the ISO carries the proxy's htpasswd hash and TLS private key: on such a " +
 							"connection others can read them, or pose as the host. Only for lab hosts, or a link protected otherwise (a VPN). " +
 							"Defaults to `false`."},
-					"ssh_key_file": schema.StringAttribute{Optional: true, MarkdownDescription: "Private key for `qemu+ssh://` URIs."},
+					"ssh_key_file": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "Private key for `qemu+ssh://` URIs, tried before the ssh configuration's `IdentityFile` entries for this host " +
+							"(not for its jump hosts, as `ssh -i`)."},
 					"known_hosts_file": schema.StringAttribute{Optional: true,
-						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
+						MarkdownDescription: "known_hosts file that verifies the SSH host key; defaults to the ssh configuration's `UserKnownHostsFile`, " +
+							"else `~/.ssh/known_hosts`. Verification is on unless `insecure_ignore_host_key` is set."},
+					"ssh_config_file": schema.StringAttribute{Optional: true,
+						MarkdownDescription: "ssh client configuration a `qemu+ssh://` host is looked up in, as `ssh -F` reads it: `Host` aliases and " +
+							"patterns, `HostName`, `User`, `Port`, `IdentityFile`, `ProxyJump`, `UserKnownHostsFile`. Defaults to `~/.ssh/config`, " +
+							"then `/etc/ssh/ssh_config`; `none` reads none. The URI's user and port come first, as libvirt passes them to ssh."},
 					"insecure_ignore_host_key": schema.BoolAttribute{Optional: true,
-						MarkdownDescription: "Skip SSH host key verification. Only for throw-away lab hosts: it lets anyone on the path impersonate the host."},
+						MarkdownDescription: "Skip SSH host key verification of this host (jump hosts are verified all the same). " +
+							"Only for throw-away lab hosts: it lets anyone on the path impersonate the host."},
 					"connect_timeout": schema.StringAttribute{Optional: true,
 						MarkdownDescription: "How long connecting to the host is retried before the host counts as unreachable and the operation fails, " +
 							"as a Go duration. Defaults to `" + kvm.DefaultDialTimeout.String() + "`.",
@@ -92,8 +103,8 @@ func kvmBackendConfig(m *kvmProviderModel) kvm.Config {
 		connectTimeout, _ := time.ParseDuration(h.ConnectTimeout.ValueString())
 		cfg.Hosts[name] = kvm.HostConfig{
 			URI: h.URI.ValueString(), SSHKeyFile: h.SSHKeyFile.ValueString(),
-			SSHKnownHostsFile: h.KnownHostsFile.ValueString(), InsecureIgnoreHostKey: h.InsecureIgnoreHostKey.ValueBool(),
-			Insecure: h.Insecure.ValueBool(), DialTimeout: connectTimeout,
+			SSHKnownHostsFile: h.KnownHostsFile.ValueString(), SSHConfigFile: h.SSHConfigFile.ValueString(),
+			InsecureIgnoreHostKey: h.InsecureIgnoreHostKey.ValueBool(), Insecure: h.Insecure.ValueBool(), DialTimeout: connectTimeout,
 		}
 	}
 	return cfg

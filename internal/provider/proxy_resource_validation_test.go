@@ -148,6 +148,7 @@ func TestAccProvider_invalidConfig(t *testing.T) {
 		"backend not configured": {`owner = "t"`, `(?s)Backend not configured.*add a kvm = \{ ... \} attribute to the provider block`},
 		"kvm uri not libvirt":    {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "http://example.com/" } } }`, `(?s)Invalid libvirt URI.*Attribute kvm.hosts\["local"\].uri: libvirt URI "http://example.com/": driver "http" cannot run`},
 		"kvm uri empty":          {`owner = "t"` + "\n" + `kvm = { hosts = { local = { uri = "" } } }`, `(?s)Invalid libvirt URI.*libvirt URI is empty`},
+		"kvm socket relative":    {`owner = "t"` + "\n" + `kvm = { hosts = { h = { uri = "qemu+ssh://kvm1/system?socket=libvirt-sock" } } }`, `(?s)Invalid libvirt URI.*Attribute kvm.hosts\["h"\].uri: libvirt URI .*socket "libvirt-sock" must be an absolute path`},
 		"kvm host key bad":       {`owner = "t"` + "\n" + `kvm = { hosts = { "a b" = { uri = "qemu:///system" } } }`, `(?s)Invalid kvm host name.*kvm host name "a b"`},
 		// What the kubernetes and gcp backends would refuse only when first used, or never.
 		"kubernetes cluster name uppercase": {`owner = "t"` + "\n" + `kubernetes = { clusters = { Prod = { host = "https://k.example.com" } } }`, `(?s)Invalid kubernetes cluster name.*Attribute kubernetes.clusters\["Prod"\]: "Prod" must be 1 to 63 lowercase`},

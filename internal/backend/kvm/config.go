@@ -39,11 +39,17 @@ type HostConfig struct {
 	// DomainType is "kvm", "qemu" or "auto" (kvm when the host's capabilities offer it).
 	DomainType string
 
-	// SSH: the private key (default ~/.ssh/id_ed25519, id_ecdsa, id_rsa) and known_hosts file
-	// (default ~/.ssh/known_hosts). Host keys are verified unless InsecureIgnoreHostKey is set.
+	// SSH: the private key (tried before the ssh configuration's IdentityFile; with neither,
+	// ~/.ssh/id_ed25519, id_ecdsa, id_rsa) and known_hosts file (default: the configuration's
+	// UserKnownHostsFile, else ~/.ssh/known_hosts). Host keys are verified unless InsecureIgnoreHostKey is
+	// set, which spares the libvirt host only, never a jump host.
 	SSHKeyFile            string
 	SSHKnownHostsFile     string
 	InsecureIgnoreHostKey bool
+	// SSHConfigFile is the ssh client configuration the host's name, user, port, keys, known_hosts files and
+	// jump hosts are looked up in, as ssh -F reads it: empty means ~/.ssh/config, then /etc/ssh/ssh_config;
+	// "none" means none. The URI's user and port, and the settings above, come first.
+	SSHConfigFile string
 
 	// TLS: libvirt's PKI files (defaults /etc/pki/CA/cacert.pem, /etc/pki/libvirt/clientcert.pem and
 	// /etc/pki/libvirt/private/clientkey.pem, or under pkipath). InsecureSkipVerify disables server checks.
@@ -70,6 +76,9 @@ const (
 	DefaultNetwork     = "default"
 	DefaultDomainType  = DomainTypeAuto
 	DefaultDialTimeout = 30 * time.Second
+	// DefaultSocket is the daemon's unix socket unless the URI's socket parameter names another: the local
+	// one for qemu:///system, the remote one for qemu+ssh://.
+	DefaultSocket = "/var/run/libvirt/libvirt-sock"
 )
 
 // Domain types a host or placement may ask for.
@@ -157,10 +166,9 @@ type target struct {
 
 // Default unix sockets and ports of libvirtd.
 const (
-	systemSocket = "/var/run/libvirt/libvirt-sock"
+	systemSocket = DefaultSocket
 	tcpPort      = "16509"
 	tlsPort      = "16514"
-	sshPort      = "22"
 )
 
 // parseURI understands the URI forms libvirt clients accept; drivers are not checked here (the daemon knows
@@ -198,10 +206,14 @@ func parseURI(s string) (target, error) {
 		if t.host == "" {
 			return target{}, fmt.Errorf("libvirt URI %q: the %s transport needs a host", s, transport)
 		}
-		t.port = firstOf(t.port, map[string]string{"tcp": tcpPort, "tls": tlsPort, "ssh": sshPort}[transport])
+		// An ssh URI without a port leaves it to the ssh configuration, as libvirt leaves it to ssh.
+		t.port = firstOf(t.port, map[string]string{"tcp": tcpPort, "tls": tlsPort}[transport])
 		t.socket = firstOf(t.query.Get("socket"), systemSocket)
 	default:
 		return target{}, fmt.Errorf("libvirt URI %q: transport %q is not supported (use unix, tcp, tls or ssh)", s, transport)
+	}
+	if !strings.HasPrefix(t.socket, "/") || strings.ContainsAny(t.socket, "\x00\n") {
+		return target{}, fmt.Errorf("libvirt URI %q: socket %q must be an absolute path to the daemon's unix socket, such as %s", s, t.socket, systemSocket)
 	}
 	return t, nil
 }

@@ -66,6 +66,7 @@ func endpoint(h HostConfig, t target) libvirtconn.Endpoint {
 		SSH: libvirtconn.SSHLogin{
 			KeyFile:               firstOf(h.SSHKeyFile, t.query.Get("keyfile")),
 			KnownHostsFile:        firstOf(h.SSHKnownHostsFile, t.query.Get("known_hosts")),
+			ConfigFile:            h.SSHConfigFile,
 			InsecureIgnoreHostKey: h.InsecureIgnoreHostKey || noVerify(t),
 		},
 		TLS: libvirtconn.TLSLogin{

@@ -6,30 +6,23 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"github.com/digitalocean/go-libvirt/socket/dialers"
-	"github.com/skeema/knownhosts"
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/agent"
-	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 )
 
 // Endpoint is one libvirt daemon and how to log in to it, as its URI and the host's settings say. File names
 // left empty take the defaults virsh uses.
 type Endpoint struct {
 	Transport string // unix, tcp, tls or ssh
-	Host      string // host name, no port
-	Port      string
-	User      string // for ssh; empty means $USER
+	Host      string // host name, no port; for ssh, what the ssh configuration's Host patterns match
+	Port      string // for ssh, empty means the ssh configuration's Port, else 22
+	User      string // for ssh; empty means the ssh configuration's User, else $USER
 	Socket    string // the daemon's unix socket: local for unix, remote for ssh
 	// Name is the URI sent in ConnectOpen: the daemon is local to itself, so the transport is dropped.
 	Name string
@@ -39,11 +32,16 @@ type Endpoint struct {
 
 // SSHLogin is how the ssh transport logs in, as OpenSSH would.
 type SSHLogin struct {
-	// KeyFile is the private key; empty means ~/.ssh/id_ed25519, id_ecdsa and id_rsa. The keys of the
-	// ssh-agent at SSH_AUTH_SOCK are offered first.
+	// KeyFile is the private key, tried before the ssh configuration's IdentityFile entries; with neither,
+	// ~/.ssh/id_ed25519, id_ecdsa and id_rsa. The keys of the ssh-agent at SSH_AUTH_SOCK are offered first.
 	KeyFile string
-	// KnownHostsFile verifies the host key; empty means ~/.ssh/known_hosts.
-	KnownHostsFile        string
+	// KnownHostsFile verifies the host key; empty means the configuration's UserKnownHostsFile, else
+	// ~/.ssh/known_hosts.
+	KnownHostsFile string
+	// ConfigFile is the ssh client configuration, read as ssh -F reads it; empty means ~/.ssh/config, then
+	// /etc/ssh/ssh_config; "none" means none.
+	ConfigFile string
+	// InsecureIgnoreHostKey skips verifying the libvirt host's key; jump hosts are verified all the same.
 	InsecureIgnoreHostKey bool
 }
 
@@ -193,172 +191,6 @@ func tlsConfig(e Endpoint) (*tls.Config, error) {
 	}
 	conf.Certificates = []tls.Certificate{pair}
 	return conf, nil
-}
-
-// dialSSH reaches the remote daemon's unix socket through an SSH channel, like libvirt's ssh transport,
-// but in Go: no ssh binary, no netcat on the remote side.
-func dialSSH(ctx context.Context, e Endpoint) (net.Conn, error) {
-	addr := net.JoinHostPort(e.Host, e.Port)
-	conf, done, err := sshConfig(e.User, e.SSH, addr)
-	if err != nil {
-		return nil, &ConfigError{err}
-	}
-	defer done() // the agent is needed for the login only
-	var d net.Dialer
-	raw, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	// The handshake is not ctx-aware: the deadline on the raw connection bounds it instead.
-	if dl, ok := ctx.Deadline(); ok {
-		_ = raw.SetDeadline(dl)
-	}
-	c, chans, reqs, err := ssh.NewClientConn(raw, addr, conf)
-	if err != nil {
-		_ = raw.Close() // the handshake's error is the one worth reporting
-		var ne net.Error
-		if errors.As(err, &ne) || errors.Is(err, io.EOF) {
-			return nil, err // the network failed: worth retrying
-		}
-		return nil, &ConfigError{err} // host key mismatch, authentication refused: retrying cannot help
-	}
-	client := ssh.NewClient(c, chans, reqs)
-	// Opening the channel to the socket is bounded by the same deadline: a server that accepts the login and
-	// never answers the channel request fails the dial instead of hanging it.
-	conn, err := client.Dial("unix", e.Socket)
-	if err != nil {
-		_ = client.Close() // the socket's error is the one worth reporting
-		return nil, fmt.Errorf("opening libvirt's socket %s on %s: %w", e.Socket, e.Host, err)
-	}
-	_ = raw.SetDeadline(noDeadline)
-	return &sshConn{Conn: conn, client: client}, nil
-}
-
-// sshConn closes the SSH client with the channel, so a dropped libvirt connection leaks no TCP connection.
-type sshConn struct {
-	net.Conn
-	client *ssh.Client
-}
-
-func (c *sshConn) Close() error {
-	err := c.Conn.Close()
-	return errors.Join(err, c.client.Close())
-}
-
-// sshConfig logs in as user as OpenSSH would: with the keys of the ssh-agent at SSH_AUTH_SOCK, then with
-// every key file that can be read without a passphrase (the configured one, else ~/.ssh/id_ed25519,
-// id_ecdsa, id_rsa). A passphrase-protected file is skipped, not fatal: its key is often in the agent. done
-// closes the agent connection once the login is over.
-func sshConfig(user string, login SSHLogin, addr string) (conf *ssh.ClientConfig, done func(), err error) {
-	home, _ := os.UserHomeDir()
-	if user == "" {
-		user = os.Getenv("USER")
-	}
-	signers, tried, done := agentSigners()
-	keyFiles := []string{login.KeyFile}
-	if keyFiles[0] == "" {
-		keyFiles = []string{filepath.Join(home, ".ssh/id_ed25519"), filepath.Join(home, ".ssh/id_ecdsa"), filepath.Join(home, ".ssh/id_rsa")}
-	}
-	for _, f := range keyFiles {
-		s, note := readSigner(f)
-		tried = append(tried, note)
-		if s != nil {
-			signers = append(signers, s)
-		}
-	}
-	if len(signers) == 0 {
-		done()
-		return nil, nil, fmt.Errorf("no usable ssh key (%s): set the host's ssh key file, or add the key to the ssh-agent", strings.Join(tried, "; "))
-	}
-	conf = &ssh.ClientConfig{User: user, Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)}}
-	if login.InsecureIgnoreHostKey {
-		conf.HostKeyCallback = ssh.InsecureIgnoreHostKey() //nolint:gosec // an explicit, documented opt-out
-		return conf, done, nil
-	}
-	known := firstOf(login.KnownHostsFile, filepath.Join(home, ".ssh/known_hosts"))
-	db, err := knownhosts.NewDB(known)
-	if err != nil {
-		done()
-		return nil, nil, fmt.Errorf("known hosts file %s (host keys are verified unless insecure_ignore_host_key is set): %w", known, err)
-	}
-	conf.HostKeyCallback = explainHostKey(db.HostKeyCallback(), known)
-	conf.HostKeyAlgorithms = hostKeyAlgorithms(db, addr)
-	return conf, done, nil
-}
-
-// agentSigners returns the keys of the ssh-agent at SSH_AUTH_SOCK, if one answers, a note of what was
-// tried, and a func that closes the agent connection.
-func agentSigners() ([]ssh.Signer, []string, func()) {
-	sock := os.Getenv("SSH_AUTH_SOCK")
-	if sock == "" {
-		return nil, nil, func() {}
-	}
-	c, err := net.Dial("unix", sock)
-	if err != nil {
-		return nil, []string{fmt.Sprintf("ssh-agent at %s: %v", sock, err)}, func() {}
-	}
-	done := func() { _ = c.Close() } // the login is over: nothing is left to say to the agent
-	signers, err := agent.NewClient(c).Signers()
-	if err != nil || len(signers) == 0 {
-		return nil, []string{fmt.Sprintf("ssh-agent at %s: no keys (%v)", sock, err)}, done
-	}
-	return signers, nil, done
-}
-
-// readSigner reads one private key file. A file that is missing or needs a passphrase gives no signer and a
-// note saying so; only a file that is there and unreadable as a key is worth a note of its error.
-func readSigner(path string) (ssh.Signer, string) {
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Sprintf("%s: %v", path, errors.Unwrap(err))
-	}
-	s, err := ssh.ParsePrivateKey(pem)
-	var pass *ssh.PassphraseMissingError
-	switch {
-	case errors.As(err, &pass):
-		return nil, path + ": protected by a passphrase (add it to the ssh-agent)"
-	case err != nil:
-		return nil, fmt.Sprintf("%s: %v", path, err)
-	}
-	return s, path + ": used"
-}
-
-// hostKeyAlgorithms asks the server for a host key of a type known_hosts lists for addr (a certificate's
-// for an @cert-authority line), as OpenSSH does. Without it x/crypto asks for certificates, then ECDSA or
-// RSA before ed25519, so a host with keys of several types (every stock sshd) presents one known_hosts may
-// not list, and a correct ed25519 entry fails as a mismatch. The plain key algorithms follow, so a host
-// whose key changed type is reported as a mismatch with the key it presented; certificates are asked for
-// only where known_hosts trusts a CA for addr, since no other certificate could be checked.
-func hostKeyAlgorithms(db *knownhosts.HostKeyDB, addr string) []string {
-	algos := db.HostKeyAlgorithms(addr)
-	for _, a := range ssh.SupportedAlgorithms().HostKeys {
-		if !slices.Contains(algos, a) && !strings.Contains(a, "-cert-") {
-			algos = append(algos, a)
-		}
-	}
-	return algos
-}
-
-// explainHostKey says what knownhosts' terse "key mismatch" and "key is unknown" mean, with the key the
-// host presented, so the user can compare it with the host's own (ssh-keygen -lf /etc/ssh/ssh_host_*.pub).
-func explainHostKey(cb ssh.HostKeyCallback, known string) ssh.HostKeyCallback {
-	return func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := cb(host, remote, key)
-		presented := key.Type() + " " + ssh.FingerprintSHA256(key)
-		var ke *xknownhosts.KeyError
-		var re *xknownhosts.RevokedError
-		switch {
-		case errors.As(err, &ke) && len(ke.Want) == 0:
-			return fmt.Errorf("the host key of %s (%s) is not in known hosts file %s: add it, or set insecure_ignore_host_key: %w",
-				host, presented, known, err)
-		case errors.As(err, &ke):
-			return fmt.Errorf("the host key of %s (%s) is not the one known hosts file %s lists for it (line %d): the host was reinstalled, or the connection is intercepted: %w",
-				host, presented, known, ke.Want[0].Line, err)
-		case errors.As(err, &re):
-			return fmt.Errorf("the host key of %s (%s) is revoked in %s (line %d): %w", host, presented, re.Revoked.Filename, re.Revoked.Line, err)
-		}
-		return err
-	}
 }
 
 var noDeadline time.Time
