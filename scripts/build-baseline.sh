@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Builds the provider at the upgrade tests' baseline commit (internal/provider/testdata/upgrade-baseline, or the
+# commit given as $1) once, and caches it outside the repository as a filesystem mirror the CLIs install from.
+# Prints the mirror's directory on stdout: it holds the provider registry.terraform.io/egress-proxies/egress at
+# version 0.0.0-baseline-<commit>.
+#
+# The source is a detached worktree of that commit in a temporary folder (removed afterwards), so the checkout
+# the caller works in is never touched. Runs beside the suite's other builds (Go's build cache takes concurrent
+# builds); two runs for the same commit take turns on a lock, and the second finds the first's result.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+# shellcheck source=scripts/log.sh
+. "$here/log.sh"
+cache="${EGRESS_CACHE:-$HOME/.cache/terraform-provider-egress}"
+address=registry.terraform.io/egress-proxies/egress
+
+commit=${1:-$(grep -v -e '^#' -e '^[[:space:]]*$' "$repo/internal/provider/testdata/upgrade-baseline" | head -1)}
+commit=$(git -C "$repo" rev-parse --verify --quiet "$commit^{commit}") ||
+  die "baseline commit ${1:-of internal/provider/testdata/upgrade-baseline} is not in this repository (a shallow clone? git fetch --unshallow)"
+short=${commit:0:12}
+# A pre-release version: a CLI installs it only when asked for it exactly, so nothing else ever picks it up.
+version="0.0.0-baseline-$short"
+dir="$cache/baseline-$short"
+bin="$dir/mirror/$address/$version/$(go env GOOS)_$(go env GOARCH)/terraform-provider-egress_v$version"
+
+mkdir -p "$cache"
+exec 9>"$dir.lock"
+flock 9
+if [ -x "$bin" ]; then
+  echo "$dir/mirror"
+  exit 0
+fi
+
+work=$(mktemp -d "$cache/baseline-build.XXXXXX")
+cleanup() {
+  git -C "$repo" worktree remove --force "$work/src" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+log "building the provider at $short (the upgrade tests' baseline)"
+git -C "$repo" worktree add --quiet --detach "$work/src" "$commit"
+# As `make build` builds it; the version stays "dev", as in a developer's build of that commit.
+(cd "$work/src" && CGO_ENABLED=0 go build -trimpath -o "$work/terraform-provider-egress" .)
+mkdir -p "$(dirname "$bin")"
+mv "$work/terraform-provider-egress" "$bin"
+echo "$dir/mirror"
