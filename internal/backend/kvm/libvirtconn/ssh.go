@@ -181,18 +181,20 @@ func sshClientConfig(hop sshHop, login SSHLogin, isTarget bool, agentKeys []ssh.
 	if len(known) == 0 {
 		known = []string{filepath.Join(home, ".ssh/known_hosts")}
 	}
-	db, err := knownHostsDB(known)
+	check, algos, err := knownHosts(known, hop.addr)
 	if err != nil {
 		return nil, fmt.Errorf("known hosts file of %s (host keys are verified unless insecure_ignore_host_key is set): %w", hop.alias, err)
 	}
-	conf.HostKeyCallback = explainHostKey(db.HostKeyCallback(), strings.Join(known, ", "), hop.strictHostKeyChecking)
-	conf.HostKeyAlgorithms = hostKeyAlgorithms(db, hop.addr)
+	conf.HostKeyCallback = explainHostKey(check, strings.Join(known, ", "), hop.strictHostKeyChecking)
+	conf.HostKeyAlgorithms = algos
 	return conf, nil
 }
 
-// knownHostsDB reads the files of a UserKnownHostsFile list that exist, as ssh does; none at all is an
-// error, since no host could then be verified.
-func knownHostsDB(files []string) (*knownhosts.HostKeyDB, error) {
+// knownHosts reads the files of a UserKnownHostsFile list that exist, as ssh does (none at all is an
+// error: no host could be verified), into the check of a host's key and the key types to ask addr for. The
+// check is x/crypto's own: skeema's, once a file has a wildcard or @cert-authority line, accepts a host on
+// another port by its port-22 entry, which OpenSSH does not; skeema is used for the key types only.
+func knownHosts(files []string, addr string) (ssh.HostKeyCallback, []string, error) {
 	var present []string
 	for _, f := range files {
 		if _, err := os.Stat(f); err == nil {
@@ -200,9 +202,17 @@ func knownHostsDB(files []string) (*knownhosts.HostKeyDB, error) {
 		}
 	}
 	if len(present) == 0 {
-		return nil, fmt.Errorf("none of %s exists", strings.Join(files, ", "))
+		return nil, nil, fmt.Errorf("none of %s exists", strings.Join(files, ", "))
 	}
-	return knownhosts.NewDB(present...)
+	check, err := xknownhosts.New(present...)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := knownhosts.NewDB(present...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return check, hostKeyAlgorithms(db, addr), nil
 }
 
 // agentSigners returns the keys of the ssh-agent at SSH_AUTH_SOCK, if one answers, a note of what was

@@ -295,3 +295,57 @@ func assertEcho(t *testing.T, c net.Conn) {
 		t.Fatalf("read %q, %v through the chain, want the socket's echo", got, err)
 	}
 }
+
+// TestKnownHostsAsOpenSSH checks host keys through the login's own configuration, as OpenSSH reads
+// known_hosts: hashed names, [host]:port for a port other than 22 (and no port-22 entry standing in for it),
+// @cert-authority (a certificate the CA signed, never a plain key), @revoked, and a line with a marker it
+// does not know skipped, so it trusts nothing.
+func TestKnownHostsAsOpenSSH(t *testing.T) {
+	t.Parallel()
+	hostKey, _ := newSigner(t)
+	caKey, _ := newSigner(t)
+	revokedKey, _ := newSigner(t)
+	cert := &ssh.Certificate{Key: hostKey.PublicKey(), CertType: ssh.HostCert, ValidPrincipals: []string{"db.ca.example"}, ValidBefore: ssh.CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, caKey); err != nil {
+		t.Fatal(err)
+	}
+	authorized := func(k ssh.PublicKey) string { return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) }
+	lines := []string{
+		knownHostsLine("hashed.example:2222", hostKey.PublicKey(), true),
+		knownHostsLine("port22.example:22", hostKey.PublicKey(), false),
+		"@cert-authority *.ca.example " + authorized(caKey.PublicKey()),
+		knownHostsLine("revoked.example:22", revokedKey.PublicKey(), false),
+		"@revoked * " + authorized(revokedKey.PublicKey()),
+	}
+	tests := map[string]struct {
+		addr    string
+		key     ssh.PublicKey
+		extra   string // a line added to the file
+		wantErr string // empty: the key is accepted
+	}{
+		"hashed, odd port":              {addr: "hashed.example:2222", key: hostKey.PublicKey()},
+		"port 22 entry, other port":     {addr: "port22.example:2200", key: hostKey.PublicKey(), wantErr: "is not in known hosts file"},
+		"certificate the CA signed":     {addr: "db.ca.example:22", key: cert},
+		"plain key where a CA is known": {addr: "db.ca.example:22", key: hostKey.PublicKey(), wantErr: "is not the one"},
+		"revoked":                       {addr: "revoked.example:22", key: revokedKey.PublicKey(), wantErr: "is revoked"},
+		// OpenSSH skips a line with a marker it does not know, so the host is unknown, not trusted.
+		"unknown marker": {addr: "trusted.example:22", key: hostKey.PublicKey(), extra: "@trusted trusted.example " + authorized(hostKey.PublicKey()), wantErr: "is not in known hosts file"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			known := filepath.Join(t.TempDir(), "known_hosts")
+			if err := os.WriteFile(known, []byte(strings.Join(append(lines, tc.extra), "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			hop := sshHop{alias: tc.addr, addr: tc.addr, user: "virt", knownHosts: []string{known}}
+			conf, err := sshClientConfig(hop, SSHLogin{}, true, []ssh.Signer{hostKey}, nil)
+			if err == nil {
+				err = conf.HostKeyCallback(tc.addr, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, tc.key)
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("checking %s = %v, want an error mentioning %q (none if empty)", tc.addr, err, tc.wantErr)
+			}
+		})
+	}
+}
