@@ -90,9 +90,10 @@ func baselineProvider(t *testing.T) map[string]resource.ExternalProvider {
 	return map[string]resource.ExternalProvider{"egress": {Source: address, VersionConstraint: "= " + version}}
 }
 
-// upgradeSteps are the three steps above for config. settled runs after the baseline's apply and marks the
-// backend's state (what the fake holds, its request log's length); unchanged runs after HEAD's apply and
-// checks that nothing changed since the mark.
+// upgradeSteps are the three steps above for config. settled runs once the baseline is done (its apply and the
+// plan that follows it), right before HEAD's first call, and marks the backend's state (what the fake holds,
+// its request log's length); unchanged runs after HEAD's apply and checks that nothing changed since the mark,
+// so whatever it finds, HEAD did.
 func upgradeSteps(t *testing.T, config string, settled func() error, unchanged func() error) []resource.TestStep {
 	t.Helper()
 	baseline := baselineProvider(t)
@@ -100,9 +101,13 @@ func upgradeSteps(t *testing.T, config string, settled func() error, unchanged f
 		{
 			ExternalProviders: baseline,
 			Config:            config,
-			Check:             func(*terraform.State) error { return settled() },
 		},
 		{
+			PreConfig: func() {
+				if err := settled(); err != nil {
+					t.Fatalf("after the baseline's apply: %v", err)
+				}
+			},
 			ProtoV6ProviderFactories: gcpProviderFactories(), // the real backends, as every backend's tests use them
 			Config:                   config,
 			PlanOnly:                 true,
