@@ -304,13 +304,13 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	}
 	m.AllLabels = stringMapOf(inst.Labels)
 	if m.Labels.IsNull() || m.Labels.IsUnknown() {
-		m.Labels = importedLabels(inst.Labels, defaults, &diags)
+		m.Labels = importedLabels(inst.Labels, defaults)
 	}
 	return diags
 }
 
 // importedLabels are the labels a resource must have declared to produce all: those the defaults do not give.
-func importedLabels(all, defaults map[string]string, diags *diag.Diagnostics) types.Map {
+func importedLabels(all, defaults map[string]string) types.Map {
 	own := map[string]string{}
 	for k, v := range all {
 		if dv, ok := defaults[k]; !ok || dv != v {
