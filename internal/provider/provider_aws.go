@@ -44,6 +44,7 @@ type awsEndpointsModel struct {
 	SSM           types.String `tfsdk:"ssm"`
 	STS           types.String `tfsdk:"sts"`
 	ServiceQuotas types.String `tfsdk:"servicequotas"`
+	IAM           types.String `tfsdk:"iam"`
 }
 
 // awsRegionEnvVars are read, in this order, when the block sets no region, as the AWS CLI reads them.
@@ -87,7 +88,10 @@ func awsRegionAttributes(perRegion bool) map[string]schema.Attribute {
 		"endpoints": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: "Service endpoints instead of the region's public ones." + fallback(""),
 			Attributes: map[string]schema.Attribute{"ec2": endpoint("EC2"), "ssm": endpoint("SSM"), "sts": endpoint("STS"),
-				"servicequotas": endpoint("Service Quotas")}},
+				"servicequotas": endpoint("Service Quotas"), "iam": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "The IAM endpoint, an `http` or `https` URL, for tests: IAM is global, one endpoint for every region of a " +
+						"partition. Used only by proxies with `create_instance_role`.",
+					Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}}}},
 	}
 }
 
@@ -147,7 +151,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		SharedCredentialsFiles: list(r.SharedCredentialsFiles, top.SharedCredentialsFiles),
 		AccessKey:              or(r.AccessKey, top.AccessKey), SecretKey: or(r.SecretKey, top.SecretKey), SessionToken: or(r.Token, top.SessionToken),
 		AssumeRole: top.AssumeRole, EC2Endpoint: top.EC2Endpoint, SSMEndpoint: top.SSMEndpoint, STSEndpoint: top.STSEndpoint,
-		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint,
+		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint, IAMEndpoint: top.IAMEndpoint,
 	}
 	if r.AssumeRole != nil {
 		out.AssumeRole = aws.AssumeRole{RoleARN: r.AssumeRole.RoleARN.ValueString(), SessionName: r.AssumeRole.SessionName.ValueString(),
@@ -158,6 +162,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		out.SSMEndpoint = or(r.Endpoints.SSM, top.SSMEndpoint)
 		out.STSEndpoint = or(r.Endpoints.STS, top.STSEndpoint)
 		out.ServiceQuotasEndpoint = or(r.Endpoints.ServiceQuotas, top.ServiceQuotasEndpoint)
+		out.IAMEndpoint = or(r.Endpoints.IAM, top.IAMEndpoint)
 	}
 	return out
 }

@@ -25,6 +25,7 @@ type awsPlacementModel struct {
 	AMI                types.String `tfsdk:"ami"`
 	SecurityGroupIDs   types.Set    `tfsdk:"security_group_ids"`
 	IAMInstanceProfile types.String `tfsdk:"iam_instance_profile"`
+	CreateInstanceRole types.Bool   `tfsdk:"create_instance_role"`
 	StaticEgressIP     types.Bool   `tfsdk:"static_egress_ip"`
 	EIPAllocationID    types.String `tfsdk:"eip_allocation_id"`
 	KMSKeyID           types.String `tfsdk:"kms_key_id"`
@@ -83,12 +84,28 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				Validators:          []validator.Set{setvalidator.ValueStringsAre(attribute_validator.Func("security group id", aws.ValidateSecurityGroupID))},
 			},
 			"iam_instance_profile": schema.StringAttribute{
-				Required: true,
-				MarkdownDescription: "Instance profile (name or ARN) whose role lets the instance read its configuration: `ssm:GetParameters` on " +
+				Optional: true,
+				MarkdownDescription: "Instance profile (name or ARN) of your own whose role lets the instance read its configuration: `ssm:GetParameters` on " +
 					"`arn:aws:ssm:<region>:<account>:parameter/egress-proxy/*`, `ssm:PutParameter` on `.../egress-proxy/*/applied`, each on the " +
 					"condition that the parameter's tag `egress-proxy-instance` is the requesting instance's ARN (`${ec2:SourceInstanceARN}`), " +
-					"so that one proxy reaches no other's; and `kms:Decrypt` with the secrets' key. See the provider's documentation, AWS.",
-				Validators: []validator.String{attribute_validator.Func("instance profile", aws.ValidateInstanceProfile)},
+					"so that one proxy reaches no other's; and `kms:Decrypt` with the secrets' key. See the provider's documentation, AWS. " +
+					"Required unless `create_instance_role` is true.",
+				Validators: []validator.String{attribute_validator.Func("instance profile", aws.ValidateInstanceProfile),
+					attribute_validator.RequiredUnlessTrue(inAWS("create_instance_role"), "the instance's role reads the proxy's configuration from SSM")},
+			},
+			"create_instance_role": schema.BoolAttribute{
+				Optional: true,
+				Computed: true,
+				Default:  booldefault.StaticBool(false),
+				MarkdownDescription: "Make a role and an instance profile for this proxy alone (`" + aws.InstanceRolePrefix + "<name>-<region>`, " +
+					"tagged like everything the provider makes, trusting `ec2.amazonaws.com`), instead of naming your own in `iam_instance_profile`. " +
+					"The role's one inline policy allows `ssm:GetParameters` on the proxy's own parameters (`parameter/egress-proxy/<name>/*` of " +
+					"its region and account), `ssm:PutParameter` on its own `applied`, and with `kms_key_id` `kms:Decrypt` of its own " +
+					"parameters through SSM: nothing of another proxy, without relying on tags. Destroying the proxy deletes both. Needs the " +
+					"IAM statements of the caller policy (the provider's documentation, AWS permissions), for accounts whose deployments " +
+					"may make roles. Defaults to `false`.",
+				Validators: []validator.Bool{attribute_validator.TrueConflictsWith(inAWS("iam_instance_profile"),
+					"the provider makes the proxy's own instance profile")},
 			},
 			"static_egress_ip": schema.BoolAttribute{
 				Optional: true,
@@ -139,7 +156,7 @@ func (a *awsPlacementModel) placement() backend.Placement {
 		SubnetID: a.SubnetID.ValueString(), InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
 		IAMInstanceProfile: a.IAMInstanceProfile.ValueString(), StaticEgressIP: a.StaticEgressIP.ValueBool(),
 		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
-		KMSKeyID: a.KMSKeyID.ValueString(),
+		KMSKeyID: a.KMSKeyID.ValueString(), CreateInstanceRole: a.CreateInstanceRole.ValueBool(),
 	}
 	o.SecurityGroupIDs = stringsOf(a.SecurityGroupIDs)
 	return backend.Placement{Backend: aws.Kind, Target: a.Region.ValueString(), Options: o}
@@ -174,5 +191,6 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 		AMI: optionalString(o.AMI), SecurityGroupIDs: groups, IAMInstanceProfile: optionalString(o.IAMInstanceProfile),
 		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
 		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy), KMSKeyID: optionalString(o.KMSKeyID),
+		CreateInstanceRole: types.BoolValue(o.CreateInstanceRole),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -46,6 +47,7 @@ type region struct {
 	ssm    ssmAPI
 	sts    stsAPI
 	quotas quotasAPI
+	iam    iamAPI
 
 	// accountID is the credentials' account (account), asked once under accountOnce.
 	accountOnce sync.Mutex
@@ -101,6 +103,11 @@ func (b *Backend) clients(ctx context.Context, name string) (*region, error) {
 		r.sts = sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = optionalString(r.settings.STSEndpoint) })
 		r.quotas = servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) {
 			o.BaseEndpoint = optionalString(r.settings.ServiceQuotasEndpoint)
+		})
+		r.iam = iam.NewFromConfig(cfg, func(o *iam.Options) {
+			// IAM is global: one endpoint per partition, signed for the partition's first region.
+			o.Region = iamRegion(name)
+			o.BaseEndpoint = optionalString(r.settings.IAMEndpoint)
 		})
 	})
 	return r, r.err

@@ -36,6 +36,8 @@ type RegionConfig struct {
 	AssumeRole AssumeRole
 	// Endpoints override the services' addresses, for tests and private endpoints.
 	EC2Endpoint, SSMEndpoint, STSEndpoint, ServiceQuotasEndpoint string
+	// IAMEndpoint is IAM's, global: the same for every region of a partition.
+	IAMEndpoint string
 }
 
 // AssumeRole is a role the backend assumes before calling EC2 and SSM.

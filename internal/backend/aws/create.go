@@ -62,8 +62,10 @@ func (b *Backend) resolve(ctx context.Context, spec backend.Spec) (*region, Opti
 	switch {
 	case o.SubnetID == "":
 		return nil, o, backend.Permanent(object, "aws.subnet_id is required: the subnet's VPC holds the proxy's security group")
-	case o.IAMInstanceProfile == "":
-		return nil, o, backend.Permanent(object, "aws.iam_instance_profile is required: its role reads the proxy's configuration from SSM")
+	case o.IAMInstanceProfile == "" && !o.CreateInstanceRole:
+		return nil, o, backend.Permanent(object, "aws.iam_instance_profile or aws.create_instance_role is required: the instance's role reads the proxy's configuration from SSM")
+	case o.IAMInstanceProfile != "" && o.CreateInstanceRole:
+		return nil, o, backend.Permanent(object, "aws.create_instance_role makes the proxy's own instance profile; it cannot be combined with iam_instance_profile")
 	case o.StaticEgressIP && o.EIPAllocationID != "":
 		return nil, o, backend.Permanent(object, "static_egress_ip allocates an address; it cannot be combined with eip_allocation_id")
 	}
@@ -202,8 +204,17 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	fresh := in == nil
 	if in == nil {
-		if in, err = b.runInstance(ctx, r, spec, o, groupID); err != nil {
-			return backend.Instance{}, b.giveBack(ctx, r, spec.Name, err)
+		launch := o
+		// What is given back is this owner's only: a role of the name another owner made stays theirs.
+		mine := backend.WithOwnership(ctx, backend.Ownership{Owner: spec.Owner})
+		if o.CreateInstanceRole {
+			// After the group, so that a crash leaves the role listed with it as a leftover (instancerole.go).
+			if launch.IAMInstanceProfile, err = b.ensureInstanceRole(ctx, r, spec, o); err != nil {
+				return backend.Instance{}, b.giveBack(mine, r, spec.Name, true, err)
+			}
+		}
+		if in, err = b.runInstance(ctx, r, spec, launch, groupID); err != nil {
+			return backend.Instance{}, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
 		}
 	}
 	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
@@ -236,11 +247,12 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	return b.readBack(ctx, r, in)
 }
 
-// giveBack removes what Create made before EC2 refused the launch (the security group and the parameters),
-// so that a refused create leaves nothing behind, as the contract's Delete would. Only a launch that was
-// refused (Quota, Permanent) is given back: after a Transient error or a cancelled one, the instance may
-// exist (a lost answer), and the retry's client token finds it. A failed clean-up is told in the error.
-func (b *Backend) giveBack(ctx context.Context, r *region, name string, launch error) error {
+// giveBack removes what Create made before EC2 refused the launch (the proxy's own instance role when
+// withRole says it made one, the security group and the parameters), so that a refused create leaves nothing
+// behind, as the contract's Delete would. Only a launch that was refused (Quota, Permanent) is given back:
+// after a Transient error or a cancelled one, the instance may exist (a lost answer), and the retry's client
+// token finds it. A failed clean-up is told in the error.
+func (b *Backend) giveBack(ctx context.Context, r *region, name string, withRole bool, launch error) error {
 	if class := backend.ClassOf(launch); class != backend.ClassQuota && class != backend.ClassPermanent {
 		return launch
 	}
@@ -248,7 +260,11 @@ func (b *Backend) giveBack(ctx context.Context, r *region, name string, launch e
 	// bounded.
 	cctx, cancel := backend.CleanupContext(ctx)
 	defer cancel()
-	if err := errors.Join(b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
+	var roleErr error
+	if withRole {
+		roleErr = b.deleteInstanceRole(cctx, r, name)
+	}
+	if err := errors.Join(roleErr, b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
 		return fmt.Errorf("%w (and what was made for it could not all be removed: %w; egress_proxy_orphans lists the leftovers)", launch, err)
 	}
 	return launch

@@ -63,6 +63,11 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 			return err
 		}
 	}
+	// The proxy's own role once no instance uses it, and before its group: a crash in between leaves the
+	// group, listed as a leftover whose delete comes back here (instancerole.go).
+	if err := b.deleteOwnInstanceRole(ctx, r, id.Name, in); err != nil {
+		return err
+	}
 	if !keepAddress {
 		if err := b.releaseOwnAddresses(ctx, r, id.Name); err != nil {
 			return err

@@ -32,6 +32,12 @@
 //     parameters no SSM tier can hold (sizes.go#CheckParameterSizes).
 //   - Each proxy's parameters are bound to its instance by a tag (instancebinding.go#TagInstance), so that a role
 //     several proxies share, scoped by the documented condition, reads only its own proxy's secrets.
+//   - With create_instance_role, each proxy has a role and an instance profile of its own, whose inline policy
+//     names its own parameters alone (instancerole.go#instanceRolePolicy), made after its security group and
+//     deleted before it, once its instance is terminated (instancerole.go#Backend.deleteInstanceRole), and given
+//     back with the rest when the create is refused (create.go#Backend.giveBack). IAM is global: the name
+//     carries the region (instancerole.go#instanceRoleName), and its client is signed for the partition's IAM
+//     region (instancerole.go#iamRegion).
 //   - Delete terminates the instance and waits, releases the Elastic IP it allocated but never the user's
 //     (address.go#Backend.releaseOwnAddresses), and deletes the group and the parameters. The group is held a
 //     moment by the terminated instance's interface, which is retried; a group another group's rule names is

@@ -37,7 +37,13 @@ const QuotaAdvice = "The account's EC2 limits in this region are reached (instan
 // quotaAdvice is the advice of a quota that is not an account's EC2 limits.
 var quotaAdvice = map[string]string{
 	"RulesPerSecurityGroupLimitExceeded": RulesAdvice,
+	"LimitExceeded":                      IAMQuotaAdvice,
 }
+
+// IAMQuotaAdvice is what a user can do when IAM refuses the proxy's own role or instance profile over a quota.
+const IAMQuotaAdvice = "The account's IAM quotas are reached (roles and instance profiles, 1,000 each by default; one role per " +
+	"instance profile): delete unused ones, ask for an increase, or give the proxy an instance profile of your own " +
+	"(iam_instance_profile instead of create_instance_role), then apply again."
 
 // RulesAdvice is what a user can do when the proxy's clients do not fit in its security group.
 const RulesAdvice = "Each range of allowed_client_cidrs is one inbound rule of the proxy's security group, and the region's quota " +
@@ -51,6 +57,8 @@ var (
 		"InstanceLimitExceeded": true, "VcpuLimitExceeded": true, "AddressLimitExceeded": true,
 		"MaxSpotInstanceCountExceeded": true, "ParameterLimitExceeded": true, "ResourceLimitExceeded": true,
 		"RulesPerSecurityGroupLimitExceeded": true,
+		// IAM's quotas of roles and instance profiles per account ("IAM API Reference": CreateRole, Errors).
+		"LimitExceeded": true,
 	}
 	transientCodes = map[string]bool{
 		"InsufficientInstanceCapacity": true, "RequestLimitExceeded": true, "Throttling": true, "ThrottlingException": true,
@@ -59,6 +67,8 @@ var (
 		"InvalidInstanceID.NotFound.Eventual": true, "TooManyUpdates": true,
 		// Service Quotas' throttling (Service Quotas API Reference: GetServiceQuota, Errors).
 		"TooManyRequestsException": true,
+		// IAM's: a change to the same entity under way, a failure of its own ("IAM API Reference": Common Errors).
+		"ConcurrentModification": true, "ServiceFailure": true,
 	}
 	notFoundCodes = map[string]bool{
 		"InvalidInstanceID.NotFound": true, "InvalidGroup.NotFound": true, "InvalidAllocationID.NotFound": true,

@@ -110,7 +110,7 @@ func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, li
 		for _, g := range out.SecurityGroups {
 			tags := tagMap(g.Tags)
 			if awssdk.ToString(g.GroupName) == securityGroupName(tags[tagName]) {
-				add(tags, "its security group and parameters are left without an instance: a create that did not finish")
+				add(tags, "its security group and parameters, and its own instance role when it had one, are left without an instance: a create that did not finish, or an instance terminated behind the provider's back")
 			}
 		}
 	}

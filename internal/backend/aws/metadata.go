@@ -99,6 +99,7 @@ type storedSpec struct {
 	TLS                *storedTLS         `json:"tls,omitempty"`
 	AMI                string             `json:"ami"`
 	IAMInstanceProfile string             `json:"iam_instance_profile"`
+	CreateInstanceRole bool               `json:"create_instance_role,omitempty"`
 	SecurityGroupIDs   []string           `json:"security_group_ids,omitempty"`
 	StaticEgressIP     bool               `json:"static_egress_ip,omitempty"`
 	EIPAllocationID    string             `json:"eip_allocation_id,omitempty"`
@@ -120,7 +121,7 @@ type storedTLS struct {
 
 func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 	sum := sha256.Sum256(p.config)
-	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile,
+	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile, CreateInstanceRole: o.CreateInstanceRole,
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
 		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:])}
 	st.Settings.TLS = nil
@@ -193,6 +194,7 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		s := st.settings()
 		inst.Proxy, inst.Port = &s, s.Port
 		opts.AMI, opts.IAMInstanceProfile, opts.SecurityGroupIDs = st.AMI, st.IAMInstanceProfile, st.SecurityGroupIDs
+		opts.CreateInstanceRole = st.CreateInstanceRole
 		opts.StaticEgressIP, opts.EIPAllocationID, opts.WaitForProxy = st.StaticEgressIP, st.EIPAllocationID, st.WaitForProxy
 		opts.KMSKeyID = st.KMSKeyID
 		// The guest watches its parameters: every instance made by this backend can change its rules in place.

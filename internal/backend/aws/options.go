@@ -21,6 +21,10 @@ type Options struct {
 	SecurityGroupIDs []string
 	// IAMInstanceProfile names the instance profile (name or ARN) whose role reads the proxy's parameters.
 	IAMInstanceProfile string
+	// CreateInstanceRole makes, instead, a role and an instance profile for this proxy alone, whose inline
+	// policy allows its own parameters only (instancerole.go); Delete removes them. It needs the caller
+	// policy's IAM statements, for accounts that let a deployment make roles.
+	CreateInstanceRole bool
 	// StaticEgressIP allocates an Elastic IP named after the proxy, kept across a replacement and released
 	// on destroy. EIPAllocationID instead associates the user's own, which is never released.
 	StaticEgressIP  bool

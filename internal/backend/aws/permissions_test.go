@@ -83,10 +83,12 @@ func (p policy) json(t testing.TB) string {
 }
 
 // impliedActions are the permissions calls of the backend need besides their own action: a launch with an
-// instance profile passes its role (iam:PassRole); a SecureString under a customer-managed key (kms_key_id) is
-// encrypted by SSM as the caller, kms:Encrypt in the Standard tier and kms:GenerateDataKey in the Advanced
-// one. sts:GetCallerIdentity needs no permission.
-var impliedActions = []string{"iam:PassRole", "kms:Encrypt", "kms:GenerateDataKey"}
+// instance profile, and putting the proxy's own role in its profile, pass the role (iam:PassRole); a
+// SecureString under a customer-managed key (kms_key_id) is encrypted by SSM as the caller, kms:Encrypt in the
+// Standard tier and kms:GenerateDataKey in the Advanced one; the proxy's own instance profile is made with its
+// tags (iam:TagInstanceProfile; its role's tags are iam:TagRole, a call of its own too). sts:GetCallerIdentity
+// needs no permission.
+var impliedActions = []string{"iam:PassRole", "iam:TagInstanceProfile", "kms:Encrypt", "kms:GenerateDataKey"}
 
 // calledActions are the IAM actions of every call the backend makes: the methods of its narrow SDK seams
 // (api.go), with their services' prefixes, and impliedActions.
@@ -94,6 +96,7 @@ func calledActions() []string {
 	out := slices.Clone(impliedActions)
 	for prefix, seam := range map[string]reflect.Type{
 		"ec2": reflect.TypeFor[ec2API](), "ssm": reflect.TypeFor[ssmAPI](), "servicequotas": reflect.TypeFor[quotasAPI](),
+		"iam": reflect.TypeFor[iamAPI](),
 	} {
 		for i := range seam.NumMethod() {
 			out = append(out, prefix+":"+seam.Method(i).Name)
@@ -127,7 +130,7 @@ func TestSeamsAreCalled(t *testing.T) {
 		if slices.Contains(impliedActions, action) {
 			continue
 		}
-		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas"}[prefix]
+		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas", "iam": "iam"}[prefix]
 		if !regexp.MustCompile(`\.` + field + `\.` + name + `\(|New` + name + `Paginator\(r\.` + field).MatchString(code.String()) {
 			t.Errorf("%s is in the %s seam (api.go) but no code of the backend calls it: remove it, and its permission from %s", name, prefix, CallerPolicyFile)
 		}
@@ -220,8 +223,9 @@ const testKMSKey = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56
 // everyOperation runs each operation of the backend once, on every path that needs a permission of its own:
 // Check (with and without Service Quotas), Create of a Spot proxy with its own Elastic IP, two client ranges
 // (the rules quota), its secrets under a customer-managed key, waited for; Create of a proxy with the user's
-// own Elastic IP; an Update of labels; a Reconfigure with a range fewer; a write of secrets too big for the
-// Standard tier; Get; ListByTag; Delete of both. It stops at the first failure and returns it, with its
+// own Elastic IP; Create of a proxy with its own instance role (create_instance_role); an Update of labels; a
+// Reconfigure with a range fewer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
+// the three. It stops at the first failure and returns it, with its
 // advice. A Check that is not healthy, or that could not read Service Quotas, is a failure.
 func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	t.Helper()
@@ -262,6 +266,13 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if err != nil {
 		return failed("create a proxy with the user's Elastic IP", err)
 	}
+	cs := testSpec(fake, "perm-c")
+	co := cs.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
+	co.IAMInstanceProfile, co.CreateInstanceRole = "", true
+	ic, err := b.Create(ctx, cs)
+	if err != nil {
+		return failed("create a proxy with its own instance role", err)
+	}
 	a.Labels = map[string]string{"team": "net"}
 	if _, err := b.Update(ctx, ia.ID, a); err != nil {
 		return failed("update the labels", err)
@@ -289,7 +300,7 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if _, err := b.ListByTag(ctx, backend.Selector{Owner: a.Owner}); err != nil {
 		return failed("list", err)
 	}
-	for _, id := range []backend.ProviderID{ia.ID, ib.ID} {
+	for _, id := range []backend.ProviderID{ia.ID, ib.ID, ic.ID} {
 		if err := b.Delete(ctx, id); err != nil {
 			return failed("delete", err)
 		}
@@ -504,7 +515,7 @@ func TestAssumeRolePolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			region := RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, AssumeRole: AssumeRole{RoleARN: fake.RoleARN("egress-deployer")},
-				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL()}
+				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL()}
 			b, err := New(Config{Regions: map[string]RegionConfig{testRegion: region}})
 			if err != nil {
 				t.Fatal(err)

@@ -147,6 +147,12 @@ func (s *Server) applyFault(w http.ResponseWriter, c *call, f *Fault) {
 			code = "InternalFailure"
 		}
 		e = stsErr(code, "%s", f.Message)
+	case "iam":
+		code := f.Code
+		if code == "" {
+			code = "ServiceFailure"
+		}
+		e = iamErr(code, "%s", f.Message)
 	default:
 		code := f.Code
 		if code == "" {
@@ -248,7 +254,7 @@ func (s *Server) throttle(c *call) *apiError {
 	switch c.service {
 	case "ssm":
 		return ssmErr("ThrottlingException", "Rate exceeded")
-	case "sts":
+	case "sts", "iam":
 		return stsErr("Throttling", "Rate exceeded")
 	case "servicequotas":
 		return sqErr("TooManyRequestsException", "Due to throttling, the request was denied. Slow down the rate of request calls, or request an increase for this quota.")

@@ -107,8 +107,8 @@ func parsePolicy(doc string) (policyDocument, error) {
 }
 
 // requestContext is what a request brings to the evaluation: its keys (aws:userid, ec2:CreateAction, ...),
-// the tags of the resource it acts on (aws:ResourceTag/<key>, and the services' own ssm:resourceTag/<key>
-// and ec2:ResourceTag/<key>), and the tags it asks for (aws:RequestTag/<key>).
+// the tags of the resource it acts on (aws:ResourceTag/<key>, and the services' own ssm:resourceTag/<key>,
+// ec2:ResourceTag/<key> and iam:ResourceTag/<key>), and the tags it asks for (aws:RequestTag/<key>).
 type requestContext struct {
 	keys        map[string]string
 	tags        map[string]string
@@ -147,7 +147,7 @@ func lookupFold(m map[string]string, key string) (string, bool) {
 }
 
 func (rc requestContext) value(key string) (string, bool) {
-	for _, prefix := range []string{"aws:ResourceTag/", "ssm:resourceTag/", "ec2:ResourceTag/"} {
+	for _, prefix := range []string{"aws:ResourceTag/", "ssm:resourceTag/", "ec2:ResourceTag/", "iam:ResourceTag/"} {
 		if k, ok := cutPrefixFold(key, prefix); ok {
 			return lookupFold(rc.tags, k)
 		}

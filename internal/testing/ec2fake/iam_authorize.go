@@ -73,6 +73,9 @@ func (s *Server) policiesOf(p *principal) ([]policyDocument, bool) {
 	case p == nil:
 		return nil, false
 	case p.session != nil:
+		if docs, ok := s.apiRolePolicies(p.session.RoleARN); ok {
+			return docs, true // a role made through IAM's API: its inline policies, none allowing nothing (R62)
+		}
 		docs, ok := s.rolePolicies[p.session.RoleARN]
 		return docs, ok
 	}
@@ -162,6 +165,8 @@ func (s *Server) denial(c *call, r authzRequest, why string, matched []policySta
 		return stsErr("AccessDenied", "User: %s is not authorized to perform: %s%s", c.principal.arn, r.action, on)
 	case "servicequotas":
 		return sqErr("AccessDeniedException", "%s", words)
+	case "iam":
+		return iamErr("AccessDenied", "%s", words)
 	}
 	return ssmErr("AccessDeniedException", "%s", words)
 }

@@ -202,10 +202,9 @@ func (s *Server) runInstancesAuthorizations(rg *region, c *call, made func(strin
 		profile = f.str("IamInstanceProfile.Name")
 	}
 	if profile != "" {
-		// An instance profile holds the role of its own name, as the console makes them (the fake knows no
-		// instance profile apart from its role).
-		role := profile[strings.LastIndex(profile, "/")+1:]
-		add("iam:PassRole", s.RoleARN(role), nil, nil, "iam:PassedToService", "ec2.amazonaws.com")
+		// The role the profile holds when it was made through IAM's API (R62); otherwise the role of its own
+		// name, as the console makes them.
+		add("iam:PassRole", s.passedRole(profile), nil, nil, "iam:PassedToService", "ec2.amazonaws.com")
 	}
 }
 

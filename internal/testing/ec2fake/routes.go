@@ -48,8 +48,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		c.form = form{v}
 		c.action = c.form.str("Action")
 		c.service = "ec2"
-		if c.form.str("Version") == stsVersion {
+		switch c.form.str("Version") {
+		case stsVersion:
 			c.service = "sts"
+		case iamVersion:
+			c.service = "iam"
 		}
 	}
 	sc, aerr := s.verify(r, body, c.service)
@@ -59,9 +62,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// IAM is global: one endpoint, signed for us-east-1 whatever region the caller works in (R56).
+	if c.service == "iam" && sc.region != IAMSigningRegion {
+		s.answer(w, c, nil, iamErr("SignatureDoesNotMatch", "Credential should be scoped to a valid region, not '%s'. ", sc.region))
+		return
+	}
 	s.mu.Lock()
 	rg, served := s.regionOf(sc.region)
-	if !served || rg.unreachable {
+	if c.service == "iam" {
+		rg, served = nil, true
+	}
+	if !served || rg != nil && rg.unreachable {
 		s.logCall(c, 0, "unreachable")
 		s.mu.Unlock()
 		dropConnection(w)
@@ -123,6 +134,8 @@ func (s *Server) checkAction(c *call) *apiError {
 		return s.authorizeCall(c)
 	case "servicequotas":
 		return s.checkSQAction(c)
+	case "iam":
+		return s.checkIAMAction(c)
 	case "sts":
 		if _, ok := stsActions[c.action]; !ok {
 			return stsErr("InvalidAction", "Could not find operation %s for version %s", c.action, stsVersion)
@@ -164,6 +177,8 @@ func (s *Server) handle(rg *region, c *call) (any, *apiError) {
 		return sqActions[c.action](s, rg, c)
 	case "sts":
 		return stsActions[c.action](s, rg, c)
+	case "iam":
+		return iamActions[c.action](s, c)
 	}
 	return ec2Actions[c.action](s, rg, c.form)
 }
@@ -200,6 +215,12 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 			writeSTSError(w, e, c.requestID)
 		} else {
 			writeSTS(w, c.action, out, c.requestID)
+		}
+	case "iam":
+		if e != nil {
+			writeIAMError(w, e, c.requestID)
+		} else {
+			writeIAM(w, c.action, out, c.requestID)
 		}
 	default:
 		if e != nil {

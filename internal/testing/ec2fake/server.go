@@ -1,6 +1,6 @@
 // Package ec2fake is a stateful fake of the AWS APIs the aws backend calls, for tests: the EC2 Query API,
-// the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, and Service Quotas' GetServiceQuota, on one
-// loopback endpoint. The real
+// the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, Service Quotas' GetServiceQuota, and IAM's
+// Query API for the roles and instance profiles the backend makes (iamapi.go), on one loopback endpoint. The real
 // aws-sdk-go-v2 clients talk to it: requests are SigV4-signed and verified (with the fake's own credentials
 // or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's and Service Quotas' are
 // JSON 1.1, errors carry
@@ -101,6 +101,10 @@ type Options struct {
 	// as a role's Policy authorizes its sessions'. Without them the user may do anything. AdminAWSConfig signs
 	// as another user of the account, whom no policy limits.
 	CallerPolicies []string
+	// MaxRoles and MaxInstanceProfiles are IAM's quotas of roles and instance profiles per account
+	// (LimitExceeded, R60); 0 takes DefaultMaxRoles and DefaultMaxInstanceProfiles, a negative value is a
+	// quota of none.
+	MaxRoles, MaxInstanceProfiles int
 }
 
 // Timing says how long instances stay in their transitional states. A state ends once both hold: its
@@ -127,6 +131,9 @@ type Timing struct {
 	// UnseenAddressCalls plays it for a new Elastic IP (R47): it is unknown (InvalidAllocationID.NotFound) to
 	// this many calls naming its allocation id, though AllocateAddress answered it.
 	UnseenAddressCalls int
+	// UnseenProfileLaunches plays it for an instance profile IAM's CreateInstanceProfile made (R62, with R48's
+	// answer): that many RunInstances naming it are refused as naming an invalid profile.
+	UnseenProfileLaunches int
 }
 
 // DefaultTiming shows each transitional state to exactly one DescribeInstances, and keeps terminated
@@ -174,6 +181,8 @@ type Server struct {
 	denied map[string]bool
 	// rolePolicies are the parsed Policy of each role that has one, by role ARN (R45, R51).
 	rolePolicies map[string][]policyDocument
+	// iam is the account's IAM, as its API made it (iamapi.go): global, not a region's.
+	iam *iamState
 	// newProfiles are instance profiles IAM made moments ago, by name or ARN as launches give them, with
 	// how many more launches do not see them yet (NewInstanceProfile, R48).
 	newProfiles map[string]int

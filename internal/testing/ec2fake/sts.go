@@ -223,11 +223,17 @@ func (s *Server) assumeRole(_ *region, c *call) (any, *apiError) {
 // openSession opens a session of the account's role roleName named sessionName, lasting duration on the
 // fake's clock, and registers its temporary credentials. The caller holds s.mu.
 func (s *Server) openSession(roleName, sessionName, callerAccessKey string, duration time.Duration) *principal {
+	return s.openSessionARN(s.RoleARN(roleName), roleName, sessionName, callerAccessKey, duration)
+}
+
+// openSessionARN is openSession of the role whose ARN is roleARN (a role made through IAM's API may have a
+// path). The caller holds s.mu.
+func (s *Server) openSessionARN(roleARN, roleName, sessionName, callerAccessKey string, duration time.Duration) *principal {
 	s.seq++
 	key := fmt.Sprintf("ASIAEC2FAKE%09d", s.seq)
 	sum := sha256.Sum256([]byte(roleName))
 	roleID := "AROA" + strings.ToUpper(hex.EncodeToString(sum[:]))[:17]
-	session := Session{RoleARN: s.RoleARN(roleName), SessionName: sessionName, AccessKeyID: key, CallerAccessKey: callerAccessKey,
+	session := Session{RoleARN: roleARN, SessionName: sessionName, AccessKeyID: key, CallerAccessKey: callerAccessKey,
 		Expires: s.now().Add(duration), AssumedRoleARN: "arn:aws:sts::" + s.opts.AccountID + ":assumed-role/" + roleName + "/" + sessionName}
 	p := &principal{secret: fmt.Sprintf("ec2fake/session/%024d", s.seq), token: fmt.Sprintf("ec2fake-session-token-%s-%x", key, sum[:8]),
 		arn: session.AssumedRoleARN, userID: roleID + ":" + sessionName, expires: session.Expires, session: &session}
@@ -244,7 +250,11 @@ func (s *Server) openSession(roleName, sessionName, callerAccessKey string, dura
 func (s *Server) InstanceProfileCredentials(roleName, instanceID string, lifetime time.Duration) (accessKeyID, secretAccessKey, sessionToken string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.openSession(roleName, instanceID, "", lifetime)
+	arn := s.RoleARN(roleName)
+	if r := s.iamState().roles[strings.ToLower(roleName)]; r != nil {
+		arn = s.roleARNOf(r) // a role made through IAM's API, with its path and inline policies (R62)
+	}
+	p := s.openSessionARN(arn, roleName, instanceID, "", lifetime)
 	p.session.InstanceID = instanceID
 	return p.session.AccessKeyID, p.secret, p.token
 }
