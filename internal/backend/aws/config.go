@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
@@ -110,7 +111,11 @@ func (c Config) sdkConfig(ctx context.Context, region string, r RegionConfig) (a
 		return cfg, err
 	}
 	// Wrapped once loaded: loading gives a custom CA bundle (AWS_CA_BUNDLE) to the SDK's own client, which
-	// must then still be the SDK's type.
+	// must then still be the SDK's type. Without a bundle or a client of ours, loading leaves the client nil
+	// (each service would build its default): the wrapper then wraps that default, never a nil client.
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = awshttp.NewBuildableClient()
+	}
 	cfg.HTTPClient = readOnlyBodies{base: cfg.HTTPClient}
 	if r.AssumeRole.RoleARN != "" {
 		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) {

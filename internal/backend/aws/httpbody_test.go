@@ -86,3 +86,32 @@ func TestReadOnlyBodiesSurviveAnEarlyClose(t *testing.T) {
 		})
 	}
 }
+
+// Without a client of ours and without AWS_CA_BUNDLE (a user's usual machine), loading the SDK's configuration
+// leaves its client nil; the wrapper must carry a real client then, or the first request panics.
+func TestSDKConfigCarriesRequestsWithoutAClientOrCABundle(t *testing.T) {
+	t.Setenv("AWS_CA_BUNDLE", "")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer server.Close()
+	cfg, err := Config{}.sdkConfig(t.Context(), "eu-west-1", RegionConfig{AccessKey: "AKIDEXAMPLE", SecretKey: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, server.URL, strings.NewReader("Action=DescribeRegions"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cfg.HTTPClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("status %d, want %d", resp.StatusCode, http.StatusNoContent)
+	}
+}
