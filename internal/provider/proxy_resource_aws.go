@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -44,8 +46,8 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"security group of its own that admits `allowed_client_cidrs` on the proxy port only (one rule per range: at most 60 IPv4 and " +
 			"60 IPv6 ranges, VPC's default quota of rules per group; a region whose quota is lower is refused when applied), and its configuration in SSM " +
 			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
-			"reads at boot and watches afterwards; each holds at most 8 KB (SSM's Advanced tier), so a plan whose rules would not fit fails on " +
-			"`allowed_destinations`. Changing anything here but `wait_for_proxy` replaces the proxy.",
+			"reads at boot and watches afterwards, the rules compressed in Standard parameters (at most nine parts of 4 KB), so a plan whose " +
+			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy` replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
 		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
@@ -106,6 +108,7 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 					"may make roles. Defaults to `false`.",
 				Validators: []validator.Bool{attribute_validator.TrueConflictsWith(inAWS("iam_instance_profile"),
 					"the provider makes the proxy's own instance profile")},
+				PlanModifiers: []planmodifier.Bool{defaultAddedLater{}},
 			},
 			"static_egress_ip": schema.BoolAttribute{
 				Optional: true,
@@ -167,8 +170,17 @@ func (a *awsPlacementModel) setResolved(inst backend.Instance) {
 	if a.Region.IsNull() || a.Region.IsUnknown() {
 		a.Region = types.StringValue(inst.ID.Target)
 	}
-	if o, ok := inst.Placement.Options.(*aws.Options); ok && o != nil && (a.AMI.IsNull() || a.AMI.IsUnknown()) {
+	o, ok := inst.Placement.Options.(*aws.Options)
+	if !ok || o == nil {
+		return
+	}
+	if a.AMI.IsNull() || a.AMI.IsUnknown() {
 		a.AMI = optionalString(o.AMI)
+	}
+	// A state written before create_instance_role existed holds null where the configuration's default is
+	// false: reading what the proxy was made with keeps the next plan from replacing it (TestAccUpgrade_aws).
+	if a.CreateInstanceRole.IsNull() || a.CreateInstanceRole.IsUnknown() {
+		a.CreateInstanceRole = types.BoolValue(o.CreateInstanceRole)
 	}
 }
 
@@ -192,5 +204,26 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
 		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy), KMSKeyID: optionalString(o.KMSKeyID),
 		CreateInstanceRole: types.BoolValue(o.CreateInstanceRole),
+	}
+}
+
+// defaultAddedLater keeps the null a state written before create_instance_role existed holds, where the
+// configuration leaves the attribute to its default (false, the behaviour such a proxy was made with): planning
+// false against it would be a change of the aws block, which replaces the proxy, on a plan without refresh.
+// A refresh reads the value back (setResolved), so the null lasts until then.
+type defaultAddedLater struct{}
+
+func (defaultAddedLater) Description(context.Context) string {
+	return "an existing proxy's state without the attribute keeps it unset while the configuration leaves it to its default"
+}
+
+func (d defaultAddedLater) MarkdownDescription(ctx context.Context) string { return d.Description(ctx) }
+
+func (defaultAddedLater) PlanModifyBool(_ context.Context, req planmodifier.BoolRequest, resp *planmodifier.BoolResponse) {
+	if req.State.Raw.IsNull() || !req.StateValue.IsNull() || !req.ConfigValue.IsNull() {
+		return
+	}
+	if !req.PlanValue.IsUnknown() && !req.PlanValue.ValueBool() {
+		resp.PlanValue = req.StateValue
 	}
 }

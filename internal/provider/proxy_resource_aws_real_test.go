@@ -227,17 +227,18 @@ func (a *realAWSAccount) leftovers(ctx context.Context) error {
 			return fmt.Errorf("DescribeAddresses %s: %w", a.egress, err)
 		}
 	}
-	// By name, with GetParameters, as the backend reads them (the policy the docs give it allows no listing).
-	var names []string
-	for _, p := range []string{awsguest.ParameterSettings, awsguest.ParameterConfig, awsguest.ParameterSecrets, awsguest.ParameterApplied} {
-		names = append(names, awsguest.ParameterPath(a.name, p))
-	}
-	params, err := a.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: names})
-	if err != nil {
-		return fmt.Errorf("GetParameters %v: %w", names, err)
-	}
-	for _, p := range params.Parameters {
-		left = append(left, fmt.Errorf("parameter %s", awssdk.ToString(p.Name)))
+	// By name, with GetParameters, as the backend reads them (the policy the docs give it allows no listing):
+	// every parameter a proxy may have, parts included, ten names a call.
+	for names := awsguest.ParameterPaths(a.name); len(names) > 0; {
+		batch := names[:min(len(names), 10)]
+		names = names[len(batch):]
+		params, err := a.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: batch})
+		if err != nil {
+			return fmt.Errorf("GetParameters %v: %w", batch, err)
+		}
+		for _, p := range params.Parameters {
+			left = append(left, fmt.Errorf("parameter %s", awssdk.ToString(p.Name)))
+		}
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("after the destroy the account holds what the proxy made: %w", errors.Join(left...))

@@ -88,6 +88,20 @@ func awsTestBackend(t *testing.T, fake *ec2fake.Server) *aws.Backend {
 	return b
 }
 
+// awsGuestConfig is the proxy's config as its guest reads it: the config parameter's manifest and its parts.
+func awsGuestConfig(fake *ec2fake.Server, name string) (awsguest.Config, error) {
+	value := func(param string) (string, bool) {
+		p, ok := fake.Parameter(awsTestRegion, awsguest.ParameterPath(name, param))
+		return p.Value, ok
+	}
+	manifest, ok := value(awsguest.ParameterConfig)
+	if !ok {
+		return awsguest.Config{}, fmt.Errorf("no config parameter")
+	}
+	c, _, err := awsguest.LoadConfig(manifest, func(i int) (string, bool) { return value(awsguest.PartName(awsguest.ParameterConfig, i)) })
+	return c, err
+}
+
 func awsProxy(fake *ec2fake.Server, labels, destination, instanceType string) string {
 	return fmt.Sprintf(`
 resource "egress_proxy" "test" {
@@ -204,9 +218,8 @@ func TestAccProxyAWS_lifecycle(t *testing.T) {
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 				}},
 				Check: func(*terraform.State) error {
-					p, ok := fake.Parameter(awsTestRegion, awsguest.ParameterPath("egress-acc", awsguest.ParameterConfig))
-					if !ok || !strings.Contains(p.Value, "api.example.org") {
-						return fmt.Errorf("the config parameter does not carry the new allow-list")
+					if c, err := awsGuestConfig(fake, "egress-acc"); err != nil || !strings.Contains(c.SquidConf, "api.example.org") {
+						return fmt.Errorf("the config parameters do not carry the new allow-list (%w)", err)
 					}
 					if n := len(liveInstances(fake)); n != 1 {
 						return fmt.Errorf("%d instances after an in-place change, want 1", n)

@@ -26,6 +26,7 @@ import (
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 )
 
 // The gcp acceptance tests run the real provider, its real Compute client and the CLI against the Compute
@@ -292,53 +293,79 @@ func TestAccProxyGCP_faultsConverge(t *testing.T) {
 
 // Proxies of the owner that no state holds (made here straight through the backend, as a crashed apply
 // would leave them) are listed by egress_proxy_orphans with one aggregated call per read, and a zone that
-// cannot be listed is reported, not hidden. egress_backends reports the project healthy with its quotas.
+// cannot be listed is reported, not hidden; so is the Secret Manager secret of a proxy whose VM is gone
+// (gcp/<project>/secrets/<secret id>). egress_backends reports the project healthy with its quotas. Then the
+// egress_proxy_gc action deletes them all, the secret too (Terraform 1.14 and later).
 func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 	fake := gcpFake(t)
-	b, err := gcp.New(gcp.Config{DefaultProject: gcpTestProject, ProjectConfig: gcp.ProjectConfig{ComputeEndpoint: fake.URL, AccessToken: "acc-token"}})
+	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token", AdminPermissions: gcpDocumentedRole(t)})
+	t.Cleanup(sm.Close)
+	b, err := gcp.New(gcp.Config{DefaultProject: gcpTestProject, ProjectConfig: gcp.ProjectConfig{ComputeEndpoint: fake.URL,
+		SecretManagerEndpoint: sm.URL, AccessToken: "acc-token"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = b.Close() }()
 	var ids []string
-	for i, zone := range []string{"us-central1-a", "us-central1-b"} {
+	for i, zone := range []string{"us-central1-a", "us-central1-b", "us-central1-a"} {
 		uid := fmt.Sprintf("orphan-%d", i)
-		inst, err := b.Create(t.Context(), backend.Spec{
+		spec := backend.Spec{
 			Name: backend.NameFromUID(uid), UID: uid, Owner: "team-a",
 			Placement: backend.Placement{Backend: gcp.Kind, Target: gcpTestProject, Scope: zone},
 			Proxy:     proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
-		})
+		}
+		if i == 2 {
+			// Its VM, with a service account, keeps its secrets in Secret Manager; deleted behind the provider's
+			// back, it leaves the secret.
+			spec.Placement.Options = &gcp.Options{ServiceAccount: "proxy@" + gcpTestProject + ".iam.gserviceaccount.com"}
+			spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}
+		}
+		inst, err := b.Create(t.Context(), spec)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 2 {
+			if !fake.DeleteInstance(gcpTestProject, zone, spec.Name) {
+				t.Fatal("the fake had no instance to delete")
+			}
+			if got := sm.Secrets(gcpTestProject); len(got) != 1 {
+				t.Fatalf("secrets: %v, want the gone proxy's", got)
+			}
+			ids = append([]string{"gcp/" + gcpTestProject + "/secrets/" + sm.Secrets(gcpTestProject)[0]}, ids...)
+			continue
 		}
 		ids = append(ids, inst.ID.String())
 	}
 	fake.BreakZone("europe-west1-b", "UNREACHABLE")
 	fake.ResetLog()
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { testAccPreCheck(t) },
-		ProtoV6ProviderFactories: gcpProviderFactories(),
-		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
+	provider := fmt.Sprintf(`
 provider "egress" {
   owner = "team-a"
   gcp = {
     project                   = %q
     compute_endpoint          = %q
     resource_manager_endpoint = %q
+    secret_manager_endpoint   = %q
     access_token              = "acc-token"
   }
 }
+`, gcpTestProject, fake.URL, fake.URL, sm.URL)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		Steps: []resource.TestStep{{
+			Config: provider + `
 data "egress_proxy_orphans" "all" {
   backends = ["gcp"]
   min_age  = "0s"
 }
 data "egress_backends" "all" {}
-`, gcpTestProject, fake.URL, fake.URL),
+`,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("orphans"), knownvalue.ListExact([]knownvalue.Check{
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[0])}),
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[1])}),
+					knownvalue.ObjectPartial(map[string]knownvalue.Check{"id": knownvalue.StringExact(ids[2])}),
 				})),
 				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("incomplete"), knownvalue.Bool(true)),
 				statecheck.ExpectKnownValue("data.egress_proxy_orphans.all", tfjsonpath.New("errors"), knownvalue.ListExact([]knownvalue.Check{
@@ -353,6 +380,36 @@ data "egress_backends" "all" {}
 				instanceGets := fake.Count(http.MethodGet, `/instances/`)
 				if lists == 0 || instanceGets != 0 {
 					return fmt.Errorf("%d aggregated lists and %d instance GETs (of %d requests); want lists only", lists, instanceGets, len(all))
+				}
+				return nil
+			},
+		}, {
+			SkipFunc: skipStepBelow(t, version1_14),
+			Config: provider + `
+action "egress_proxy_gc" "sweep" {
+  config {
+    backends = ["gcp"]
+    min_age  = "0s"
+    dry_run  = false
+  }
+}
+resource "terraform_data" "sweep" {
+  lifecycle {
+    action_trigger {
+      events  = [after_create]
+      actions = [action.egress_proxy_gc.sweep]
+    }
+  }
+}
+`,
+			Check: func(*terraform.State) error {
+				if left := sm.Secrets(gcpTestProject); len(left) != 0 {
+					return fmt.Errorf("secrets left after garbage collection: %v", left)
+				}
+				for _, in := range fake.Instances() {
+					if in.GetLabels()[backend.LabelOwner] == "team-a" {
+						return fmt.Errorf("instance %s left after garbage collection", in.GetName())
+					}
 				}
 				return nil
 			},

@@ -151,16 +151,20 @@ func createAll(tb testing.TB, be *Backend, specs []backend.Spec, parallel int) {
 //
 // Create: Debian's AMI parameter (GetParameter), the name looked up (DescribeInstances), the subnet's VPC
 // (DescribeSubnets), the group looked up, made and opened (DescribeSecurityGroups, CreateSecurityGroup,
-// AuthorizeSecurityGroupIngress), the three parameters written with their tags (PutParameter), the
-// launch (RunInstances), the parameters bound to the instance (the applied one made, three tagged with its
-// ARN, the account asked once: GetCallerIdentity), two polls until it runs (the second one's answer is the instance read back), and the
-// settings, config and applied parameters read back in one call (GetParameters). static_egress_ip adds the proxy's address looked up, allocated and associated
-// (DescribeAddresses, AllocateAddress, AssociateAddress) and the instance read again for its new public
-// address (DescribeInstances).
-// Get: the instance by name and the settings, config and applied parameters (one GetParameters).
+// AuthorizeSecurityGroupIngress), five parameters written with their tags (PutParameter: the settings and
+// the config, each a head and one part, and the secrets), the launch (RunInstances), the parameters bound
+// to the instance (the applied one made, four tagged with its ARN: the config, its part, the secrets and
+// applied; the account asked once: GetCallerIdentity), two polls until it runs (the second one's answer is
+// the instance read back), and the settings, config and applied parameters read back in one call with the
+// first part of each (GetParameters). static_egress_ip adds the proxy's address looked up, allocated and
+// associated (DescribeAddresses, AllocateAddress, AssociateAddress) and the instance read again for its new
+// public address (DescribeInstances).
+// Get: the instance by name and the settings, config and applied parameters with their first parts (one
+// GetParameters).
 // Delete: the instance by name, its termination and two polls until it is terminated, the proxy's own
 // addresses looked up (DescribeAddresses, also without static_egress_ip: a replacement may have kept one)
-// and released, the group looked up and deleted, the parameters deleted in one call.
+// and released, the group looked up and deleted, and every parameter the proxy may have, the nine parts the
+// config and the settings may each have among them, deleted in three calls of at most ten names.
 var apiRequestCases = []struct {
 	name                string
 	static              bool
@@ -168,24 +172,24 @@ var apiRequestCases = []struct {
 }{
 	{
 		name: "plain",
-		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 3, "ssm:PutParameter": 4,
-			"ssm:AddTagsToResource": 3, "sts:GetCallerIdentity": 1,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 3, "ssm:PutParameter": 6,
+			"ssm:AddTagsToResource": 4, "sts:GetCallerIdentity": 1,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1},
 		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1,
-			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 1},
+			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3},
 	},
 	{
 		name: "static_egress_ip", static: true,
-		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 4, "ssm:PutParameter": 4,
-			"ssm:AddTagsToResource": 3, "sts:GetCallerIdentity": 1,
+		create: calls{"ssm:GetParameter": 1, "ssm:GetParameters": 1, "ec2:DescribeInstances": 4, "ssm:PutParameter": 6,
+			"ssm:AddTagsToResource": 4, "sts:GetCallerIdentity": 1,
 			"ec2:DescribeSubnets": 1, "ec2:DescribeSecurityGroups": 1, "ec2:CreateSecurityGroup": 1,
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1,
 			"ec2:DescribeAddresses": 1, "ec2:AllocateAddress": 1, "ec2:AssociateAddress": 1},
 		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1, "ec2:ReleaseAddress": 1,
-			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 1},
+			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3},
 	},
 }
 

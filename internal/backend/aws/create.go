@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -17,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
@@ -143,54 +141,21 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, err
 	}
 	obj := instanceObject(r.name, spec.Name)
-	rendered, err := renderParameters(spec.Name, spec.Proxy)
+	// A new instance runs the current guest, which reads a packed config.
+	rendered, err := renderParameters(spec.Name, spec.Proxy, guest.FormatParts)
+	if err == nil {
+		err = checkSizes(spec.Name, spec.Proxy, o, rendered)
+	}
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
-	in, err := b.findInstance(ctx, r, spec.Name)
+	in, err := b.earlierAttempt(ctx, r, obj, spec)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if in != nil && stateName(in) == ec2types.InstanceStateNameShuttingDown {
-		// On its way out, and gone for Get and ListByTag: a replacement whose delete half died after it
-		// terminated the old instance leaves it so. Its group and kept Elastic IP are this proxy's to adopt
-		// once it is terminated; refusing over it would ask the user to delete what is deleting itself.
-		if err := b.waitTerminated(ctx, r, obj, awssdk.ToString(in.InstanceId)); err != nil {
-			return backend.Instance{}, err
-		}
-		if in, err = b.findInstance(ctx, r, spec.Name); err != nil {
-			return backend.Instance{}, err
-		}
-	}
-	if in != nil {
-		tags := tagMap(in.Tags)
-		if !managed(tags) {
-			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
-				awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
-		}
-		// Another owner's: refused naming both owners. The same owner's with another UID: a proxy no state
-		// holds (a killed apply's), which egress_proxy_orphans lists.
-		if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
-			return backend.Instance{}, err
-		}
-		if tags[backend.LabelUID] != spec.UID {
-			return backend.Instance{}, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s of owner %q, not proxy %s: choose another name, or delete it (egress_proxy_orphans lists it)",
-				awssdk.ToString(in.InstanceId), ownerOf(tags), tags[backend.LabelOwner], spec.UID)
-		}
-	}
-	var kept []ec2types.Address
-	if o.StaticEgressIP {
-		// A kept address of another owner is refused before anything is made for this proxy.
-		if kept, err = b.ownAddresses(ctx, r, spec.Name); err != nil {
-			return backend.Instance{}, err
-		}
-		for _, a := range kept {
-			tags := tagMap(a.Tags)
-			if err := (backend.Ownership{Owner: spec.Owner}).Check(fmt.Sprintf("aws Elastic IP %s in region %s", awssdk.ToString(a.PublicIp), r.name),
-				tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
-				return backend.Instance{}, err
-			}
-		}
+	kept, err := b.keptAddresses(ctx, r, spec, o)
+	if err != nil {
+		return backend.Instance{}, err
 	}
 	// The group first: it is made with its tags in one request, so that whatever a crash leaves of the
 	// proxy from here on is listed by ListByTag (as a leftover of its name) until a create adopts it or a
@@ -199,28 +164,19 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, rendered), rendered); err != nil {
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(spec.Proxy, o, rendered), rendered, ""); err != nil {
 		return backend.Instance{}, err
 	}
 	fresh := in == nil
 	if in == nil {
-		launch := o
-		// What is given back is this owner's only: a role of the name another owner made stays theirs.
-		mine := backend.WithOwnership(ctx, backend.Ownership{Owner: spec.Owner})
-		if o.CreateInstanceRole {
-			// After the group, so that a crash leaves the role listed with it as a leftover (instancerole.go).
-			if launch.IAMInstanceProfile, err = b.ensureInstanceRole(ctx, r, spec, o); err != nil {
-				return backend.Instance{}, b.giveBack(mine, r, spec.Name, true, err)
-			}
-		}
-		if in, err = b.runInstance(ctx, r, spec, launch, groupID); err != nil {
-			return backend.Instance{}, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
+		if in, err = b.launch(ctx, r, spec, o, groupID); err != nil {
+			return backend.Instance{}, err
 		}
 	}
 	// From here on the instance exists: an error comes with its id, so the provider records it and nothing leaks.
 	made := backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: r.name, Name: spec.Name}, Name: spec.Name, UID: spec.UID}
 	instanceID := awssdk.ToString(in.InstanceId)
-	if err := b.bindParameters(ctx, r, spec, instanceID, fresh); err != nil {
+	if err := b.bindParameters(ctx, r, spec, instanceID, fresh, rendered); err != nil {
 		return made, err
 	}
 	if in, err = b.waitRunning(ctx, r, obj, instanceID); err != nil {
@@ -245,6 +201,85 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	return b.readBack(ctx, r, in)
+}
+
+// earlierAttempt is the instance of this name that an earlier attempt of this create made, to go on from, or
+// nil: one shutting down is waited for and is then none; one the provider did not make, another owner's or
+// another proxy's of this owner is refused.
+func (b *Backend) earlierAttempt(ctx context.Context, r *region, obj string, spec backend.Spec) (*ec2types.Instance, error) {
+	in, err := b.findInstance(ctx, r, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	if in != nil && stateName(in) == ec2types.InstanceStateNameShuttingDown {
+		// On its way out, and gone for Get and ListByTag: a replacement whose delete half died after it
+		// terminated the old instance leaves it so. Its group and kept Elastic IP are this proxy's to adopt
+		// once it is terminated; refusing over it would ask the user to delete what is deleting itself.
+		if err := b.waitTerminated(ctx, r, obj, awssdk.ToString(in.InstanceId)); err != nil {
+			return nil, err
+		}
+		if in, err = b.findInstance(ctx, r, spec.Name); err != nil {
+			return nil, err
+		}
+	}
+	if in == nil {
+		return nil, nil
+	}
+	tags := tagMap(in.Tags)
+	if !managed(tags) {
+		return nil, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s, not proxy %s: choose another name or delete it",
+			awssdk.ToString(in.InstanceId), ownerOf(tags), spec.UID)
+	}
+	// Another owner's: refused naming both owners. The same owner's with another UID: a proxy no state
+	// holds (a killed apply's), which egress_proxy_orphans lists.
+	if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+		return nil, err
+	}
+	if tags[backend.LabelUID] != spec.UID {
+		return nil, backend.Permanent(obj, "an instance with this name already exists (%s) and belongs to %s of owner %q, not proxy %s: choose another name, or delete it (egress_proxy_orphans lists it)",
+			awssdk.ToString(in.InstanceId), ownerOf(tags), tags[backend.LabelOwner], spec.UID)
+	}
+	return in, nil
+}
+
+// keptAddresses are, with static_egress_ip, the Elastic IPs kept for this name (a predecessor's, for this
+// proxy to adopt); a kept address of another owner is refused before anything is made for this proxy.
+func (b *Backend) keptAddresses(ctx context.Context, r *region, spec backend.Spec, o Options) ([]ec2types.Address, error) {
+	if !o.StaticEgressIP {
+		return nil, nil
+	}
+	kept, err := b.ownAddresses(ctx, r, spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range kept {
+		tags := tagMap(a.Tags)
+		if err := (backend.Ownership{Owner: spec.Owner}).Check(fmt.Sprintf("aws Elastic IP %s in region %s", awssdk.ToString(a.PublicIp), r.name),
+			tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// launch runs the proxy's instance in groupID, with its own instance role first when create_instance_role
+// asks for one. A launch refused gives back what this create made (giveBack).
+func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
+	with := o
+	// What is given back is this owner's only: a role of the name another owner made stays theirs.
+	mine := backend.WithOwnership(ctx, backend.Ownership{Owner: spec.Owner})
+	if o.CreateInstanceRole {
+		// After the group, so that a crash leaves the role listed with it as a leftover (instancerole.go).
+		var err error
+		if with.IAMInstanceProfile, err = b.ensureInstanceRole(ctx, r, spec, o); err != nil {
+			return nil, b.giveBack(mine, r, spec.Name, true, err)
+		}
+	}
+	in, err := b.runInstance(ctx, r, spec, with, groupID)
+	if err != nil {
+		return nil, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
+	}
+	return in, nil
 }
 
 // giveBack removes what Create made before EC2 refused the launch (the proxy's own instance role when
@@ -275,138 +310,6 @@ func ownerOf(tags map[string]string) string {
 		return "no proxy of this provider"
 	}
 	return "proxy " + tags[backend.LabelUID]
-}
-
-// parameters are a proxy's config and secrets parameters' values, as rendered for one write.
-type parameters struct {
-	config, secrets []byte
-	configID        string
-	// mac is the config's MAC, by which the guest's report of a refusal names this write of the config.
-	mac string
-}
-
-// renderParameters renders settings for the proxy named name, under a new config key: each write of a
-// config has its own, so one that was replaced cannot be written back by whoever kept a copy of it.
-func renderParameters(name string, settings proxyconf.Settings) (parameters, error) {
-	key, err := guest.NewConfigKey()
-	if err != nil {
-		return parameters{}, err
-	}
-	var p parameters
-	p.config, p.secrets, p.configID, err = guest.RenderParameters(settings, guest.ParameterPath(name, ""), key)
-	if err != nil {
-		return p, err
-	}
-	var c guest.Config
-	err = json.Unmarshal(p.config, &c)
-	p.mac = c.MAC
-	return p, err
-}
-
-// putParameters writes the proxy's parameters: the settings Get reads back, the configuration and the
-// secrets, each tagged like the instance. A new parameter is made with its tags in one request; one that
-// exists (a retried create, a reconfiguration) is overwritten, and tags, which cannot go with an overwrite,
-// are set after. The config goes before the secrets that hold its key: a guest that reads the two between
-// the writes finds the config unauthenticated and waits for the secrets' new version.
-func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, p parameters) error {
-	stored, err := jsonString(st)
-	if err != nil {
-		return backend.NewError(backend.ClassPermanent, instanceObject(r.name, spec.Name), err)
-	}
-	params := []struct {
-		name, value string
-		typ         ssmtypes.ParameterType
-		key         *string
-	}{
-		{guest.ParameterSettings, stored, ssmtypes.ParameterTypeString, nil},
-		{guest.ParameterConfig, string(p.config), ssmtypes.ParameterTypeString, nil},
-		{guest.ParameterSecrets, string(p.secrets), ssmtypes.ParameterTypeSecureString, optionalString(st.KMSKeyID)},
-	}
-	tags := ssmTags(objectTags(spec))
-	for _, p := range params {
-		path := guest.ParameterPath(spec.Name, p.name)
-		obj := parameterObject(r.name, path)
-		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-			in := &ssm.PutParameterInput{
-				Name: awssdk.String(path), Value: awssdk.String(p.value), Type: p.typ, Tags: tags, KeyId: p.key,
-				Tier: tierFor(p.value), Description: awssdk.String("egress proxy " + spec.Name + ": " + p.name),
-			}
-			_, err := r.ssm.PutParameter(ctx, in)
-			if errorCode(err) != "ParameterAlreadyExists" {
-				return classify(obj, err)
-			}
-			// Overwritten only when the parameter is this owner's: another team's proxy of the same name keeps
-			// its configuration and secrets.
-			if err := b.checkParameterOwner(ctx, r, path, backend.Ownership{Owner: spec.Owner}); err != nil {
-				return err
-			}
-			in.Tags, in.Overwrite = nil, awssdk.Bool(true)
-			if in.Tier == ssmtypes.ParameterTierStandard {
-				// No tier on an overwrite that fits Standard: the parameter keeps its own. Asking for Standard
-				// would downgrade an Advanced one, which SSM refuses ("Managing parameter tiers": an advanced
-				// parameter cannot be reverted to a standard one).
-				in.Tier = ""
-			}
-			if _, err := r.ssm.PutParameter(ctx, in); err != nil {
-				return classify(obj, err)
-			}
-			_, err = r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
-				ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path), Tags: tags,
-			})
-			return classify(obj, err)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// checkParameterOwner refuses, naming both owners, a parameter whose tags say it is not want's.
-func (b *Backend) checkParameterOwner(ctx context.Context, r *region, path string, want backend.Ownership) error {
-	tags, err := b.parameterTags(ctx, r, path)
-	if err != nil {
-		return err
-	}
-	return want.Check(parameterObject(r.name, path), tags[backend.LabelOwner], tags[backend.LabelUID])
-}
-
-// parameterTags are a parameter's tags; none when there is no such parameter.
-func (b *Backend) parameterTags(ctx context.Context, r *region, path string) (map[string]string, error) {
-	out, err := r.ssm.ListTagsForResource(ctx, &ssm.ListTagsForResourceInput{
-		ResourceType: ssmtypes.ResourceTypeForTaggingParameter, ResourceId: awssdk.String(path),
-	})
-	if errorCode(err) == "InvalidResourceId" {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, classify(parameterObject(r.name, path), err)
-	}
-	tags := map[string]string{}
-	for _, t := range out.TagList {
-		tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
-	}
-	return tags, nil
-}
-
-// maxStandardParameter is the largest value of a Standard parameter; Advanced ones hold 8 KB
-// ("Managing parameter tiers").
-const maxStandardParameter = 4096
-
-// tierFor picks the Standard tier (free) where the value fits, Advanced otherwise.
-func tierFor(value string) ssmtypes.ParameterTier {
-	if len(value) <= maxStandardParameter {
-		return ssmtypes.ParameterTierStandard
-	}
-	return ssmtypes.ParameterTierAdvanced
-}
-
-func ssmTags(m map[string]string) []ssmtypes.Tag {
-	tags := make([]ssmtypes.Tag, 0, len(m))
-	for _, t := range ec2Tags(m) {
-		tags = append(tags, ssmtypes.Tag{Key: t.Key, Value: t.Value})
-	}
-	return tags
 }
 
 // tagCreated holds, on the proxy's security group and Elastic IP, when they were made or adopted: EC2 records

@@ -106,23 +106,29 @@ func (b *Backend) deleteSecurityGroup(ctx context.Context, r *region, name strin
 	})
 }
 
-// deleteParameters deletes the proxy's parameters; missing ones are no error. Unless owned says the caller
-// checked already, another owner's (a proxy of the same name of another team) are left alone, as their
-// settings parameter's tags say.
+// deleteParameters deletes every parameter the proxy may have (guest.ParameterPaths: the parts of the config
+// and the settings among them, those a longer config left too), in calls of at most ten names
+// (DeleteParameters' limit); missing ones are no error. Unless owned says the caller checked already,
+// another owner's (a proxy of the same name of another team) are left alone, as their settings
+// parameter's tags say.
 func (b *Backend) deleteParameters(ctx context.Context, r *region, name string, owned bool) error {
 	if !owned {
 		if mine, err := b.ownParameters(ctx, r, name); err != nil || !mine {
 			return err
 		}
 	}
-	var paths []string
-	for _, p := range []string{guest.ParameterSettings, guest.ParameterConfig, guest.ParameterSecrets, guest.ParameterApplied} {
-		paths = append(paths, guest.ParameterPath(name, p))
+	for paths := guest.ParameterPaths(name); len(paths) > 0; {
+		batch := paths[:min(len(paths), 10)]
+		paths = paths[len(batch):]
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			_, err := r.ssm.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: batch})
+			return classify(parameterObject(r.name, guest.ParameterPath(name, "")), err)
+		})
+		if err != nil {
+			return err
+		}
 	}
-	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		_, err := r.ssm.DeleteParameters(ctx, &ssm.DeleteParametersInput{Names: paths})
-		return classify(parameterObject(r.name, guest.ParameterPath(name, "")), err)
-	})
+	return nil
 }
 
 // ownParameters reports whether the proxy's parameters are the context's owner's, or nobody's (no settings
@@ -147,26 +153,33 @@ func sameOwner(ctx context.Context, tags map[string]string) bool {
 
 // heldBy tells apart the two DependencyViolations EC2 answers, in the same words, for the proxy's group: an
 // instance that still uses it (the terminated instance's network interface lets go of it within minutes:
-// Transient, retried) and another security group whose rule names it as a source (a rule a user added to
-// admit the proxy elsewhere: it lasts until that rule goes, so Permanent at once, naming the group, rather
-// than retried for the whole timeout).
+// Transient, retried) and another security group whose rule names it, as the source of an inbound rule (a
+// rule a user added to admit the proxy elsewhere) or the destination of an outbound one (a rule letting
+// clients reach the proxy): it lasts until that rule goes, so Permanent at once, naming every such group,
+// rather than retried for the whole timeout.
 func (b *Backend) heldBy(ctx context.Context, r *region, obj, groupID string, violation error) error {
-	out, err := r.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
-		Filters: []ec2types.Filter{{Name: awssdk.String("ip-permission.group-id"), Values: []string{groupID}}}})
-	if err != nil {
-		return classify(obj, err)
-	}
 	var refs []string
-	for _, g := range out.SecurityGroups {
-		if id := awssdk.ToString(g.GroupId); id != groupID {
-			refs = append(refs, fmt.Sprintf("%s (%s, VPC %s)", id, awssdk.ToString(g.GroupName), awssdk.ToString(g.VpcId)))
+	for _, by := range []struct{ filter, rules string }{
+		{"ip-permission.group-id", "inbound"},
+		{"egress.ip-permission.group-id", "outbound"},
+	} {
+		out, err := r.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{
+			Filters: []ec2types.Filter{{Name: awssdk.String(by.filter), Values: []string{groupID}}}})
+		if err != nil {
+			return classify(obj, err)
+		}
+		for _, g := range out.SecurityGroups {
+			if id := awssdk.ToString(g.GroupId); id != groupID {
+				refs = append(refs, fmt.Sprintf("%s (%s, VPC %s), its %s rules", id, awssdk.ToString(g.GroupName), awssdk.ToString(g.VpcId), by.rules))
+			}
 		}
 	}
 	if len(refs) == 0 {
 		return classify(obj, violation)
 	}
+	named := strings.Join(refs, "; ")
 	return &backend.Error{Class: backend.ClassPermanent, Object: obj,
-		Err: fmt.Errorf("%w: the security group %s is named as a source by the inbound rules of %s", violation, groupID, strings.Join(refs, ", ")),
-		Advice: fmt.Sprintf("Remove the rules of %s that admit %s (or point them at another source), then run the operation again: "+
-			"EC2 deletes a security group only once no other group refers to it.", strings.Join(refs, ", "), groupID)}
+		Err: fmt.Errorf("%w: the security group %s is named by another group's rules: %s", violation, groupID, named),
+		Advice: fmt.Sprintf("Remove the rules that name %s, or point them at another group, in %s; then run the operation again. "+
+			"EC2 deletes a security group only once no other group's rule refers to it.", groupID, named)}
 }

@@ -4,8 +4,9 @@
 // watches afterwards, so rule changes never replace the instance. An Elastic IP, when asked for, is the stable
 // egress address. Clients are built per region on first use.
 //
-// A proxy's id is aws/<region>/<name>. Its parameters are under /egress-proxy/<name>/: config (a String), secrets
-// (a SecureString), settings (what Get reads back) and applied (written by the guest). Its security group is
+// A proxy's id is aws/<region>/<name>. Its parameters are under /egress-proxy/<name>/: config (a String, the
+// config's manifest) and its parts config-1 to config-9, secrets (a SecureString), settings (what Get reads back)
+// and its parts, and applied (written by the guest). Its security group is
 // egress-proxy-<name>. The agent that runs on the instance, its user-data and the guard that checks what it is
 // given are in the guest subpackage.
 //
@@ -29,7 +30,15 @@
 //   - Each allowed client range is one inbound rule of the proxy's group. Ranges beyond the region's
 //     rules-per-group quota are refused before anything is made or changed (rules.go#Backend.checkClientRules), and
 //     at plan time (internal/provider/client_rules_aws.go#awsClientRules). The plan also refuses settings whose
-//     parameters no SSM tier can hold (sizes.go#CheckParameterSizes).
+//     parameters SSM cannot hold (sizes.go#CheckParameterSizes), naming what to reduce.
+//   - The config and the settings are packed: compressed and cut into Standard parameters of 4 KB, at most nine,
+//     behind a small head (internal/backend/aws/guest/packed.go#Pack), the parts written first
+//     (parameters.go#Backend.putParameters), so a typical proxy's parameters are all in SSM's free Standard tier;
+//     an overwrite never asks for Standard, so a parameter once Advanced is never refused a downgrade
+//     (parameters.go#Backend.putParameter). Delete removes every part a proxy may have
+//     (internal/backend/aws/guest/packed.go#ParameterPaths). A proxy launched before configs were packed keeps the
+//     format its guest reads: Reconfigure writes its whole config in one parameter, and refuses rules that do not
+//     fit it before changing anything (parameters.go#oldFormatTooLarge).
 //   - Each proxy's parameters are bound to its instance by a tag (instancebinding.go#TagInstance), so that a role
 //     several proxies share, scoped by the documented condition, reads only its own proxy's secrets.
 //   - With create_instance_role, each proxy has a role and an instance profile of its own, whose inline policy

@@ -143,8 +143,8 @@ func applied(t *testing.T, fake *ec2fake.Server, name string) guest.Applied {
 	return guest.ParseApplied(awssdk.ToString(out.Parameter.Value))
 }
 
-// Get reports drift when the config parameter or the config the guest applied is not the one the provider
-// wrote, and Reconfigure with the same settings puts it back (issue 35, item 1).
+// Get reports drift when the config parameter, one of its parts, or the config the guest applied is not the
+// one the provider wrote, and Reconfigure with the same settings puts it back (issue 35, items 1 and 7).
 func TestGetReportsConfigDrift(t *testing.T) {
 	t.Parallel()
 	for name, tc := range map[string]struct {
@@ -157,6 +157,20 @@ func TestGetReportsConfigDrift(t *testing.T) {
 		}, wantDrift: "was changed by someone other than this provider"},
 		"config deleted": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
 			if _, err := c.DeleteParameters(context.Background(), &ssm.DeleteParametersInput{Names: []string{guest.ParameterPath(name, guest.ParameterConfig)}}); err != nil {
+				t.Fatal(err)
+			}
+		}, wantDrift: "is gone"},
+		"a config part overwritten": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+			// A part that still unpacks (its own base64 of gzip), to a config with another directive: what
+			// someone who may write the parts but not the manifest could try.
+			h, parts := guest.Pack([]byte(`{"squid_conf":"url_rewrite_program /bin/sh\n"}`))
+			if h.Parts != 1 {
+				t.Fatal(h)
+			}
+			put(t, c, guest.ParameterPath(name, guest.PartName(guest.ParameterConfig, 1)), parts[0])
+		}, wantDrift: "were changed by someone other than this provider"},
+		"a config part deleted": {tamper: func(t *testing.T, _ *ec2fake.Server, c *ssm.Client, name string) {
+			if _, err := c.DeleteParameters(context.Background(), &ssm.DeleteParametersInput{Names: []string{guest.ParameterPath(name, guest.PartName(guest.ParameterConfig, 1))}}); err != nil {
 				t.Fatal(err)
 			}
 		}, wantDrift: "is gone"},

@@ -25,17 +25,16 @@ const TagInstance = "egress-proxy-instance"
 // tags to meet a condition).
 const appliedPlaceholder = "-"
 
-// bindParameters tags the parameters the guest reads and writes with the instance's ARN and the proxy's own
-// tags (an applied parameter a killed replacement left is this proxy's now), making the applied parameter
-// first when there is none. For a freshly launched instance (fresh) an applied parameter left by a former
-// instance of the name is reset: what that one applied says nothing of this one. A retried create binds
-// again, alike.
-func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Spec, instanceID string, fresh bool) error {
-	account, err := b.account(ctx, r)
+// bindParameters tags the parameters the guest reads and writes (those of written: the config and its
+// parts, the secrets, and applied) with the instance's ARN and the proxy's own tags (an applied parameter a
+// killed replacement left is this proxy's now), making the applied parameter first when there is none. For
+// a freshly launched instance (fresh) an applied parameter left by a former instance of the name is reset:
+// what that one applied says nothing of this one. A retried create binds again, alike.
+func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Spec, instanceID string, fresh bool, written parameters) error {
+	arn, err := b.instanceARN(ctx, r, instanceID)
 	if err != nil {
 		return err
 	}
-	arn := "arn:" + partitionOf(r.name) + ":ec2:" + r.name + ":" + account + ":instance/" + instanceID
 	applied := guest.ParameterPath(spec.Name, guest.ParameterApplied)
 	tags := objectTags(spec)
 	tags[TagInstance] = arn
@@ -57,7 +56,11 @@ func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Sp
 	if err != nil {
 		return err
 	}
-	for _, p := range []string{guest.ParameterConfig, guest.ParameterSecrets, guest.ParameterApplied} {
+	bound := []string{guest.ParameterConfig, guest.ParameterSecrets, guest.ParameterApplied}
+	for i := range written.parts {
+		bound = append(bound, guest.PartName(guest.ParameterConfig, i+1))
+	}
+	for _, p := range bound {
 		path := guest.ParameterPath(spec.Name, p)
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			_, err := r.ssm.AddTagsToResource(ctx, &ssm.AddTagsToResourceInput{
@@ -70,6 +73,16 @@ func (b *Backend) bindParameters(ctx context.Context, r *region, spec backend.Sp
 		}
 	}
 	return nil
+}
+
+// instanceARN is the ARN of the instance of id, as requests signed with its role's credentials carry it
+// (ec2:SourceInstanceARN).
+func (b *Backend) instanceARN(ctx context.Context, r *region, instanceID string) (string, error) {
+	account, err := b.account(ctx, r)
+	if err != nil {
+		return "", err
+	}
+	return "arn:" + partitionOf(r.name) + ":ec2:" + r.name + ":" + account + ":instance/" + instanceID, nil
 }
 
 // account is the id of the account the region's credentials are of, asked once.

@@ -6,13 +6,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
@@ -107,8 +108,12 @@ type storedSpec struct {
 	KMSKeyID           string             `json:"kms_key_id,omitempty"`
 	ConfigID           string             `json:"config_id"`
 	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
-	// behind the provider's back by it, without reading the secrets its MAC needs.
+	// behind the provider's back by it, without reading the secrets its MAC needs (and a manifest's parts by
+	// the SHA-256 it names).
 	ConfigSHA256 string `json:"config_sha256,omitempty"`
+	// ConfigFormat is the format the proxy's guest reads, the one of the provider that launched it: absent
+	// (FormatWhole) in what providers wrote before configs were packed.
+	ConfigFormat guest.ConfigFormat `json:"config_format,omitempty"`
 }
 
 // storedTLS tells TLS settings apart without the key: the certificate's SHA-256, and one over certificate
@@ -123,7 +128,8 @@ func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 	sum := sha256.Sum256(p.config)
 	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile, CreateInstanceRole: o.CreateInstanceRole,
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
-		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:])}
+		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:]),
+		ConfigFormat: p.format}
 	st.Settings.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
@@ -143,30 +149,43 @@ func (st storedSpec) settings() proxyconf.Settings {
 
 // readStoredSpec reads the settings parameter; ok is false when there is none (a proxy whose parameters
 // were deleted behind the provider's back), and the settings are then not reported. The config and applied
-// parameters come in the same request (none is a SecureString, so nothing is decrypted): values holds those
-// that exist, for configDrift.
+// parameters come in the same request (none is a SecureString, so nothing is decrypted), with the first part
+// of the settings and of the config, which is all a typical proxy has; further parts in a second: values
+// holds those that exist, for configDrift. The settings are packed (a head and parts), or whole as JSON
+// where an earlier provider wrote them.
 func (b *Backend) readStoredSpec(ctx context.Context, r *region, name string) (st storedSpec, ok bool, values map[string]string, err error) {
-	names := []string{guest.ParameterSettings, guest.ParameterConfig, guest.ParameterApplied}
-	paths := make([]string, len(names))
-	for i, n := range names {
-		paths[i] = guest.ParameterPath(name, n)
-	}
-	var out *ssm.GetParametersOutput
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) (err error) {
-		out, err = r.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: paths})
-		return classify(parameterObject(r.name, guest.ParameterPath(name, "")), err)
-	})
+	obj := parameterObject(r.name, guest.ParameterPath(name, ""))
+	settingsPath, configPath := guest.ParameterPath(name, guest.ParameterSettings), guest.ParameterPath(name, guest.ParameterConfig)
+	first := []string{settingsPath, configPath, guest.ParameterPath(name, guest.ParameterApplied),
+		guest.ParameterPath(name, guest.PartName(guest.ParameterSettings, 1)), guest.ParameterPath(name, guest.PartName(guest.ParameterConfig, 1))}
+	values, err = b.getParameters(ctx, r, obj, first)
 	if err != nil {
 		return st, false, nil, err
 	}
-	values = map[string]string{}
-	for _, p := range out.Parameters {
-		values[awssdk.ToString(p.Name)] = awssdk.ToString(p.Value)
+	var parts []string
+	for _, base := range []string{guest.ParameterSettings, guest.ParameterConfig} {
+		if h, packed := guest.ParseHead(values[guest.ParameterPath(name, base)]); packed {
+			for _, path := range partPaths(name, base, h) {
+				if !slices.Contains(first, path) {
+					parts = append(parts, path)
+				}
+			}
+		}
 	}
-	stored, found := values[paths[0]]
+	more, err := b.getParameters(ctx, r, obj, parts)
+	if err != nil {
+		return st, false, nil, err
+	}
+	maps.Copy(values, more)
+	stored, found := []byte(values[settingsPath]), false
+	if _, packed := guest.ParseHead(values[settingsPath]); packed {
+		stored, found = unpackedValue(name, guest.ParameterSettings, values)
+	} else {
+		_, found = values[settingsPath]
+	}
 	// A value that does not parse is not ours to read: the proxy is reported without settings rather than
 	// failing the read.
-	ok = found && json.Unmarshal([]byte(stored), &st) == nil
+	ok = found && json.Unmarshal(stored, &st) == nil
 	return st, ok, values, nil
 }
 
@@ -204,12 +223,12 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 	return inst, nil
 }
 
-// configDrift says how the config parameter, or the config the guest reports applied, differs from the one
-// the provider last wrote (st), or "" when neither does; values are the parameters readStoredSpec read. The
-// config parameter is a String anyone with ssm:PutParameter on it may overwrite; the guest refuses what the
-// provider's key did not authenticate, but the proxy then no longer follows the rules it was given, and the
-// plan must show the update that writes them again. A guest that has applied nothing yet (no applied
-// parameter: it is booting) has not drifted.
+// configDrift says how the config parameter or its parts, or the config the guest reports applied, differs
+// from the one the provider last wrote (st), or "" when neither does; values are the parameters
+// readStoredSpec read. The config parameter and its parts are Strings anyone with ssm:PutParameter on them
+// may overwrite; the guest refuses what the provider's key did not authenticate, but the proxy then no
+// longer follows the rules it was given, and the plan must show the update that writes them again. A guest
+// that has applied nothing yet (no applied parameter: it is booting) has not drifted.
 func configDrift(name string, st storedSpec, values map[string]string) string {
 	configPath := guest.ParameterPath(name, guest.ParameterConfig)
 	config, ok := values[configPath]
@@ -218,6 +237,19 @@ func configDrift(name string, st storedSpec, values map[string]string) string {
 	}
 	if sum := sha256.Sum256([]byte(config)); st.ConfigSHA256 != "" && hex.EncodeToString(sum[:]) != st.ConfigSHA256 {
 		return fmt.Sprintf("its config parameter %s was changed by someone other than this provider", configPath)
+	}
+	// The manifest is the one written, so the SHA-256 it names is: the parts must still match it. A guest
+	// that had applied them runs on, but reads them again at its next start or change, and would refuse them.
+	if h, packed := guest.ParseHead(config); packed {
+		for _, path := range partPaths(name, guest.ParameterConfig, h) {
+			if _, ok := values[path]; !ok {
+				return fmt.Sprintf("its config part %s is gone", path)
+			}
+		}
+		if _, ok := unpackedValue(name, guest.ParameterConfig, values); !ok {
+			return fmt.Sprintf("its config parts %s to %s were changed by someone other than this provider",
+				guest.ParameterPath(name, guest.PartName(guest.ParameterConfig, 1)), guest.PartName(guest.ParameterConfig, h.Parts))
+		}
 	}
 	if v, ok := values[guest.ParameterPath(name, guest.ParameterApplied)]; ok {
 		switch applied := guest.ParseApplied(v); {

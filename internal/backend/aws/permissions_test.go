@@ -288,7 +288,7 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	}
 	big := testSpec(fake, "perm-advanced")
 	p := parameters{config: []byte("{}"), secrets: []byte(strings.Repeat("s", maxStandardParameter+1)), configID: "c"}
-	if err := b.putParameters(ctx, r, big, newStoredSpec(big.Proxy, Options{KMSKeyID: testKMSKey}, p), p); err != nil {
+	if err := b.putParameters(ctx, r, big, newStoredSpec(big.Proxy, Options{KMSKeyID: testKMSKey}, p), p, ""); err != nil {
 		return failed("write secrets of the Advanced tier under the customer's key", err)
 	}
 	if err := b.deleteParameters(ctx, r, big.Name, false); err != nil {

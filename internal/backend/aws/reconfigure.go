@@ -6,6 +6,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -28,18 +29,36 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	_, ok, _, err := b.readStoredSpec(ctx, r, id.Name)
+	st, ok, _, err := b.readStoredSpec(ctx, r, id.Name)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	if !ok || !current.Reconfigurable {
 		return backend.Instance{}, backend.Permanent(obj, "its settings parameter is gone, so its rules cannot be changed in place: replace the proxy")
 	}
-	rendered, err := renderParameters(id.Name, settings)
+	opts, _ := current.Placement.Options.(*Options)
+	// In the format the instance's guest reads, which it was launched with: a proxy an earlier provider
+	// launched keeps its whole config in one parameter, as long as the rules fit it (guest.FormatWhole).
+	// Nothing is written unless all of it fits.
+	if st.ConfigFormat > guest.FormatParts {
+		return backend.Instance{}, backend.Permanent(obj, "its guest reads configs in a format (%d) of a later version of this provider: use that version", st.ConfigFormat)
+	}
+	rendered, err := renderParameters(id.Name, settings, st.ConfigFormat)
+	if err == nil {
+		err = checkSizes(id.Name, settings, *opts, rendered)
+	}
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
-	opts, _ := current.Placement.Options.(*Options)
+	if rendered.format == guest.FormatWhole && len(rendered.config) > maxAdvancedParameter {
+		return backend.Instance{}, oldFormatTooLarge(obj, len(rendered.config))
+	}
+	// The config's parts are bound to the instance as they are written: one it had no part of that number
+	// before must be readable by its role at once.
+	arn, err := b.instanceARN(ctx, r, awssdk.ToString(in.InstanceId))
+	if err != nil {
+		return backend.Instance{}, err
+	}
 	spec := backend.Spec{Name: id.Name, UID: current.UID, Owner: current.Owner, Labels: current.Labels, Proxy: settings}
 	// Clients that cannot all be admitted change nothing: the proxy keeps its rules and its config.
 	if err := b.checkClientRules(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, settings); err != nil {
@@ -47,7 +66,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	}
 	// Written even when the config id is the one stored: Reconfigure also puts back a config that drifted
 	// (configDrift), and each write has a new key.
-	if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, rendered), rendered); err != nil {
+	if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, rendered), rendered, arn); err != nil {
 		return backend.Instance{}, err
 	}
 	group, err := b.findSecurityGroup(ctx, r, securityGroupName(id.Name), awssdk.ToString(in.VpcId))

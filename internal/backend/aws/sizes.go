@@ -2,44 +2,151 @@ package aws
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // maxAdvancedParameter is the largest value SSM holds in one parameter, of the Advanced tier ("Managing
-// parameter tiers": 8 KB).
+// parameter tiers": 8 KB): the secrets' bound, and the whole config's of a proxy in guest.FormatWhole.
 const maxAdvancedParameter = 8192
 
-// CheckParameterSizes renders the parameters a proxy of settings s and options o would write and refuses any
-// that no tier of SSM can hold, naming it and its size: what a plan can tell before Create or Reconfigure
-// meets SSM's ValidationException. The config's key and MAC have fixed sizes, so a throwaway key measures
-// them as well as the real one.
-func CheckParameterSizes(name string, s proxyconf.Settings, o Options) error {
-	values, ok := renderedValues(name, s, o)
-	if !ok {
-		return nil // not this check's to report: the settings' own validation says what is wrong
+// ParameterSizeError is a proxy whose settings SSM cannot hold: which parameter, how long it would be
+// against what it may hold, and what in the settings makes it long.
+type ParameterSizeError struct {
+	// Parameter is the parameter: config or settings (each packed into at most guest.MaxParts parts), or
+	// secrets.
+	Parameter string
+	// Chars is what it would hold (the packed characters of a packed one); Limit what it may.
+	Chars, Limit int
+	// Attribute is the proxy's attribute that takes the most of it, as the schema names it
+	// (allowed_destinations, tls.certificate_pem, tls.private_key_pem, ...): what to reduce.
+	Attribute string
+	// shares says what each attribute takes, and how much of it to remove.
+	shares string
+}
+
+func (e *ParameterSizeError) Error() string {
+	what := fmt.Sprintf("the proxy's %s parameter would hold %d characters, and an SSM SecureString holds at most %d (Advanced tier)", e.Parameter, e.Chars, e.Limit)
+	if e.Parameter != guest.ParameterSecrets {
+		what = fmt.Sprintf("the proxy's %s, compressed, takes %d characters, and its %d SSM parameters of %d characters hold %d: %d too many",
+			e.Parameter, e.Chars, guest.MaxParts, guest.MaxPartChars, e.Limit, e.Chars-e.Limit)
 	}
-	for _, v := range values {
-		if len(v[1]) > maxAdvancedParameter {
-			return fmt.Errorf("the proxy's %s parameter would hold %d characters, and an SSM parameter holds at most %d (Advanced tier)", v[0], len(v[1]), maxAdvancedParameter)
-		}
+	if e.shares != "" {
+		what += "; " + e.shares
+	}
+	return what
+}
+
+// CheckParameterSizes renders the parameters a proxy of settings s and options o would write and refuses
+// those SSM cannot hold (a *ParameterSizeError): what a plan can tell before Create or Reconfigure meets
+// SSM's ValidationException. The config's key and MAC have fixed sizes, so a throwaway key measures them as
+// well as the real one; a config packs alike under any key.
+func CheckParameterSizes(name string, s proxyconf.Settings, o Options) error {
+	p, err := renderParametersWith(name, s, guest.FormatParts, make([]byte, guest.ConfigKeyBytes))
+	if err != nil {
+		return nil //nolint:nilerr // not this check's to report: the settings' own validation says what is wrong
+	}
+	return checkSizes(name, s, o, p)
+}
+
+// checkSizes refuses the rendering p of settings s when SSM cannot hold it; nil when it can.
+func checkSizes(name string, s proxyconf.Settings, o Options, p parameters) error {
+	e := oversize(s, o, p)
+	if e == nil {
+		return nil
+	}
+	e.explain(name, s, o)
+	return e
+}
+
+// oversize is the first of p's values that SSM cannot hold, without the attributes' shares; nil when all fit.
+func oversize(s proxyconf.Settings, o Options, p parameters) *ParameterSizeError {
+	if n := packedChars(p.parts); len(p.parts) > guest.MaxParts {
+		return &ParameterSizeError{Parameter: guest.ParameterConfig, Chars: n, Limit: guest.MaxPackedChars}
+	}
+	if _, parts, err := packedSettings(newStoredSpec(s, o, p)); err == nil && len(parts) > guest.MaxParts {
+		return &ParameterSizeError{Parameter: guest.ParameterSettings, Chars: packedChars(parts), Limit: guest.MaxPackedChars}
+	}
+	if len(p.secrets) > maxAdvancedParameter {
+		return &ParameterSizeError{Parameter: guest.ParameterSecrets, Chars: len(p.secrets), Limit: maxAdvancedParameter, Attribute: "tls.private_key_pem",
+			shares: "the TLS private key takes most of it: use a smaller one (an ECDSA P-256 key is about 240 characters of PEM, an RSA 4096 one about 3300)"}
 	}
 	return nil
 }
 
-// renderedValues are the config, settings and secrets parameters' names and values as Create would write
-// them; false when the settings do not render.
-func renderedValues(name string, s proxyconf.Settings, o Options) ([][2]string, bool) {
-	var p parameters
-	var err error
-	p.config, p.secrets, p.configID, err = guest.RenderParameters(s, guest.ParameterPath(name, ""), make([]byte, guest.ConfigKeyBytes))
-	if err != nil {
-		return nil, false
+func packedChars(parts []string) int {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
 	}
-	stored, err := jsonString(newStoredSpec(s, o, p))
-	if err != nil {
-		return nil, false
+	return n
+}
+
+// explain finds which attributes make e's packed value long, by packing it again without each, and says
+// how much each takes and how many entries of the largest to remove, as an estimate (compression is not
+// linear, so the plan after the change checks again).
+func (e *ParameterSizeError) explain(name string, s proxyconf.Settings, o Options) {
+	if e.Parameter == guest.ParameterSecrets {
+		return
 	}
-	return [][2]string{{guest.ParameterConfig, string(p.config)}, {guest.ParameterSettings, stored}, {guest.ParameterSecrets, string(p.secrets)}}, true
+	type share struct {
+		attribute string
+		entries   int
+		chars     int
+	}
+	var shares []share
+	for _, a := range []struct {
+		attribute string
+		entries   int
+		without   func(proxyconf.Settings) proxyconf.Settings
+	}{
+		{"allowed_destinations", len(s.AllowedDestinations), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedDestinations = nil; return s }},
+		{"allowed_client_cidrs", len(s.AllowedClientCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedClientCIDRs = nil; return s }},
+		{"allowed_private_cidrs", len(s.AllowedPrivateCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPrivateCIDRs = nil; return s }},
+		{"allowed_ports", len(s.AllowedPorts), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPorts = nil; return s }},
+		{"tls.certificate_pem", 0, func(s proxyconf.Settings) proxyconf.Settings { s.TLS = nil; return s }},
+	} {
+		if a.attribute == "tls.certificate_pem" && s.TLS == nil || a.attribute != "tls.certificate_pem" && a.entries == 0 {
+			continue
+		}
+		if n, ok := packedSize(name, a.without(s), o, e.Parameter); ok && n < e.Chars {
+			shares = append(shares, share{a.attribute, a.entries, e.Chars - n})
+		}
+	}
+	if len(shares) == 0 {
+		return
+	}
+	slices.SortStableFunc(shares, func(a, b share) int { return b.chars - a.chars })
+	e.Attribute = shares[0].attribute
+	var said []string
+	for i, sh := range shares {
+		w := fmt.Sprintf("%s take about %d", sh.attribute, sh.chars)
+		if sh.attribute == "tls.certificate_pem" {
+			w = fmt.Sprintf("the certificate chain in %s takes about %d", sh.attribute, sh.chars)
+		}
+		if i == 0 && sh.entries > 0 {
+			each := float64(sh.chars) / float64(sh.entries)
+			remove := min(sh.entries, int(float64(e.Chars-e.Limit)/each)+1)
+			w += fmt.Sprintf(" (%d entries, about %.0f each: remove about %d of them)", sh.entries, each, remove)
+		}
+		said = append(said, w)
+	}
+	e.shares = strings.Join(said, ", ")
+}
+
+// packedSize is the packed characters of the parameter named parameter (config or settings) for settings
+// s; false when they do not render.
+func packedSize(name string, s proxyconf.Settings, o Options, parameter string) (int, bool) {
+	p, err := renderParametersWith(name, s, guest.FormatParts, make([]byte, guest.ConfigKeyBytes))
+	if err != nil {
+		return 0, false
+	}
+	if parameter == guest.ParameterConfig {
+		return packedChars(p.parts), true
+	}
+	_, parts, err := packedSettings(newStoredSpec(s, o, p))
+	return packedChars(parts), err == nil
 }

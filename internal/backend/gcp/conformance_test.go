@@ -14,6 +14,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/backendtest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 )
 
 // conformanceZone is where the suite's proxies run; projectDown is a second project that answers until
@@ -54,12 +55,15 @@ func newConformanceWorld(t *testing.T) backendtest.World {
 		guest{url: fake.URL}.onDone(opType, target)
 	}})
 	t.Cleanup(fake.Close)
+	// ListByTag lists the owner's secrets too (orphans of gone VMs), on Secret Manager, which takes the
+	// provider's token; the Compute fake checks none.
+	secrets := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "conformance-token", AdminPermissions: documentedPermissions(t)})
+	t.Cleanup(secrets.Close)
 	b, err := New(Config{
 		DefaultProject: testProject,
 		Projects:       map[string]ProjectConfig{projectDown: {}},
-		ProjectConfig:  ProjectConfig{ComputeEndpoint: fake.URL, ResourceManagerEndpoint: fake.URL},
-		// The fake asks for no credentials.
-		WithoutAuthentication: true,
+		ProjectConfig: ProjectConfig{ComputeEndpoint: fake.URL, ResourceManagerEndpoint: fake.URL,
+			SecretManagerEndpoint: secrets.URL, AccessToken: "conformance-token"},
 	})
 	if err != nil {
 		t.Fatal(err)

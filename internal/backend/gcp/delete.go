@@ -31,6 +31,10 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 	if err != nil {
 		return err
 	}
+	if id.Scope == secretScope {
+		// A secret listed as an orphan (see listOrphanSecrets): deleting that orphan deletes the secret.
+		return b.deleteOrphanSecret(ctx, p, id.Name)
+	}
 	if isRegion(id.Scope) {
 		// A kept address listed as an orphan (see listKeptAddresses) carries its region as scope: deleting
 		// that orphan must release the address, or garbage collection would report success and leave the bill.

@@ -20,7 +20,11 @@
 //     The address of a VM deleted behind the provider's back is listed by ListByTag as kept
 //     (list.go#Backend.listKeptAddresses), as gcp/<project>/<region>/<address>, and the GC action or a Delete of
 //     that id releases it (readonly_test.go#TestGetChangesNothing). Delete tells a region from a zone by its dashes
-//     (delete.go#isRegion).
+//     (delete.go#isRegion). The Secret Manager secret of a VM that is gone is listed too, with one filtered list
+//     of the owner's secrets (list.go#Backend.listOrphanSecrets; none where the API is off, and none in a zone
+//     whose VMs could not be listed), as gcp/<project>/secrets/<secret id>, and a Delete of that id deletes it,
+//     not while its VM exists again (secrets.go#Backend.deleteOrphanSecret;
+//     orphansecrets_test.go#TestOrphanSecretsAreListedAndDeleted).
 //   - DeleteForReplacement keeps the reserved address, labelled, for the successor of the name
 //     (delete.go#Backend.DeleteForReplacement), and logs that it did (delete.go#Backend.releaseOwnAddress).
 //   - A Compute operation that ends DONE with an error reaches the client as an error with an empty list; the cause

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"google.golang.org/api/iterator"
 	"google.golang.org/protobuf/proto"
 
@@ -84,7 +85,11 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 	if err != nil {
 		failed = append(failed, fail(id+" addresses", err)...)
 	}
-	return append(found, kept...), failed
+	left, err := b.listOrphanSecrets(ctx, p, owner, found, failed)
+	if err != nil {
+		failed = append(failed, fail(id+" secrets", err)...)
+	}
+	return append(append(found, kept...), left...), failed
 }
 
 // listKeptAddresses lists, with one paged aggregatedList and the same label filter, the static addresses
@@ -137,6 +142,84 @@ func keptAddress(projectID string, a *computepb.Address) backend.Instance {
 	}
 	if t, err := time.Parse(time.RFC3339, a.GetCreationTimestamp()); err == nil {
 		inst.CreatedAt = t
+	}
+	return inst
+}
+
+// listOrphanSecrets lists, with one paged list and the same labels as a Secret Manager filter, the owner's
+// secrets whose VM is gone: deleted behind the provider's back, or a create that failed between the secret and
+// the VM. Each is reported as an instance named after the secret, gcp/<project>/secrets/<secret id>, in state
+// Stopped, so the orphan list shows it and the GC action's Delete of that id deletes it
+// (delete.go#Backend.deleteOrphanSecret). A secret of a VM listed in found, or in a zone whose VMs could not be
+// listed (failed), is not an orphan. A project where Secret Manager is not enabled has no secret to list.
+func (b *Backend) listOrphanSecrets(ctx context.Context, p *project, owner string, found []backend.Instance, failed []backend.ScopeError) ([]backend.Instance, error) {
+	live := map[string]bool{}
+	for _, in := range found {
+		live[secretID(in.ID.Scope, in.ID.Name)] = true
+	}
+	for _, f := range failed {
+		live[strings.TrimPrefix(f.Scope, p.id+"/")] = true // a zone: its secrets cannot be told orphans
+	}
+	var left []backend.Instance
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		left = nil
+		it := p.secrets.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/" + p.id, Filter: secretLabelFilter(owner)})
+		for {
+			sec, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return nil
+			}
+			if serviceDisabled(err) {
+				left = nil
+				return nil
+			}
+			if err != nil {
+				return withSecretAdvice(classify("gcp secrets in project "+p.id, err))
+			}
+			id := lastSegment(sec.GetName())
+			zone, ok := secretZone(id, sec.GetLabels()[backend.LabelName])
+			if !ok || live[id] || live[zone] {
+				continue // not of a proxy's form, its VM runs, or its zone could not be listed
+			}
+			left = append(left, orphanSecret(p.id, zone, sec))
+		}
+	})
+	return left, err
+}
+
+// secretLabelFilter is labelFilter in Secret Manager's filter syntax ("Filter lists of secrets and secret
+// versions": labels.KEY=VALUE, joined by AND).
+func secretLabelFilter(owner string) string {
+	return fmt.Sprintf(`labels.%s="%s" AND labels.%s="%s"`, backend.LabelManagedBy, backend.ManagedByValue, backend.LabelOwner, owner)
+}
+
+// secretZone reads the zone back from a proxy's secret id (secretID: egress-proxy-<zone>-<name>), given the
+// proxy's name from its labels.
+func secretZone(id, name string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, secretIDPrefix)
+	if !ok || name == "" {
+		return "", false
+	}
+	zone, ok := strings.CutSuffix(rest, "-"+name)
+	return zone, ok && zone != "" && !isRegion(zone)
+}
+
+func orphanSecret(projectID, zone string, sec *secretmanagerpb.Secret) backend.Instance {
+	l := sec.GetLabels()
+	id := lastSegment(sec.GetName())
+	inst := backend.Instance{
+		ID:     backend.ProviderID{Backend: Kind, Target: projectID, Scope: secretScope, Name: id},
+		Name:   id,
+		UID:    l[backend.LabelUID],
+		Owner:  l[backend.LabelOwner],
+		Labels: backend.UserLabels(l),
+		State:  backend.StateStopped,
+		Notes: []string{fmt.Sprintf("%s holds the password hash and TLS key of proxy %s, whose VM in %s is gone; "+
+			"a new proxy of that name in that zone is refused while it stays: delete it (the egress_proxy_gc action does)",
+			secretObject(projectID, zone, l[backend.LabelName]), l[backend.LabelName], zone)},
+	}
+	if t := sec.GetCreateTime(); t != nil {
+		inst.CreatedAt = t.AsTime()
 	}
 	return inst
 }

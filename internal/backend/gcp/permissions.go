@@ -56,6 +56,7 @@ var methodPermissions = map[string][]string{
 	"secretmanager.secrets.create":         {"secretmanager.secrets.create"},
 	"secretmanager.secrets.get":            {"secretmanager.secrets.get"},
 	"secretmanager.secrets.delete":         {"secretmanager.secrets.delete"},
+	"secretmanager.secrets.list":           {"secretmanager.secrets.list"},
 	"secretmanager.secrets.setIamPolicy":   {"secretmanager.secrets.setIamPolicy"},
 	"secretmanager.secrets.addVersion":     {"secretmanager.versions.add"},
 	"secretmanager.versions.access":        {"secretmanager.versions.access"},

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"strings"
 
+	"cloud.google.com/go/compute/apiv1/computepb"
 	"cloud.google.com/go/iam/apiv1/iampb"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"google.golang.org/api/googleapi"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -34,7 +36,14 @@ const (
 )
 
 // secretID is the proxy's secret: instance names are zonal and secrets are the project's, so the zone is in it.
-func secretID(zone, name string) string { return "egress-proxy-" + zone + "-" + name }
+func secretID(zone, name string) string { return secretIDPrefix + zone + "-" + name }
+
+const (
+	secretIDPrefix = "egress-proxy-"
+	// secretScope is the scope of an orphan secret's id, gcp/<project>/secrets/<secret id> (list.go#orphanSecret):
+	// no zone or region has that name.
+	secretScope = "secrets"
+)
 
 func secretName(project, zone, name string) string {
 	return "projects/" + project + "/secrets/" + secretID(zone, name)
@@ -190,5 +199,46 @@ func (b *Backend) deleteSecret(ctx context.Context, p *project, zone, name strin
 			return nil
 		}
 		return err
+	})
+}
+
+// serviceDisabled says whether Secret Manager refused because it is not enabled on the project: an ErrorInfo
+// of reason SERVICE_DISABLED ("google.api.ErrorReason").
+func serviceDisabled(err error) bool {
+	var ae *apierror.APIError
+	return errors.As(err, &ae) && ae.Reason() == "SERVICE_DISABLED"
+}
+
+// deleteOrphanSecret deletes a secret ListByTag listed as an orphan (list.go#Backend.listOrphanSecrets), by its
+// id: the provider's, the context's owner's and proxy's, and its VM still gone. A missing one is deleted.
+func (b *Backend) deleteOrphanSecret(ctx context.Context, p *project, id string) error {
+	obj := fmt.Sprintf("gcp secret %s in project %s", id, p.id)
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		sec, err := p.secrets.GetSecret(ctx, &secretmanagerpb.GetSecretRequest{Name: "projects/" + p.id + "/secrets/" + id})
+		if err != nil {
+			if err = classify(obj, err); backend.IsNotFound(err) {
+				return nil
+			}
+			return withSecretAdvice(err)
+		}
+		l := sec.GetLabels()
+		zone, ok := secretZone(id, l[backend.LabelName])
+		if l[backend.LabelManagedBy] != backend.ManagedByValue || !ok {
+			return backend.Permanent(obj, "was not made by this provider for a proxy: not deleting it")
+		}
+		if err := ownedBy(backend.OwnershipOf(ctx), obj, l); err != nil {
+			return err
+		}
+		_, err = p.instances.Get(ctx, &computepb.GetInstanceRequest{Project: p.id, Zone: zone, Instance: l[backend.LabelName]})
+		if err = classify(instanceObject(p.id, zone, l[backend.LabelName]), err); err == nil {
+			return backend.Permanent(obj, "is the secret of %s, which exists again: not deleting it", instanceObject(p.id, zone, l[backend.LabelName]))
+		} else if !backend.IsNotFound(err) {
+			return err
+		}
+		err = p.secrets.DeleteSecret(ctx, &secretmanagerpb.DeleteSecretRequest{Name: "projects/" + p.id + "/secrets/" + id, Etag: sec.GetEtag()})
+		if err = classify(obj, err); backend.IsNotFound(err) {
+			return nil
+		}
+		return withSecretAdvice(err)
 	})
 }

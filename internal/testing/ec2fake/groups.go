@@ -17,13 +17,13 @@ type SecurityGroup struct {
 }
 
 // Rule is one rule of a security group: a protocol ("tcp", "udp", "icmp" or "-1" for all), a port range
-// (tcp and udp; -1 otherwise) and its source: an IPv4 CIDR, or another security group of the account
-// (SourceGroupID, R50).
+// (tcp and udp; -1 otherwise) and its peer, the source of an inbound rule or the destination of an outbound
+// one: an IPv4 CIDR, or another security group of the account (PeerGroupID, R50).
 type Rule struct {
 	ID, Protocol     string
 	FromPort, ToPort int
 	CIDR             string
-	SourceGroupID    string
+	PeerGroupID      string
 	Description      string
 }
 
@@ -136,10 +136,10 @@ func (s *Server) groupArn(rg *region, id string) string {
 	return "arn:aws:ec2:" + rg.name + ":" + s.opts.AccountID + ":security-group/" + id
 }
 
-// permissions reads IpPermissions.N (or the legacy top-level IpProtocol, FromPort, ToPort and CidrIp) as
-// rules, checking each: a protocol (tcp, udp, icmp, -1 or a number), both ports for tcp and udp in 0..65535,
-// from <= to, IPv4 CIDRs in canonical form, and source groups of the region by id (R50). Other sources are
-// not modelled.
+// permissions reads IpPermissions.N (or the legacy top-level IpProtocol, FromPort, ToPort and CidrIp of an
+// inbound rule) as rules, checking each: a protocol (tcp, udp, icmp, -1 or a number), both ports for tcp and
+// udp in 0..65535, from <= to, IPv4 CIDRs in canonical form, and peer groups (an inbound rule's sources, an
+// outbound rule's destinations) of the region by id (R50). Other peers are not modelled.
 func permissions(rg *region, f form) ([]Rule, *apiError) {
 	var perms []string
 	for _, n := range f.indexes("IpPermissions") {
@@ -158,20 +158,20 @@ func permissions(rg *region, f form) ([]Rule, *apiError) {
 				return nil, notModelled("security group rules with " + other)
 			}
 		}
-		var sources []string
+		var peers []string
 		if p != "" {
 			for _, n := range f.indexes(p + "Groups") {
 				q := fmt.Sprintf("%sGroups.%d.", p, n)
 				for _, field := range []string{"UserId", "GroupName", "VpcId", "VpcPeeringConnectionId", "PeeringStatus"} {
 					if f.has(q + field) {
-						return nil, notModelled("a source group by " + field)
+						return nil, notModelled("a peer group by " + field)
 					}
 				}
-				src, e := rg.groupByID(f.str(q + "GroupId"))
+				peer, e := rg.groupByID(f.str(q + "GroupId"))
 				if e != nil {
 					return nil, e
 				}
-				sources = append(sources, src.ID)
+				peers = append(peers, peer.ID)
 			}
 		}
 		if p == "" && f.has("SourceSecurityGroupName") {
@@ -208,11 +208,11 @@ func permissions(rg *region, f form) ([]Rule, *apiError) {
 				descs = append(descs, f.str(q+"Description"))
 			}
 		}
-		if len(cidrs) == 0 && len(sources) == 0 {
+		if len(cidrs) == 0 && len(peers) == 0 {
 			return nil, ec2Err("InvalidParameterValue", "The request must contain a source for each permission: IpRanges, Ipv6Ranges, PrefixListIds or UserIdGroupPairs.")
 		}
-		for _, src := range sources {
-			out = append(out, Rule{Protocol: proto, FromPort: from, ToPort: to, SourceGroupID: src})
+		for _, peer := range peers {
+			out = append(out, Rule{Protocol: proto, FromPort: from, ToPort: to, PeerGroupID: peer})
 		}
 		for i, c := range cidrs {
 			if e := checkCIDR(c); e != nil {
@@ -254,13 +254,13 @@ func checkCIDR(c string) *apiError {
 }
 
 func sameRule(a, b Rule) bool {
-	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort && a.CIDR == b.CIDR && a.SourceGroupID == b.SourceGroupID
+	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort && a.CIDR == b.CIDR && a.PeerGroupID == b.PeerGroupID
 }
 
 // peer is a rule's source as EC2's words name it.
 func (r Rule) peer() string {
-	if r.SourceGroupID != "" {
-		return r.SourceGroupID
+	if r.PeerGroupID != "" {
+		return r.PeerGroupID
 	}
 	return r.CIDR
 }
@@ -279,7 +279,53 @@ func ruleWords(r Rule) string {
 // authorizeIngress adds inbound rules ("EC2 API Reference: AuthorizeSecurityGroupIngress"): all or none; a
 // rule the group has, or one given twice, is InvalidPermission.Duplicate.
 func (s *Server) authorizeIngress(rg *region, f form) (any, *apiError) {
-	g, e := rg.namedGroup(f)
+	return s.authorize(rg, f, false)
+}
+
+// authorizeEgress adds outbound rules ("EC2 API Reference: AuthorizeSecurityGroupEgress") as authorizeIngress
+// adds inbound ones, to the group by id, each rule's destination in IpPermissions (egressGroup).
+func (s *Server) authorizeEgress(rg *region, f form) (any, *apiError) {
+	return s.authorize(rg, f, true)
+}
+
+// rules is the group's inbound rules, or its outbound ones.
+func (g *group) rules(egress bool) *[]Rule {
+	if egress {
+		return &g.Egress
+	}
+	return &g.Ingress
+}
+
+// ruleGroup is the group a request to change its inbound rules names (by id, or by name in the default
+// VPC), or its outbound ones (egressGroup).
+func (rg *region) ruleGroup(f form, egress bool) (*group, *apiError) {
+	if egress {
+		return rg.egressGroup(f)
+	}
+	return rg.namedGroup(f)
+}
+
+// egressGroup is the group AuthorizeSecurityGroupEgress and RevokeSecurityGroupEgress name: by GroupId only
+// (neither action has GroupName). Their top-level rule parameters are "Not supported. Use IP permissions
+// instead" (each action's page): CidrIp is UnknownParameter, as EC2 answers it (seen in public logs); the
+// others the fake does not model (a public report has EC2 ignore them).
+func (rg *region) egressGroup(f form) (*group, *apiError) {
+	if f.has("CidrIp") {
+		return nil, ec2Err("UnknownParameter", "The parameter CidrIp is not recognized")
+	}
+	for _, p := range []string{"IpProtocol", "FromPort", "ToPort", "SourceSecurityGroupName", "SourceSecurityGroupOwnerId"} {
+		if f.has(p) {
+			return nil, notModelled("an outbound rule's top-level " + p + " (not supported by EC2: IpPermissions)")
+		}
+	}
+	return rg.groupByID(f.str("GroupId")) // required by the SDK
+}
+
+// authorize adds inbound or outbound rules: all or none; a rule the group has in that direction, or one given
+// twice, is InvalidPermission.Duplicate; each direction holds at most MaxRulesPerGroup ("Amazon VPC quotas":
+// inbound and outbound rules are counted apart).
+func (s *Server) authorize(rg *region, f form, egress bool) (any, *apiError) {
+	g, e := rg.ruleGroup(f, egress)
 	if e != nil {
 		return nil, e
 	}
@@ -291,21 +337,22 @@ func (s *Server) authorizeIngress(rg *region, f form) (any, *apiError) {
 	if e != nil {
 		return nil, e
 	}
+	have := g.rules(egress)
 	for i, r := range rules {
-		for _, have := range append(append([]Rule(nil), g.Ingress...), rules[:i]...) {
-			if sameRule(r, have) {
+		for _, old := range append(append([]Rule(nil), *have...), rules[:i]...) {
+			if sameRule(r, old) {
 				return nil, ec2Err("InvalidPermission.Duplicate", "the specified rule %q already exists", ruleWords(r))
 			}
 		}
 	}
-	if len(g.Ingress)+len(rules) > s.opts.MaxRulesPerGroup {
+	if len(*have)+len(rules) > s.opts.MaxRulesPerGroup {
 		return nil, ec2Err("RulesPerSecurityGroupLimitExceeded", "The maximum number of rules per security group has been reached.")
 	}
 	out := &authorizeXML{Return: true}
 	for _, r := range rules {
 		r.ID = s.nextID("sgr")
-		g.Ingress = append(g.Ingress, r)
-		out.Rules.Items = append(out.Rules.Items, s.ruleXML(g, r, tags))
+		*have = append(*have, r)
+		out.Rules.Items = append(out.Rules.Items, s.ruleXML(g, r, egress, tags))
 	}
 	return out, nil
 }
@@ -314,21 +361,32 @@ func (s *Server) authorizeIngress(rg *region, f form) (any, *apiError) {
 // properties matching exactly. Properties matching nothing: in the default VPC the request succeeds and
 // lists them in unknownIpPermissionSet; elsewhere it is InvalidPermission.NotFound and nothing is revoked.
 func (s *Server) revokeIngress(rg *region, f form) (any, *apiError) {
-	g, e := rg.namedGroup(f)
+	return s.revoke(rg, f, false)
+}
+
+// revokeEgress removes outbound rules ("EC2 API Reference: RevokeSecurityGroupEgress") as revokeIngress
+// removes inbound ones, from the group by id (egressGroup).
+func (s *Server) revokeEgress(rg *region, f form) (any, *apiError) {
+	return s.revoke(rg, f, true)
+}
+
+func (s *Server) revoke(rg *region, f form, egress bool) (any, *apiError) {
+	g, e := rg.ruleGroup(f, egress)
 	if e != nil {
 		return nil, e
 	}
+	have := g.rules(egress)
 	out := &revokeXML{Return: true}
 	if ids := f.list("SecurityGroupRuleId"); len(ids) > 0 {
 		for _, id := range ids {
-			if indexOfRule(g.Ingress, func(r Rule) bool { return r.ID == id }) < 0 {
+			if indexOfRule(*have, func(r Rule) bool { return r.ID == id }) < 0 {
 				return nil, ec2Err("InvalidSecurityGroupRuleId.NotFound", "The security group rule ID '%s' does not exist", id)
 			}
 		}
 		for _, id := range ids {
-			i := indexOfRule(g.Ingress, func(r Rule) bool { return r.ID == id })
+			i := indexOfRule(*have, func(r Rule) bool { return r.ID == id })
 			out.Revoked.Items = append(out.Revoked.Items, revokedXML{id, g.ID})
-			g.Ingress = append(g.Ingress[:i], g.Ingress[i+1:]...)
+			*have = append((*have)[:i], (*have)[i+1:]...)
 		}
 		return out, nil
 	}
@@ -338,7 +396,7 @@ func (s *Server) revokeIngress(rg *region, f form) (any, *apiError) {
 	}
 	var unknown []Rule
 	for _, r := range rules {
-		if indexOfRule(g.Ingress, func(have Rule) bool { return sameRule(r, have) }) < 0 {
+		if indexOfRule(*have, func(old Rule) bool { return sameRule(r, old) }) < 0 {
 			unknown = append(unknown, r)
 		}
 	}
@@ -351,9 +409,9 @@ func (s *Server) revokeIngress(rg *region, f form) (any, *apiError) {
 		}
 	}
 	for _, r := range rules {
-		if i := indexOfRule(g.Ingress, func(have Rule) bool { return sameRule(r, have) }); i >= 0 {
-			out.Revoked.Items = append(out.Revoked.Items, revokedXML{g.Ingress[i].ID, g.ID})
-			g.Ingress = append(g.Ingress[:i], g.Ingress[i+1:]...)
+		if i := indexOfRule(*have, func(old Rule) bool { return sameRule(r, old) }); i >= 0 {
+			out.Revoked.Items = append(out.Revoked.Items, revokedXML{(*have)[i].ID, g.ID})
+			*have = append((*have)[:i], (*have)[i+1:]...)
 		}
 	}
 	return out, nil
@@ -369,7 +427,8 @@ func indexOfRule(rules []Rule, match func(Rule) bool) int {
 }
 
 // deleteSecurityGroup deletes a group ("EC2 API Reference: DeleteSecurityGroup"): not a VPC's default
-// group (CannotDelete), nor one an instance that is not terminated uses (DependencyViolation).
+// group (CannotDelete), nor one an instance that is not terminated uses, nor one another group's inbound or
+// outbound rule names (DependencyViolation).
 func (s *Server) deleteSecurityGroup(rg *region, f form) (any, *apiError) {
 	g, e := rg.namedGroup(f)
 	if e != nil {
@@ -378,14 +437,14 @@ func (s *Server) deleteSecurityGroup(rg *region, f form) (any, *apiError) {
 	if g.Name == "default" {
 		return nil, ec2Err("CannotDelete", "the specified group: \"%s\" name: \"default\" cannot be deleted by a user", g.ID)
 	}
-	// Another group's rule naming it as its source holds it, as an instance using it does (R50); EC2's words
-	// are the same for both.
+	// Another group's rule naming it, as the source of an inbound rule or the destination of an outbound one,
+	// holds it, as an instance using it does (R50); EC2's words are the same for all.
 	for _, other := range rg.groups {
 		if other.ID == g.ID {
 			continue
 		}
 		for _, r := range append(append([]Rule(nil), other.Ingress...), other.Egress...) {
-			if r.SourceGroupID == g.ID {
+			if r.PeerGroupID == g.ID {
 				return nil, ec2Err("DependencyViolation", "resource %s has a dependent object", g.ID)
 			}
 		}
@@ -456,7 +515,7 @@ func vpcIDOf(v *VPC) string {
 }
 
 var groupFilters = map[string]bool{"group-id": true, "group-name": true, "vpc-id": true, "description": true, "owner-id": true,
-	"ip-permission.group-id": true}
+	"ip-permission.group-id": true, "egress.ip-permission.group-id": true}
 
 func (g *group) fields(s *Server) filterFields {
 	return func(name string) []string {
@@ -473,16 +532,24 @@ func (g *group) fields(s *Server) filterFields {
 			return []string{s.opts.AccountID}
 		case "ip-permission.group-id":
 			// The groups its inbound rules name as sources (R50).
-			var ids []string
-			for _, r := range g.Ingress {
-				if r.SourceGroupID != "" {
-					ids = append(ids, r.SourceGroupID)
-				}
-			}
-			return ids
+			return peerGroups(g.Ingress)
+		case "egress.ip-permission.group-id":
+			// The groups its outbound rules name as destinations (R50).
+			return peerGroups(g.Egress)
 		}
 		return nil
 	}
+}
+
+// peerGroups are the groups rules name.
+func peerGroups(rules []Rule) []string {
+	var ids []string
+	for _, r := range rules {
+		if r.PeerGroupID != "" {
+			ids = append(ids, r.PeerGroupID)
+		}
+	}
+	return ids
 }
 
 // SecurityGroups lists a region's security groups, sorted by id.

@@ -95,8 +95,8 @@ type revokeXML struct {
 
 func permissionXML(r Rule, account string) ipPermissionXML {
 	p := ipPermissionXML{IPProtocol: r.Protocol}
-	if r.SourceGroupID != "" {
-		p.Groups = setOf([]groupPairXML{{account, r.SourceGroupID}})
+	if r.PeerGroupID != "" {
+		p.Groups = setOf([]groupPairXML{{account, r.PeerGroupID}})
 	} else {
 		p.IPRanges = setOf([]ipRangeXML{{r.CIDR, r.Description}})
 	}
@@ -107,13 +107,13 @@ func permissionXML(r Rule, account string) ipPermissionXML {
 	return p
 }
 
-func (s *Server) ruleXML(g *group, r Rule, tags map[string]string) ruleXML {
+func (s *Server) ruleXML(g *group, r Rule, egress bool, tags map[string]string) ruleXML {
 	x := ruleXML{
-		RuleID: r.ID, GroupID: g.ID, OwnerID: s.opts.AccountID, IPProtocol: r.Protocol, FromPort: r.FromPort,
+		RuleID: r.ID, GroupID: g.ID, OwnerID: s.opts.AccountID, IsEgress: egress, IPProtocol: r.Protocol, FromPort: r.FromPort,
 		ToPort: r.ToPort, CidrIPv4: r.CIDR, Description: r.Description, Tags: tagSet(tags),
 	}
-	if r.SourceGroupID != "" {
-		x.Referenced = &refGroupXML{GroupID: r.SourceGroupID, UserID: s.opts.AccountID}
+	if r.PeerGroupID != "" {
+		x.Referenced = &refGroupXML{GroupID: r.PeerGroupID, UserID: s.opts.AccountID}
 	}
 	return x
 }
@@ -136,8 +136,8 @@ func mergedPermissions(rules []Rule, account string) []ipPermissionXML {
 	for _, r := range rules {
 		k := [3]any{r.Protocol, r.FromPort, r.ToPort}
 		if i, ok := index[k]; ok {
-			if r.SourceGroupID != "" {
-				out[i].Groups.Items = append(out[i].Groups.Items, groupPairXML{account, r.SourceGroupID})
+			if r.PeerGroupID != "" {
+				out[i].Groups.Items = append(out[i].Groups.Items, groupPairXML{account, r.PeerGroupID})
 			} else {
 				out[i].IPRanges.Items = append(out[i].IPRanges.Items, ipRangeXML{r.CIDR, r.Description})
 			}

@@ -66,9 +66,9 @@ func (s *Server) playGuests(ticks <-chan time.Time) (stop func()) {
 	return stop
 }
 
-// guestsReport is one round of every agent: each proxy whose config parameter names a config id its
-// applied parameter does not hold, and that has a running instance, gets that id written. The caller holds
-// s.mu.
+// guestsReport is one round of every agent: each proxy whose config parameter (a manifest and its parts, or
+// the whole config, guest.LoadConfig) names a config id its applied parameter does not hold, and that has a
+// running instance, gets that id written. The caller holds s.mu.
 func (s *Server) guestsReport() {
 	// Instances move on as they would for any reader (Timing), so an instance due to run is seen running.
 	s.advanceAll()
@@ -81,8 +81,16 @@ func (s *Server) guestsReport() {
 			if !ok {
 				continue
 			}
-			var c guest.Config
-			if json.Unmarshal([]byte(rg.params[param].Value), &c) != nil || !authenticated(rg, proxy, c) {
+			// In either format, as the agent its instance runs reads it: a manifest's parts that do not match it
+			// (half of a write) are not applied yet.
+			c, _, err := guest.LoadConfig(rg.params[param].Value, func(i int) (string, bool) {
+				p := rg.params[guest.ParameterPath(proxy, guest.PartName(guest.ParameterConfig, i))]
+				if p == nil {
+					return "", false
+				}
+				return p.Value, true
+			})
+			if err != nil || !authenticated(rg, proxy, c) {
 				continue
 			}
 			applied := guest.ParameterPath(proxy, guest.ParameterApplied)

@@ -65,7 +65,7 @@ var modelledOperators = map[string]bool{
 // parsePolicy reads a policy document, refusing any element the evaluator does not model.
 func parsePolicy(doc string) (policyDocument, error) {
 	var raw struct {
-		Version, Id string          //nolint:revive,stylecheck // IAM's element names
+		Version, Id string          // IAM's element names
 		Statement   json.RawMessage `json:"Statement"`
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(doc)))

@@ -123,7 +123,7 @@ func (s *Server) ec2Authorizations(rg *region, c *call) []authzRequest {
 		}
 	case "TerminateInstances":
 		existing(f.list("InstanceId")...)
-	case "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "DeleteSecurityGroup":
+	case "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "AuthorizeSecurityGroupEgress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup":
 		id := f.str("GroupId")
 		if name := f.str("GroupName"); id == "" && name != "" {
 			if d := rg.defaultVPC(); d != nil {
@@ -213,7 +213,7 @@ func (s *Server) runInstancesAuthorizations(rg *region, c *call, made func(strin
 // s.mu.
 func (s *Server) ssmAuthorizations(rg *region, c *call) []authzRequest {
 	var in struct {
-		Name, ResourceId, Path, Type, KeyId, Tier, Value string //nolint:revive,stylecheck // SSM's member names
+		Name, ResourceId, Path, Type, KeyId, Tier, Value string // SSM's member names
 		Names                                            []string
 		Tags                                             []ssmTag
 		WithDecryption                                   bool

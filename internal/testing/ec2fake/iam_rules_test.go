@@ -127,6 +127,25 @@ func TestDocumentedIAMRules(t *testing.T) {
 				_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 				h.ok("terminating my own", err)
 			}},
+		"R52 a group's outbound rules are changed on the group": {opts: Options{CallerPolicies: []string{`{"Statement": [
+			{"Effect": "Allow", "Action": ["ec2:CreateSecurityGroup", "ec2:CreateTags"], "Resource": "*"},
+			{"Effect": "Allow", "Action": ["ec2:AuthorizeSecurityGroupEgress", "ec2:RevokeSecurityGroupEgress"], "Resource": "arn:aws:ec2:*:*:security-group/*",
+			 "Condition": {"StringEquals": {"aws:ResourceTag/owner": "me"}}}]}`}}, run: func(h *harness) {
+			rule := []ec2types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(443), ToPort: aws.Int32(443), IpRanges: []ec2types.IpRange{{CidrIp: aws.String("10.0.0.0/8")}}}}
+			mine, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("mine"), Description: aws.String("d"),
+				TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags("owner", "me")}}})
+			h.ok("my group", err)
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: mine.GroupId, IpPermissions: rule})
+			h.ok("an outbound rule on my group", err)
+			_, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: mine.GroupId, IpPermissions: rule})
+			h.ok("revoking it", err)
+			admin := h.with(h.region, h.s.AdminAWSConfig(h.region))
+			theirs, err := admin.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("theirs"), Description: aws.String("d")})
+			h.ok("their group", err)
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: theirs.GroupId, IpPermissions: rule})
+			h.fails("an outbound rule on a group without the tag", err, "UnauthorizedOperation",
+				"ec2:AuthorizeSecurityGroupEgress on resource: arn:aws:ec2:"+h.region+":"+h.s.AccountID()+":security-group/"+aws.ToString(theirs.GroupId))
+		}},
 		"R52 the tags at creation need ec2:CreateTags": {opts: Options{CallerPolicies: []string{`{"Statement": [
 			{"Effect": "Allow", "Action": ["ec2:CreateSecurityGroup", "ec2:AllocateAddress"], "Resource": "*"}]}`}}, run: func(h *harness) {
 			_, err := h.ec2.AllocateAddress(h.ctx, &ec2.AllocateAddressInput{Domain: ec2types.DomainTypeVpc})

@@ -59,6 +59,12 @@ func (h *harness) ingress(id string) []string {
 	return permissionList(h.group(id).IpPermissions)
 }
 
+// egress is a group's outbound permissions as DescribeSecurityGroups answers them (permissionList).
+func (h *harness) egress(id string) []string {
+	h.t.Helper()
+	return permissionList(h.group(id).IpPermissionsEgress)
+}
+
 // address is one Elastic IP as DescribeAddresses answers it.
 func (h *harness) address(allocationID string) ec2types.Address {
 	h.t.Helper()

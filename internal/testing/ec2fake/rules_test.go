@@ -1489,6 +1489,73 @@ func TestDocumentedRules(t *testing.T) {
 				h.t.Errorf("a String has key %q, want none", p.KeyID)
 			}
 		}},
+		"R18 egress rules": {opts: Options{MaxRulesPerGroup: 3}, run: func(h *harness) {
+			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
+			h.ok("create", err)
+			gid := aws.ToString(g.GroupId)
+			perm := func(proto string, port int32, cidrs ...string) []ec2types.IpPermission {
+				p := ec2types.IpPermission{IpProtocol: aws.String(proto)}
+				if port > 0 {
+					p.FromPort, p.ToPort = aws.Int32(port), aws.Int32(port)
+				}
+				for _, c := range cidrs {
+					p.IpRanges = append(p.IpRanges, ec2types.IpRange{CidrIp: aws.String(c)})
+				}
+				return []ec2types.IpPermission{p}
+			}
+			out, err := h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("tcp", 443, "10.0.0.0/8", "192.168.1.0/24")})
+			h.ok("authorize", err)
+			if len(out.SecurityGroupRules) != 2 || !aws.ToBool(out.SecurityGroupRules[0].IsEgress) || aws.ToString(out.SecurityGroupRules[0].CidrIpv4) != "10.0.0.0/8" {
+				h.t.Errorf("authorize answered %+v, want two outbound rules", out.SecurityGroupRules)
+			}
+			if got := h.egress(gid); fmt.Sprint(got) != "[-1 0-0 0.0.0.0/0 tcp 443-443 10.0.0.0/8 tcp 443-443 192.168.1.0/24]" || len(h.ingress(gid)) != 0 {
+				h.t.Errorf("the group describes egress %v, ingress %v; want the default rule and the two, no ingress", got, h.ingress(gid))
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("tcp", 443, "10.0.0.0/8")})
+			h.fails("an outbound rule the group has", err, "InvalidPermission.Duplicate", `peer: 10.0.0.0/8, TCP, from port: 443, to port: 443, ALLOW`)
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("-1", 0, "0.0.0.0/0")})
+			h.fails("the default rule again", err, "InvalidPermission.Duplicate", "peer: 0.0.0.0/0, ALL, ALLOW")
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: perm("tcp", 443, "10.0.0.0/8")})
+			h.ok("the same rule inbound: the directions are apart", err)
+			// The quota counts each direction apart: three outbound rules fill it, inbound has room.
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("udp", 53, "10.0.0.0/8")})
+			h.fails("a fourth outbound rule", err, "RulesPerSecurityGroupLimitExceeded", "")
+			_, err = h.ec2.AuthorizeSecurityGroupIngress(h.ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: g.GroupId, IpPermissions: perm("tcp", 443, "172.16.0.0/12", "192.168.0.0/16")})
+			h.ok("the second and third inbound rules", err)
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, CidrIp: aws.String("10.0.0.0/8"), IpPermissions: perm("udp", 53, "10.0.0.0/8")})
+			h.failsWith("the top-level CidrIp", err, http.StatusBadRequest, "UnknownParameter")
+			h.fails("the top-level CidrIp", err, "UnknownParameter", "The parameter CidrIp is not recognized")
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpProtocol: aws.String("tcp")})
+			h.failsWith("the top-level IpProtocol", err, http.StatusNotImplemented, "NotImplemented")
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("tcp", 443, "10.0.0.1/8")})
+			h.fails("a malformed CIDR", err, "InvalidParameterValue", "CIDR block 10.0.0.1/8 is malformed")
+
+			// Revoking: the default rule by its properties, one rule by the id authorize answered, an inbound
+			// rule's id not among the outbound ones.
+			rev, err := h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("-1", 0, "0.0.0.0/0")})
+			h.ok("revoke the default rule", err)
+			if len(rev.RevokedSecurityGroupRules) != 1 || len(rev.UnknownIpPermissions) != 0 {
+				h.t.Errorf("revoke answered %d revoked, %d unknown; want 1, 0", len(rev.RevokedSecurityGroupRules), len(rev.UnknownIpPermissions))
+			}
+			byID := aws.ToString(out.SecurityGroupRules[1].SecurityGroupRuleId)
+			_, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: g.GroupId, SecurityGroupRuleIds: []string{byID}})
+			h.ok("revoke by rule id", err)
+			if got := h.egress(gid); fmt.Sprint(got) != "[tcp 443-443 10.0.0.0/8]" || len(h.ingress(gid)) != 3 {
+				h.t.Errorf("after the revokes the group describes egress %v, ingress %v; want one outbound rule, the three inbound", got, h.ingress(gid))
+			}
+			_, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: g.GroupId, SecurityGroupRuleIds: []string{byID}})
+			h.fails("a rule id revoked already", err, "InvalidSecurityGroupRuleId.NotFound", byID)
+			rev, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: g.GroupId, IpPermissions: perm("udp", 53, "10.0.0.0/8")})
+			h.ok("revoke an unknown outbound rule in the default VPC", err)
+			if len(rev.UnknownIpPermissions) != 1 || len(rev.RevokedSecurityGroupRules) != 0 {
+				h.t.Errorf("revoke answered %d unknown, %d revoked; want 1, 0", len(rev.UnknownIpPermissions), len(rev.RevokedSecurityGroupRules))
+			}
+			sn := h.s.SetSubnets(h.region, []Subnet{{VPCID: "vpc-0aaaaaaaaaaaaaaa1", CIDR: "10.1.0.0/24"}})
+			o, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("g"), Description: aws.String("d"), VpcId: aws.String(sn[0].VPCID)})
+			h.ok("create in another VPC", err)
+			_, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: o.GroupId, IpPermissions: perm("udp", 53, "10.0.0.0/8")})
+			h.fails("revoke an unknown outbound rule elsewhere", err, "InvalidPermission.NotFound", "")
+		}},
 		"R46 a new security group is unseen for a while": {opts: Options{Timing: &Timing{UnseenGroupCalls: 2}}, run: func(h *harness) {
 			g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("egress-proxy-p1"), Description: aws.String("d")})
 			h.ok("create", err)
@@ -1599,6 +1666,46 @@ func TestDocumentedRules(t *testing.T) {
 			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
 			h.fails("delete while app names it", err, "DependencyViolation", "resource "+proxy+" has a dependent object")
 			_, err = h.ec2.RevokeSecurityGroupIngress(h.ctx, &ec2.RevokeSecurityGroupIngressInput{GroupId: aws.String(app), IpPermissions: from})
+			h.ok("revoke app's rule", err)
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
+			h.ok("delete once nothing names it", err)
+		}},
+		"R50 an outbound rule naming another group holds it": {run: func(h *harness) {
+			mk := func(name string) string {
+				g, err := h.ec2.CreateSecurityGroup(h.ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(name), Description: aws.String("d")})
+				h.ok("create "+name, err)
+				return aws.ToString(g.GroupId)
+			}
+			proxy, app := mk("egress-proxy-p1"), mk("app")
+			to := []ec2types.IpPermission{{IpProtocol: aws.String("tcp"), FromPort: aws.Int32(3128), ToPort: aws.Int32(3128),
+				UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String(proxy)}}}}
+			out, err := h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: aws.String(app), IpPermissions: to})
+			h.ok("app may send to the proxy's group", err)
+			if len(out.SecurityGroupRules) != 1 || !aws.ToBool(out.SecurityGroupRules[0].IsEgress) || out.SecurityGroupRules[0].ReferencedGroupInfo == nil ||
+				aws.ToString(out.SecurityGroupRules[0].ReferencedGroupInfo.GroupId) != proxy {
+				h.t.Errorf("the rule as answered: %+v", out.SecurityGroupRules)
+			}
+			if got := h.egress(app); fmt.Sprint(got) != "[-1 0-0 0.0.0.0/0 tcp 3128-3128 "+proxy+"]" {
+				h.t.Errorf("app describes egress %v", got)
+			}
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: aws.String(app), IpPermissions: to})
+			h.fails("the same again", err, "InvalidPermission.Duplicate", "peer: "+proxy)
+			_, err = h.ec2.AuthorizeSecurityGroupEgress(h.ctx, &ec2.AuthorizeSecurityGroupEgressInput{GroupId: aws.String(app), IpPermissions: []ec2types.IpPermission{{
+				IpProtocol: aws.String("tcp"), FromPort: aws.Int32(1), ToPort: aws.Int32(1), UserIdGroupPairs: []ec2types.UserIdGroupPair{{GroupId: aws.String("sg-0123456789abcdef0")}}}}})
+			h.fails("an unknown destination group", err, "InvalidGroup.NotFound", "")
+			refs, err := h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{flt("egress.ip-permission.group-id", proxy)}})
+			h.ok("who sends to the proxy's group", err)
+			if len(refs.SecurityGroups) != 1 || aws.ToString(refs.SecurityGroups[0].GroupId) != app {
+				h.t.Errorf("groups whose outbound rules name %s: %+v", proxy, refs.SecurityGroups)
+			}
+			refs, err = h.ec2.DescribeSecurityGroups(h.ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{flt("ip-permission.group-id", proxy)}})
+			h.ok("who admits the proxy's group", err)
+			if len(refs.SecurityGroups) != 0 {
+				h.t.Errorf("groups whose inbound rules name %s: %+v, want none (the reference is outbound)", proxy, refs.SecurityGroups)
+			}
+			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
+			h.fails("delete while app's outbound rule names it", err, "DependencyViolation", "resource "+proxy+" has a dependent object")
+			_, err = h.ec2.RevokeSecurityGroupEgress(h.ctx, &ec2.RevokeSecurityGroupEgressInput{GroupId: aws.String(app), IpPermissions: to})
 			h.ok("revoke app's rule", err)
 			_, err = h.ec2.DeleteSecurityGroup(h.ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(proxy)})
 			h.ok("delete once nothing names it", err)

@@ -142,6 +142,8 @@ var ec2Answers = map[string]any{
 	"DescribeSecurityGroups":        describeGroupsXML{},
 	"AuthorizeSecurityGroupIngress": authorizeXML{},
 	"RevokeSecurityGroupIngress":    revokeXML{},
+	"AuthorizeSecurityGroupEgress":  authorizeXML{},
+	"RevokeSecurityGroupEgress":     revokeXML{},
 	"DeleteSecurityGroup":           deleteGroupXML{},
 	"AllocateAddress":               allocateXML{},
 	"AssociateAddress":              associateXML{},

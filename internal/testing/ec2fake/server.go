@@ -124,8 +124,8 @@ type Timing struct {
 	// TerminateInstances and AssociateAddress naming it, while RunInstances has already answered its id.
 	UnseenPolls int
 	// UnseenGroupCalls plays the same for a new security group (R46): it is unknown (InvalidGroup.NotFound)
-	// to this many calls naming it by id (AuthorizeSecurityGroupIngress, RevokeSecurityGroupIngress,
-	// DescribeSecurityGroups, DeleteSecurityGroup, CreateTags, RunInstances' SecurityGroupId), though
+	// to this many calls naming it by id (AuthorizeSecurityGroupIngress, RevokeSecurityGroupIngress, their
+	// Egress twins, DescribeSecurityGroups, DeleteSecurityGroup, CreateTags, RunInstances' SecurityGroupId), though
 	// CreateSecurityGroup answered its id.
 	UnseenGroupCalls int
 	// UnseenAddressCalls plays it for a new Elastic IP (R47): it is unknown (InvalidAllocationID.NotFound) to

@@ -15,6 +15,7 @@ func TestProviderPermissions(t *testing.T) {
 	all := []string{
 		"secretmanager.secrets.create", "secretmanager.secrets.get", "secretmanager.secrets.delete",
 		"secretmanager.secrets.setIamPolicy", "secretmanager.versions.add", "secretmanager.versions.access",
+		"secretmanager.secrets.list",
 	}
 	ctx := context.Background()
 	for _, missing := range all {
@@ -46,10 +47,14 @@ func TestProviderPermissions(t *testing.T) {
 				"secretmanager.secrets.delete": func() error {
 					return c.DeleteSecret(ctx, &secretmanagerpb.DeleteSecretRequest{Name: name})
 				},
+				"secretmanager.secrets.list": func() error {
+					_, err := c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}).Next()
+					return err
+				},
 			}
 			// In this order every call but the one refused finds what it needs.
 			for _, p := range []string{"secretmanager.secrets.create", "secretmanager.secrets.get", "secretmanager.versions.add",
-				"secretmanager.versions.access", "secretmanager.secrets.setIamPolicy", "secretmanager.secrets.delete"} {
+				"secretmanager.versions.access", "secretmanager.secrets.setIamPolicy", "secretmanager.secrets.list", "secretmanager.secrets.delete"} {
 				err := calls[p]()
 				if p == missing {
 					wantStatus(t, p, err, 403, "Permission '"+p+"' denied for resource")

@@ -3,6 +3,7 @@ package secretmanagerfake
 import (
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"net/http"
 	"strings"
@@ -13,7 +14,9 @@ import (
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"golang.org/x/oauth2"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
+	"google.golang.org/grpc/codes"
 )
 
 // One test per rule of README.md, named by its number there, through the real REST client where it can send
@@ -224,6 +227,111 @@ func TestDocumentedRules(t *testing.T) {
 			sec, err := create(context.Background(), c, "x", nil)
 			if err != nil || sec.GetName() != "projects/"+projectNumber("p")+"/secrets/x" || sec.GetName() == "projects/p/secrets/x" {
 				t.Errorf("created %v %v, want it named by the project's number", sec.GetName(), err)
+			}
+		},
+		"S14 listing with a filter": func(t *testing.T, s *Server, c *secretmanager.Client) {
+			ctx := context.Background()
+			mine := map[string]string{"egress-managed-by": "terraform-provider-egress", "egress-owner": "team-a"}
+			theirs := map[string]string{"egress-managed-by": "terraform-provider-egress", "egress-owner": "team-b"}
+			for _, sec := range []struct {
+				id     string
+				labels map[string]string
+			}{{"proxy-a", mine}, {"proxy-b", theirs}, {"apikey-production", nil}} {
+				if _, err := create(ctx, c, sec.id, sec.labels); err != nil {
+					t.Fatal(err)
+				}
+			}
+			other := "projects/q"
+			if _, err := c.CreateSecret(ctx, &secretmanagerpb.CreateSecretRequest{Parent: other, SecretId: "proxy-q",
+				Secret: &secretmanagerpb.Secret{Replication: automatic(), Labels: mine}}); err != nil {
+				t.Fatal(err)
+			}
+			list := func(filter string) ([]string, error) {
+				var ids []string
+				it := c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p", Filter: filter})
+				for {
+					sec, err := it.Next()
+					if errors.Is(err, iterator.Done) {
+						return ids, nil
+					}
+					if err != nil {
+						return ids, err
+					}
+					ids = append(ids, sec.GetName()[strings.LastIndex(sec.GetName(), "/")+1:])
+				}
+			}
+			for filter, want := range map[string]string{
+				"": "[apikey-production proxy-b proxy-a]", // newest first, this project's only
+				`labels.egress-managed-by=terraform-provider-egress AND labels.egress-owner=team-a`: "[proxy-a]",
+				`labels.egress-managed-by="terraform-provider-egress" labels.egress-owner="team-a"`: "[proxy-a]",
+				`labels.egress-owner:*`:        "[proxy-b proxy-a]",
+				`NOT labels.egress-owner:*`:    "[apikey-production]",
+				`-labels.egress-owner:*`:       "[apikey-production]",
+				`labels.egress-owner!=team-a`:  "[apikey-production proxy-b]",
+				`name:proxy-a OR name:proxy-b`: "[proxy-b proxy-a]",
+				`name:APIKEY*production`:       "[]", // case matters
+				`name:apikey*production`:       "[apikey-production]",
+				`labels.egress-owner=team-a OR labels.egress-owner=team-b labels.egress-managed-by:*`: "[proxy-b proxy-a]",
+				`(labels.egress-owner=team-a OR labels.egress-owner=team-b) AND NOT name:proxy-b`:     "[proxy-a]",
+				`labels.egress-owner=team-c`: "[]",
+			} {
+				got, err := list(filter)
+				if err != nil || fmt.Sprint(got) != want {
+					t.Errorf("filter %q lists %v, %v; want %s", filter, got, err, want)
+				}
+			}
+			for _, bad := range []string{`labels.egress-owner=`, `labels.egress-owner team-a`, `(name:x`, `AND name:x`, `colour=red`} {
+				_, err := list(bad)
+				wantStatus(t, "filter "+bad, err, http.StatusBadRequest, "Invalid filter")
+			}
+			_, err := list(`create_time>2021-01-01T00:00:00Z`)
+			wantStatus(t, "a field the fake does not model", err, http.StatusNotImplemented, "create_time")
+
+			// Pages, and total_size only without a filter.
+			pager := iterator.NewPager(c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}), 2, "")
+			var first []*secretmanagerpb.Secret
+			token, err := pager.NextPage(&first)
+			if err != nil || len(first) != 2 || token == "" {
+				t.Fatalf("first page of 2: %d secrets, token %q, %v", len(first), token, err)
+			}
+			var rest []*secretmanagerpb.Secret
+			if next, err := iterator.NewPager(c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}), 2, token).NextPage(&rest); err != nil || len(rest) != 1 || next != "" {
+				t.Errorf("second page: %d secrets, token %q, %v; want the last one", len(rest), next, err)
+			}
+			_, err = iterator.NewPager(c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p", Filter: "name:proxy"}), 2, token).NextPage(&rest)
+			wantStatus(t, "a token given for another filter", err, http.StatusBadRequest, "page_token")
+			_, err = iterator.NewPager(c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}), 2, "not-a-token").NextPage(&rest)
+			wantStatus(t, "a token the fake did not give", err, http.StatusBadRequest, "page_token")
+			for filter, want := range map[string]int32{"": 3, "name:proxy": 0} {
+				it := c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p", Filter: filter})
+				if _, err := it.Next(); err != nil {
+					t.Fatal(err)
+				}
+				if resp, ok := it.Response.(*secretmanagerpb.ListSecretsResponse); !ok || resp.GetTotalSize() != want {
+					t.Errorf("total_size with filter %q: %v, want %d", filter, it.Response, want)
+				}
+			}
+			_, err = client(t, s, s.ServiceAccountToken("vm@p.iam.gserviceaccount.com")).ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}).Next()
+			wantStatus(t, "a service account lists", err, http.StatusForbidden, "Permission 'secretmanager.secrets.list' denied")
+		},
+		"S15 the API not enabled": func(t *testing.T, s *Server, c *secretmanager.Client) {
+			ctx := context.Background()
+			if _, err := create(ctx, c, "x", nil); err != nil {
+				t.Fatal(err)
+			}
+			s.DisableAPI("p")
+			_, err := c.ListSecrets(ctx, &secretmanagerpb.ListSecretsRequest{Parent: "projects/p"}).Next()
+			wantStatus(t, "list", err, http.StatusForbidden, "Secret Manager API has not been used in project "+projectNumber("p"))
+			var ae *apierror.APIError
+			if !errors.As(err, &ae) || ae.Reason() != "SERVICE_DISABLED" || ae.Domain() != "googleapis.com" ||
+				ae.Metadata()["service"] != "secretmanager.googleapis.com" || ae.GRPCStatus().Code() != codes.PermissionDenied {
+				t.Errorf("the refusal as the client reads it: %v (reason %q)", err, ae.Reason())
+			}
+			_, err = c.GetSecret(ctx, &secretmanagerpb.GetSecretRequest{Name: "projects/p/secrets/x"})
+			wantStatus(t, "get", err, http.StatusForbidden, "SERVICE_DISABLED")
+			if _, err := c.CreateSecret(ctx, &secretmanagerpb.CreateSecretRequest{Parent: "projects/q", SecretId: "y",
+				Secret: &secretmanagerpb.Secret{Replication: automatic()}}); err != nil {
+				t.Errorf("another project: %v", err)
 			}
 		},
 	} {

@@ -54,6 +54,7 @@ type Server struct {
 	adminPerms []string
 	members    map[string]string // bearer token -> IAM member ("serviceAccount:EMAIL")
 	secrets    map[string]*secret
+	disabled   map[string]bool // projects where the API is not enabled (S15)
 	log        []Request
 }
 
@@ -79,7 +80,8 @@ func New(opts Options) *Server {
 	if opts.AdminToken == "" {
 		panic("secretmanagerfake: Options.AdminToken is required")
 	}
-	s := &Server{admin: opts.AdminToken, adminPerms: slices.Clone(opts.AdminPermissions), members: map[string]string{}, secrets: map[string]*secret{}}
+	s := &Server{admin: opts.AdminToken, adminPerms: slices.Clone(opts.AdminPermissions), members: map[string]string{},
+		secrets: map[string]*secret{}, disabled: map[string]bool{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	return s
@@ -145,6 +147,14 @@ func (s *Server) Secrets(project string) []string {
 	return out
 }
 
+// DisableAPI turns the API off on project, as on a project where Secret Manager was never enabled: every
+// request naming it is refused (S15).
+func (s *Server) DisableAPI(project string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disabled[project] = true
+}
+
 // Requests returns what the server received.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -165,30 +175,53 @@ func projectNumber(project string) string {
 	return strconv.FormatUint(100000000000+fnv64(project)%900000000000, 10)
 }
 
-// apiError is an error answer in the JSON form of Google's REST APIs: {"error": {code, message, status}}.
+// apiError is an error answer in the JSON form of Google's REST APIs: {"error": {code, message, status}},
+// with details when there are (google.rpc.Status.details, each with its "@type").
 type apiError struct {
 	code    int
 	status  string
 	message string
+	details []map[string]any
+}
+
+func newAPIError(code int, status, message string, details ...map[string]any) *apiError {
+	return &apiError{code: code, status: status, message: message, details: details}
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	w.WriteHeader(e.code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": e.code, "message": e.message, "status": e.status}})
+	body := map[string]any{"code": e.code, "message": e.message, "status": e.status}
+	if len(e.details) > 0 {
+		body["details"] = e.details
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": body})
+}
+
+// serviceDisabled is the answer on a project where the API is not enabled (S15): 403 PERMISSION_DENIED with
+// an ErrorInfo of reason SERVICE_DISABLED ("google.api.ErrorReason", error_reason.proto).
+func serviceDisabled(project string) *apiError {
+	number := projectNumber(project)
+	return newAPIError(http.StatusForbidden, "PERMISSION_DENIED",
+		fmt.Sprintf("Secret Manager API has not been used in project %s before or it is disabled. Enable it by visiting "+
+			"https://console.developers.google.com/apis/api/secretmanager.googleapis.com/overview?project=%s then retry. "+
+			"If you enabled this API recently, wait a few minutes for the action to propagate to our systems and retry.", number, number),
+		map[string]any{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED", "domain": "googleapis.com",
+			"metadata": map[string]string{"consumer": "projects/" + number, "service": "secretmanager.googleapis.com"}})
 }
 
 func invalid(format string, args ...any) *apiError {
-	return &apiError{http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf(format, args...)}
+	return newAPIError(http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf(format, args...))
 }
 
 func notFound(format string, args ...any) *apiError {
-	return &apiError{http.StatusNotFound, "NOT_FOUND", fmt.Sprintf(format, args...)}
+	return newAPIError(http.StatusNotFound, "NOT_FOUND", fmt.Sprintf(format, args...))
 }
 
 // The route patterns of the methods served (the client's url_templates), the secret ID rule (S2) and a
 // version's name: a number or the alias latest (S8).
 var (
+	projectRE  = regexp.MustCompile(`^/v1/projects/([^/:]+)/`)
 	secretsRE  = regexp.MustCompile(`^/v1/projects/([^/:]+)/secrets$`)
 	secretRE   = regexp.MustCompile(`^/v1/projects/([^/:]+)/secrets/([^/:]+)(:addVersion|:setIamPolicy|:getIamPolicy)?$`)
 	versionRE  = regexp.MustCompile(`^/v1/projects/([^/:]+)/secrets/([^/:]+)/versions/([^/:]+):access$`)
@@ -219,16 +252,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 	if member == "" {
-		writeError(rw, &apiError{http.StatusUnauthorized, "UNAUTHENTICATED",
-			"Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."})
+		writeError(rw, newAPIError(http.StatusUnauthorized, "UNAUTHENTICATED",
+			"Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."))
 		return
 	}
 	ints := strings.Contains(r.URL.Query().Get("$alt"), "enum-encoding=int")
 	var out proto.Message
 	var e *apiError
 	switch p := r.URL.Path; {
+	case projectRE.MatchString(p) && s.apiDisabled(projectRE.FindStringSubmatch(p)[1]):
+		e = serviceDisabled(projectRE.FindStringSubmatch(p)[1])
 	case secretsRE.MatchString(p) && r.Method == http.MethodPost:
 		out, e = s.createSecret(r, member, secretsRE.FindStringSubmatch(p)[1])
+	case secretsRE.MatchString(p) && r.Method == http.MethodGet:
+		out, e = s.listSecrets(r, member, secretsRE.FindStringSubmatch(p)[1])
 	case versionRE.MatchString(p) && r.Method == http.MethodGet:
 		m := versionRE.FindStringSubmatch(p)
 		out, e = s.access(member, m[1], m[2], m[3])
@@ -246,7 +283,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case verb == ":getIamPolicy" && (r.Method == http.MethodGet || r.Method == http.MethodPost):
 			out, e = s.getIamPolicy(member, m[1], m[2])
 		default:
-			e = &apiError{http.StatusNotImplemented, "UNIMPLEMENTED", "the fake does not serve " + r.Method + " " + p}
+			e = newAPIError(http.StatusNotImplemented, "UNIMPLEMENTED", "the fake does not serve "+r.Method+" "+p)
 		}
 	default:
 		e = notFound("The requested URL %s was not found on this server.", p)
@@ -257,11 +294,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := protojson.MarshalOptions{UseEnumNumbers: ints}.Marshal(out)
 	if err != nil {
-		writeError(rw, &apiError{http.StatusInternalServerError, "INTERNAL", err.Error()})
+		writeError(rw, newAPIError(http.StatusInternalServerError, "INTERNAL", err.Error()))
 		return
 	}
 	rw.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	_, _ = rw.Write(b)
+}
+
+func (s *Server) apiDisabled(project string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.disabled[project]
 }
 
 // authenticate names the request's principal from its bearer token: "admin" for the provider's, the IAM
@@ -287,8 +330,8 @@ func (s *Server) adminMay(member, permission string) bool {
 // denied is the answer to a principal without the permission (S9): the API does not say whether the
 // resource exists.
 func denied(permission, resource string) *apiError {
-	return &apiError{http.StatusForbidden, "PERMISSION_DENIED",
-		fmt.Sprintf("Permission '%s' denied for resource '%s' (or it may not exist).", permission, resource)}
+	return newAPIError(http.StatusForbidden, "PERMISSION_DENIED",
+		fmt.Sprintf("Permission '%s' denied for resource '%s' (or it may not exist).", permission, resource))
 }
 
 // readBody decodes the request body into m, refusing fields its type does not have (S11).
@@ -325,8 +368,8 @@ func (s *Server) createSecret(r *http.Request, member, project string) (proto.Me
 	defer s.mu.Unlock()
 	k := key(project, id)
 	if s.secrets[k] != nil {
-		return nil, &apiError{http.StatusConflict, "ALREADY_EXISTS",
-			fmt.Sprintf("Secret [projects/%s/secrets/%s] already exists.", projectNumber(project), id)}
+		return nil, newAPIError(http.StatusConflict, "ALREADY_EXISTS",
+			fmt.Sprintf("Secret [projects/%s/secrets/%s] already exists.", projectNumber(project), id))
 	}
 	sec := &secretmanagerpb.Secret{
 		Name: fmt.Sprintf("projects/%s/secrets/%s", projectNumber(project), id), Replication: in.GetReplication(),
@@ -383,7 +426,7 @@ func (s *Server) deleteSecret(r *http.Request, member, project, id string) (prot
 		return nil, e
 	}
 	if tag := r.URL.Query().Get("etag"); tag != "" && tag != sec.pb.GetEtag() {
-		return nil, &apiError{http.StatusConflict, "ABORTED", "The etag provided does not match the current etag of the secret."}
+		return nil, newAPIError(http.StatusConflict, "ABORTED", "The etag provided does not match the current etag of the secret.")
 	}
 	delete(s.secrets, key(project, id))
 	return &emptypb.Empty{}, nil
@@ -476,7 +519,7 @@ func (s *Server) setIamPolicy(r *http.Request, member, project, id string) (prot
 		return nil, e
 	}
 	if tag := in.GetPolicy().GetEtag(); len(tag) > 0 && string(tag) != string(sec.policy.GetEtag()) {
-		return nil, &apiError{http.StatusConflict, "ABORTED", "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff."}
+		return nil, newAPIError(http.StatusConflict, "ABORTED", "There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.")
 	}
 	p := proto.CloneOf(in.GetPolicy())
 	p.Etag = []byte(etag())

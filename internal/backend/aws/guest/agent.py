@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 
 # Credentials are fetched again once they have less than this left. EC2 offers new ones at least five
 # minutes before the old expire, so fetching earlier only returns the same ones again, which is harmless.
@@ -184,6 +185,23 @@ def authenticated(config, secrets, prefix):
         return False
     mac = config.get("mac", "")
     return len(key) >= 32 and isinstance(mac, str) and hmac.compare_digest(config_mac(key, prefix, config), mac)
+
+
+# guest.LoadConfig: the config a manifest (the config parameter, guest.Manifest) and its parts hold, with the
+# manifest's id and MAC, or None while the parts are not the ones it names (the backend writes them before it:
+# half of a write). It is not authenticated yet, and unpacks to at most limit bytes. (Comments, not docstrings:
+# the user-data carries the agent without its comment lines, and EC2 takes 16 KB of it.)
+def unpack(manifest, parts, limit):
+    joined = "".join(parts)
+    if len(parts) != manifest["parts"] or hashlib.sha256(joined.encode()).hexdigest() != manifest.get("sha256"):
+        return None
+    z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    doc = z.decompress(base64.b64decode(joined, validate=True), limit)
+    if z.unconsumed_tail or not z.eof:
+        raise AgentError("the config's parts do not unpack to a config of at most %d bytes" % limit)
+    config = json.loads(doc)
+    config.update(config_id=manifest["config_id"], mac=manifest["mac"])
+    return config
 
 
 def guard_squid_conf(conf, guard):
@@ -426,8 +444,12 @@ class Agent:
         active = squid_state() == "active"
         if versions != self.seen or not active:
             whole = self.ssm.parameters([n["config"], n["secrets"]], True)
-            config = json.loads(whole[n["config"]]["Value"])
+            manifest = json.loads(whole[n["config"]]["Value"])
             secrets = json.loads(whole[n["secrets"]]["Value"]) if n["secrets"] in whole else {}
+            config = self.read_parts(manifest)
+            if config is None:
+                log("config %s: its parts are not all written yet; reading them again" % manifest["config_id"])
+                return False
             got = config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
                             secrets.get("tls_key", "").encode(), config["backstop"].encode())
             if got != config["config_id"]:
@@ -477,6 +499,15 @@ class Agent:
             self.ssm.call("PutParameter", {"Name": n["applied"], "Value": applied, "Type": "String", "Overwrite": True})
             log("reported config %s applied" % applied)
         return True
+
+    # The config the manifest names, its parts read in one call (unpack); None while they do not match.
+    def read_parts(self, manifest):
+        count = manifest.get("parts")
+        if type(count) is not int or not 1 <= count <= self.cfg["max_parts"]:
+            raise AgentError("the config parameter is no manifest of 1 to %d parts" % self.cfg["max_parts"])
+        names = [self.names["config_part"] % i for i in range(1, count + 1)]
+        got = self.ssm.parameters(names, False)
+        return unpack(manifest, [got[name]["Value"] for name in names if name in got], self.cfg["max_config_bytes"])
 
     def report_refused(self, params, applied, cid, mac, reason):
         """Says in the applied parameter (guest.Applied) that config cid was refused, beside the id that

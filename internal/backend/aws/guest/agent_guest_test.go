@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -46,7 +47,8 @@ import (
 // change (a new password, TLS on, another destination) is applied in place and reported in applied, after the
 // agent waited out the moment the backend had written the config and not yet the secrets; a config Squid
 // refuses is never installed, the last good one serving on, across a reboot, and its refusal is reported in
-// applied; a config not authenticated by the proxy's key, and one that is but holds a directive the renderer
+// applied; a config packed in several parts is applied, and not before all its parts are the ones its
+// manifest names (a set half written keeps the last good config serving, and is read again); a config not authenticated by the proxy's key, and one that is but holds a directive the renderer
 // never writes (a helper program), are never installed either; the agent only ever reads IMDS
 // with a token, carries on when every token ends, refreshes the role's credentials before they come within
 // its margin of their expiry, signs every SSM call with the session token, and writes applied once per
@@ -242,11 +244,33 @@ func TestAgentOnRealSquid(t *testing.T) {
 		t.Error("boot 2 ran the user-data again")
 	}
 
-	// Config 4, good again (config 1's rules): applied, TLS off, its files gone from the disk.
-	r4 := params.render(s1)
+	// Config 4, good again (config 1's rules and 400 more destinations, so that it takes several parts), written
+	// half first: its secrets and manifest, and of its parts only the first, as a writer that wrote the
+	// manifest too early would leave them (the backend writes the parts first). The agent finds the parts
+	// not the ones the manifest names, keeps config 2 serving and reads again, and applies config 4 once the
+	// parts are whole: applied, TLS off, its files gone from the disk.
+	s4 := s1
+	for i := range 400 {
+		s4.AllowedDestinations = append(s4.AllowedDestinations, fmt.Sprintf("h%x.%x.example.net", uint32(i)*2654435761, uint64(i+1)*11400714819323198485))
+	}
+	r4 := params.render(s4)
 	id4 := r4.id
-	params.put(r4)
+	if len(r4.parts) < 3 {
+		t.Fatalf("config 4 takes %d parts, want several", len(r4.parts))
+	}
+	params.putParts(r4, 1)
+	params.putManifest(r4)
+	params.putSecrets(r4)
+	g.WaitFor(ctx, t, "the agent finds config "+id4+"'s parts half written", func() bool {
+		return strings.Contains(g.FullLog(), "config "+id4+": its parts are not all written yet")
+	})
+	checkConfig2("with config 4's parts half written")
+	if a := params.appliedWhole(); a.ConfigID != id2 || a.Refused == id4 {
+		t.Errorf("with config 4's parts half written applied says %+v, want config %s running and nothing said of %s", a, id2, id4)
+	}
+	params.putParts(r4, len(r4.parts))
 	g.WaitFor(ctx, t, "boot 2: the guest reports config "+id4+" applied", applied(id4))
+	t.Logf("config 4 in %d parts applied once they were whole, %s after start", len(r4.parts), time.Since(start).Round(time.Second))
 	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
 		if got := proxy.Get(ctx, t, url, true); got != want {
 			t.Errorf("config 4: %s = %d, want %d\n%s", url, got, want, g.Log())
@@ -369,11 +393,15 @@ type paramWriter struct {
 	name string
 }
 
-// rendered are the two parameters' values for one config. Rendered once: the password's hash is salted, so
-// every rendering has another id.
+// rendered are the parameters' values for one config: the whole config, as the backend renders it, the
+// manifest and parts it packs it into (FormatParts), and the secrets. Rendered once: the password's hash is
+// salted, so every rendering has another id.
 type rendered struct {
-	config, secrets []byte
-	id              string
+	config   guest.Config
+	manifest []byte
+	parts    []string
+	secrets  []byte
+	id       string
 }
 
 func (p paramWriter) render(s proxyconf.Settings) rendered {
@@ -382,20 +410,34 @@ func (p paramWriter) render(s proxyconf.Settings) rendered {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	config, secrets, id, err := guest.RenderParameters(s, guest.ParameterPath(p.name, ""), key)
+	config, secrets, _, err := guest.RenderParameters(s, guest.ParameterPath(p.name, ""), key)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	return rendered{config, secrets, id}
+	var c guest.Config
+	if err := json.Unmarshal(config, &c); err != nil {
+		p.t.Fatal(err)
+	}
+	return p.packed(c, secrets)
+}
+
+// packed is the config c packed as the backend packs it, with secrets.
+func (p paramWriter) packed(c guest.Config, secrets []byte) rendered {
+	p.t.Helper()
+	manifest, parts, err := guest.PackConfig(c)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return rendered{config: c, manifest: manifest, parts: parts, secrets: secrets, id: c.ConfigID}
 }
 
 // edited is r with its squid.conf changed by edit, under the id of the files as they are, authenticated
 // with r's own key when signed (as a writer holding the key would) and with another key otherwise.
 func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) rendered {
 	p.t.Helper()
-	var c guest.Config
+	c := r.config
 	var sec guest.Secrets
-	if err := errors.Join(json.Unmarshal(r.config, &c), json.Unmarshal(r.secrets, &sec)); err != nil {
+	if err := json.Unmarshal(r.secrets, &sec); err != nil {
 		p.t.Fatal(err)
 	}
 	c.SquidConf = edit(c.SquidConf)
@@ -408,11 +450,7 @@ func (p paramWriter) edited(r rendered, edit func(string) string, signed bool) r
 		key = make([]byte, guest.ConfigKeyBytes)
 	}
 	c.MAC = guest.ConfigMAC(key, guest.ParameterPath(p.name, ""), c)
-	b, err := json.Marshal(c)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return rendered{b, r.secrets, c.ConfigID}
+	return p.packed(c, r.secrets)
 }
 
 // broken is r with a squid.conf Squid refuses, authenticated: only Squid can tell.
@@ -421,9 +459,24 @@ func (p paramWriter) broken(r rendered) rendered {
 	return p.edited(r, func(c string) string { return c + "http_access allow no_such_acl\n" }, true)
 }
 
+// putConfig writes the config's parts, then its manifest, as the backend does.
 func (p paramWriter) putConfig(r rendered) {
 	p.t.Helper()
-	p.write(guest.ParameterConfig, string(r.config), ssmtypes.ParameterTypeString)
+	p.putParts(r, len(r.parts))
+	p.putManifest(r)
+}
+
+// putParts writes the first n of the config's parts.
+func (p paramWriter) putParts(r rendered, n int) {
+	p.t.Helper()
+	for i, part := range r.parts[:n] {
+		p.write(guest.PartName(guest.ParameterConfig, i+1), part, ssmtypes.ParameterTypeString)
+	}
+}
+
+func (p paramWriter) putManifest(r rendered) {
+	p.t.Helper()
+	p.write(guest.ParameterConfig, string(r.manifest), ssmtypes.ParameterTypeString)
 }
 
 func (p paramWriter) putSecrets(r rendered) {
@@ -431,7 +484,7 @@ func (p paramWriter) putSecrets(r rendered) {
 	p.write(guest.ParameterSecrets, string(r.secrets), ssmtypes.ParameterTypeSecureString)
 }
 
-// put writes the config, then the secrets, as the backend does.
+// put writes the config (its parts, then its manifest), then the secrets, as the backend does.
 func (p paramWriter) put(r rendered) {
 	p.t.Helper()
 	p.putConfig(r)
@@ -440,13 +493,11 @@ func (p paramWriter) put(r rendered) {
 
 func (p paramWriter) write(param, value string, typ ssmtypes.ParameterType) {
 	p.t.Helper()
-	// As the backend: Standard up to 4096 bytes, Advanced (8192) beyond.
-	tier := ssmtypes.ParameterTierStandard
-	if len(value) > 4096 {
-		tier = ssmtypes.ParameterTierAdvanced
-	}
+	// As the backend: every value fits a Standard parameter (the parts by construction, the manifest and
+	// these secrets by far); SSM would refuse one that does not.
 	_, err := p.c.PutParameter(p.ctx, &ssm.PutParameterInput{
-		Name: aws.String(guest.ParameterPath(p.name, param)), Value: aws.String(value), Type: typ, Overwrite: aws.Bool(true), Tier: tier,
+		Name: aws.String(guest.ParameterPath(p.name, param)), Value: aws.String(value), Type: typ, Overwrite: aws.Bool(true),
+		Tier: ssmtypes.ParameterTierStandard,
 	})
 	if err != nil {
 		p.t.Fatalf("writing %s: %v", param, err)

@@ -21,13 +21,16 @@ import (
 const (
 	// ParameterPrefix is the path every proxy's parameters are under: ParameterPrefix + name + "/".
 	ParameterPrefix = "/egress-proxy/"
-	// ParameterConfig holds Config as JSON: squid.conf, the nftables backstop, the certificate chain.
+	// ParameterConfig holds the config's Manifest, and its parts (PartName) the config packed: squid.conf,
+	// the nftables backstop, the certificate chain (packed.go). Proxies launched before configs were packed
+	// keep the whole Config in it, as JSON (FormatWhole).
 	ParameterConfig = "config"
 	// ParameterSecrets holds Secrets as JSON: the htpasswd file and the TLS private key.
 	ParameterSecrets = "secrets"
 	// ParameterApplied is written by the guest: the config id it has applied.
 	ParameterApplied = "applied"
-	// ParameterSettings holds what Get reads back: the settings without secrets, as the backend stores them.
+	// ParameterSettings holds what Get reads back: the settings without secrets, as the backend stores them,
+	// packed in its parts behind a PackedHead.
 	ParameterSettings = "settings"
 )
 

@@ -86,6 +86,8 @@ type agentSettings struct {
 	InstallCommand string            `json:"install_command"`
 	Paths          map[string]string `json:"paths"`
 	Guard          guard             `json:"guard"`
+	MaxParts       int               `json:"max_parts"`
+	MaxConfigBytes int               `json:"max_config_bytes"`
 }
 
 // DNSSuffix is the domain of a region's service endpoints: amazonaws.com, and amazonaws.com.cn in the
@@ -121,10 +123,12 @@ func RenderUserData(opts UserDataOptions) ([]byte, error) {
 //
 //   - speaks only IMDSv2 (a session token on every request, a new one on a 401), and takes the instance
 //     role's credentials from it, again before they come within ten minutes of their expiry;
-//   - reads the config and secrets parameters (GetParameters, WithDecryption, signed with Signature Version
-//     4), checks that the config id names exactly the pair it read (the backend writes the two one after the
-//     other), that the config's MAC is the one the key in the secrets gives (ConfigMAC), and that it holds
-//     nothing the renderer never writes (guard.go), and refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
+//   - reads the config parameter, a manifest (FormatParts), and the secrets (GetParameters, WithDecryption,
+//     signed with Signature Version 4), then the config's parts (packed.go), which must be the ones the
+//     manifest names (a set half written is read again later); checks that the config id names exactly the
+//     pair it read (the backend writes the two one after the other), that the config's MAC is the one the key
+//     in the secrets gives (ConfigMAC), and that it holds nothing the renderer never writes (guard.go), and
+//     refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
 //     the kvm guest's cloud-init user-data and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
 //     certificate 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
 //   - never installs what Squid (squid -k parse) or nft (nft -c) refuses: the last good config keeps serving;
@@ -148,7 +152,9 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 		Region: opts.Region, Prefix: opts.ParameterPrefix,
 		Parameters: map[string]string{
 			ParameterConfig: ParameterConfig, ParameterSecrets: ParameterSecrets, ParameterApplied: ParameterApplied,
+			"config_part": ParameterConfig + partSuffix,
 		},
+		MaxParts: MaxParts, MaxConfigBytes: MaxUnpackedBytes,
 		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
 		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: vmguest.InstallIfMissing,
 		Paths: map[string]string{
