@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -662,45 +661,6 @@ func (s *Server) profileXML(p *iamProfile) iamInstanceProfileXML {
 		}
 	}
 	return x
-}
-
-func writeIAM(w http.ResponseWriter, action string, result any, requestID string) {
-	type metaXML struct {
-		RequestID string `xml:"RequestId"`
-	}
-	w.Header().Set("Content-Type", "text/xml")
-	w.Header().Set("X-Amzn-Requestid", requestID)
-	enc := xml.NewEncoder(w)
-	w.WriteHeader(http.StatusOK)
-	start := xml.StartElement{Name: xml.Name{Local: action + "Response"}, Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns"}, Value: iamNamespace}}}
-	_ = enc.EncodeToken(start)
-	_ = enc.EncodeElement(result, xml.StartElement{Name: xml.Name{Local: action + "Result"}})
-	_ = enc.EncodeElement(metaXML{requestID}, xml.StartElement{Name: xml.Name{Local: "ResponseMetadata"}})
-	_ = enc.EncodeToken(start.End())
-	_ = enc.Flush()
-}
-
-func writeIAMError(w http.ResponseWriter, e *apiError, requestID string) {
-	type errorXML struct {
-		Type    string `xml:"Type"`
-		Code    string `xml:"Code"`
-		Message string `xml:"Message"`
-	}
-	type response struct {
-		XMLName   xml.Name `xml:"ErrorResponse"`
-		Xmlns     string   `xml:"xmlns,attr"`
-		Error     errorXML `xml:"Error"`
-		RequestID string   `xml:"RequestId"`
-	}
-	kind := "Sender"
-	if e.status >= 500 {
-		kind = "Receiver"
-	}
-	b, _ := xml.Marshal(response{Xmlns: iamNamespace, Error: errorXML{kind, e.code, e.message}, RequestID: requestID})
-	w.Header().Set("Content-Type", "text/xml")
-	w.Header().Set("X-Amzn-Requestid", requestID)
-	w.WriteHeader(e.status)
-	_, _ = w.Write(b)
 }
 
 // iamAuthorizations are what an IAM request needs allowed (R61): its action on the role or instance profile

@@ -351,7 +351,7 @@ func TestIAMWireMatchesSDK(t *testing.T) {
 		h.s.mu.Lock()
 		out := answer()
 		h.s.mu.Unlock()
-		writeIAM(rec, action, out, "id")
+		writeQueryAnswer(rec, iamNamespace, action, out, "id")
 		sdk := elements(action)
 		for _, m := range elementRE.FindAllStringSubmatch(rec.Body.String(), -1) {
 			if !slices.Contains(sdk, m[1]) && m[1] != "ResponseMetadata" && m[1] != "RequestId" {

@@ -212,15 +212,15 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 		}
 	case "sts":
 		if e != nil {
-			writeSTSError(w, e, c.requestID)
+			writeQueryError(w, stsNamespace, e, c.requestID, false)
 		} else {
-			writeSTS(w, c.action, out, c.requestID)
+			writeQueryAnswer(w, stsNamespace, c.action, out, c.requestID)
 		}
 	case "iam":
 		if e != nil {
-			writeIAMError(w, e, c.requestID)
+			writeQueryError(w, iamNamespace, e, c.requestID, true)
 		} else {
-			writeIAM(w, c.action, out, c.requestID)
+			writeQueryAnswer(w, iamNamespace, c.action, out, c.requestID)
 		}
 	default:
 		if e != nil {

@@ -272,7 +272,9 @@ func stsErr(code, format string, args ...any) *apiError {
 	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
 }
 
-func writeSTS(w http.ResponseWriter, action string, result any, requestID string) {
+// writeQueryAnswer writes an answer of the AWS Query protocol, which STS and IAM share: the action's Result
+// and the ResponseMetadata inside <Action>Response, in the service's namespace.
+func writeQueryAnswer(w http.ResponseWriter, namespace, action string, result any, requestID string) {
 	type metaXML struct {
 		RequestID string `xml:"RequestId"`
 	}
@@ -280,7 +282,7 @@ func writeSTS(w http.ResponseWriter, action string, result any, requestID string
 	w.Header().Set("X-Amzn-Requestid", requestID)
 	enc := xml.NewEncoder(w)
 	w.WriteHeader(http.StatusOK)
-	start := xml.StartElement{Name: xml.Name{Local: action + "Response"}, Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns"}, Value: stsNamespace}}}
+	start := xml.StartElement{Name: xml.Name{Local: action + "Response"}, Attr: []xml.Attr{{Name: xml.Name{Local: "xmlns"}, Value: namespace}}}
 	_ = enc.EncodeToken(start)
 	_ = enc.EncodeElement(result, xml.StartElement{Name: xml.Name{Local: action + "Result"}})
 	_ = enc.EncodeElement(metaXML{requestID}, xml.StartElement{Name: xml.Name{Local: "ResponseMetadata"}})
@@ -288,7 +290,9 @@ func writeSTS(w http.ResponseWriter, action string, result any, requestID string
 	_ = enc.Flush()
 }
 
-func writeSTSError(w http.ResponseWriter, e *apiError, requestID string) {
+// writeQueryError writes a Query protocol ErrorResponse in the service's namespace; idHeader adds the request
+// id as a header too, as the fake's IAM errors carry it and its STS errors do not.
+func writeQueryError(w http.ResponseWriter, namespace string, e *apiError, requestID string, idHeader bool) {
 	type errorXML struct {
 		Type    string `xml:"Type"`
 		Code    string `xml:"Code"`
@@ -304,8 +308,11 @@ func writeSTSError(w http.ResponseWriter, e *apiError, requestID string) {
 	if e.status >= 500 {
 		kind = "Receiver"
 	}
-	b, _ := xml.Marshal(response{Xmlns: stsNamespace, Error: errorXML{kind, e.code, e.message}, RequestID: requestID})
+	b, _ := xml.Marshal(response{Xmlns: namespace, Error: errorXML{kind, e.code, e.message}, RequestID: requestID})
 	w.Header().Set("Content-Type", "text/xml")
+	if idHeader {
+		w.Header().Set("X-Amzn-Requestid", requestID)
+	}
 	w.WriteHeader(e.status)
 	_, _ = w.Write(b)
 }
