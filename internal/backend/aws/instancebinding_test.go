@@ -36,6 +36,13 @@ func TestInstanceRoleReachesOnlyItsOwnProxy(t *testing.T) {
 	cfg.Credentials = credentials.NewStaticCredentialsProvider(k, sk, tok)
 	asA := ssm.NewFromConfig(cfg)
 	ctx := context.Background()
+	checkReachesOnlyProxyA(ctx, t, asA)
+}
+
+// checkReachesOnlyProxyA holds an SSM client signed as proxy A's instance to its own parameters: it reads and
+// decrypts A's and reports A applied, and gets AccessDeniedException for B's.
+func checkReachesOnlyProxyA(ctx context.Context, t *testing.T, asA *ssm.Client) {
+	t.Helper()
 	read := func(proxy string) error {
 		_, err := asA.GetParameters(ctx, &ssm.GetParametersInput{WithDecryption: awssdk.Bool(true), Names: []string{
 			guest.ParameterPath(proxy, guest.ParameterConfig), guest.ParameterPath(proxy, guest.ParameterSecrets),
@@ -53,10 +60,10 @@ func TestInstanceRoleReachesOnlyItsOwnProxy(t *testing.T) {
 		proxy  string
 		denied bool
 	}{
-		"A reads its own":     {read, "proxy-a", false},
-		"A reports its own":   {report, "proxy-a", false},
-		"A reads B's secrets": {read, "proxy-b", true},
-		"A reports B applied": {report, "proxy-b", true},
+		"A reads and decrypts its own": {read, "proxy-a", false},
+		"A reports its own":            {report, "proxy-a", false},
+		"A reads B's secrets":          {read, "proxy-b", true},
+		"A reports B applied":          {report, "proxy-b", true},
 	} {
 		err := tc.call(tc.proxy)
 		if tc.denied != (err != nil) || (tc.denied && !strings.Contains(err.Error(), "AccessDeniedException")) {
