@@ -27,6 +27,12 @@ type Settings struct {
 	AllowedPrivateCIDRs []string
 	// Auth, when set, requires proxy basic authentication.
 	Auth *BasicAuth
+	// RuleSets judge the requests of the clients they name, in order: the first rule set whose clients match a
+	// request decides it, and a client no rule set names falls back to AllowedDestinations and AllowedPorts.
+	RuleSets []RuleSet
+	// DeniedDestinations are refused for every client and rule set, in both modes: exact host names or
+	// ".suffix" domains, as AllowedDestinations.
+	DeniedDestinations []string
 	// TLS, when set, makes Port a TLS listener, so that credentials never cross the network in clear.
 	TLS *TLSSettings
 	// MaxConnectionsPerClient bounds the connections one client address may hold open; 0 means
@@ -47,7 +53,47 @@ type BasicAuth struct {
 type TLSSettings struct {
 	CertificatePEM string
 	PrivateKeyPEM  string
+	// ClientCAPEM, when set, makes clients present a certificate this CA (PEM, one or more certificates)
+	// signed; rule sets may then match the certificate's subject. Not a secret.
+	ClientCAPEM string
+	// ClientCRLPEM, optional with ClientCAPEM, lists revoked client certificates (PEM). Not a secret.
+	ClientCRLPEM string
 }
+
+// RuleSet is the egress policy of the clients it names.
+type RuleSet struct {
+	// Name identifies the rule set in the access log and in plan-time errors: unique within a proxy.
+	Name string
+	// Clients say whose requests the rule set judges.
+	Clients RuleSetClients
+	// Destinations are exact host names or ".suffix" domains, as Settings.AllowedDestinations; empty allows
+	// none (in report mode: every request is a would-be denial).
+	Destinations []string
+	// Ports are the destination ports CONNECT may reach; empty means DefaultConnectPorts.
+	Ports []int
+	// Mode is RuleSetEnforce (the zero value means it too) or RuleSetReport.
+	Mode RuleSetMode
+}
+
+// RuleSetClients name clients. A request matches when it satisfies every field that is set: from one of
+// SourceCIDRs, authenticated as one of Users, with a client certificate whose subject common name is one of
+// CertificateSubjects. At least one field is set; several rule sets express "or".
+type RuleSetClients struct {
+	SourceCIDRs         []string
+	Users               []string
+	CertificateSubjects []string
+}
+
+// RuleSetMode is how a rule set treats a request outside its destinations or ports.
+type RuleSetMode string
+
+const (
+	// RuleSetEnforce refuses it.
+	RuleSetEnforce RuleSetMode = "enforce"
+	// RuleSetReport forwards it and logs decision=would_deny with the rule set's name. The destination
+	// guards, the refused ranges, the per-client limits and DeniedDestinations still refuse, always.
+	RuleSetReport RuleSetMode = "report"
+)
 
 // TLSFingerprints stand for a certificate and its key where the backends keep settings that more can read
 // than their secret store: enough to tell that TLS is on and whether either changed, nothing to recover them
