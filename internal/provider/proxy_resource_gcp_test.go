@@ -318,7 +318,7 @@ func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 			// Its VM, with a service account, keeps its secrets in Secret Manager; deleted behind the provider's
 			// back, it leaves the secret.
 			spec.Placement.Options = &gcp.Options{ServiceAccount: "proxy@" + gcpTestProject + ".iam.gserviceaccount.com"}
-			spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}
+			spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}
 		}
 		inst, err := b.Create(t.Context(), spec)
 		if err != nil {

@@ -178,7 +178,8 @@ func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyVal
 		if m.Auth.Password.IsNull() {
 			password = writeOnly.password.ValueString()
 		}
-		s.Auth = &proxyconf.BasicAuth{Username: m.Auth.Username.ValueString(), Password: password}
+		// One user until the schema takes several: the proxy's Users[0].
+		s.Users = []proxyconf.BasicAuth{{Username: m.Auth.Username.ValueString(), Password: password}}
 	}
 	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
 	return s, diags
@@ -198,14 +199,14 @@ func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics 
 	diags.Append(d...)
 	m.AllowedPorts = set
 	switch {
-	case s.Auth == nil:
+	case len(s.Users) == 0:
 		m.Auth = nil
 	case m.Auth == nil:
 		// Imported: the backend never gives the password back.
-		m.Auth = &authModel{Username: types.StringValue(s.Auth.Username), Password: types.StringNull(),
+		m.Auth = &authModel{Username: types.StringValue(s.Users[0].Username), Password: types.StringNull(),
 			PasswordWO: types.StringNull(), PasswordWOVersion: types.Int64Null()}
 	default:
-		m.Auth.Username = types.StringValue(s.Auth.Username)
+		m.Auth.Username = types.StringValue(s.Users[0].Username)
 	}
 	return diags
 }

@@ -30,7 +30,7 @@ func fixedLines(user proxyconf.Settings, opts proxyconf.RenderOptions) map[strin
 	cert, key := proxyconftest.TLSPair()
 	for _, s := range []proxyconf.Settings{
 		{},
-		{AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.io"}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "password"}},
+		{AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.io"}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "password"}}},
 		{TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}},
 	} {
 		s.Port, s.MaxConnectionsPerClient, s.Timeouts = user.Port, user.MaxConnectionsPerClient, user.Timeouts
@@ -276,8 +276,8 @@ func FuzzRenderSquidConf(f *testing.F) {
 		}
 		checkSquidConf(t, s, opts, conf)
 
-		if s.Auth != nil {
-			htpasswd, err := proxyconf.RenderHtpasswd(*s.Auth)
+		if len(s.Users) > 0 {
+			htpasswd, err := proxyconf.RenderHtpasswd(s.Users)
 			if err != nil {
 				t.Fatalf("htpasswd: %v", err)
 			}
@@ -310,7 +310,7 @@ func TestFuzzSeedsReachEveryMode(t *testing.T) {
 			t.Fatalf("seed %q: %v", seed.Name, err)
 		}
 		reached["tls"] = reached["tls"] || s.TLS != nil
-		reached["auth"] = reached["auth"] || s.Auth != nil
+		reached["auth"] = reached["auth"] || len(s.Users) > 0
 		reached["private ranges"] = reached["private ranges"] || len(s.AllowedPrivateCIDRs) > 0
 		reached["wrapped lines"] = reached["wrapped lines"] || strings.Count(string(conf), "acl destinations ") > 1
 	}

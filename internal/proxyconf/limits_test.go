@@ -33,7 +33,7 @@ func TestTLSListener(t *testing.T) {
 		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
 		AllowedDestinations: []string{"allowed.test"},
 		AllowedPorts:        []int{tp, hp},
-		Auth:                &BasicAuth{Username: user, Password: pass},
+		Users:               []BasicAuth{{Username: user, Password: pass}},
 		TLS:                 &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key},
 	}, testHosts)
 

@@ -40,7 +40,7 @@ func TestAuthHelperOverload(t *testing.T) {
 		AllowedClientCIDRs:  []string{"127.0.0.0/8"},
 		AllowedDestinations: []string{"allowed.test"},
 		AllowedPorts:        []int{hp},
-		Auth:                &BasicAuth{Username: user, Password: pass},
+		Users:               []BasicAuth{{Username: user, Password: pass}},
 	}
 	// The flood keeps every helper busy with bcrypt for minutes on purpose; niced, Squid and its helpers
 	// leave the CPU to the tests that run beside this one.

@@ -25,8 +25,9 @@ type Settings struct {
 	// AllowedPrivateCIDRs are private ranges (inside PrivateRanges) the proxy may connect to after all, such as
 	// an internal package mirror. Loopback, link-local, unspecified and the proxy's own addresses stay refused.
 	AllowedPrivateCIDRs []string
-	// Auth, when set, requires proxy basic authentication.
-	Auth *BasicAuth
+	// Users, when any, require proxy basic authentication: a client logs in as one of them. Empty means no
+	// authentication.
+	Users []BasicAuth
 	// RuleSets judge the requests of the clients they name, in order: the first rule set whose clients match a
 	// request decides it, and a client no rule set names falls back to AllowedDestinations and AllowedPorts.
 	RuleSets []RuleSet
@@ -113,14 +114,34 @@ func (t TLSSettings) Fingerprints() TLSFingerprints {
 	return TLSFingerprints{Certificate: hex.EncodeToString(cert[:]), Pair: hex.EncodeToString(pair[:])}
 }
 
-// WithoutSecrets is s with the username but not the password, and without TLS: the settings a backend may
-// keep where more can read than its secret store (TLSFingerprints stand for the TLS settings there).
+// WithoutSecrets is s with the users' names but not their passwords, and without TLS: the settings a backend
+// may keep where more can read than its secret store (TLSFingerprints stand for the TLS settings there).
 func (s Settings) WithoutSecrets() Settings {
-	if s.Auth != nil {
-		s.Auth = &BasicAuth{Username: s.Auth.Username}
-	}
+	s.Users = UsernamesOnly(s.Users)
 	s.TLS = nil
 	return s
+}
+
+// UsernamesOnly is users with their names and no passwords, in a new slice (nil for none), so that clearing
+// the passwords never reaches the caller's settings.
+func UsernamesOnly(users []BasicAuth) []BasicAuth {
+	if len(users) == 0 {
+		return nil
+	}
+	out := make([]BasicAuth, len(users))
+	for i, u := range users {
+		out[i] = BasicAuth{Username: u.Username}
+	}
+	return out
+}
+
+// Usernames are the users' names, in order (nil for none).
+func Usernames(users []BasicAuth) []string {
+	var out []string
+	for _, u := range users {
+		out = append(out, u.Username)
+	}
+	return out
 }
 
 // Timeouts of the proxy. They stop one client from tying up connections and file descriptors by sending

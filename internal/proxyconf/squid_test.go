@@ -60,8 +60,8 @@ func startSquidUnder(t *testing.T, wrapper []string, s Settings, opts RenderOpti
 	}
 	confPath := filepath.Join(dir, "squid.conf")
 	squidtest.WriteSecretFile(t, confPath, conf)
-	if s.Auth != nil {
-		htpasswd, err := RenderHtpasswd(*s.Auth)
+	if len(s.Users) > 0 {
+		htpasswd, err := RenderHtpasswd(s.Users)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -192,7 +192,7 @@ func renderSquidConf(s Settings, opts RenderOptions) []byte {
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
 	writeListening(&w, s, opts)
 	writeClientRules(&w, s)
-	if s.Auth != nil {
+	if len(s.Users) > 0 {
 		writeAuthentication(&w, opts)
 	}
 	writePortRules(&w, s)

@@ -122,7 +122,7 @@ func TestSquidEnforcesSettings(t *testing.T) {
 				AllowedClientCIDRs:  []string{"127.0.0.0/30"},
 				AllowedDestinations: []string{"allowed.test"},
 				AllowedPorts:        []int{tp, hp},
-				Auth:                &BasicAuth{Username: user, Password: pass},
+				Users:               []BasicAuth{{Username: user, Password: pass}},
 			},
 			requests: []request{
 				{name: "no credentials over HTTP", url: httpURL("allowed.test"), want: 407},

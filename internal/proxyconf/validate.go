@@ -68,6 +68,9 @@ const (
 	MaxAllowedDestinations = 500
 	MaxAllowedClientCIDRs  = 200
 	MaxAllowedPorts        = 100
+	// MaxUsers also bounds the bcrypt work of rendering the htpasswd file (tens of milliseconds a user) and
+	// the secrets a backend stores in one value.
+	MaxUsers = 50
 )
 
 // ValidatePort reports why p cannot be a TCP port, or nil.
@@ -151,12 +154,26 @@ func (s Settings) Validate() error {
 			return err
 		}
 	}
-	if s.Auth != nil {
-		if err := ValidateUsername(s.Auth.Username); err != nil {
+	return ValidateUsers(s.Users)
+}
+
+// ValidateUsers reports why users cannot be the proxy's users, or nil: at most MaxUsers, each name valid and
+// unique (htpasswd would keep only one of two lines of the same name), each password valid.
+func ValidateUsers(users []BasicAuth) error {
+	if len(users) > MaxUsers {
+		return fmt.Errorf("at most %d users, got %d", MaxUsers, len(users))
+	}
+	seen := make(map[string]bool, len(users))
+	for _, u := range users {
+		if err := ValidateUsername(u.Username); err != nil {
 			return err
 		}
-		if err := ValidatePassword(s.Auth.Password); err != nil {
-			return err
+		if seen[u.Username] {
+			return fmt.Errorf("username %q is given twice: each user needs a name of its own", u.Username)
+		}
+		seen[u.Username] = true
+		if err := ValidatePassword(u.Password); err != nil {
+			return fmt.Errorf("user %q: %w", u.Username, err)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -118,8 +119,11 @@ func TestSettingsValidate(t *testing.T) {
 		"bad allowed port":         {Port: 3128, AllowedPorts: []int{0}},
 		"bad destination":          {Port: 3128, AllowedDestinations: []string{"a b"}},
 		"bad client":               {Port: 3128, AllowedClientCIDRs: []string{"10.0.0.1/8"}},
-		"bad user":                 {Port: 3128, Auth: &BasicAuth{Username: "a b", Password: "password"}},
-		"bad password":             {Port: 3128, Auth: &BasicAuth{Username: "a", Password: "x"}},
+		"bad user":                 {Port: 3128, Users: []BasicAuth{{Username: "a b", Password: "password"}}},
+		"bad password":             {Port: 3128, Users: []BasicAuth{{Username: "a", Password: "x"}}},
+		"second user's password":   {Port: 3128, Users: []BasicAuth{{Username: "a", Password: "password"}, {Username: "b", Password: "x"}}},
+		"same user twice":          {Port: 3128, Users: []BasicAuth{{Username: "a", Password: "password"}, {Username: "a", Password: "another-password"}}},
+		"too many users":           {Port: 3128, Users: manyUsers(MaxUsers + 1)},
 		"too many destinations":    {Port: 3128, AllowedDestinations: many(MaxAllowedDestinations+1, "a.io")},
 		"too many client CIDRs":    {Port: 3128, AllowedClientCIDRs: many(MaxAllowedClientCIDRs+1, "10.0.0.0/8")},
 		"too many ports":           {Port: 3128, AllowedPorts: manyPorts(MaxAllowedPorts + 1)},
@@ -139,7 +143,7 @@ func TestSettingsValidate(t *testing.T) {
 			t.Errorf("%s: valid, want an error", name)
 		}
 	}
-	if err := (Settings{Port: 3128, AllowedDestinations: many(MaxAllowedDestinations, "a.io"), AllowedPorts: manyPorts(MaxAllowedPorts)}).Validate(); err != nil {
+	if err := (Settings{Port: 3128, AllowedDestinations: many(MaxAllowedDestinations, "a.io"), AllowedPorts: manyPorts(MaxAllowedPorts), Users: manyUsers(MaxUsers)}).Validate(); err != nil {
 		t.Errorf("settings at the limits: %v", err)
 	}
 }
@@ -325,6 +329,15 @@ func TestRefusedDestinations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyUsers are n users of distinct names, each with a valid password.
+func manyUsers(n int) []BasicAuth {
+	var out []BasicAuth
+	for i := range n {
+		out = append(out, BasicAuth{Username: fmt.Sprintf("user-%d", i), Password: "a valid password"})
+	}
+	return out
 }
 
 // manyPorts are n ports from 10000 up: proxyconftest.ManyPorts, which the package's own tests cannot import

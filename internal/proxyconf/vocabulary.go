@@ -36,13 +36,13 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 	opts = opts.WithDefaults()
 	a := Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"a.example", ".b.example"},
 		AllowedPorts: []int{443}, AllowedPrivateCIDRs: []string{"10.1.0.0/16"}, MaxConnectionsPerClient: 10,
-		Auth: &BasicAuth{Username: "a"}, TLS: &TLSSettings{},
+		Users: []BasicAuth{{Username: "a"}}, TLS: &TLSSettings{},
 		Timeouts: Timeouts{RequestHeaders: time.Minute, Connect: 10 * time.Second, Idle: 5 * time.Minute}}
 	b := Settings{Port: 8443, AllowedClientCIDRs: []string{"192.168.0.0/16", "2001:db8::/32"}, AllowedDestinations: []string{"c.example"},
-		AllowedPorts: []int{443, 8443}, MaxConnectionsPerClient: 20, Auth: &BasicAuth{Username: "b"}, TLS: &TLSSettings{},
+		AllowedPorts: []int{443, 8443}, MaxConnectionsPerClient: 20, Users: []BasicAuth{{Username: "b"}, {Username: "c"}}, TLS: &TLSSettings{},
 		Timeouts: Timeouts{RequestHeaders: 2 * time.Minute, Connect: 20 * time.Second, Idle: 7 * time.Minute}}
 	plain := b
-	plain.Auth, plain.TLS = nil, nil
+	plain.Users, plain.TLS = nil, nil
 	linesOf := func(s Settings) map[string][]string {
 		m := map[string][]string{}
 		for _, l := range squidLines(renderSquidConf(s, opts)) {

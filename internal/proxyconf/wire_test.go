@@ -54,7 +54,7 @@ func TestCredentialsOnTheWire(t *testing.T) {
 				AllowedClientCIDRs:  []string{"127.0.0.0/8"},
 				AllowedDestinations: []string{"allowed.test"},
 				AllowedPorts:        []int{tp, hp},
-				Auth:                &BasicAuth{Username: user, Password: pass},
+				Users:               []BasicAuth{{Username: user, Password: pass}},
 			}
 			if tc.tls {
 				s.TLS = &TLSSettings{CertificatePEM: chain, PrivateKeyPEM: key}

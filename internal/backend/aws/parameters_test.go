@@ -116,7 +116,7 @@ func TestTypicalProxyIsStandard(t *testing.T) {
 // destinations.
 func largestSettings(t *testing.T, names func(i int) string) proxyconf.Settings {
 	t.Helper()
-	s := proxyconf.Settings{Port: 3128, Auth: &proxyconf.BasicAuth{Username: strings.Repeat("u", 64), Password: "correct-horse-battery"}}
+	s := proxyconf.Settings{Port: 3128, Users: []proxyconf.BasicAuth{{Username: strings.Repeat("u", 64), Password: "correct-horse-battery"}}}
 	for i := range proxyconf.MaxAllowedDestinations {
 		s.AllowedDestinations = append(s.AllowedDestinations, names(i))
 	}

@@ -71,7 +71,7 @@ func testSpec(uid, zone string) backend.Spec {
 		Placement: backend.Placement{Backend: Kind, Target: testProject, Scope: zone, Options: &Options{}},
 		Proxy: proxyconf.Settings{
 			Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"},
-			Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"},
+			Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}},
 		},
 	}
 }
@@ -107,7 +107,7 @@ func TestCreateGetUpdateDeleteWithStaticAddress(t *testing.T) {
 	if g := optionsOf(inst.Placement); g.MachineType != DefaultMachineType || g.Image != DefaultImage || !g.StaticEgressIP || g.NetworkTags[0] != "egress-proxy" {
 		t.Fatalf("placement read back = %+v", g)
 	}
-	if inst.Proxy == nil || inst.Proxy.Auth == nil || inst.Proxy.Auth.Password != "" || inst.Proxy.Auth.Username != "u" {
+	if inst.Proxy == nil || len(inst.Proxy.Users) != 1 || inst.Proxy.Users[0].Password != "" || inst.Proxy.Users[0].Username != "u" {
 		t.Fatalf("proxy settings read back = %+v, want the username and no password", inst.Proxy)
 	}
 	stored := fake.Instance(testProject, "us-central1-a", spec.Name)

@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 		IDForm: IDForm,
 		Spec: func(name string) backend.Spec {
 			spec := testSpec("unset", conformanceZone)
-			spec.Name, spec.Proxy.Auth = name, nil
+			spec.Name, spec.Proxy.Users = name, nil
 			return spec
 		},
 	})

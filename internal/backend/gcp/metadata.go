@@ -38,8 +38,8 @@ func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (render
 	if r.backstop, err = proxyconf.RenderNftables(s); err != nil {
 		return r, err
 	}
-	if s.Auth != nil {
-		if r.htpasswd, err = proxyconf.RenderHtpasswd(*s.Auth); err != nil {
+	if len(s.Users) > 0 {
+		if r.htpasswd, err = proxyconf.RenderHtpasswd(s.Users); err != nil {
 			return r, err
 		}
 	}

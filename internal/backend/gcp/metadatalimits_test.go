@@ -18,7 +18,7 @@ import (
 // certificate chain and key of the largest size accepted: the most metadata a configuration can make.
 func largestSettings(t testing.TB) proxyconf.Settings {
 	t.Helper()
-	s := proxyconf.Settings{Port: 3128, Auth: &proxyconf.BasicAuth{Username: strings.Repeat("u", 64), Password: "correct-horse-battery"}}
+	s := proxyconf.Settings{Port: 3128, Users: []proxyconf.BasicAuth{{Username: strings.Repeat("u", 64), Password: "correct-horse-battery"}}}
 	for i := range proxyconf.MaxAllowedDestinations {
 		// 253 characters: four labels of 63, 63, 63 and 61.
 		s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf(".d%03d%s.%s.%s.%s", i, strings.Repeat("a", 59), strings.Repeat("b", 63), strings.Repeat("c", 63), strings.Repeat("e", 61)))

@@ -58,7 +58,7 @@ func permissionScenario(t *testing.T, permissions []string) error {
 	var inst backend.Instance
 	next := spec.Proxy
 	next.AllowedDestinations = []string{".example.org"}
-	next.Auth = &proxyconf.BasicAuth{Username: "u", Password: "another-horse-battery"}
+	next.Users = []proxyconf.BasicAuth{{Username: "u", Password: "another-horse-battery"}}
 	steps := []struct {
 		name string
 		do   func() error

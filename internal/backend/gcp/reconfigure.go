@@ -2,10 +2,8 @@ package gcp
 
 import (
 	"context"
-	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
@@ -109,17 +107,16 @@ func (b *Backend) currentHtpasswd(ctx context.Context, p *project, id backend.Pr
 }
 
 // same reports whether want is what the instance already holds: equal settings without the secrets, the same
-// TLS certificate and key (by their fingerprint), and the password matching the hash in htpasswd, the
-// proxy's password file now (nil: none).
+// TLS certificate and key (by their fingerprint), and every user's password matching its line in htpasswd,
+// with no other line: htpasswd is the proxy's password file now (nil: none).
 func same(stored storedSpec, want proxyconf.Settings, htpasswd []byte) bool {
 	if !equalSettings(stored.Settings, want.WithoutSecrets()) || !stored.sameTLS(want.TLS) {
 		return false
 	}
-	if want.Auth == nil || htpasswd == nil {
-		return want.Auth == nil && htpasswd == nil
+	if len(want.Users) == 0 || htpasswd == nil {
+		return len(want.Users) == 0 && htpasswd == nil
 	}
-	_, hash, _ := strings.Cut(strings.TrimSpace(string(htpasswd)), ":")
-	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(want.Auth.Password)) == nil
+	return proxyconf.HtpasswdMatches(htpasswd, want.Users)
 }
 
 func equalSettings(a, b proxyconf.Settings) bool {

@@ -29,7 +29,7 @@ func FuzzMetadataItemsHoldNoSecret(f *testing.F) {
 	f.Fuzz(func(t *testing.T, user, password, destination string, withTLS bool) {
 		s := proxyconf.Settings{
 			Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{destination},
-			Auth: &proxyconf.BasicAuth{Username: user, Password: password},
+			Users: []proxyconf.BasicAuth{{Username: user, Password: password}},
 		}
 		if withTLS {
 			s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
@@ -47,7 +47,7 @@ func FuzzMetadataItemsHoldNoSecret(f *testing.F) {
 		// A password that the same settings render anyway, with another password, is there by chance (it is
 		// the username, a destination, a word of squid.conf): only a password that is not is looked for.
 		placebo := s
-		placebo.Auth = &proxyconf.BasicAuth{Username: user, Password: "placebo-password-0"}
+		placebo.Users = []proxyconf.BasicAuth{{Username: user, Password: "placebo-password-0"}}
 		if other, err := renderedItems(placebo); err == nil && !occursOutsideSecrets(other, password) {
 			secrets["the password"] = password
 		}
@@ -105,5 +105,5 @@ func occursOutsideSecrets(items map[string]string, s string) bool {
 
 // inUserInput reports whether the user's own words already contain s, which the readable settings then carry.
 func inUserInput(s proxyconf.Settings, sub string) bool {
-	return strings.Contains(s.Auth.Username, sub) || strings.Contains(strings.Join(s.AllowedDestinations, " "), sub)
+	return strings.Contains(strings.Join(proxyconf.Usernames(s.Users), " "), sub) || strings.Contains(strings.Join(s.AllowedDestinations, " "), sub)
 }

@@ -86,7 +86,7 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 		t.Fatal(err)
 	}
 	rotated := spec.Proxy
-	rotated.Auth = &proxyconf.BasicAuth{Username: "u", Password: "another-horse-staple"}
+	rotated.Users = []proxyconf.BasicAuth{{Username: "u", Password: "another-horse-staple"}}
 	rotated.TLS = &proxyconf.TLSSettings{CertificatePEM: cert2, PrivateKeyPEM: key2}
 	sid := secretID(zone, spec.Name)
 
@@ -115,10 +115,10 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 			key, _ = metadataValue(in, gcpguest.MetadataTLSKey)
 		}
 		_, hash, _ := strings.Cut(strings.TrimSpace(hashLine), ":")
-		if key != s.TLS.PrivateKeyPEM || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Auth.Password)) != nil {
+		if key != s.TLS.PrivateKeyPEM || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Users[0].Password)) != nil {
 			t.Fatalf("%s: the secrets do not hold the key and the password's hash: the scan would prove nothing", step.name)
 		}
-		secrets := map[string]string{"the password": s.Auth.Password, "the htpasswd hash": hash, "the private key": s.TLS.PrivateKeyPEM}
+		secrets := map[string]string{"the password": s.Users[0].Password, "the htpasswd hash": hash, "the private key": s.TLS.PrivateKeyPEM}
 		for name, v := range earlier {
 			secrets["the earlier "+strings.TrimPrefix(name, "the ")] = v
 		}

@@ -71,9 +71,7 @@ func (st storedSpec) settings(in *computepb.Instance) proxyconf.Settings {
 		cert, _ := metadataValue(in, gcpguest.MetadataTLSCert)
 		s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert}
 	}
-	if s.Auth != nil {
-		s.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
+	s.Users = proxyconf.UsernamesOnly(s.Users)
 	return s
 }
 

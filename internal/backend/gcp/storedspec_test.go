@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,8 +103,15 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 	// Rewrite the metadata as the earlier version wrote it. Its user-data was the cloud-init seed the kvm guest
 	// still renders, the files and their secrets in it.
 	earlier := spec.Proxy
-	earlier.Auth = &proxyconf.BasicAuth{Username: "u"}
-	specJSON, _ := json.Marshal(map[string]any{"settings": earlier, "image": DefaultImage})
+	earlier.Users = nil
+	settingsJSON, _ := json.Marshal(earlier)
+	var settingsMap map[string]any
+	if err := json.Unmarshal(settingsJSON, &settingsMap); err != nil {
+		t.Fatal(err)
+	}
+	delete(settingsMap, "Users")
+	settingsMap["Auth"] = map[string]any{"Username": "u", "Password": ""} // one user, as it was then
+	specJSON, _ := json.Marshal(map[string]any{"settings": settingsMap, "image": DefaultImage})
 	oldUserData, err := kvmguest.RenderUserData(spec.Proxy, proxyconf.RenderOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +147,9 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 	if got.Proxy == nil || got.Proxy.TLS == nil || got.Proxy.TLS.CertificatePEM != cert || got.Proxy.TLS.PrivateKeyPEM != "" {
 		t.Fatalf("an earlier spec read back as %+v, want the certificate and no key", got.Proxy)
 	}
+	if users := proxyconf.Usernames(got.Proxy.Users); !slices.Equal(users, []string{"u"}) {
+		t.Errorf("an earlier spec's one user read back as %q, want [u]", users)
+	}
 
 	// The same settings again: the earlier spec is never "the same", so its key and user-data go.
 	if _, err := b.Reconfigure(ctx, inst.ID, spec.Proxy); err != nil {
@@ -149,5 +160,40 @@ func TestEarlierSpecReadWithoutKeyAndRewritten(t *testing.T) {
 		if v, _ := metadataValue(after, k); strings.Contains(v, privateKeyMarker) || len(leaks(v, map[string]string{"the key": key})) > 0 {
 			t.Errorf("%s still holds the key after a reconfiguration", k)
 		}
+	}
+}
+
+// A spec written before several users holds its one user as settings.Auth: it reads back as that one user,
+// and a spec of today keeps its users as they are.
+func TestStoredSpecUsersOfEveryVersion(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		spec string
+		want []string
+	}{
+		"earlier, one user":       {`{"settings":{"Port":3128,"Auth":{"Username":"u","Password":""}},"image":"i"}`, []string{"u"}},
+		"earlier, no user":        {`{"settings":{"Port":3128,"Auth":null},"image":"i"}`, nil},
+		"earlier, no Auth at all": {`{"settings":{"Port":3128},"image":"i"}`, nil},
+		"today, two users":        {`{"settings":{"Port":3128,"Users":[{"Username":"a","Password":""},{"Username":"b","Password":""}]},"image":"i"}`, []string{"a", "b"}},
+		"today, no users":         {`{"settings":{"Port":3128,"Users":null},"image":"i"}`, nil},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			in := &computepb.Instance{Metadata: &computepb.Metadata{Items: []*computepb.Items{{Key: proto.String(metadataSpec), Value: proto.String(tc.spec)}}}}
+			st, ok := readStoredSpec(in)
+			if !ok {
+				t.Fatal("the spec did not read")
+			}
+			s := st.settings(in)
+			if got := proxyconf.Usernames(s.Users); !slices.Equal(got, tc.want) {
+				t.Errorf("users %q, want %q", got, tc.want)
+			}
+			for _, u := range s.Users {
+				if u.Password != "" {
+					t.Errorf("user %q read back with a password", u.Username)
+				}
+			}
+		})
 	}
 }

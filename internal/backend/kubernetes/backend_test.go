@@ -36,7 +36,7 @@ func TestCreateMakesLabelledOwnedObjects(t *testing.T) {
 	b, cs := newFake(t)
 	controller(ctx, t, cs, nil)
 	spec := testSpec("p1")
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}}
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestCreateMakesLabelledOwnedObjects(t *testing.T) {
 	if inst.State != backend.StateRunning || inst.UID != spec.UID || !inst.Reconfigurable || inst.Port != 3128 {
 		t.Errorf("instance %+v", inst)
 	}
-	if inst.Proxy == nil || inst.Proxy.Auth == nil || inst.Proxy.Auth.Password != "" || inst.Proxy.AllowedDestinations[0] != "example.com" {
+	if inst.Proxy == nil || len(inst.Proxy.Users) != 1 || inst.Proxy.Users[0].Password != "" || inst.Proxy.AllowedDestinations[0] != "example.com" {
 		t.Errorf("settings read back %+v: want them without the password", inst.Proxy)
 	}
 	d, err := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})

@@ -165,7 +165,7 @@ func permSpec(ns string, loadBalancer bool) backend.Spec {
 		Name: backend.NameFromUID(uid), UID: uid, Owner: "permissions-" + ns, Labels: map[string]string{},
 		Placement: backend.Placement{Backend: Kind, Target: "test", Scope: ns, Options: opts},
 		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.244.0.0/16"}, AllowedDestinations: []string{"example.com"},
-			Auth: &proxyconf.BasicAuth{Username: "u", Password: "permissions-test-password"}},
+			Users: []proxyconf.BasicAuth{{Username: "u", Password: "permissions-test-password"}}},
 	}
 }
 

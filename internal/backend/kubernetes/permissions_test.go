@@ -100,7 +100,7 @@ func TestEveryVerbSentIsGranted(t *testing.T) {
 		return true, r, nil
 	})
 	spec := testSpec("p1")
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}}
 	if _, err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestEveryVerbSentIsGranted(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := spec.Proxy
-	next.Auth = nil
+	next.Users = nil
 	next.AllowedDestinations = []string{"example.org"}
 	if _, err := b.Reconfigure(ctx, testID(), next); err != nil {
 		t.Fatal(err)

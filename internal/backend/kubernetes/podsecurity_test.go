@@ -147,7 +147,7 @@ func eachContainer(f func(corev1.Container) error) func(corev1.PodSpec) error {
 func TestPodMeetsTheRestrictedProfile(t *testing.T) {
 	t.Parallel()
 	spec := testSpec("p1")
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "password-1"}
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "password-1"}}
 	b, _ := newFake(t)
 	o, err := b.render(spec, testID())
 	if err != nil {

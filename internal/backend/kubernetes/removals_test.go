@@ -190,7 +190,7 @@ func TestEachVerbIsNeeded(t *testing.T) {
 			ctx := testCtx(t)
 			b, cs := newFake(t)
 			spec := testSpec("p1")
-			spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}
+			spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}}
 			if r.op == opCreateLB {
 				spec.Placement.Options = &Options{ServiceType: "LoadBalancer", NetworkPolicy: true}
 			}

@@ -95,8 +95,10 @@ func assertNoSecrets(t testing.TB, o objects, baseline map[string]string, s prox
 	leaks := func(text, base string, holds func(string) bool) bool { return holds(text) && !holds(base) }
 	for where, text := range exposedText(o) {
 		base := baseline[where]
-		if s.Auth != nil && s.Auth.Password != "" && leaks(text, base, func(x string) bool { return strings.Contains(x, s.Auth.Password) }) {
-			t.Errorf("%s holds the password", where)
+		for _, u := range s.Users {
+			if u.Password != "" && leaks(text, base, func(x string) bool { return strings.Contains(x, u.Password) }) {
+				t.Errorf("%s holds user %s's password", where, u.Username)
+			}
 		}
 		if leaks(text, base, bcryptHash.MatchString) {
 			t.Errorf("%s holds a bcrypt hash", where)
@@ -117,7 +119,7 @@ func TestCreateKeepsSecretsInTheSecret(t *testing.T) {
 	controller(ctx, t, cs, nil)
 	spec := testSpec("p1")
 	tlsSettings := testTLS()
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "s3cret-Pa55word"}
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "s3cret-Pa55word"}}
 	spec.Proxy.TLS = &tlsSettings
 	if _, err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -150,10 +152,10 @@ func TestCreateKeepsSecretsInTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.Proxy == nil || inst.Proxy.TLS == nil || inst.Proxy.Auth == nil || inst.Proxy.Auth.Username != "alice" {
+	if inst.Proxy == nil || inst.Proxy.TLS == nil || len(inst.Proxy.Users) != 1 || inst.Proxy.Users[0].Username != "alice" {
 		t.Fatalf("settings read back %+v: want TLS and the user", inst.Proxy)
 	}
-	if inst.Proxy.TLS.PrivateKeyPEM != "" || inst.Proxy.Auth.Password != "" {
+	if inst.Proxy.TLS.PrivateKeyPEM != "" || inst.Proxy.Users[0].Password != "" {
 		t.Error("Get returns a secret")
 	}
 }
@@ -166,7 +168,7 @@ func FuzzObjectsKeepSecretsInTheSecret(f *testing.F) {
 	f.Add("u", "-----BEGIN PRIVATE KEY-----", true)
 	f.Fuzz(func(t *testing.T, user, password string, withTLS bool) {
 		spec := testSpec("p1")
-		spec.Proxy.Auth = &proxyconf.BasicAuth{Username: user, Password: password}
+		spec.Proxy.Users = []proxyconf.BasicAuth{{Username: user, Password: password}}
 		if withTLS {
 			s := testTLS()
 			spec.Proxy.TLS = &s
@@ -179,7 +181,7 @@ func FuzzObjectsKeepSecretsInTheSecret(f *testing.F) {
 		// The same proxy with a user but a stand-in password and no key: what it exposes is not a leak. The
 		// stand-in is long enough to be accepted (a refused one made every case skip, seeds included).
 		bare := spec
-		bare.Proxy.Auth = &proxyconf.BasicAuth{Username: user, Password: "stand-in-password"}
+		bare.Proxy.Users = []proxyconf.BasicAuth{{Username: user, Password: "stand-in-password"}}
 		bare.Proxy.TLS = nil
 		base, err := b.render(bare, testID())
 		if err != nil {

@@ -47,7 +47,7 @@ func TestLiveGuestHardening(t *testing.T) {
 	}
 	password := "hardening-password-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "egress", Password: password}
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "egress", Password: password}}
 	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
 	spec.Proxy.AllowedDestinations = []string{"upstream.test", "own.test"}
 	spec.Proxy.AllowedPorts = []int{443, port}
@@ -106,7 +106,7 @@ func TestLiveGuestHardening(t *testing.T) {
 	hosts := liveGateway + " upstream.test\n" + guestIP + " own.test\n"
 	runInGuest(t, b, spec.Name, "/bin/sh", "-c", "grep -q upstream.test /etc/hosts || printf '"+hosts+"' >> /etc/hosts; "+squidBin+" -k reconfigure")
 	proxy := net.JoinHostPort(guestIP, strconv.Itoa(inst.Port))
-	creds := spec.Proxy.Auth.Username + ":" + password
+	creds := spec.Proxy.Users[0].Username + ":" + password
 	upstream := fmt.Sprintf("http://upstream.test:%d/", port)
 	own := fmt.Sprintf("http://own.test:%d/", port)
 	waitFor(t, time.Minute, "upstream.test to answer 200 through the proxy", func() bool { return viaTLSProxy(t, proxy, creds, upstream) == "200" })

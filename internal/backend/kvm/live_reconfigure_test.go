@@ -63,10 +63,10 @@ func TestLiveReconfigure(t *testing.T) {
 	expectStatuses(t, "as created", proxy, map[[2]string]string{{allowed, ""}: "200", {denied, ""}: "403"})
 
 	// Swap the lists and require a password: in force when Reconfigure returns, same address.
-	first := &proxyconf.BasicAuth{Username: "alice", Password: "first-password"}
+	first := []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
 	swapped := spec.Proxy
 	swapped.AllowedDestinations = []string{"denied.test"}
-	swapped.Auth = first
+	swapped.Users = first
 	timed := func(what string, s proxyconf.Settings) backend.Instance {
 		t.Helper()
 		start := time.Now()
@@ -85,13 +85,13 @@ func TestLiveReconfigure(t *testing.T) {
 	expectStatuses(t, "lists swapped", proxy, map[[2]string]string{
 		{denied, alice1}: "200", {allowed, alice1}: "403", {denied, ""}: "407",
 	})
-	if p := got.Proxy; p == nil || !slices.Equal(p.AllowedDestinations, swapped.AllowedDestinations) || p.Auth == nil || p.Auth.Username != "alice" {
+	if p := got.Proxy; p == nil || !slices.Equal(p.AllowedDestinations, swapped.AllowedDestinations) || len(p.Users) != 1 || p.Users[0].Username != "alice" {
 		t.Errorf("Get's settings after Reconfigure: %+v", got.Proxy)
 	}
 
 	// A new password: the old one is refused, the new one let through.
 	second := swapped
-	second.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "second-password"}
+	second.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "second-password"}}
 	timed("new password", second)
 	alice2 := "alice:second-password"
 	expectStatuses(t, "new password", proxy, map[[2]string]string{{denied, alice1}: "407", {denied, alice2}: "200"})
@@ -103,7 +103,7 @@ func TestLiveReconfigure(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ok, err := seedCurrent(l, volRef(b.hosts[liveHost].Pool, seedVolumeName(spec.Name)), conf, second.Auth)
+		ok, err := seedCurrent(l, volRef(b.hosts[liveHost].Pool, seedVolumeName(spec.Name)), conf, second.Users)
 		if err == nil && !ok {
 			t.Errorf("the seed's user-data does not hold the new config and password")
 		}

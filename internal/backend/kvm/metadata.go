@@ -61,8 +61,10 @@ type metaPlacement struct {
 }
 
 type metaProxy struct {
-	Port         int      `xml:"port,attr"`
+	Port int `xml:"port,attr"`
+	// AuthUser is the one user a version before several users recorded; read, never written (users).
 	AuthUser     string   `xml:"auth-user,attr,omitempty"`
+	Users        []string `xml:"user"`
 	Clients      []string `xml:"client"`
 	Destinations []string `xml:"destination"`
 	Ports        []int    `xml:"connect-port"`
@@ -89,14 +91,8 @@ func newMetadata(spec backend.Spec, p placement, created time.Time) metadata {
 			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
 			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy,
 		},
-		Proxy: metaProxy{
-			Port: spec.Proxy.Port, Clients: spec.Proxy.AllowedClientCIDRs,
-			Destinations: spec.Proxy.AllowedDestinations, Ports: spec.Proxy.AllowedPorts,
-		},
+		Proxy:   metaProxyOf(spec.Proxy),
 		Volumes: metaVolumeNames{Root: rootVolumeName(spec.Name), Seed: seedVolumeName(spec.Name)},
-	}
-	if spec.Proxy.Auth != nil {
-		m.Proxy.AuthUser = spec.Proxy.Auth.Username
 	}
 	return m
 }
@@ -168,8 +164,8 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 			AllowedDestinations: m.Proxy.Destinations, AllowedPorts: m.Proxy.Ports,
 		},
 	}
-	if m.Proxy.AuthUser != "" {
-		inst.Proxy.Auth = &proxyconf.BasicAuth{Username: m.Proxy.AuthUser}
+	for _, u := range m.Proxy.users() {
+		inst.Proxy.Users = append(inst.Proxy.Users, proxyconf.BasicAuth{Username: u})
 	}
 	// EgressAddress depends on the libvirt network's forward mode, which the metadata does not hold: Get sets
 	// it (network_mode.go).

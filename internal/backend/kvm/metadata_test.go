@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 	spec := backend.Spec{
 		Name: "egress-1", UID: "uid-1", Owner: "team-a", Labels: map[string]string{"env": "prod", "app": "x"},
 		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"},
-			AllowedPorts: []int{443, 8443}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "secret-password"}},
+			AllowedPorts: []int{443, 8443}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}, {Username: "v", Password: "other-password"}}},
 	}
 	p := placement{Options: Options{VCPUs: 2, MemoryMiB: 512, DiskGiB: 4, DomainType: "qemu", Pool: "p",
 		BaseVolume: "b", Network: "n", MAC: "52:54:00:00:00:01", IP: "198.18.0.9", WaitForAddress: true}, Host: "h"}
@@ -23,7 +24,7 @@ func TestMetadataRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(s, `xmlns="`+Namespace+`"`) || strings.Contains(s, "secret-password") {
+	if !strings.Contains(s, `xmlns="`+Namespace+`"`) || strings.Contains(s, "secret-password") || strings.Contains(s, "other-password") {
 		t.Fatalf("metadata XML = %s: want the namespace declared and no password", s)
 	}
 
@@ -50,11 +51,42 @@ func TestMetadataRoundTrip(t *testing.T) {
 		if inst.InternalAddress != "198.18.0.9" {
 			t.Errorf("%s: address = %q, want the fixed IP", name, inst.InternalAddress)
 		}
-		if px := inst.Proxy; px == nil || px.Auth == nil || px.Auth.Username != "u" || px.Auth.Password != "" || len(px.AllowedPorts) != 2 {
+		if px := inst.Proxy; px == nil || !slices.Equal(proxyconf.Usernames(px.Users), []string{"u", "v"}) || slices.ContainsFunc(px.Users, func(u proxyconf.BasicAuth) bool { return u.Password != "" }) || len(px.AllowedPorts) != 2 {
 			t.Errorf("%s: proxy = %+v", name, inst.Proxy)
 		}
 		if !m.managedBy("team-a") || m.managedBy("team-b") || !m.managedBy("") {
 			t.Errorf("%s: managedBy wrong", name)
 		}
+	}
+}
+
+// A domain made by a version before several users records its one user in the auth-user attribute: it reads
+// back as that one user, and the same settings asked again are no change to record.
+func TestMetadataEarlierAuthUser(t *testing.T) {
+	t.Parallel()
+	settings := proxyconf.Settings{Port: 3128, AllowedDestinations: []string{".example.com"}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}}}
+	m := newMetadata(backend.Spec{Name: "egress-1", UID: "uid-1", Owner: "team-a", Proxy: settings}, placement{Host: "h"}, time.Now())
+	m.Proxy.Users, m.Proxy.AuthUser = nil, "u"
+	s, err := m.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s, `auth-user="u"`) || strings.Contains(s, "<user>") {
+		t.Fatalf("the earlier form is one auth-user attribute: %s", s)
+	}
+	earlier, err := parseMetadata(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := proxyconf.Usernames(earlier.instance("h", backend.StateRunning).Proxy.Users); !slices.Equal(got, []string{"u"}) {
+		t.Errorf("users read back %q, want [u]", got)
+	}
+	if !sameMetaProxy(earlier.Proxy, metaProxyOf(settings)) {
+		t.Errorf("the earlier record of user u differs from today's for the same settings")
+	}
+	two := settings
+	two.Users = append(slices.Clone(two.Users), proxyconf.BasicAuth{Username: "v", Password: "other-password"})
+	if sameMetaProxy(earlier.Proxy, metaProxyOf(two)) {
+		t.Errorf("the earlier record of user u equals today's for users u and v")
 	}
 }

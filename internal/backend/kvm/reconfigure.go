@@ -12,7 +12,6 @@ import (
 	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -79,8 +78,8 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
 	var htpasswd []byte
-	if settings.Auth != nil {
-		if htpasswd, err = proxyconf.RenderHtpasswd(*settings.Auth); err != nil {
+	if len(settings.Users) > 0 {
+		if htpasswd, err = proxyconf.RenderHtpasswd(settings.Users); err != nil {
 			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
 		}
 	}
@@ -111,7 +110,9 @@ type reconfiguration struct {
 	backstopPending bool
 	// guestChanged is set once the guest runs the new files, so a later attempt still rewrites the seed.
 	guestChanged bool
-	// newPassword: the guest's password file does not accept the new password (or there is none).
+	// newPassword: the guest has a password file that does not admit exactly the new users with their
+	// passwords (a user added, removed or given another password): Squid keeps checked logins across a
+	// reload, so it is restarted.
 	newPassword bool
 	// pendingReload is how Squid is to take the new files once they may be in place: set before the first
 	// rename, cleared once Squid reported the reload. A rename or reload whose answer was lost leaves the
@@ -152,9 +153,9 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		// between moving them in and recording them (its answers lost, its restore too), and Squid may still
 		// run the old ones: it is made to take them. Squid keeps checked logins across a reload, so with a
 		// password it is restarted, as for a new one.
-		r.seedRecorded, err = seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Auth)
+		r.seedRecorded, err = seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Users)
 		if err == nil && !r.seedRecorded {
-			r.pendingReload = reloadCommand(r.settings.Auth != nil)
+			r.pendingReload = reloadCommand(len(r.settings.Users) > 0)
 		}
 		return err
 	})
@@ -188,14 +189,14 @@ func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) 
 	if err != nil {
 		return false, retryableOnly(err)
 	}
-	if r.settings.Auth != nil {
-		// Whether the password changes decides how Squid takes the change (installInGuest).
+	if len(r.settings.Users) > 0 {
+		// Whether a password changes decides how Squid takes the change (installInGuest).
 		pw, err := guestReadFile(l, dom, proxyconf.HtpasswdPath)
 		if err != nil && retryableOnly(err) != nil {
 			return false, err
 		}
 		// Only a password file that exists can have let anyone in: without one, a reload is enough.
-		r.newPassword = err == nil && !htpasswdMatches(pw, *r.settings.Auth)
+		r.newPassword = err == nil && !proxyconf.HtpasswdMatches(pw, r.settings.Users)
 		if err != nil {
 			conf = nil // no password file yet: the new one must be written
 		}
@@ -213,14 +214,6 @@ func retryableOnly(err error) error {
 		return err
 	}
 	return nil //nolint:nilerr // see above: the file is (re)written
-}
-
-// htpasswdMatches reports whether an htpasswd file has exactly the one line for a's user and password.
-func htpasswdMatches(file []byte, a proxyconf.BasicAuth) bool {
-	line, rest, _ := bytes.Cut(file, []byte("\n"))
-	user, hash, ok := bytes.Cut(line, []byte(":"))
-	return ok && len(bytes.TrimSpace(rest)) == 0 && string(user) == a.Username &&
-		bcrypt.CompareHashAndPassword(hash, []byte(a.Password)) == nil
 }
 
 // installInGuest writes the new files, checks them with Squid and swaps them in.

@@ -59,9 +59,9 @@ func rewriteSeed(l api, vol libvirt.StorageVol, img []byte) error {
 	return l.StorageVolUpload(vol, bytes.NewReader(img), 0, uint64(len(img)), 0)
 }
 
-// seedCurrent reports whether the seed's user-data already carries conf and, when auth is set, a password
-// file that accepts it.
-func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.BasicAuth) (bool, error) {
+// seedCurrent reports whether the seed's user-data already carries conf and, when there are users, a password
+// file that accepts exactly them.
+func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, users []proxyconf.BasicAuth) (bool, error) {
 	var buf bytes.Buffer
 	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
 		return false, err
@@ -75,10 +75,10 @@ func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, auth *proxyconf.Bas
 		return false, nil
 	}
 	pw, ok := files[proxyconf.HtpasswdPath]
-	if auth == nil {
+	if len(users) == 0 {
 		return !ok, nil
 	}
-	return ok && htpasswdMatches(pw, *auth), nil
+	return ok && proxyconf.HtpasswdMatches(pw, users), nil
 }
 
 // userDataFiles reads back the write_files of user-data rendered by guest.RenderUserData: each entry's
@@ -104,14 +104,20 @@ func userDataFiles(ud []byte) map[string][]byte {
 
 // metaProxyOf is the metadata form of settings, without the password.
 func metaProxyOf(s proxyconf.Settings) metaProxy {
-	p := metaProxy{Port: s.Port, Clients: s.AllowedClientCIDRs, Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
-	if s.Auth != nil {
-		p.AuthUser = s.Auth.Username
+	return metaProxy{Port: s.Port, Users: proxyconf.Usernames(s.Users), Clients: s.AllowedClientCIDRs,
+		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
+}
+
+// users are the proxy's user names, in either form: a domain made by a version before several users has its
+// one user in AuthUser.
+func (p metaProxy) users() []string {
+	if len(p.Users) == 0 && p.AuthUser != "" {
+		return []string{p.AuthUser}
 	}
-	return p
+	return p.Users
 }
 
 func sameMetaProxy(a, b metaProxy) bool {
-	return a.Port == b.Port && a.AuthUser == b.AuthUser && slices.Equal(a.Clients, b.Clients) &&
+	return a.Port == b.Port && slices.Equal(a.users(), b.users()) && slices.Equal(a.Clients, b.Clients) &&
 		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
 }

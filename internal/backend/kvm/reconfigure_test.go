@@ -118,11 +118,11 @@ func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
 	}
 	healthBefore := x.health.Load()
 
-	auth := &proxyconf.BasicAuth{Username: "alice", Password: "first-password"}
+	auth := []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
 	next := x.spec.Proxy
 	next.AllowedDestinations = []string{"denied.test"}
 	next.AllowedPorts = []int{443, 8443}
-	next.Auth = auth
+	next.Users = auth
 	inst, err := x.b.Reconfigure(context.Background(), x.id, next)
 	if err != nil {
 		t.Fatalf("Reconfigure: %v", err)
@@ -134,7 +134,7 @@ func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
 		t.Errorf("guest squid.conf (on disk %d bytes, enforced %d bytes) is not the rendered new config", len(conf), len(enforced))
 	}
 	_, pw, _ := x.guest(proxyconf.HtpasswdPath)
-	if !htpasswdMatches(pw, *auth) {
+	if !proxyconf.HtpasswdMatches(pw, auth) {
 		t.Errorf("enforced htpasswd %q does not accept the new password", pw)
 	}
 	for _, p := range []string{confNew, htpasswdNew, confOld, htpasswdOld} {
@@ -170,12 +170,12 @@ func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
 		t.Errorf("instance after Reconfigure = %+v", inst)
 	}
 	if p := inst.Proxy; p == nil || !slices.Equal(p.AllowedDestinations, next.AllowedDestinations) ||
-		!slices.Equal(p.AllowedPorts, next.AllowedPorts) || p.Auth == nil || p.Auth.Username != "alice" || p.Auth.Password != "" {
+		!slices.Equal(p.AllowedPorts, next.AllowedPorts) || len(p.Users) != 1 || p.Users[0].Username != "alice" || p.Users[0].Password != "" {
 		t.Errorf("Proxy after Reconfigure = %+v", inst.Proxy)
 	}
 	// The seed holds the same: its user-data for a rebuild, its identity for ListByTag.
 	files, m := x.seedFiles(t)
-	if !bytes.Equal(files[proxyconf.ConfPath], render(t, next)) || !htpasswdMatches(files[proxyconf.HtpasswdPath], *auth) {
+	if !bytes.Equal(files[proxyconf.ConfPath], render(t, next)) || !proxyconf.HtpasswdMatches(files[proxyconf.HtpasswdPath], auth) {
 		t.Errorf("seed user-data does not carry the new config and password")
 	}
 	if !slices.Equal(m.Proxy.Destinations, next.AllowedDestinations) || m.UID != x.spec.UID {
@@ -188,7 +188,7 @@ func TestFakeReconfigureIsIdempotent(t *testing.T) {
 	x := newReconfFixture(t, "reconf-idem")
 	next := x.spec.Proxy
 	next.AllowedDestinations = []string{"denied.test"}
-	next.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "first-password"}
+	next.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
 	if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestFakeReconfigureIsIdempotent(t *testing.T) {
 
 	// A new password alone is a change: the guest and the seed take it, the old one stops working.
 	newer := next
-	newer.Auth = &proxyconf.BasicAuth{Username: "alice", Password: "second-password"}
+	newer.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "second-password"}}
 	if _, err := x.b.Reconfigure(context.Background(), x.id, newer); err != nil {
 		t.Fatal(err)
 	}
@@ -215,13 +215,37 @@ func TestFakeReconfigureIsIdempotent(t *testing.T) {
 	}
 	_, pw, _ := x.guest(proxyconf.HtpasswdPath)
 	files, _ := x.seedFiles(t)
-	if !htpasswdMatches(pw, *newer.Auth) || htpasswdMatches(pw, *next.Auth) || !htpasswdMatches(files[proxyconf.HtpasswdPath], *newer.Auth) {
+	if !proxyconf.HtpasswdMatches(pw, newer.Users) || proxyconf.HtpasswdMatches(pw, next.Users) || !proxyconf.HtpasswdMatches(files[proxyconf.HtpasswdPath], newer.Users) {
 		t.Errorf("after a password change the guest and seed must accept only the new password")
+	}
+
+	// A second user, then the first one gone: each a change the guest and the seed take, with a restart,
+	// since Squid would otherwise keep a removed user's checked login.
+	for i, users := range [][]proxyconf.BasicAuth{
+		{newer.Users[0], {Username: "bob", Password: "bob's password"}},
+		{{Username: "bob", Password: "bob's password"}},
+	} {
+		step := newer
+		step.Users = users
+		if _, err := x.b.Reconfigure(context.Background(), x.id, step); err != nil {
+			t.Fatal(err)
+		}
+		if x.agent().restarts != 2+i {
+			t.Errorf("users %q: Squid restarted %d times in all, want %d", proxyconf.Usernames(users), x.agent().restarts, 2+i)
+		}
+		_, pw, _ := x.guest(proxyconf.HtpasswdPath)
+		files, m := x.seedFiles(t)
+		if !proxyconf.HtpasswdMatches(pw, users) || !proxyconf.HtpasswdMatches(files[proxyconf.HtpasswdPath], users) {
+			t.Errorf("users %q: the guest's and the seed's htpasswd do not admit exactly them", proxyconf.Usernames(users))
+		}
+		if !slices.Equal(m.Proxy.Users, proxyconf.Usernames(users)) {
+			t.Errorf("users %q: the seed's identity records %q", proxyconf.Usernames(users), m.Proxy.Users)
+		}
 	}
 
 	// Dropping authentication: the config says so; no new password file is sent.
 	open := newer
-	open.Auth = nil
+	open.Users = nil
 	if _, err := x.b.Reconfigure(context.Background(), x.id, open); err != nil {
 		t.Fatal(err)
 	}
@@ -502,11 +526,11 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 			if tc.newPassword {
 				// A password in force first: only replacing one restarts Squid.
 				old := x.spec.Proxy
-				old.Auth = &proxyconf.BasicAuth{Username: "u", Password: "the old password"}
+				old.Users = []proxyconf.BasicAuth{{Username: "u", Password: "the old password"}}
 				if _, err := x.b.Reconfigure(context.Background(), x.id, old); err != nil {
 					t.Fatal(err)
 				}
-				next.Auth = &proxyconf.BasicAuth{Username: "u", Password: "a new password"}
+				next.Users = []proxyconf.BasicAuth{{Username: "u", Password: "a new password"}}
 			}
 			a := x.agent()
 			x.f.mu.Lock()

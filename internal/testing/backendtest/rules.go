@@ -107,20 +107,36 @@ func getReadsBackIdentity(s *suite) {
 	}
 }
 
-const secretPassword = "conformance-secret-password"
+const (
+	secretPassword       = "conformance-secret-password"
+	secondSecretPassword = "conformance-second-password"
+)
 
-// settingsWithoutPassword: the settings an Instance carries are the stored ones without the password. Why:
-// what Get and ListByTag return reaches state and the list resource's generated configuration.
+// settingsWithoutPassword: the settings an Instance carries are the stored ones with every user's name and
+// no password. Why: what Get and ListByTag return reaches state and the list resource's generated
+// configuration, and a user whose name is not read back would show as a change nobody made.
 func settingsWithoutPassword(s *suite) {
 	spec := s.spec("conf-secret", ownerA)
-	spec.Proxy.Auth = &proxyconf.BasicAuth{Username: "conformance", Password: secretPassword}
+	spec.Proxy.Users = []proxyconf.BasicAuth{
+		{Username: "conformance", Password: secretPassword},
+		{Username: "conformance-2", Password: secondSecretPassword},
+	}
 	created := s.create(spec)
 	check := func(what string, inst backend.Instance) {
-		if inst.Proxy != nil && inst.Proxy.Auth != nil && inst.Proxy.Auth.Password != "" {
-			s.t.Errorf("%s returned the password in Proxy.Auth", what)
+		if inst.Proxy == nil {
+			return
 		}
-		if text := fmt.Sprintf("%+v %+v", inst, inst.Proxy); strings.Contains(text, secretPassword) {
-			s.t.Errorf("%s returned the password somewhere in the instance: %s", what, text)
+		for _, u := range inst.Proxy.Users {
+			if u.Password != "" {
+				s.t.Errorf("%s returned user %s's password in Proxy.Users", what, u.Username)
+			}
+		}
+		if got, want := proxyconf.Usernames(inst.Proxy.Users), proxyconf.Usernames(spec.Proxy.Users); !slices.Equal(got, want) {
+			s.t.Errorf("%s returned users %q, want %q", what, got, want)
+		}
+		text := fmt.Sprintf("%+v %+v", inst, inst.Proxy)
+		if strings.Contains(text, secretPassword) || strings.Contains(text, secondSecretPassword) {
+			s.t.Errorf("%s returned a password somewhere in the instance: %s", what, text)
 		}
 	}
 	check("Create", created)
@@ -510,7 +526,7 @@ func refusedCreateGivesBack(s *suite) {
 	s.need("Foreign", s.w.Foreign != nil)
 	s.need("RemoveForeign", s.w.RemoveForeign != nil)
 	refused := s.spec("conf-taken", ownerA)
-	refused.Proxy.Auth = &proxyconf.BasicAuth{Username: "conformance", Password: secretPassword}
+	refused.Proxy.Users = []proxyconf.BasicAuth{{Username: "conformance", Password: secretPassword}}
 	s.w.Foreign(s.t, refused.Name)
 	if _, err := s.b.Create(s.ctx, refused); backend.ClassOf(err) != backend.ClassPermanent {
 		s.t.Fatalf("Create over a foreign object = %v (class %s), want Permanent", err, backend.ClassOf(err))

@@ -227,8 +227,6 @@ func storedSettings(s proxyconf.Settings) *proxyconf.Settings {
 	out.AllowedClientCIDRs = append([]string(nil), s.AllowedClientCIDRs...)
 	out.AllowedDestinations = append([]string(nil), s.AllowedDestinations...)
 	out.AllowedPorts = append([]int(nil), s.AllowedPorts...)
-	if s.Auth != nil {
-		out.Auth = &proxyconf.BasicAuth{Username: s.Auth.Username}
-	}
+	out.Users = proxyconf.UsernamesOnly(s.Users)
 	return &out
 }

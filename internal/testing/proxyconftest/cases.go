@@ -13,7 +13,7 @@ import (
 
 // ParseCases are setting combinations every one of which Squid must accept.
 func ParseCases() map[string]proxyconf.Settings {
-	auth := &proxyconf.BasicAuth{Username: "u", Password: "password"}
+	auth := []proxyconf.BasicAuth{{Username: "u", Password: "password"}}
 	long := strings.Repeat("a", 63)
 	many := func(n int, f func(i int) string) []string {
 		var out []string
@@ -41,8 +41,9 @@ func ParseCases() map[string]proxyconf.Settings {
 		"port 1":                     {Port: 1, AllowedPorts: []int{1}},
 		"port 65535":                 {Port: 65535, AllowedPorts: []int{65535, 1, 80, 443}},
 		"port 80 in allowed ports":   {Port: 3128, AllowedPorts: []int{80, 8443}},
-		"auth only":                  {Port: 3128, Auth: auth},
-		"auth with everything":       {Port: 3128, Auth: &proxyconf.BasicAuth{Username: "A.b_c-9", Password: strings.Repeat("x", 72)}, AllowedDestinations: []string{".example.com"}, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedPorts: []int{443, 8443}},
+		"auth only":                  {Port: 3128, Users: auth},
+		"several users":              {Port: 3128, Users: []proxyconf.BasicAuth{{Username: "u", Password: "password"}, {Username: "v", Password: "another password"}}},
+		"auth with everything":       {Port: 3128, Users: []proxyconf.BasicAuth{{Username: "A.b_c-9", Password: strings.Repeat("x", 72)}}, AllowedDestinations: []string{".example.com"}, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedPorts: []int{443, 8443}},
 		"private ranges allowed": {
 			Port: 3128, AllowedDestinations: []string{".example.com"},
 			AllowedPrivateCIDRs: []string{"10.1.0.0/16", "10.0.0.0/8", "192.168.3.0/24", "172.16.0.0/12", "100.64.0.0/10", "fd00::/8", "fc00::/7", "fd12::1/128"},
@@ -52,7 +53,7 @@ func ParseCases() map[string]proxyconf.Settings {
 		"most connections per client":   {Port: 3128, AllowedDestinations: []string{"a.io"}, MaxConnectionsPerClient: proxyconf.MaxMaxConnectionsPerClient},
 		"shortest and longest timeouts": {Port: 3128, AllowedDestinations: []string{"a.io"}, Timeouts: proxyconf.Timeouts{RequestHeaders: time.Second, Connect: 24 * time.Hour, Idle: time.Minute}},
 		"maximum lists": {
-			Port: 3128, Auth: auth,
+			Port: 3128, Users: auth,
 			AllowedDestinations: many(proxyconf.MaxAllowedDestinations, func(i int) string { return fmt.Sprintf(".d%d.%s.example", i, long) }),
 			AllowedClientCIDRs:  many(proxyconf.MaxAllowedClientCIDRs, func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i/256, i%256) }),
 			AllowedPorts:        ManyPorts(proxyconf.MaxAllowedPorts),

@@ -84,7 +84,7 @@ func FuzzSettings(d1, d2, cidr string, port, allowedPort int, user, pass string,
 		s.AllowedPorts = []int{allowedPort}
 	}
 	if user != "" {
-		s.Auth = &proxyconf.BasicAuth{Username: user, Password: pass}
+		s.Users = []proxyconf.BasicAuth{{Username: user, Password: pass}}
 	}
 	return s
 }

@@ -10,12 +10,15 @@ import (
 )
 
 // LargestSettings are the largest settings validation lets through: every list at its limit, each entry at
-// its longest and none merged into another, the longest user name and password, and a certificate chain and
-// a key of MaxPEMBytes each.
+// its longest and none merged into another, MaxUsers users with the longest names and passwords, and a
+// certificate chain and a key of MaxPEMBytes each.
 func LargestSettings(t testing.TB) proxyconf.Settings {
 	t.Helper()
 	label := strings.Repeat("a", 63)
-	s := proxyconf.Settings{Port: 3128, Auth: &proxyconf.BasicAuth{Username: strings.Repeat("u", 64), Password: strings.Repeat("p", 72)}}
+	s := proxyconf.Settings{Port: 3128}
+	for i := range proxyconf.MaxUsers {
+		s.Users = append(s.Users, proxyconf.BasicAuth{Username: fmt.Sprintf("%03d%s", i, strings.Repeat("u", 61)), Password: strings.Repeat("p", 72)})
+	}
 	for i := range proxyconf.MaxAllowedDestinations {
 		// 253 characters, plus the leading dot.
 		s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf(".%05d%s.%s.%s.%s", i, label[5:], label, label, label[:61]))

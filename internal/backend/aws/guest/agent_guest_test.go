@@ -96,7 +96,7 @@ func TestAgentOnRealSquid(t *testing.T) {
 	s1 := proxyconf.Settings{
 		Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"198.18.0.0/24"},
 		AllowedDestinations: []string{"allowed.example", "own.example", "external.example", "eip.example"},
-		Auth:                &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"},
+		Users:               []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}},
 	}
 	r1 := params.render(s1)
 	id1 := r1.id
@@ -161,7 +161,7 @@ func TestAgentOnRealSquid(t *testing.T) {
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
 	s2 := s1
 	s2.AllowedDestinations = []string{"allowed.example", "denied.example"}
-	s2.Auth = &proxyconf.BasicAuth{Username: "u", Password: "second-horse-battery"}
+	s2.Users = []proxyconf.BasicAuth{{Username: "u", Password: "second-horse-battery"}}
 	s2.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
 	r2 := params.render(s2)
 	id2 := r2.id

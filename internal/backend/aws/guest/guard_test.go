@@ -27,12 +27,12 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 	cert, certKey := testutil.SelfSignedPEM(t, "proxy.test")
 	withTLS := proxyconf.Settings{Port: 8443, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}, AllowedDestinations: []string{"a.example", ".b.example"},
 		AllowedPorts: []int{443, 8443}, AllowedPrivateCIDRs: []string{"10.2.0.0/16"}, MaxConnectionsPerClient: 7,
-		Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}, TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: certKey},
+		Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}, TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: certKey},
 		Timeouts: proxyconf.Timeouts{RequestHeaders: 3 * time.Minute, Connect: 4 * time.Second, Idle: time.Hour}}
 	settings := map[string]proxyconf.Settings{
 		"plain":    {Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}},
 		"no rules": {Port: proxyconf.DefaultPort},
-		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}},
+		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}},
 		"tls":      withTLS,
 	}
 	type input struct {

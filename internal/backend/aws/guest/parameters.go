@@ -142,8 +142,8 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 		return nil, nil, "", err
 	}
 	var htpasswd, cert, tlsKey []byte
-	if s.Auth != nil {
-		if htpasswd, err = proxyconf.RenderHtpasswd(*s.Auth); err != nil {
+	if len(s.Users) > 0 {
+		if htpasswd, err = proxyconf.RenderHtpasswd(s.Users); err != nil {
 			return nil, nil, "", err
 		}
 	}

@@ -193,7 +193,7 @@ func TestAgentConfigIDIsConfigID(t *testing.T) {
 	}
 	var rendered files
 	s := proxyconf.Settings{Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"},
-		Auth: &proxyconf.BasicAuth{Username: "u", Password: "correct-horse-battery"}}
+		Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}}
 	config, secrets, _, err := RenderParameters(s, ParameterPath("p", ""), make([]byte, ConfigKeyBytes))
 	if err != nil {
 		t.Fatal(err)

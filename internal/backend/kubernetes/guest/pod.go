@@ -128,8 +128,8 @@ func RenderPod(s proxyconf.Settings, opts proxyconf.RenderOptions) (Pod, error) 
 		ProxyPort:              s.Port,
 		Readiness:              HTTPProbe{Port: opts.HealthPort, Path: proxyconf.HealthPath},
 	}
-	if s.Auth != nil {
-		htpasswd, err := proxyconf.RenderHtpasswd(*s.Auth)
+	if len(s.Users) > 0 {
+		htpasswd, err := proxyconf.RenderHtpasswd(s.Users)
 		if err != nil {
 			return Pod{}, err
 		}

@@ -45,8 +45,8 @@ func TestPodRunsSquid(t *testing.T) {
 	const podIP = "127.0.0.2"
 	opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
 	squidtest.AppendFile(t, opts.HostsFile, podIP+" pod-self.test\n")
-	auth := &proxyconf.BasicAuth{Username: "pod-user", Password: "pod-password"}
-	s := proxyconf.Settings{Port: squidtest.FreePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Auth: auth}
+	auth := proxyconf.BasicAuth{Username: "pod-user", Password: "pod-password"}
+	s := proxyconf.Settings{Port: squidtest.FreePort(t), AllowedClientCIDRs: []string{"127.0.0.0/8"}, AllowedDestinations: []string{"allowed.test", "pod-self.test"}, AllowedPorts: []int{hp}, Users: []proxyconf.BasicAuth{auth}}
 	k, err := RenderPod(s, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -53,8 +53,8 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 	b.WriteString("package_upgrade: false\n")
 	b.WriteString("write_files:\n")
 	writeFile(&b, proxyconf.ConfPath, squidFile, conf)
-	if s.Auth != nil {
-		htpasswd, err := proxyconf.RenderHtpasswd(*s.Auth)
+	if len(s.Users) > 0 {
+		htpasswd, err := proxyconf.RenderHtpasswd(s.Users)
 		if err != nil {
 			return nil, err
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/bcrypt"
 	"gopkg.in/yaml.v3"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -44,14 +43,14 @@ func parseUserData(t *testing.T, ud []byte) (testutil.CloudConfig, map[string][]
 
 func TestRenderUserData(t *testing.T) {
 	t.Parallel()
-	auth := &proxyconf.BasicAuth{Username: "egress", Password: "a long password"}
+	auth := []proxyconf.BasicAuth{{Username: "egress", Password: "a long password"}, {Username: "second", Password: "another long password"}}
 	tlsCert, tlsKey := proxyconftest.TLSPair()
 	tests := map[string]struct {
 		s         proxyconf.Settings
 		wantFiles []string
 	}{
 		"without auth":                {s: proxyconf.Settings{Port: 3128, AllowedDestinations: []string{".example.com"}}, wantFiles: []string{proxyconf.ConfPath}},
-		"with auth":                   {s: proxyconf.Settings{Port: 3128, Auth: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{proxyconf.HtpasswdPath, proxyconf.ConfPath}},
+		"with auth":                   {s: proxyconf.Settings{Port: 3128, Users: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{proxyconf.HtpasswdPath, proxyconf.ConfPath}},
 		"with tls":                    {s: proxyconf.Settings{Port: 3128, TLS: &proxyconf.TLSSettings{CertificatePEM: tlsCert, PrivateKeyPEM: tlsKey}}, wantFiles: []string{proxyconf.TLSCertPath, proxyconf.TLSKeyPath, proxyconf.ConfPath}},
 		"with allowed private ranges": {s: proxyconf.Settings{Port: 3128, AllowedDestinations: []string{"mirror.internal"}, AllowedPrivateCIDRs: []string{"10.1.0.0/16"}}, wantFiles: []string{proxyconf.ConfPath}},
 	}
@@ -108,14 +107,14 @@ func TestRenderUserData(t *testing.T) {
 			if out, err := squidtest.Parse(t, files[proxyconf.ConfPath]); tc.s.TLS == nil && err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
 			}
-			if tc.s.Auth != nil {
-				line := strings.TrimSpace(string(files[proxyconf.HtpasswdPath]))
-				user, hash, _ := strings.Cut(line, ":")
-				if user != auth.Username || bcrypt.CompareHashAndPassword([]byte(hash), []byte(auth.Password)) != nil {
-					t.Errorf("htpasswd %q does not hold the user's bcrypt hash", line)
+			if len(tc.s.Users) > 0 {
+				if !proxyconf.HtpasswdMatches(files[proxyconf.HtpasswdPath], tc.s.Users) {
+					t.Errorf("htpasswd %q does not hold each user's bcrypt hash", files[proxyconf.HtpasswdPath])
 				}
-				if strings.Contains(string(ud), auth.Password) {
-					t.Error("user-data holds the password in clear")
+				for _, u := range tc.s.Users {
+					if strings.Contains(string(ud), u.Password) {
+						t.Errorf("user-data holds %s's password in clear", u.Username)
+					}
 				}
 			}
 		})

@@ -62,14 +62,15 @@ func checkUserData(t *testing.T, s proxyconf.Settings, opts proxyconf.RenderOpti
 	if s.TLS == nil && (files[proxyconf.TLSCertPath] != nil || files[proxyconf.TLSKeyPath] != nil) {
 		t.Fatal("user-data carries TLS files without TLS")
 	}
-	if s.Auth != nil {
-		if strings.Contains(string(ud), s.Auth.Password) && !strings.Contains(string(conf), s.Auth.Password) {
+	if len(s.Users) > 0 {
+		a := s.Users[0] // the fuzz input's one user
+		if strings.Contains(string(ud), a.Password) && !strings.Contains(string(conf), a.Password) {
 			t.Fatal("user-data holds the password in clear")
 		}
 		htpasswd := string(files[proxyconf.HtpasswdPath])
 		line, ok := strings.CutSuffix(htpasswd, "\n")
 		u, hash, _ := strings.Cut(line, ":")
-		if !ok || strings.Contains(line, "\n") || u != s.Auth.Username || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Auth.Password)) != nil {
+		if !ok || strings.Contains(line, "\n") || u != a.Username || bcrypt.CompareHashAndPassword([]byte(hash), []byte(a.Password)) != nil {
 			t.Fatalf("htpasswd %q is not one line of the user and the password's hash", htpasswd)
 		}
 	}
