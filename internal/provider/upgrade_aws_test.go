@@ -2,6 +2,8 @@ package provider
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,6 +20,14 @@ func TestAccUpgrade_aws(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	// The baseline commit's aws backend panics on its first request when AWS_CA_BUNDLE is unset (fixed in
+	// 34dac67), so a user of it had one set, as every shell of ours does but a fresh machine's `env -i` does not.
+	// Any bundle serves: the fake answers plain HTTP. Drop this when the baseline moves past that fix.
+	bundle := filepath.Join(t.TempDir(), "bundle.pem")
+	if err := os.WriteFile(bundle, []byte(cert), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", bundle)
 	config := awsConfig(t, fake, "", fmt.Sprintf(`
 resource "egress_proxy" "test" {
   name = "egress-upgrade"
