@@ -19,6 +19,10 @@ const (
 	PidFile        = "/run/squid.pid"
 	TLSCertPath    = "/etc/squid/egress-tls.crt"
 	TLSKeyPath     = "/etc/squid/egress-tls.key"
+	// ClientCAPath and ClientCRLPath hold TLSSettings.ClientCAPEM and ClientCRLPEM beside the TLS
+	// certificate: not secrets, but Squid reads them as the proxy's own.
+	ClientCAPath  = "/etc/squid/egress-client-ca.crt"
+	ClientCRLPath = "/etc/squid/egress-client-ca.crl"
 	// OwnAddressesPath lists the VM's own addresses, one a line, written at boot (see RenderUserData).
 	OwnAddressesPath = "/etc/squid/egress-own-addresses"
 	AccessLogPath    = "/var/log/squid/access.log"
@@ -83,6 +87,10 @@ type RenderOptions struct {
 	EffectiveUser string
 	// TLSCertPath and TLSKeyPath are where the TLS listener's certificate chain and key are written.
 	TLSCertPath, TLSKeyPath string
+	// ClientCAPath and ClientCRLPath are where the client CA (TLSSettings.ClientCAPEM) and its CRL
+	// (ClientCRLPEM) are written, when set. Added by the backends' side of issue 39 so that each guest
+	// delivers the files where the renderer will name them; the renderer's use of them is the policy side's.
+	ClientCAPath, ClientCRLPath string
 	// OwnAddresses are the proxy machine's addresses where the backend knows them (a reserved external
 	// address, a fixed internal one); the proxy refuses to connect to them. ListenAddress is always included.
 	OwnAddresses []netip.Addr
@@ -114,6 +122,8 @@ func (o RenderOptions) WithDefaults() RenderOptions {
 	def(&o.CoredumpDir, CoredumpDir)
 	def(&o.TLSCertPath, TLSCertPath)
 	def(&o.TLSKeyPath, TLSKeyPath)
+	def(&o.ClientCAPath, ClientCAPath)
+	def(&o.ClientCRLPath, ClientCRLPath)
 	return o
 }
 
@@ -139,6 +149,7 @@ func (o RenderOptions) validate(s Settings) error {
 		"access log": o.AccessLog, "cache log": o.CacheLog, "coredump dir": o.CoredumpDir,
 		"hosts file": o.HostsFile, "effective user": o.EffectiveUser,
 		"TLS certificate path": o.TLSCertPath, "TLS key path": o.TLSKeyPath, "own addresses file": o.OwnAddressesFile,
+		"client CA path": o.ClientCAPath, "client CRL path": o.ClientCRLPath,
 	} {
 		for _, r := range v {
 			if r <= ' ' || r == 0x7f || r == '#' || r == '"' || r == '\'' || r == '\\' {
