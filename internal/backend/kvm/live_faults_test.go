@@ -620,7 +620,7 @@ func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
 			// was the new one; a seed that stays old is the failure.
 			var ok bool
 			for start := time.Now(); !ok && time.Since(start) < 30*time.Second; {
-				if ok, err = seedCurrent(l, seed, conf, nil); err != nil {
+				if ok, err = seedCurrent(l, seed, conf, nil, nil); err != nil {
 					return err
 				}
 				if !ok {

@@ -103,7 +103,7 @@ func TestLiveReconfigure(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ok, err := seedCurrent(l, volRef(b.hosts[liveHost].Pool, seedVolumeName(spec.Name)), conf, second.Users)
+		ok, err := seedCurrent(l, volRef(b.hosts[liveHost].Pool, seedVolumeName(spec.Name)), conf, second.Users, nil)
 		if err == nil && !ok {
 			t.Errorf("the seed's user-data does not hold the new config and password")
 		}

@@ -63,9 +63,26 @@ type metaPlacement struct {
 type metaProxy struct {
 	Port int `xml:"port,attr"`
 	// AuthUser is the one user a version before several users recorded; read, never written (users).
-	AuthUser     string   `xml:"auth-user,attr,omitempty"`
-	Users        []string `xml:"user"`
+	AuthUser     string        `xml:"auth-user,attr,omitempty"`
+	Users        []string      `xml:"user"`
+	Clients      []string      `xml:"client"`
+	Destinations []string      `xml:"destination"`
+	Ports        []int         `xml:"connect-port"`
+	Denied       []string      `xml:"denied-destination"`
+	RuleSets     []metaRuleSet `xml:"rule-set"`
+	// ClientCA and ClientCRL are the SHA-256 of TLSSettings.ClientCAPEM and ClientCRLPEM (hex), when set:
+	// enough to tell that the guest's files are the ones asked for. The files are in the seed's user-data.
+	ClientCA  string `xml:"client-ca-sha256,attr,omitempty"`
+	ClientCRL string `xml:"client-crl-sha256,attr,omitempty"`
+}
+
+// metaRuleSet records one proxyconf.RuleSet, so that Get reads back the rule sets the guest enforces.
+type metaRuleSet struct {
+	Name         string   `xml:"name,attr"`
+	Mode         string   `xml:"mode,attr,omitempty"`
 	Clients      []string `xml:"client"`
+	Users        []string `xml:"user"`
+	Subjects     []string `xml:"certificate-subject"`
 	Destinations []string `xml:"destination"`
 	Ports        []int    `xml:"connect-port"`
 }
@@ -162,6 +179,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 		Proxy: &proxyconf.Settings{
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,
 			AllowedDestinations: m.Proxy.Destinations, AllowedPorts: m.Proxy.Ports,
+			DeniedDestinations: m.Proxy.Denied, RuleSets: m.Proxy.ruleSets(),
 		},
 	}
 	for _, u := range m.Proxy.users() {

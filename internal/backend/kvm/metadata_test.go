@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,12 @@ func TestMetadataRoundTrip(t *testing.T) {
 	spec := backend.Spec{
 		Name: "egress-1", UID: "uid-1", Owner: "team-a", Labels: map[string]string{"env": "prod", "app": "x"},
 		Proxy: proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{".example.com"},
-			AllowedPorts: []int{443, 8443}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}, {Username: "v", Password: "other-password"}}},
+			AllowedPorts: []int{443, 8443}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "secret-password"}, {Username: "v", Password: "other-password"}},
+			DeniedDestinations: []string{"bad.example.com"},
+			RuleSets: []proxyconf.RuleSet{
+				{Name: "ci", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16"}, Users: []string{"v"}}, Destinations: []string{".github.com"}, Ports: []int{443}, Mode: proxyconf.RuleSetReport},
+				{Name: "certs", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"build-1"}}},
+			}},
 	}
 	p := placement{Options: Options{VCPUs: 2, MemoryMiB: 512, DiskGiB: 4, DomainType: "qemu", Pool: "p",
 		BaseVolume: "b", Network: "n", MAC: "52:54:00:00:00:01", IP: "198.18.0.9", WaitForAddress: true}, Host: "h"}
@@ -53,6 +59,9 @@ func TestMetadataRoundTrip(t *testing.T) {
 		}
 		if px := inst.Proxy; px == nil || !slices.Equal(proxyconf.Usernames(px.Users), []string{"u", "v"}) || slices.ContainsFunc(px.Users, func(u proxyconf.BasicAuth) bool { return u.Password != "" }) || len(px.AllowedPorts) != 2 {
 			t.Errorf("%s: proxy = %+v", name, inst.Proxy)
+		}
+		if px := inst.Proxy; px == nil || !reflect.DeepEqual(px.RuleSets, spec.Proxy.RuleSets) || !slices.Equal(px.DeniedDestinations, spec.Proxy.DeniedDestinations) {
+			t.Errorf("%s: rule sets %+v and denied destinations %q, want the spec's", name, inst.Proxy.RuleSets, inst.Proxy.DeniedDestinations)
 		}
 		if !m.managedBy("team-a") || m.managedBy("team-b") || !m.managedBy("") {
 			t.Errorf("%s: managedBy wrong", name)

@@ -83,7 +83,8 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
 		}
 	}
-	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop}
+	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop,
+		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions())}
 	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
 	if err != nil {
 		return backend.Instance{}, err
@@ -105,6 +106,9 @@ type reconfiguration struct {
 	conf     []byte
 	htpasswd []byte
 	backstop []byte
+	// caFiles are the client CA and CRL the guest is to hold (none without them). Squid reads them while it
+	// parses a config, so they are staged in place, the old ones backed up, before the new config is checked.
+	caFiles []vmguest.File
 	// backstopPending is set once the new backstop may be in place and cleared once it is loaded: a load
 	// whose answer was lost is run again, though the file is current.
 	backstopPending bool
@@ -153,7 +157,7 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 		// between moving them in and recording them (its answers lost, its restore too), and Squid may still
 		// run the old ones: it is made to take them. Squid keeps checked logins across a reload, so with a
 		// password it is restarted, as for a new one.
-		r.seedRecorded, err = seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Users)
+		r.seedRecorded, err = seedCurrent(l, volRef(m.Placement.Pool, m.Volumes.Seed), r.conf, r.settings.Users, r.caFiles)
 		if err == nil && !r.seedRecorded {
 			r.pendingReload = reloadCommand(len(r.settings.Users) > 0)
 		}
@@ -204,6 +208,15 @@ func (r *reconfiguration) guestCurrent(l api, dom libvirt.Domain) (bool, error) 
 	if !bytes.Equal(conf, r.conf) || r.newPassword {
 		return false, nil
 	}
+	for _, f := range r.caFiles {
+		have, err := guestReadFile(l, dom, f.Path)
+		if err != nil {
+			return false, retryableOnly(err)
+		}
+		if !bytes.Equal(have, f.Content) {
+			return false, nil
+		}
+	}
 	return true, nil
 }
 
@@ -222,11 +235,16 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	if err != nil {
 		return err
 	}
+	caBackups, err := r.stageClientCA(ctx, dom)
 	// Until the rename, a failure leaves the old files in force; the temporary ones are removed (best
-	// effort: a leftover is overwritten by the next attempt and never read by Squid).
+	// effort: a leftover is overwritten by the next attempt and never read by Squid), and the client CA
+	// files staged for the check put back.
 	abandon := func(err error) error {
 		_, _ = r.run(ctx, dom, append([]string{"/bin/rm", "-f"}, temps...)...)
-		return err
+		return r.restore(ctx, dom, caBackups, err)
+	}
+	if err != nil {
+		return abandon(err)
 	}
 	if err := r.checkTemps(ctx, dom, temps); err != nil {
 		return abandon(err)
@@ -248,13 +266,13 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		return r.restore(ctx, dom, backups, abandon(err))
 	}
 	if err := r.mustRun(ctx, dom, reload...); err != nil {
-		err = r.restore(ctx, dom, backups, err)
+		err = r.restore(ctx, dom, append(backups, caBackups...), err)
 		if r.newPassword {
 			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
 		}
 		return err
 	}
-	r.dropBackups(ctx, dom, backups)
+	r.dropBackups(ctx, dom, append(backups, caBackups...))
 	if err := r.waitReloaded(ctx, dom, mark); err != nil {
 		return err
 	}
@@ -278,6 +296,42 @@ func (r *reconfiguration) writeTemps(ctx context.Context, dom libvirt.Domain) ([
 		return nil
 	})
 	return temps, err
+}
+
+// stageClientCA puts the new client CA files in place, each written beside its path, given the owner and mode
+// cloud-init gives it, with the one in force copied aside first; it returns the copies to put back should
+// the new config not be taken. Squid reads these files only when it loads a config, so the running one is
+// untouched; the new config's check needs them where it names them.
+func (r *reconfiguration) stageClientCA(ctx context.Context, dom libvirt.Domain) ([][2]string, error) {
+	var backups [][2]string
+	for _, f := range r.caFiles {
+		staged, old := f.Path+".egress-new", f.Path+".egress-old"
+		var had bool
+		if err := r.c.do(ctx, func(l api) error {
+			var err error
+			if had, err = guestFileExists(l, dom, f.Path); err != nil {
+				return err
+			}
+			return guestWriteFile(l, dom, staged, f.Content)
+		}); err != nil {
+			return backups, err
+		}
+		steps := [][]string{{"/bin/chown", "root:proxy", staged}, {"/bin/chmod", "0640", staged}}
+		if had {
+			steps = append(steps, []string{"/bin/cp", "-p", f.Path, old})
+		}
+		steps = append(steps, []string{"/bin/mv", "-f", staged, f.Path})
+		for i, argv := range steps {
+			if err := r.mustRun(ctx, dom, argv...); err != nil {
+				_, _ = r.run(ctx, dom, "/bin/rm", "-f", staged) // best effort, never read by Squid
+				return backups, err
+			}
+			if had && i == 2 {
+				backups = append(backups, [2]string{f.Path, old})
+			}
+		}
+	}
+	return backups, nil
 }
 
 // checkTemps gives the new files their owner and mode and has Squid check the config, and that it runs at all,

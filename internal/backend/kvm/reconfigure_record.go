@@ -2,7 +2,9 @@ package kvm
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // What Reconfigure records once the guest runs the new settings: the seed ISO (its user-data and identity)
@@ -61,7 +64,7 @@ func rewriteSeed(l api, vol libvirt.StorageVol, img []byte) error {
 
 // seedCurrent reports whether the seed's user-data already carries conf and, when there are users, a password
 // file that accepts exactly them.
-func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, users []proxyconf.BasicAuth) (bool, error) {
+func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, users []proxyconf.BasicAuth, caFiles []vmguest.File) (bool, error) {
 	var buf bytes.Buffer
 	if err := l.StorageVolDownload(vol, &buf, 0, seedReadLimit, 0); err != nil {
 		return false, err
@@ -73,6 +76,11 @@ func seedCurrent(l api, vol libvirt.StorageVol, conf []byte, users []proxyconf.B
 	files := userDataFiles(ud)
 	if !bytes.Equal(files[proxyconf.ConfPath], conf) {
 		return false, nil
+	}
+	for _, f := range caFiles {
+		if !bytes.Equal(files[f.Path], f.Content) {
+			return false, nil
+		}
 	}
 	pw, ok := files[proxyconf.HtpasswdPath]
 	if len(users) == 0 {
@@ -104,8 +112,35 @@ func userDataFiles(ud []byte) map[string][]byte {
 
 // metaProxyOf is the metadata form of settings, without the password.
 func metaProxyOf(s proxyconf.Settings) metaProxy {
-	return metaProxy{Port: s.Port, Users: proxyconf.Usernames(s.Users), Clients: s.AllowedClientCIDRs,
-		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts}
+	p := metaProxy{Port: s.Port, Users: proxyconf.Usernames(s.Users), Clients: s.AllowedClientCIDRs,
+		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts, Denied: s.DeniedDestinations}
+	for _, rs := range s.RuleSets {
+		p.RuleSets = append(p.RuleSets, metaRuleSet{Name: rs.Name, Mode: string(rs.Mode), Clients: rs.Clients.SourceCIDRs,
+			Users: rs.Clients.Users, Subjects: rs.Clients.CertificateSubjects, Destinations: rs.Destinations, Ports: rs.Ports})
+	}
+	if s.TLS != nil {
+		p.ClientCA, p.ClientCRL = sha256Hex(s.TLS.ClientCAPEM), sha256Hex(s.TLS.ClientCRLPEM)
+	}
+	return p
+}
+
+// sha256Hex is the SHA-256 of s in hex, or "" for an empty s.
+func sha256Hex(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// ruleSets are the recorded rule sets as settings (nil for none).
+func (p metaProxy) ruleSets() []proxyconf.RuleSet {
+	var out []proxyconf.RuleSet
+	for _, rs := range p.RuleSets {
+		out = append(out, proxyconf.RuleSet{Name: rs.Name, Mode: proxyconf.RuleSetMode(rs.Mode), Destinations: rs.Destinations, Ports: rs.Ports,
+			Clients: proxyconf.RuleSetClients{SourceCIDRs: rs.Clients, Users: rs.Users, CertificateSubjects: rs.Subjects}})
+	}
+	return out
 }
 
 // users are the proxy's user names, in either form: a domain made by a version before several users has its
@@ -119,5 +154,12 @@ func (p metaProxy) users() []string {
 
 func sameMetaProxy(a, b metaProxy) bool {
 	return a.Port == b.Port && slices.Equal(a.users(), b.users()) && slices.Equal(a.Clients, b.Clients) &&
+		slices.Equal(a.Denied, b.Denied) && slices.EqualFunc(a.RuleSets, b.RuleSets, sameMetaRuleSet) &&
+		a.ClientCA == b.ClientCA && a.ClientCRL == b.ClientCRL &&
 		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
+}
+
+func sameMetaRuleSet(a, b metaRuleSet) bool {
+	return a.Name == b.Name && a.Mode == b.Mode && slices.Equal(a.Clients, b.Clients) && slices.Equal(a.Users, b.Users) &&
+		slices.Equal(a.Subjects, b.Subjects) && slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // reconfFixture is a running proxy on the fake host, made by Create, whose health endpoint answers 200 and
@@ -599,5 +600,43 @@ func TestFakeGetOnALostConnectionIsNotUnreconfigurable(t *testing.T) {
 	inst, err := b.Get(context.Background(), x.id)
 	if err != nil || !inst.Reconfigurable || dials != 2 {
 		t.Errorf("Get after the redial = Reconfigurable %v, %v after %d dials; want true after 2", inst.Reconfigurable, err, dials)
+	}
+}
+
+// The client CA and its CRL change in place: the guest and the seed hold the new files at the paths the
+// config names, the metadata records them, and the same settings again touch nothing.
+func TestFakeReconfigureClientCA(t *testing.T) {
+	t.Parallel()
+	x := newReconfFixture(t, "reconf-client-ca")
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	caOne, _ := testutil.SelfSignedPEM(t, "client-ca-1.test")
+	caTwo, _ := testutil.SelfSignedPEM(t, "client-ca-2.test")
+	opts := vmguest.RenderOptions().WithDefaults()
+	var ranBefore int
+	for i, ca := range []string{caOne, caTwo, caTwo} {
+		next := x.spec.Proxy
+		next.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca, ClientCRLPEM: "CRL " + ca}
+		ranBefore = len(x.agent().ran)
+		if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		for path, want := range map[string]string{opts.ClientCAPath: ca, opts.ClientCRLPath: "CRL " + ca} {
+			onDisk, _, ok := x.guest(path)
+			files, m := x.seedFiles(t)
+			if !ok || string(onDisk) != want || string(files[path]) != want {
+				t.Errorf("step %d: %s in the guest (%v) or the seed does not hold the CA asked for", i, path, ok)
+			}
+			if m.Proxy.ClientCA != sha256Hex(ca) {
+				t.Errorf("step %d: the seed's identity records client CA %q", i, m.Proxy.ClientCA)
+			}
+			for _, leftover := range []string{path + ".egress-new", path + ".egress-old"} {
+				if _, _, ok := x.guest(leftover); ok {
+					t.Errorf("step %d: %s left in the guest", i, leftover)
+				}
+			}
+		}
+	}
+	if n := len(x.agent().ran) - ranBefore; n != 0 {
+		t.Errorf("the same client CA again ran %d programs in the guest, want none", n)
 	}
 }

@@ -87,3 +87,26 @@ func ConfigID(squidConf, htpasswd, tlsCert, tlsKey, backstop []byte) string {
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
+
+// File is one file a guest is given, by its path there.
+type File struct {
+	Path    string
+	Content []byte
+}
+
+// ClientCAFiles are the client CA and its CRL at the paths opts names (proxyconf.RenderOptions.ClientCAPath,
+// ClientCRLPath), each only when set: not secrets, written beside the TLS certificate.
+func ClientCAFiles(s proxyconf.Settings, opts proxyconf.RenderOptions) []File {
+	if s.TLS == nil {
+		return nil
+	}
+	opts = opts.WithDefaults()
+	var out []File
+	if s.TLS.ClientCAPEM != "" {
+		out = append(out, File{Path: opts.ClientCAPath, Content: []byte(s.TLS.ClientCAPEM)})
+	}
+	if s.TLS.ClientCRLPEM != "" {
+		out = append(out, File{Path: opts.ClientCRLPath, Content: []byte(s.TLS.ClientCRLPEM)})
+	}
+	return out
+}

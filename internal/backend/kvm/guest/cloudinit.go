@@ -63,6 +63,9 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 	if s.TLS != nil {
 		writeFile(&b, opts.TLSCertPath, squidFile, []byte(s.TLS.CertificatePEM))
 		writeFile(&b, opts.TLSKeyPath, squidFile, []byte(s.TLS.PrivateKeyPEM))
+		for _, f := range vmguest.ClientCAFiles(s, opts) {
+			writeFile(&b, f.Path, squidFile, f.Content)
+		}
 	}
 	writeFile(&b, proxyconf.NftablesPath, squidFile, backstop)
 	writeFile(&b, vmguest.PrestartPath, squidFile, vmguest.RenderPrestart(opts.OwnAddressesFile))
