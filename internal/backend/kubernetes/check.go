@@ -33,6 +33,7 @@ var permissions = []permission{
 	{"", "services", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"", "pods", []string{"list", "watch"}},
 	{"networking.k8s.io", "networkpolicies", []string{"create", "get", "list", "watch", "update", "delete"}},
+	{"policy", "poddisruptionbudgets", []string{"create", "get", "list", "watch", "update", "delete"}},
 	{"discovery.k8s.io", "endpointslices", []string{"list", "watch"}},
 }
 

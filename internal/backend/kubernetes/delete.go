@@ -27,7 +27,7 @@ import (
 //     every destroy, for processes that no longer accept a connection.
 //  2. Once every pod is marked, the Deployment is deleted, and then its ReplicaSets, here rather than by the
 //     garbage collector, whose way through the owner chain takes about a second under load.
-//  3. Beside both, the ConfigMap, Secret, Service and NetworkPolicy are deleted, found by the proxy's UID
+//  3. Beside both, the ConfigMap, Secret, Service, NetworkPolicy and PodDisruptionBudget are deleted, found by the proxy's UID
 //     label, so that objects a crashed Create made before it could set their owner go too.
 //
 // Anything that carries a finalizer outlives its delete (a LoadBalancer Service until the cloud has released
@@ -56,7 +56,7 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	}
 	selector := selectorLabelsOf(d)
 	deploymentUID, finalizers := d.UID, len(d.Finalizers) > 0
-	ns, core, netv1 := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1()
+	ns, core, netv1, policy := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1(), c.cs.PolicyV1()
 	return allOf(ctx,
 		func(ctx context.Context) error {
 			if err := scaleToZero(ctx, c, id, d); err != nil {
@@ -113,6 +113,14 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 				},
 				watch: netv1.NetworkPolicies(ns).Watch,
 			}, netv1.NetworkPolicies(ns).Delete)
+		},
+		func(ctx context.Context) error {
+			return sweep(ctx, id, uid, "PodDisruptionBudget", listWatch{
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					return policy.PodDisruptionBudgets(ns).List(ctx, o)
+				},
+				watch: policy.PodDisruptionBudgets(ns).Watch,
+			}, policy.PodDisruptionBudgets(ns).Delete)
 		},
 	)
 }

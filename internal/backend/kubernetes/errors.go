@@ -100,7 +100,7 @@ func classifyCreate(object string, id backend.ProviderID, err error) error {
 	return &backend.Error{Class: backend.ClassPermanent, Object: object,
 		Err: fmt.Errorf("the API server has nothing to make it in: %w", err),
 		Advice: fmt.Sprintf("Check that namespace %s exists on cluster %s and that the cluster serves the kinds the proxy is made of "+
-			"(apps/v1 Deployment, v1 ConfigMap, Secret and Service, networking.k8s.io/v1 NetworkPolicy), then apply again.", id.Scope, id.Target)}
+			"(apps/v1 Deployment, v1 ConfigMap, Secret and Service, networking.k8s.io/v1 NetworkPolicy, policy/v1 PodDisruptionBudget), then apply again.", id.Scope, id.Target)}
 }
 
 func namespaceObject(namespace, cluster string) string {

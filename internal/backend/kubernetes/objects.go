@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -49,6 +50,7 @@ type objects struct {
 	deployment    *appsv1.Deployment
 	service       *corev1.Service
 	networkPolicy *networkingv1.NetworkPolicy // nil when the placement turns it off
+	disruption    *policyv1.PodDisruptionBudget
 }
 
 // podLabels select the proxy's pods: they never change over the proxy's life (a Deployment's selector is
@@ -124,6 +126,7 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k guest.Pod) (
 		secret:     buildSecret(meta(), k),
 		deployment: buildDeployment(meta(), spec, p, k, resources),
 		service:    buildService(meta(), spec, p, k),
+		disruption: disruptionBudget(meta(), spec),
 	}
 	if p.NetworkPolicy {
 		o.networkPolicy = networkPolicy(meta(), spec)
@@ -176,6 +179,36 @@ func podSpec(spec backend.Spec, p Options, k guest.Pod, resources corev1.Resourc
 		Tolerations:                   podTolerations(p),
 		AutomountServiceAccountToken:  ptr.To(false),
 		TerminationGracePeriodSeconds: ptr.To(int64(10)),
+		TopologySpreadConstraints:     spreadConstraints(spec),
+	}
+}
+
+// spreadConstraints put the proxy's pods on different nodes, and in different zones where the nodes carry
+// zone labels, so that one node or zone lost takes at most its share of them. ScheduleAnyway: on a cluster of
+// one node or one zone the pods still run, together, rather than wait for a node that will never come.
+func spreadConstraints(spec backend.Spec) []corev1.TopologySpreadConstraint {
+	spread := func(key string) corev1.TopologySpreadConstraint {
+		return corev1.TopologySpreadConstraint{
+			MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
+		}
+	}
+	return []corev1.TopologySpreadConstraint{spread(corev1.LabelHostname), spread(corev1.LabelTopologyZone)}
+}
+
+// disruptionBudget lets a drain or any other voluntary eviction take one of the proxy's pods at a time: the
+// next waits until its replacement serves. With one replica that one may go (a budget of zero would block
+// every drain of its node, forever); the rollout itself never takes a serving pod away (maxUnavailable 0).
+func disruptionBudget(meta metav1.ObjectMeta, spec backend.Spec) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: meta,
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
+			// A pod that is not ready serves no one: evicting it costs nothing, and a budget that counted it
+			// would stall a drain behind a pod that never becomes ready.
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+		},
 	}
 }
 

@@ -55,6 +55,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err := admitNewClients(ctx, c, id, uid, spec); err != nil {
 		return backend.Instance{}, err
 	}
+	if err := ensureDisruptionBudget(ctx, c, id, spec, d); err != nil {
+		return backend.Instance{}, err
+	}
 	if err := rollOut(ctx, c, id, uid, k, sum); err != nil {
 		return backend.Instance{}, err
 	}
@@ -136,6 +139,10 @@ func rollOut(ctx context.Context, c *client, id backend.ProviderID, uid string, 
 			d.Spec.Template.Annotations[annotationChecksum] = sum
 			syncAuthVolume(d, id.Name, k.SecretData != nil)
 			upgradePodTemplate(&d.Spec.Template.Spec, k)
+			// The pods roll anyway: those of a proxy made before the spread constraints get them now.
+			if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
+				d.Spec.Template.Spec.TopologySpreadConstraints = spreadConstraints(backend.Spec{Name: id.Name, UID: uid})
+			}
 			return cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
 		})
 }

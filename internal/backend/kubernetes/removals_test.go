@@ -11,6 +11,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -96,6 +97,13 @@ var removals = map[string]removal{
 	"watch networkpolicies.networking.k8s.io":  {op: opDelete, finalizer: "networkpolicies"},
 	"update networkpolicies.networking.k8s.io": {op: opUpdate},
 	"delete networkpolicies.networking.k8s.io": {op: opDelete},
+
+	"create poddisruptionbudgets.policy": {op: opCreate},
+	"get poddisruptionbudgets.policy":    {op: opUpdate},
+	"list poddisruptionbudgets.policy":   {op: opDelete},
+	"watch poddisruptionbudgets.policy":  {op: opDelete, finalizer: "poddisruptionbudgets"},
+	"update poddisruptionbudgets.policy": {op: opUpdate},
+	"delete poddisruptionbudgets.policy": {op: opDelete},
 
 	"list endpointslices.discovery.k8s.io": {op: opReconfigure},
 	"watch endpointslices.discovery.k8s.io": {op: opReconfigure, raceOnCluster: "the EndpointSlice controller often has the " +
@@ -240,9 +248,10 @@ func playTheCluster(ctx context.Context, t *testing.T, cs *fake.Clientset, spec 
 		return
 	}
 	gvr := map[string]schema.GroupVersionResource{
-		"replicasets":     appsv1.SchemeGroupVersion.WithResource("replicasets"),
-		"configmaps":      corev1.SchemeGroupVersion.WithResource("configmaps"),
-		"networkpolicies": networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
+		"replicasets":          appsv1.SchemeGroupVersion.WithResource("replicasets"),
+		"configmaps":           corev1.SchemeGroupVersion.WithResource("configmaps"),
+		"networkpolicies":      networkingv1.SchemeGroupVersion.WithResource("networkpolicies"),
+		"poddisruptionbudgets": policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"),
 	}[r.finalizer]
 	if gvr.Resource == "" {
 		t.Fatalf("no finalizer for %s", r.finalizer)

@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +15,7 @@ import (
 )
 
 // Update changes what changes in place without touching the proxy's rules: the labels on every object and the
-// Deployment's replica count. It waits for the Deployment to be Available again when the count changed.
+// Deployment's replica count; a proxy made without a PodDisruptionBudget gets one. It waits for the Deployment to be Available again when the count changed.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	c, err := b.checkID(ctx, id)
 	if err != nil {
@@ -33,6 +35,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	}
 	want := backend.ManagedLabels(spec)
 	replicasChanged := false
+	var updated *appsv1.Deployment
 	err = updateObject(ctx, objectName("Deployment", id), spec.UID,
 		func(ctx context.Context) (*appsv1.Deployment, error) {
 			return cs.AppsV1().Deployments(ns).Get(ctx, id.Name, metav1.GetOptions{})
@@ -46,12 +49,16 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 					replicasChanged = true
 				}
 			}
-			return cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			updated, err = cs.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+			return updated, err
 		})
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	if err := relabel(ctx, c, id, spec.UID, want); err != nil {
+		return backend.Instance{}, err
+	}
+	if err := ensureDisruptionBudget(ctx, c, id, spec, updated); err != nil {
 		return backend.Instance{}, err
 	}
 	if replicasChanged {
@@ -115,6 +122,35 @@ func relabel(ctx context.Context, c *client, id backend.ProviderID, uid string, 
 	np.Labels = copyMap(want)
 	_, err = cs.NetworkingV1().NetworkPolicies(ns).Update(ctx, np, metav1.UpdateOptions{})
 	return classify(objectName("NetworkPolicy", id), err)
+}
+
+// ensureDisruptionBudget gives a proxy made before the provider made PodDisruptionBudgets its budget, with the
+// labels of the other objects, on the first update the user asks for: never on a read or a plan, so that an
+// upgrade of the provider alone writes nothing.
+func ensureDisruptionBudget(ctx context.Context, c *client, id backend.ProviderID, spec backend.Spec, d *appsv1.Deployment) error {
+	cs, ns := c.cs, id.Scope
+	object := objectName("PodDisruptionBudget", id)
+	pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		want := disruptionBudget(metav1.ObjectMeta{Name: id.Name, Namespace: ns, Labels: backend.ManagedLabels(spec)}, spec)
+		ownedBy(&want.ObjectMeta, d)
+		_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{})
+		return classify(object, err)
+	case err != nil:
+		return classify(object, err)
+	}
+	if pdb.Labels[backend.LabelUID] != spec.UID {
+		return &backend.Error{Class: backend.ClassPermanent, Object: object,
+			Err:    fmt.Errorf("carries uid %q, not this proxy's %q", pdb.Labels[backend.LabelUID], spec.UID),
+			Advice: "Delete or rename that PodDisruptionBudget if it is no proxy's, then apply again; this proxy leaves it alone."}
+	}
+	if maps.Equal(pdb.Labels, backend.ManagedLabels(spec)) {
+		return nil
+	}
+	pdb.Labels = copyMap(backend.ManagedLabels(spec))
+	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, pdb, metav1.UpdateOptions{})
+	return classify(object, err)
 }
 
 // updateObject reads, changes and writes one object, again from a fresh read when another writer got there
