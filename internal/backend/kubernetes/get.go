@@ -56,30 +56,28 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	case svcErr != nil:
 		return backend.Instance{}, classify(objectName("Service", id), svcErr)
 	}
-	settings := ""
 	switch {
 	case apierrors.IsNotFound(cmErr):
+		cm = nil
 	case cmErr != nil:
 		return backend.Instance{}, classify(objectName("ConfigMap", id), cmErr)
-	default:
-		settings = cm.Annotations[annotationSettings]
 	}
 	if podsErr != nil {
 		return backend.Instance{}, classify(objectName("Deployment", id), podsErr)
 	}
-	return b.instance(ctx, c, id, d, svc, settings, podsOf(d, pods.Items))
+	return b.instance(ctx, c, id, d, svc, cm, podsOf(d, pods.Items))
 }
 
-// instance maps what was read onto the contract: the Deployment, its Service (nil when missing), the settings
-// annotation and the Deployment's pods.
-func (b *Backend) instance(ctx context.Context, c *client, id backend.ProviderID, d *appsv1.Deployment, svc *corev1.Service, settings string, pods []corev1.Pod) (backend.Instance, error) {
+// instance maps what was read onto the contract: the Deployment, its Service and ConfigMap (nil when
+// missing) and the Deployment's pods.
+func (b *Backend) instance(ctx context.Context, c *client, id backend.ProviderID, d *appsv1.Deployment, svc *corev1.Service, cm *corev1.ConfigMap, pods []corev1.Pod) (backend.Instance, error) {
 	inst := instanceOf(id.Target, d, svc)
 	nodes, err := c.nodeAddresses(ctx, id.Target, pods)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	inst.EgressAddress = egressAddressOf(pods, nodes)
-	inst.Proxy = parseSettings(settings)
+	inst.Proxy = proxyOf(cm)
 	if inst.Proxy != nil && inst.Port == 0 {
 		inst.Port = inst.Proxy.Port
 	}

@@ -3,6 +3,9 @@ package kubernetes
 import (
 	"encoding/json"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -33,6 +36,19 @@ func storedSettings(s proxyconf.Settings) string {
 	return string(b)
 }
 
+// proxyOf reads the proxy's settings back from its ConfigMap (nil: none): the settings annotation, and the
+// client CA and CRL from the files the pods mount, which are what the proxy enforces.
+func proxyOf(cm *corev1.ConfigMap) *proxyconf.Settings {
+	if cm == nil {
+		return nil
+	}
+	s := parseSettings(cm.Annotations[annotationSettings])
+	if s != nil && s.TLS != nil {
+		s.TLS.ClientCAPEM, s.TLS.ClientCRLPEM = cm.Data[guest.ClientCAKey], cm.Data[guest.ClientCRLKey]
+	}
+	return s
+}
+
 // parseSettings reads the annotation back. TLS comes back empty but set: Read needs to know the listener
 // speaks TLS, never the certificate or key, which the provider keeps in state from the configuration.
 // An annotation written before fingerprints (with the PEM in it) parses the same way.
@@ -40,11 +56,16 @@ func parseSettings(v string) *proxyconf.Settings {
 	if v == "" {
 		return nil
 	}
-	var a settingsAnnotation
-	if json.Unmarshal([]byte(v), &a) != nil {
+	// Settings and the fingerprints that shadow its TLS are read apart: Settings has an UnmarshalJSON of its
+	// own (for the one user of earlier versions), which settingsAnnotation would otherwise take over whole.
+	var s proxyconf.Settings
+	var a struct {
+		TLS *tlsFingerprints `json:"TLS"`
+	}
+	if json.Unmarshal([]byte(v), &s) != nil || json.Unmarshal([]byte(v), &a) != nil {
 		return nil
 	}
-	s := a.Settings
+	s.TLS = nil
 	if a.TLS != nil {
 		s.TLS = &proxyconf.TLSSettings{}
 	}

@@ -14,7 +14,11 @@ const (
 	SecretKey  = "passwd"
 	TLSCertKey = "tls.crt"
 	TLSKeyKey  = "tls.key"
-	SquidPath  = "/usr/sbin/squid"
+	// ClientCAKey and ClientCRLKey hold the client CA and its CRL in the ConfigMap (not secrets), so that
+	// the backend reads back what the pods enforce.
+	ClientCAKey  = "client-ca.crt"
+	ClientCRLKey = "client-ca.crl"
+	SquidPath    = "/usr/sbin/squid"
 	// TerminationLog is the container's termination message file, and Squid's cache log: what a
 	// crash's diagnostic quotes is Squid's own account, never an access-log line.
 	TerminationLog = "/dev/termination-log"
@@ -107,6 +111,12 @@ func RenderPod(s proxyconf.Settings, opts proxyconf.RenderOptions) (Pod, error) 
 	if opts.TLSKeyPath == "" {
 		opts.TLSKeyPath = SecretDir + "/" + TLSKeyKey
 	}
+	if opts.ClientCAPath == "" {
+		opts.ClientCAPath = ConfigDir + "/" + ClientCAKey
+	}
+	if opts.ClientCRLPath == "" {
+		opts.ClientCRLPath = ConfigDir + "/" + ClientCRLKey
+	}
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = OwnAddressesPath
 	}
@@ -141,6 +151,12 @@ func RenderPod(s proxyconf.Settings, opts proxyconf.RenderOptions) (Pod, error) 
 		}
 		k.SecretData[TLSCertKey] = []byte(s.TLS.CertificatePEM)
 		k.SecretData[TLSKeyKey] = []byte(s.TLS.PrivateKeyPEM)
+		if s.TLS.ClientCAPEM != "" {
+			k.ConfigMapData[ClientCAKey] = s.TLS.ClientCAPEM
+		}
+		if s.TLS.ClientCRLPEM != "" {
+			k.ConfigMapData[ClientCRLKey] = s.TLS.ClientCRLPEM
+		}
 	}
 	return k, nil
 }
