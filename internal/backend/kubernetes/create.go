@@ -6,6 +6,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -121,9 +122,9 @@ func adoptSettings(ctx context.Context, cs kubernetes.Interface, spec backend.Sp
 }
 
 // adoptAlongsideRollout does what goes side by side with the Deployment's rollout, which takes seconds of the
-// pods' own: the owner references on the ConfigMap and Secret, the Service and the NetworkPolicy. Each is
-// adopted, as the Deployment was, when a crashed attempt made it already. It returns the Service as made and
-// the Deployment as it became ready.
+// pods' own: the owner references on the ConfigMap and Secret, the Service, the NetworkPolicy and the
+// PodDisruptionBudget. Each is adopted, as the Deployment was, when a crashed attempt made it already. It
+// returns the Service as made and the Deployment as it became ready.
 func adoptAlongsideRollout(ctx context.Context, c *client, spec backend.Spec, id backend.ProviderID, o objects,
 	cm *corev1.ConfigMap, secret *corev1.Secret, d *appsv1.Deployment,
 ) (svc *corev1.Service, ready *appsv1.Deployment, err error) {
@@ -169,6 +170,17 @@ func adoptAlongsideRollout(ctx context.Context, c *client, spec backend.Spec, id
 				},
 				func(ctx context.Context) (*networkingv1.NetworkPolicy, error) {
 					return cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, spec.Name, metav1.GetOptions{})
+				})
+			return err
+		},
+		func(ctx context.Context) error {
+			ownedBy(&o.disruption.ObjectMeta, d)
+			_, err := adopt(ctx, "PodDisruptionBudget", id, backend.OwnershipOfSpec(spec), o.disruption,
+				func(ctx context.Context, x *policyv1.PodDisruptionBudget) (*policyv1.PodDisruptionBudget, error) {
+					return cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, x, metav1.CreateOptions{})
+				},
+				func(ctx context.Context) (*policyv1.PodDisruptionBudget, error) {
+					return cs.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, spec.Name, metav1.GetOptions{})
 				})
 			return err
 		},
