@@ -69,8 +69,10 @@ const (
 	MaxAllowedClientCIDRs  = 200
 	MaxAllowedPorts        = 100
 	// MaxUsers also bounds the bcrypt work of rendering the htpasswd file (tens of milliseconds a user) and
-	// the secrets a backend stores in one value.
-	MaxUsers = 50
+	// the secrets a backend stores in one value: 25 users of the longest names (about 126 characters of
+	// htpasswd each) and an ECDSA key still fit one Standard SSM parameter of 4 KB on aws (at 50 they did
+	// not: TestLargestSettingsCreate found the secrets Advanced).
+	MaxUsers = 25
 )
 
 // ValidatePort reports why p cannot be a TCP port, or nil.

@@ -112,11 +112,14 @@ func TestTypicalProxyIsStandard(t *testing.T) {
 }
 
 // largestSettings are the largest the schema admits: every list at its limit, every entry of the longest
-// form, a username of 64 characters and a password, a TLS certificate chain of 16 KB. names makes the
+// form, proxyconf.MaxUsers users with names of 64 characters and passwords of 72, a TLS certificate chain of 16 KB. names makes the
 // destinations.
 func largestSettings(t *testing.T, names func(i int) string) proxyconf.Settings {
 	t.Helper()
-	s := proxyconf.Settings{Port: 3128, Users: []proxyconf.BasicAuth{{Username: strings.Repeat("u", 64), Password: "correct-horse-battery"}}}
+	s := proxyconf.Settings{Port: 3128}
+	for i := range proxyconf.MaxUsers {
+		s.Users = append(s.Users, proxyconf.BasicAuth{Username: fmt.Sprintf("%02d%s", i, strings.Repeat("u", 62)), Password: strings.Repeat("p", 72)})
+	}
 	for i := range proxyconf.MaxAllowedDestinations {
 		s.AllowedDestinations = append(s.AllowedDestinations, names(i))
 	}
@@ -285,6 +288,41 @@ func TestParameterSizesNamesWhatToReduce(t *testing.T) {
 	}
 	if n := len(fake.Requests()); n > 3 {
 		t.Errorf("%d requests before the refusal, want none but resolving the image", n)
+	}
+}
+
+// Secrets SSM cannot hold name the key, which takes the most of them even beside the most users; the most
+// users of the longest names with an RSA-sized key fit.
+func TestSecretsSizeNamesWhatToReduce(t *testing.T) {
+	t.Parallel()
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	var many []proxyconf.BasicAuth
+	for i := range proxyconf.MaxUsers {
+		many = append(many, proxyconf.BasicAuth{Username: fmt.Sprintf("%02d%s", i, strings.Repeat("u", 62)), Password: "correct-horse-battery"})
+	}
+	pad := func(n int) string { return strings.Repeat("#", n) + "\n" + key } // text before a PEM block is allowed
+	for name, tc := range map[string]struct {
+		users []proxyconf.BasicAuth
+		key   string
+		want  string // the attribute named; "" for settings that fit
+	}{
+		"most users, a small key":             {many, key, ""},
+		"most users, an RSA-sized key":        {many, pad(3300), ""},
+		"most users, the largest key allowed": {many, pad(proxyconf.MaxPEMBytes - len(key) - 1), "tls.private_key_pem"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := testProxy()
+			s.Users, s.TLS = tc.users, &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: tc.key}
+			err := CheckParameterSizes("secrets", s, Options{})
+			var e *ParameterSizeError
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("CheckParameterSizes = %v, want the secrets to fit", err)
+			case tc.want != "" && (!errors.As(err, &e) || e.Parameter != guest.ParameterSecrets || e.Attribute != tc.want):
+				t.Fatalf("CheckParameterSizes = %v (%+v), want the secrets over the limit, on %s", err, e, tc.want)
+			}
+		})
 	}
 }
 

@@ -71,6 +71,7 @@ func oversize(s proxyconf.Settings, o Options, p parameters) *ParameterSizeError
 		return &ParameterSizeError{Parameter: guest.ParameterSettings, Chars: packedChars(parts), Limit: guest.MaxPackedChars}
 	}
 	if len(p.secrets) > maxAdvancedParameter {
+		// The key, always: proxyconf.MaxUsers users' password hashes take well under half of it.
 		return &ParameterSizeError{Parameter: guest.ParameterSecrets, Chars: len(p.secrets), Limit: maxAdvancedParameter, Attribute: "tls.private_key_pem",
 			shares: "the TLS private key takes most of it: use a smaller one (an ECDSA P-256 key is about 240 characters of PEM, an RSA 4096 one about 3300)"}
 	}
@@ -107,6 +108,9 @@ func (e *ParameterSizeError) explain(name string, s proxyconf.Settings, o Option
 		{"allowed_client_cidrs", len(s.AllowedClientCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedClientCIDRs = nil; return s }},
 		{"allowed_private_cidrs", len(s.AllowedPrivateCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPrivateCIDRs = nil; return s }},
 		{"allowed_ports", len(s.AllowedPorts), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPorts = nil; return s }},
+		{"rule_sets", len(s.RuleSets), func(s proxyconf.Settings) proxyconf.Settings { s.RuleSets = nil; return s }},
+		{"denied_destinations", len(s.DeniedDestinations), func(s proxyconf.Settings) proxyconf.Settings { s.DeniedDestinations = nil; return s }},
+		{"auth", len(s.Users), func(s proxyconf.Settings) proxyconf.Settings { s.Users = nil; return s }},
 		{"tls.certificate_pem", 0, func(s proxyconf.Settings) proxyconf.Settings { s.TLS = nil; return s }},
 	} {
 		if a.attribute == "tls.certificate_pem" && s.TLS == nil || a.attribute != "tls.certificate_pem" && a.entries == 0 {
