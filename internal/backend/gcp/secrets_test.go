@@ -17,7 +17,6 @@ import (
 	secretmanager "cloud.google.com/go/secretmanager/apiv1"
 	"cloud.google.com/go/secretmanager/apiv1/secretmanagerpb"
 	"github.com/googleapis/gax-go/v2/apierror"
-	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/option"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -75,6 +74,8 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 	cert1, key1 := testutil.SelfSignedPEM(t, "proxy.test")
 	cert2, key2 := testutil.SelfSignedPEM(t, "proxy.test")
 	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert1, PrivateKeyPEM: key1}
+	// Several users: each password and each hash is a secret the scan looks for.
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}, {Username: "v", Password: "second-users-battery"}}
 	inst, err := b.Create(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 		t.Fatal(err)
 	}
 	rotated := spec.Proxy
-	rotated.Users = []proxyconf.BasicAuth{{Username: "u", Password: "another-horse-staple"}}
+	rotated.Users = []proxyconf.BasicAuth{{Username: "u", Password: "another-horse-staple"}, {Username: "w", Password: "third-users-staple"}}
 	rotated.TLS = &proxyconf.TLSSettings{CertificatePEM: cert2, PrivateKeyPEM: key2}
 	sid := secretID(zone, spec.Name)
 
@@ -94,7 +95,7 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 	for _, step := range []struct {
 		name     string
 		settings *proxyconf.Settings // nil: as created
-	}{{name: "created"}, {name: "password and key rotated", settings: &rotated}} {
+	}{{name: "created"}, {name: "a password, a user and the key rotated", settings: &rotated}} {
 		if step.settings != nil {
 			if inst, err = b.Reconfigure(ctx, inst.ID, *step.settings); err != nil {
 				t.Fatalf("%s: %v", step.name, err)
@@ -114,11 +115,17 @@ func scanSecrets(t *testing.T, serviceAccount string, secretManager bool) {
 			hashLine, _ = metadataValue(in, gcpguest.MetadataHtpasswd)
 			key, _ = metadataValue(in, gcpguest.MetadataTLSKey)
 		}
-		_, hash, _ := strings.Cut(strings.TrimSpace(hashLine), ":")
-		if key != s.TLS.PrivateKeyPEM || bcrypt.CompareHashAndPassword([]byte(hash), []byte(s.Users[0].Password)) != nil {
-			t.Fatalf("%s: the secrets do not hold the key and the password's hash: the scan would prove nothing", step.name)
+		if key != s.TLS.PrivateKeyPEM || !proxyconf.HtpasswdMatches([]byte(hashLine), s.Users) {
+			t.Fatalf("%s: the secrets do not hold the key and every user's hash: the scan would prove nothing", step.name)
 		}
-		secrets := map[string]string{"the password": s.Users[0].Password, "the htpasswd hash": hash, "the private key": s.TLS.PrivateKeyPEM}
+		secrets := map[string]string{"the private key": s.TLS.PrivateKeyPEM}
+		for _, line := range strings.Split(strings.TrimSpace(hashLine), "\n") {
+			user, hash, _ := strings.Cut(line, ":")
+			secrets["the htpasswd hash of "+user] = hash
+		}
+		for _, u := range s.Users {
+			secrets["the password of "+u.Username] = u.Password
+		}
 		for name, v := range earlier {
 			secrets["the earlier "+strings.TrimPrefix(name, "the ")] = v
 		}

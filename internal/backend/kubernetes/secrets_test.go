@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +120,8 @@ func TestCreateKeepsSecretsInTheSecret(t *testing.T) {
 	controller(ctx, t, cs, nil)
 	spec := testSpec("p1")
 	tlsSettings := testTLS()
-	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "s3cret-Pa55word"}}
+	// Several users: assertNoSecrets looks for each one's password.
+	spec.Proxy.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "s3cret-Pa55word"}, {Username: "bob", Password: "b0b-s3cret-Pa55"}}
 	spec.Proxy.TLS = &tlsSettings
 	if _, err := b.Create(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -147,15 +149,18 @@ func TestCreateKeepsSecretsInTheSecret(t *testing.T) {
 	if string(secret.Data[guest.TLSKeyKey]) != tlsSettings.PrivateKeyPEM {
 		t.Error("the Secret lacks the private key")
 	}
-	// Get still reports what Read needs: TLS on, and the user, without the secrets.
+	if !proxyconf.HtpasswdMatches(secret.Data[guest.SecretKey], spec.Proxy.Users) {
+		t.Error("the Secret's htpasswd does not admit exactly the users: the scan would prove nothing")
+	}
+	// Get still reports what Read needs: TLS on, and the users, without the secrets.
 	inst, err := b.Get(ctx, testID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inst.Proxy == nil || inst.Proxy.TLS == nil || len(inst.Proxy.Users) != 1 || inst.Proxy.Users[0].Username != "alice" {
-		t.Fatalf("settings read back %+v: want TLS and the user", inst.Proxy)
+	if inst.Proxy == nil || inst.Proxy.TLS == nil || !slices.Equal(proxyconf.Usernames(inst.Proxy.Users), []string{"alice", "bob"}) {
+		t.Fatalf("settings read back %+v: want TLS and the users", inst.Proxy)
 	}
-	if inst.Proxy.TLS.PrivateKeyPEM != "" || inst.Proxy.Users[0].Password != "" {
+	if inst.Proxy.TLS.PrivateKeyPEM != "" || slices.ContainsFunc(inst.Proxy.Users, func(u proxyconf.BasicAuth) bool { return u.Password != "" }) {
 		t.Error("Get returns a secret")
 	}
 }
