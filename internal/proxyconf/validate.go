@@ -136,6 +136,9 @@ func (s Settings) Validate() error {
 	if err := s.Timeouts.validate(); err != nil {
 		return err
 	}
+	if err := s.validatePolicy(); err != nil {
+		return err
+	}
 	if s.TLS != nil {
 		if err := ValidateTLS(s.TLS.CertificatePEM, s.TLS.PrivateKeyPEM); err != nil {
 			return err
