@@ -28,6 +28,8 @@ func testOptions(t *testing.T, dir string, hosts []string) RenderOptions {
 		CoredumpDir:    dir,
 		TLSCertPath:    filepath.Join(dir, "tls.crt"),
 		TLSKeyPath:     filepath.Join(dir, "tls.key"),
+		ClientCAPath:   filepath.Join(dir, "client-ca.crt"),
+		ClientCRLPath:  filepath.Join(dir, "client-ca.crl"),
 		HostsFile:      squidtest.HostsFile(t, dir, hosts),
 		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
 		// The backends can only listen on loopback here; the guards are tested in a network namespace
@@ -70,6 +72,12 @@ func startSquidUnder(t *testing.T, wrapper []string, s Settings, opts RenderOpti
 	if s.TLS != nil {
 		squidtest.WriteSecretFile(t, opts.TLSCertPath, []byte(s.TLS.CertificatePEM))
 		squidtest.WriteSecretFile(t, opts.TLSKeyPath, []byte(s.TLS.PrivateKeyPEM))
+		if s.TLS.ClientCAPEM != "" {
+			squidtest.WriteSecretFile(t, opts.ClientCAPath, []byte(s.TLS.ClientCAPEM))
+		}
+		if s.TLS.ClientCRLPEM != "" {
+			squidtest.WriteSecretFile(t, opts.ClientCRLPath, []byte(s.TLS.ClientCRLPEM))
+		}
 	}
 	args := append(slices.Clone(wrapper), bin, "-N", "-n", squidtest.ServiceName(t), "-f", confPath)
 	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the test's own Squid

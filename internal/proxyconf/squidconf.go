@@ -172,7 +172,9 @@ func (o RenderOptions) validate(s Settings) error {
 
 // accessLogFormat shows who went where and what happened, and deliberately not the URL path or query,
 // which can carry credentials. server= is the address Squid connected to; reason= says which guard refused a
-// request ("-" for none, or for a refusal by the allow-list, client ranges, ports or authentication).
+// request ("-" for none, or for a refusal by the allow-list, client ranges, ports or authentication). A proxy
+// with a policy (rule sets, denied destinations, a client CA) logs policyLogFields after these, and a reason for
+// every refusal and would-be refusal.
 const accessLogFormat = `%ts.%03tu client=%>a user=%un method=%rm host=%>rd port=%>rP status=%>Hs squid=%Ss bytes=%<st server=%<a reason=%{reason}note`
 
 // The reasons the access log gives for a refusal by a guard.
@@ -186,6 +188,8 @@ const (
 //
 // Squid applies the first http_access rule that matches, so the sections that write rules run in the order
 // the checks must happen: health check, client ranges, connection limit, authentication, ports, destinations.
+// With a policy: health check, client ranges, connection limit, authentication, the deny list and protocol
+// guards, then the rule sets in order, then the fallback's ports and destinations.
 func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -201,27 +205,48 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 func renderSquidConf(s Settings, opts RenderOptions) []byte {
 	var w confWriter
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
-	writeListening(&w, s, opts)
-	writeClientRules(&w, s)
+	n := notes{policy: s.hasPolicy()}
+	writeListening(&w, s, opts, n)
+	writeClientRules(&w, s, n)
 	if len(s.Users) > 0 {
-		writeAuthentication(&w, opts)
+		writeAuthentication(&w, opts, n)
 	}
-	writePortRules(&w, s)
-	writeDestinationRules(&w, s, opts)
-	w.line("http_access", "deny", "all") // whatever no rule above allowed
+	if n.policy {
+		writeDeniedDestinations(&w, s, n)
+		writeProtocolRules(&w, n)
+		writeGuardACLs(&w, s, opts)
+		writeRuleSets(&w, s, opts, n)
+		writeFallback(&w, s, opts, n)
+	} else {
+		writePortRules(&w, s)
+		writeDestinationRules(&w, s, opts)
+	}
+	// Whatever no rule above allowed: with a policy, only a fallback request outside allowed_destinations
+	// gets here.
+	w.access("deny", []string{"all"}, n.of(DecisionDeny, ReasonDestinationNotAllowed, ""))
 	writeNoCache(&w)
 	writePrivacy(&w)
 	writeTimeouts(&w, s.Timeouts.withDefaults())
-	writeFilesAndLogs(&w, opts)
+	writeFilesAndLogs(&w, opts, n)
 	return w.buf.Bytes()
 }
 
 // writeListening opens the proxy port and the health port, and gives the health port its own rules ahead of
 // every other: it answers the health check and nothing else.
-func writeListening(w *confWriter, s Settings, opts RenderOptions) {
+func writeListening(w *confWriter, s Settings, opts RenderOptions, n notes) {
 	if s.TLS != nil {
 		w.comment("Listening. The proxy port speaks TLS only, so credentials never cross the network in clear; the health port serves only the health check, to anyone.")
-		w.line("https_port", listenSpec(opts.ListenAddress, s.Port), "tls-cert="+opts.TLSCertPath, "tls-key="+opts.TLSKeyPath, "tls-min-version=1.2")
+		args := []string{listenSpec(opts.ListenAddress, s.Port), "tls-cert=" + opts.TLSCertPath, "tls-key=" + opts.TLSKeyPath, "tls-min-version=1.2"}
+		if s.hasClientCA() {
+			// clientca= both names the CAs in the handshake's certificate request and makes a certificate one of
+			// them signed a condition of the handshake (without sslflags=CONDITIONAL_AUTH, Squid asks OpenSSL to
+			// fail a client that sends none). crlfile= turns on revocation checks of the client's certificate.
+			args = append(args, "clientca="+opts.ClientCAPath)
+			if s.TLS.ClientCRLPEM != "" {
+				args = append(args, "crlfile="+opts.ClientCRLPath)
+			}
+		}
+		w.line("https_port", args...)
 	} else {
 		w.comment("Listening. The health port serves only the health check, to anyone.")
 		w.line("http_port", listenSpec(opts.ListenAddress, s.Port))
@@ -231,18 +256,21 @@ func writeListening(w *confWriter, s Settings, opts RenderOptions) {
 	w.line("acl", "health_host", "dstdomain", "-n", VisibleHostname)
 	w.line("acl", "health_path", "urlpath_regex", "^"+strings.ReplaceAll(HealthPath, ".", `\.`)+"$")
 	w.line("acl", "GET", "method", "GET")
-	w.line("http_access", "allow", "health_port", "GET", "health_host", "health_path")
-	w.line("http_access", "deny", "health_port")
+	if n.policy {
+		writeDecisionACLs(w)
+	}
+	w.access("allow", []string{"health_port", "GET", "health_host", "health_path"}, n.of(DecisionAllow, "", ""))
+	w.access("deny", []string{"health_port"}, n.of(DecisionDeny, ReasonHealthPortOnly, ""))
 }
 
 // writeClientRules refuses clients outside allowed_client_cidrs, and clients over their connection limit.
-func writeClientRules(w *confWriter, s Settings) {
+func writeClientRules(w *confWriter, s Settings, n notes) {
 	w.comment("Clients outside allowed_client_cidrs are refused before anything else is looked at.")
 	if len(s.AllowedClientCIDRs) > 0 {
 		w.acl("clients", "src", squidClientPrefixes(s.AllowedClientCIDRs))
-		w.line("http_access", "deny", "!clients")
+		w.access("deny", []string{"!clients"}, n.of(DecisionDeny, ReasonClientNotAllowed, ""))
 	} else {
-		w.line("http_access", "deny", "all")
+		w.access("deny", []string{"all"}, n.of(DecisionDeny, ReasonClientNotAllowed, ""))
 	}
 
 	// maxconn matches when the client already holds more connections than the limit: the request on the
@@ -252,13 +280,13 @@ func writeClientRules(w *confWriter, s Settings) {
 	w.comment("At most max_connections_per_client connections from one client address.")
 	w.line("acl", "client_over_limit", "maxconn", strconv.Itoa(s.maxConnectionsPerClient()))
 	w.line("acl", "reason_client_connections", "annotate_transaction", "reason="+ReasonClientConnections)
-	w.line("http_access", "deny", "client_over_limit", "reason_client_connections")
+	w.access("deny", []string{"client_over_limit"}, n.of(DecisionDeny, ReasonClientConnections, ""))
 	w.line("client_ip_max_connections", strconv.Itoa(2*s.maxConnectionsPerClient()))
 }
 
 // writeAuthentication requires proxy basic authentication. It comes before the destination check so that
 // unauthenticated clients learn nothing about the allow-list.
-func writeAuthentication(w *confWriter, opts RenderOptions) {
+func writeAuthentication(w *confWriter, opts RenderOptions, n notes) {
 	w.comment("Proxy basic authentication against an htpasswd file of bcrypt hashes.")
 	w.line("auth_param", "basic", "program", opts.AuthHelperPath, opts.HtpasswdPath)
 	w.line("auth_param", "basic", "children", strconv.Itoa(authHelpers), "startup=2", "idle=1",
@@ -268,6 +296,12 @@ func writeAuthentication(w *confWriter, opts RenderOptions) {
 	w.line("auth_param", "basic", "casesensitive", "on")
 	w.line("auth_param", "basic", "credentialsttl", "5", "minutes")
 	w.line("acl", "authenticated", "proxy_auth", "REQUIRED")
+	if n.policy {
+		// A request without valid credentials stops at the next line before any note after it is evaluated
+		// (Squid answers the challenge at once), and a note there would also turn the 407 into a 403. So the
+		// decision is noted ahead, on a line that never matches (!all); every line that decides later replaces it.
+		w.access("deny", append(n.of(DecisionDeny, ReasonAuthentication, ""), "!all"), nil)
+	}
 	w.line("http_access", "deny", "!authenticated")
 }
 
@@ -353,9 +387,13 @@ func writeTimeouts(w *confWriter, t Timeouts) {
 
 // writeFilesAndLogs says where Squid's files are on this machine (RenderOptions), how it resolves names, and
 // how it stops.
-func writeFilesAndLogs(w *confWriter, opts RenderOptions) {
+func writeFilesAndLogs(w *confWriter, opts RenderOptions, n notes) {
 	w.comment("Files and logs.")
-	w.line("logformat", "egress", accessLogFormat)
+	if n.policy {
+		w.line("logformat", "egress", accessLogFormat+policyLogFields)
+	} else {
+		w.line("logformat", "egress", accessLogFormat)
+	}
 	w.line("access_log", opts.AccessLog, "egress")
 	w.line("cache_log", opts.CacheLog)
 	w.line("pid_filename", opts.PidFile)

@@ -43,6 +43,18 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		Timeouts: Timeouts{RequestHeaders: 2 * time.Minute, Connect: 20 * time.Second, Idle: 7 * time.Minute}}
 	plain := b
 	plain.Users, plain.TLS = nil, nil
+	// The same with a policy (issue 39), whose layout differs: rule sets of every kind of client and mode, a
+	// deny list and a client CA with its CRL.
+	withPolicy := func(s Settings, name string) Settings {
+		s.TLS = &TLSSettings{ClientCAPEM: "ca", ClientCRLPEM: "crl"}
+		s.DeniedDestinations = []string{"denied." + name}
+		s.RuleSets = []RuleSet{
+			{Name: name + "-range", Clients: RuleSetClients{SourceCIDRs: s.AllowedClientCIDRs[:1]}, Destinations: []string{"r." + name}, Ports: []int{8080}},
+			{Name: name + "-user", Clients: RuleSetClients{Users: Usernames(s.Users), CertificateSubjects: []string{name}}, Mode: RuleSetReport},
+		}
+		return s
+	}
+	pa, pb := withPolicy(a, "a"), withPolicy(b, "b")
 	linesOf := func(s Settings) map[string][]string {
 		m := map[string][]string{}
 		for _, l := range squidLines(renderSquidConf(s, opts)) {
@@ -51,9 +63,9 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		}
 		return m
 	}
-	la, lb, lp := linesOf(a), linesOf(b), linesOf(plain)
+	la, lb, lp, lpa, lpb := linesOf(a), linesOf(b), linesOf(plain), linesOf(pa), linesOf(pb)
 	v := Vocabulary{Pinned: map[string][]string{}, QuotedFiles: []string{`"` + opts.OwnAddressesFile + `"`}, BackstopTable: NftablesTable}
-	for _, m := range []map[string][]string{la, lb, lp} {
+	for _, m := range []map[string][]string{la, lb, lp, lpa, lpb} {
 		for d, lines := range m {
 			if !slices.Contains(v.Directives, d) {
 				v.Directives = append(v.Directives, d)
@@ -77,8 +89,16 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		// The rules themselves (acl, http_access) are the settings': they stay free, their ACL types checked.
 		// A plain proxy's lines (no auth, no TLS) must be among them too: http_port is the health port's alone
 		// with TLS, the proxy port's as well without.
-		if d != "acl" && d != "http_access" && slices.Equal(lines, lb[d]) && !slices.ContainsFunc(lp[d], func(l string) bool { return !slices.Contains(lines, l) }) {
+		// A directive pinned without a policy and with one may have the lines of either (the logformat gains
+		// the policy's fields).
+		if d != "acl" && d != "http_access" && slices.Equal(lines, lb[d]) && !slices.ContainsFunc(lp[d], func(l string) bool { return !slices.Contains(lines, l) }) &&
+			slices.Equal(lpa[d], lpb[d]) {
 			v.Pinned[d] = lines
+			for _, l := range lpa[d] {
+				if !slices.Contains(v.Pinned[d], l) {
+					v.Pinned[d] = append(v.Pinned[d], l)
+				}
+			}
 		}
 	}
 	slices.Sort(v.Directives)

@@ -52,6 +52,18 @@ func ParseCases() map[string]proxyconf.Settings {
 		"one connection per client":     {Port: 3128, AllowedDestinations: []string{"a.io"}, MaxConnectionsPerClient: 1},
 		"most connections per client":   {Port: 3128, AllowedDestinations: []string{"a.io"}, MaxConnectionsPerClient: proxyconf.MaxMaxConnectionsPerClient},
 		"shortest and longest timeouts": {Port: 3128, AllowedDestinations: []string{"a.io"}, Timeouts: proxyconf.Timeouts{RequestHeaders: time.Second, Connect: 24 * time.Hour, Idle: time.Minute}},
+		// Issue 39's policy (client certificates need files squid -k parse reads: the guest tests and
+		// proxyconf's decision table run them).
+		"rule sets and a deny list": {
+			Port: 3128, Users: auth, AllowedClientCIDRs: []string{"10.0.0.0/8", "::/0"}, AllowedDestinations: []string{".example.com"},
+			DeniedDestinations: []string{".evil.example", "x.example.com"},
+			RuleSets: []proxyconf.RuleSet{
+				{Name: "ci", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16", "::/80"}}, Destinations: []string{".github.com", "github.com"}, Ports: []int{443, 22}},
+				{Name: "u-report", Clients: proxyconf.RuleSetClients{Users: []string{"u"}, SourceCIDRs: []string{"10.2.0.0/16"}}, Mode: proxyconf.RuleSetReport},
+				{Name: "u-enforced", Clients: proxyconf.RuleSetClients{Users: []string{"u"}, SourceCIDRs: []string{"10.3.0.0/16"}}, Destinations: []string{"a.io"}, Mode: proxyconf.RuleSetEnforce},
+			},
+		},
+		"a deny list alone": {Port: 3128, AllowedDestinations: []string{"a.io"}, DeniedDestinations: []string{".a.io", "b.io"}},
 		"maximum lists": {
 			Port: 3128, Users: auth,
 			AllowedDestinations: many(proxyconf.MaxAllowedDestinations, func(i int) string { return fmt.Sprintf(".d%d.%s.example", i, long) }),
