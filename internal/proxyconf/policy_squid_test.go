@@ -362,3 +362,54 @@ func checkDecisionLog(t *testing.T, sq *squidtest.Squid, table []decision) {
 		}
 	}
 }
+
+// TestReportModeKeepsTheConnectionLimit: a client of a report rule set, whose every destination is forwarded,
+// is still held to max_connections_per_client: beyond it, refused and logged as a denial for that reason.
+func TestReportModeKeepsTheConnectionLimit(t *testing.T) {
+	t.Parallel()
+	b := squidtest.NewUpstreams(t)
+	hp := squidtest.Port(t, b.HTTP)
+	sq := startSquid(t, Settings{
+		AllowedClientCIDRs:      []string{"127.0.0.0/8"},
+		MaxConnectionsPerClient: 1,
+		RuleSets:                []RuleSet{{Name: "watched", Clients: RuleSetClients{SourceCIDRs: []string{"127.0.0.4/32"}}, Ports: []int{hp}, Mode: RuleSetReport}},
+	}, testHosts)
+	target := fmt.Sprintf("http://allowed.test:%d/", hp)
+	// Not 127.0.0.1, whose probes of the ports at start Squid may still count as open.
+	const from = "127.0.0.4"
+	// One connection held open after a forwarded request.
+	conn, err := squidtest.Client{Proxy: sq.Proxy, From: from}.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() }) // the test is over
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: allowed.test\r\n\r\n", target); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close() // the status is what counts; the connection stays open
+	if resp.StatusCode != 200 {
+		t.Fatalf("the first request: got %d, want 200 (would_deny)", resp.StatusCode)
+	}
+	if got := (squidtest.Client{Proxy: sq.Proxy, From: from}).Get(t, target, "allowed.test"); got.Status != 403 {
+		t.Errorf("a connection beyond the limit: got %d, want 403", got.Status)
+	}
+	lines := waitForLogLines(t, sq, 2)
+	if len(lines) < 2 {
+		t.Fatalf("the access log lacks the two requests:\n%s", strings.Join(lines, "\n"))
+	}
+	for i, want := range []map[string]string{
+		{"status": "200", "ruleset": "watched", "decision": "would_deny", "reason": ReasonDestinationNotAllowed},
+		{"status": "403", "ruleset": "-", "decision": "deny", "reason": ReasonClientConnections},
+	} {
+		f := logFields(lines[i])
+		for k, v := range want {
+			if f[k] != v {
+				t.Errorf("request %d: logged %s=%s, want %s=%s\n%s", i+1, k, f[k], k, v, lines[i])
+			}
+		}
+	}
+}
