@@ -61,12 +61,17 @@ type tlsModel struct {
 // from the configuration.
 type writeOnlyValues struct {
 	password, privateKeyPEM types.String
+	// userPasswords are auth.users' passwords by user name.
+	userPasswords map[string]string
 }
 
 func readWriteOnly(ctx context.Context, config tfsdk.Config) (writeOnlyValues, diag.Diagnostics) {
 	var w writeOnlyValues
 	diags := config.GetAttribute(ctx, path.Root("auth").AtName("password_wo"), &w.password)
 	diags.Append(config.GetAttribute(ctx, path.Root("tls").AtName("private_key_pem_wo"), &w.privateKeyPEM)...)
+	var d diag.Diagnostics
+	w.userPasswords, d = readUserPasswords(ctx, config)
+	diags.Append(d...)
 	return w, diags
 }
 
@@ -75,6 +80,7 @@ type authModel struct {
 	Password          types.String `tfsdk:"password"`
 	PasswordWO        types.String `tfsdk:"password_wo"`
 	PasswordWOVersion types.Int64  `tfsdk:"password_wo_version"`
+	Users             types.List   `tfsdk:"users"`
 }
 
 // modelSource is a plan, state or configuration; modelTarget a plan or state.
@@ -156,7 +162,7 @@ func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 		return true
 	}
 	return m.Auth != nil && (!m.Auth.Username.Equal(prior.Auth.Username) || !m.Auth.Password.Equal(prior.Auth.Password) ||
-		!m.Auth.PasswordWOVersion.Equal(prior.Auth.PasswordWOVersion))
+		!m.Auth.PasswordWOVersion.Equal(prior.Auth.PasswordWOVersion) || !m.Auth.Users.Equal(prior.Auth.Users))
 }
 
 // settings builds the proxy settings, taking the write-only values where the plan has none.
@@ -174,12 +180,9 @@ func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyVal
 	sort.Strings(s.AllowedDestinations)
 	sort.Ints(s.AllowedPorts)
 	if m.Auth != nil {
-		password := m.Auth.Password.ValueString()
-		if m.Auth.Password.IsNull() {
-			password = writeOnly.password.ValueString()
-		}
-		// One user until the schema takes several: the proxy's Users[0].
-		s.Users = []proxyconf.BasicAuth{{Username: m.Auth.Username.ValueString(), Password: password}}
+		users, d := m.Auth.users(ctx, writeOnly)
+		diags.Append(d...)
+		s.Users = users
 	}
 	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
 	return s, diags
@@ -203,10 +206,9 @@ func (m *proxyResourceModel) setSettings(s proxyconf.Settings) diag.Diagnostics 
 		m.Auth = nil
 	case m.Auth == nil:
 		// Imported: the backend never gives the password back.
-		m.Auth = &authModel{Username: types.StringValue(s.Users[0].Username), Password: types.StringNull(),
-			PasswordWO: types.StringNull(), PasswordWOVersion: types.Int64Null()}
+		m.Auth = importedAuth(s.Users)
 	default:
-		m.Auth.Username = types.StringValue(s.Users[0].Username)
+		m.Auth.setUsers(s.Users)
 	}
 	return diags
 }

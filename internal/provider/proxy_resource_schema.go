@@ -214,24 +214,34 @@ func credentialAttributes() map[string]schema.Attribute {
 			},
 		},
 		"auth": schema.SingleNestedAttribute{
-			Optional:            true,
-			MarkdownDescription: "Require proxy basic authentication. Set `password`, or on CLIs that support write-only attributes `password_wo` with `password_wo_version` so the password is never stored in state.",
-			PlanModifiers:       []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
-			Attributes: map[string]schema.Attribute{
-				"username": schema.StringAttribute{Required: true, MarkdownDescription: "User name.", Validators: []validator.String{attribute_validator.Username()}},
-				"password": schema.StringAttribute{Optional: true, Sensitive: true,
-					MarkdownDescription: "Password, 8 to 72 bytes. Stored in state (marked sensitive).",
-					Validators: []validator.String{attribute_validator.Password(),
-						stringvalidator.ExactlyOneOf(path.MatchRoot("auth").AtName("password"), path.MatchRoot("auth").AtName("password_wo"))}},
-				"password_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
-					MarkdownDescription: "Write-only password, 8 to 72 bytes: never stored in state. Change `password_wo_version` to apply a new one.",
-					Validators: []validator.String{attribute_validator.Password(),
-						stringvalidator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo_version"))}},
-				"password_wo_version": schema.Int64Attribute{Optional: true,
-					MarkdownDescription: "Any number; changing it applies the current `password_wo`: in place where the proxy can be reconfigured, by replacement otherwise.",
-					Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo"))}},
-			},
+			Optional: true,
+			MarkdownDescription: "Require proxy basic authentication. For one user, set `username` with `password`, or on CLIs that support write-only attributes " +
+				"`password_wo` with `password_wo_version` so the password is never stored in state. For several, set `users` instead: " +
+				"each with a write-only password. " + reconfigurableDescription,
+			PlanModifiers: []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
+			Attributes:    mergeAttributes(singleUserAttributes(), map[string]schema.Attribute{"users": usersAttribute()}),
 		},
+	}
+}
+
+// singleUserAttributes are auth's one user, the form it had before it took several (users).
+func singleUserAttributes() map[string]schema.Attribute {
+	passwordWO, users := path.MatchRoot("auth").AtName("password_wo"), path.MatchRoot("auth").AtName("users")
+	return map[string]schema.Attribute{
+		"username": schema.StringAttribute{Optional: true,
+			MarkdownDescription: "The one user's name; set `users` instead for several.",
+			Validators:          []validator.String{attribute_validator.Username(), stringvalidator.ExactlyOneOf(path.MatchRoot("auth").AtName("username"), users)}},
+		"password": schema.StringAttribute{Optional: true, Sensitive: true,
+			MarkdownDescription: "The password of `username`, 8 to 72 bytes. Stored in state (marked sensitive).",
+			Validators: []validator.String{attribute_validator.Password(),
+				stringvalidator.AtLeastOneOf(passwordWO, users), stringvalidator.ConflictsWith(passwordWO, users)}},
+		"password_wo": schema.StringAttribute{Optional: true, Sensitive: true, WriteOnly: true,
+			MarkdownDescription: "Write-only password of `username`, 8 to 72 bytes: never stored in state. Change `password_wo_version` to apply a new one.",
+			Validators: []validator.String{attribute_validator.Password(),
+				stringvalidator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo_version")), stringvalidator.ConflictsWith(users)}},
+		"password_wo_version": schema.Int64Attribute{Optional: true,
+			MarkdownDescription: "Any number; changing it applies the current `password_wo`: in place where the proxy can be reconfigured, by replacement otherwise.",
+			Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("auth").AtName("password_wo"))}},
 	}
 }
 
