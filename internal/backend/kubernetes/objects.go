@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -239,7 +240,22 @@ func squidContainer(p Options, k guest.Pod, resources corev1.ResourceRequirement
 		},
 		Resources:    resources,
 		VolumeMounts: mounts,
+		Lifecycle:    drainBeforeStop(),
 	}
+}
+
+// drainSeconds is how long a pod being deleted keeps serving before Squid is told to stop: the Service's
+// endpoints and every node's kube-proxy learn of the deletion at the same time as the kubelet, and until they
+// have, new connections still arrive. Squid then takes shutdown_lifetime (3 s) to finish what it serves, all
+// within the pod's 10 s grace period.
+const drainSeconds = 5
+
+// drainBeforeStop is the pause before Squid gets SIGTERM. sleep, not the kubelet's own sleep action, which a
+// cluster before 1.30 refuses: every Debian-based image has /bin/sleep.
+func drainBeforeStop() *corev1.Lifecycle {
+	return &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{
+		Command: []string{"/bin/sleep", strconv.Itoa(drainSeconds)},
+	}}}
 }
 
 // podVolumes are the pod's volumes and the Squid container's mounts of them: the ConfigMap, the scratch

@@ -71,10 +71,10 @@ func containerSecurityContext() *corev1.SecurityContext {
 }
 
 // upgradePodTemplate brings the Squid container of a pod template, perhaps made by an older provider, to
-// today's form: command, its downward API variables, termination message file, security contexts and scratch
-// folders. Reconfigure runs it with every rollout, so a proxy's pods never pair a new squid.conf (cache log
-// in the termination file, own-address list) with an old command (no copy of it on stderr, no list written),
-// and older proxies become restricted with their next change.
+// today's form: command, its downward API variables, termination message file, security contexts, scratch
+// folders and the pause before it stops. Reconfigure runs it with every rollout, so a proxy's pods never pair
+// a new squid.conf (cache log in the termination file, own-address list) with an old command (no copy of it on
+// stderr, no list written), and older proxies become restricted with their next change.
 func upgradePodTemplate(pod *corev1.PodSpec, k guest.Pod) {
 	pod.SecurityContext = podSecurityContext()
 	vols, mounts := scratchVolumes()
@@ -87,6 +87,7 @@ func upgradePodTemplate(pod *corev1.PodSpec, k guest.Pod) {
 		c.Env = fieldEnv(k)
 		c.TerminationMessagePath = k.TerminationMessagePath
 		c.SecurityContext = containerSecurityContext()
+		c.Lifecycle = drainBeforeStop()
 		for _, m := range mounts {
 			if !slices.ContainsFunc(c.VolumeMounts, func(have corev1.VolumeMount) bool { return have.Name == m.Name }) {
 				c.VolumeMounts = append(c.VolumeMounts, m)
