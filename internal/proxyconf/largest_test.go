@@ -45,3 +45,31 @@ func TestLargestSettingsFit(t *testing.T) {
 		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
 	}
 }
+
+// TestLargestPolicyFits: the largest policy validation allows (proxyconftest.LargestPolicySettings) renders a
+// squid.conf that fits one metadata value and that Squid parses.
+func TestLargestPolicyFits(t *testing.T) {
+	t.Parallel()
+	s := proxyconftest.LargestPolicySettings(t)
+	conf, err := proxyconf.RenderSquidConf(s, vmguest.RenderOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s at the largest policy: %d bytes of GCE's %d for a metadata value", proxyconf.ConfPath, len(conf), metadataValueBytes)
+	if len(conf) > metadataValueBytes {
+		t.Errorf("%s is %d bytes, over GCE's %d limit for a metadata value", proxyconf.ConfPath, len(conf), metadataValueBytes)
+	}
+	// Without TLS, so that squid -k parse need not read the certificate files; the subjects' rule sets need a
+	// client CA, so they go too.
+	s.TLS = nil
+	for i := range s.RuleSets {
+		s.RuleSets[i].Clients.CertificateSubjects = nil
+	}
+	conf, err = proxyconf.RenderSquidConf(s, proxyconf.RenderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := squidtest.Parse(t, conf); err != nil || strings.Contains(out, "ERROR") || strings.Contains(out, "unrecognized") {
+		t.Errorf("squid -k parse: %v\n%.2000s", err, out)
+	}
+}

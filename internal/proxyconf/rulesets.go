@@ -20,6 +20,9 @@ const (
 	MaxRuleSets = 32
 	// MaxCertificateSubjects bounds the subjects of all rule sets together.
 	MaxCertificateSubjects = 200
+	// MaxRuleSetUsers bounds the user names of all rule sets together: every rule set naming every one of
+	// MaxUsers users would take a fifth of the config's room (TestLargestPolicyFits).
+	MaxRuleSetUsers = 200
 )
 
 // ruleSetNameRE: what an access log field and a JSON value carry without quoting, and what cannot be mistaken
@@ -161,7 +164,7 @@ func (s Settings) ValidateRuleSets() error {
 	if len(s.RuleSets) > MaxRuleSets {
 		return fmt.Errorf("at most %d rule sets, got %d", MaxRuleSets, len(s.RuleSets))
 	}
-	dests, cidrs, ports, subjects := len(s.AllowedDestinations)+len(s.DeniedDestinations), len(s.AllowedClientCIDRs), len(s.AllowedPorts), 0
+	dests, cidrs, ports, subjects, users := len(s.AllowedDestinations)+len(s.DeniedDestinations), len(s.AllowedClientCIDRs), len(s.AllowedPorts), 0, 0
 	seen := map[string]int{}
 	for i, r := range s.RuleSets {
 		if err := s.ValidateRuleSet(i); err != nil {
@@ -178,6 +181,7 @@ func (s Settings) ValidateRuleSets() error {
 		cidrs += len(r.Clients.SourceCIDRs)
 		ports += len(r.Ports)
 		subjects += len(r.Clients.CertificateSubjects)
+		users += len(r.Clients.Users)
 	}
 	switch {
 	case dests > MaxAllowedDestinations:
@@ -188,6 +192,8 @@ func (s Settings) ValidateRuleSets() error {
 		return fmt.Errorf("at most %d ports in allowed_ports and every rule set together, got %d", MaxAllowedPorts, ports)
 	case subjects > MaxCertificateSubjects:
 		return fmt.Errorf("at most %d certificate subjects in every rule set together, got %d", MaxCertificateSubjects, subjects)
+	case users > MaxRuleSetUsers:
+		return fmt.Errorf("at most %d user names in every rule set together, got %d: a rule set that names every user can often name none (users are matched only where a rule set names them), or be merged with another", MaxRuleSetUsers, users)
 	}
 	return nil
 }

@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,6 +117,14 @@ func TestValidateRuleSets(t *testing.T) {
 			}
 			return s
 		}(), wantErr: "at most 32 rule sets"},
+		"too many user names together": {s: func() Settings {
+			s := base()
+			for i := range 29 {
+				s.RuleSets = append(s.RuleSets, RuleSet{Name: fmt.Sprintf("r%d", i), Clients: RuleSetClients{
+					SourceCIDRs: []string{fmt.Sprintf("10.%d.0.0/16", i)}, Users: slices.Repeat([]string{"alice"}, 7)}})
+			}
+			return s
+		}(), wantErr: "at most 200 user names in every rule set together, got 203"},
 		"too many destinations together": {s: func() Settings {
 			s := base(RuleSet{Name: "a", Clients: users("alice")})
 			for i := range MaxAllowedDestinations {

@@ -47,3 +47,52 @@ func LargestSettings(t testing.TB) proxyconf.Settings {
 	}
 	return s
 }
+
+// LargestPolicySettings are LargestSettings with the largest policy validation lets through spread over the
+// most rule sets: the destination, client range and port budgets, which the rule sets share with the proxy's
+// own lists, moved into them (every rule set's acl lines then carry their own heads); the user names and
+// certificate subjects of the rule sets at their limits; a deny list; and a client CA and CRL of MaxPEMBytes.
+func LargestPolicySettings(t testing.TB) proxyconf.Settings {
+	t.Helper()
+	s := LargestSettings(t)
+	s.Users = nil
+	for i := range proxyconf.MaxUsers {
+		s.Users = append(s.Users, proxyconf.BasicAuth{Username: fmt.Sprintf("%02d%s", i, strings.Repeat("u", 62)), Password: strings.Repeat("p", 72)})
+	}
+	dests, cidrs, ports := s.AllowedDestinations, s.AllowedClientCIDRs, s.AllowedPorts
+	s.AllowedDestinations, s.AllowedPorts = dests[:1], nil
+	// One range admits every rule set's clients (which must lie within it), so they may have the rest.
+	s.AllowedClientCIDRs, cidrs = []string{"2001:db8:ffff:ffff:ffff:ffff:ffff:f000/116"}, cidrs[:len(cidrs)-1]
+	s.DeniedDestinations = dests[1:2]
+	dests = dests[2:]
+	n := proxyconf.MaxRuleSets
+	share := func(i, total int) (lo, hi int) { return i * total / n, (i + 1) * total / n }
+	for i := range n {
+		r := proxyconf.RuleSet{Name: fmt.Sprintf("r%02d%s", i, strings.Repeat("n", 60)), Mode: proxyconf.RuleSetReport}
+		lo, hi := share(i, len(dests))
+		r.Destinations = dests[lo:hi]
+		lo, hi = share(i, len(cidrs))
+		r.Clients.SourceCIDRs = cidrs[lo:hi]
+		lo, hi = share(i, len(ports))
+		r.Ports = ports[lo:hi]
+		lo, hi = share(i, proxyconf.MaxRuleSetUsers)
+		for j := lo; j < hi; j++ {
+			r.Clients.Users = append(r.Clients.Users, s.Users[j%len(s.Users)].Username)
+		}
+		lo, hi = share(i, proxyconf.MaxCertificateSubjects)
+		for j := lo; j < hi; j++ {
+			r.Clients.CertificateSubjects = append(r.Clients.CertificateSubjects, fmt.Sprintf("%03d%s", j, strings.Repeat("s", 61)))
+		}
+		s.RuleSets = append(s.RuleSets, r)
+	}
+	ca := testutil.NewCA(t)
+	caPEM := ca.RootPEM
+	for len(caPEM)+len(ca.RootPEM) <= proxyconf.MaxPEMBytes {
+		caPEM += ca.RootPEM
+	}
+	s.TLS.ClientCAPEM = caPEM
+	if err := s.Validate(); err != nil {
+		t.Fatalf("test settings must be valid: %v", err)
+	}
+	return s
+}
