@@ -153,32 +153,35 @@ func TestDestinationGuards(t *testing.T) {
 	// Every private range listed: the metadata and host services inside them stay refused (issue 35 item 6).
 	everyPrivate := base
 	everyPrivate.AllowedPrivateCIDRs = slices.Clone(PrivateRanges)
+	// Report mode forwards every destination, so its guards apply to every name, not only allowed ones: the
+	// client's rule set allows nothing, and the same names must be refused as without it (issue 39).
+	reported := base
+	reported.RuleSets = []RuleSet{{Name: "watched", Clients: RuleSetClients{SourceCIDRs: []string{"127.0.0.0/8"}}, Ports: []int{tp, hp}, Mode: RuleSetReport}}
 
 	refused, passes := 403, 200
 	specialRefused := map[string]int{}
 	for name := range specialRangeNames {
 		specialRefused[name] = refused
 	}
+	noPrivateWant := union(specialRefused, map[string]int{
+		"public.allowed.test": passes, "loopback.allowed.test": refused, "loopback2.allowed.test": refused,
+		"metadata.allowed.test": refused, "unspecified.allowed.test": refused, "private.allowed.test": refused,
+		"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "own.allowed.test": refused,
+		"own-file.allowed.test":      refused,
+		"mixed-private.allowed.test": refused, "many.allowed.test": refused,
+		"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
+		"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
+		"v6-gce-metadata.allowed.test": refused, "v6-unspecified.allowed.test": refused,
+		"public-and-v6-loopback.allowed.test": refused, "v6-aws-resolver.allowed.test": refused,
+		"alibaba-metadata.allowed.test": refused, "azure-wireserver.allowed.test": refused,
+	})
 	tests := map[string]struct {
 		settings Settings
 		// want is the status for each name, over HTTP and CONNECT alike.
 		want map[string]int
 	}{
-		"no private range listed": {
-			settings: base,
-			want: union(specialRefused, map[string]int{
-				"public.allowed.test": passes, "loopback.allowed.test": refused, "loopback2.allowed.test": refused,
-				"metadata.allowed.test": refused, "unspecified.allowed.test": refused, "private.allowed.test": refused,
-				"other-private.allowed.test": refused, "cgnat.allowed.test": refused, "own.allowed.test": refused,
-				"own-file.allowed.test":      refused,
-				"mixed-private.allowed.test": refused, "many.allowed.test": refused,
-				"mapped-loopback.allowed.test": refused, "mapped-metadata.allowed.test": refused,
-				"v6-loopback.allowed.test": refused, "v6-linklocal.allowed.test": refused, "v6-metadata.allowed.test": refused,
-				"v6-gce-metadata.allowed.test": refused, "v6-unspecified.allowed.test": refused,
-				"public-and-v6-loopback.allowed.test": refused, "v6-aws-resolver.allowed.test": refused,
-				"alibaba-metadata.allowed.test": refused, "azure-wireserver.allowed.test": refused,
-			}),
-		},
+		"no private range listed": {settings: base, want: noPrivateWant},
+		"report mode":             {settings: reported, want: noPrivateWant},
 		"private range listed": {
 			settings: listed,
 			want: map[string]int{
@@ -226,6 +229,7 @@ func TestDestinationGuards(t *testing.T) {
 				OwnAddressesFile: ownFile,
 			}
 			sq := startSquidWith(t, tc.settings, opts, dir)
+			report := len(tc.settings.RuleSets) > 0
 			c := squidtest.Client{Proxy: sq.Proxy, From: "127.0.0.1", TLSRoots: b.roots(), TLSHostname: "example.com"}
 			names := make([]string, 0, len(tc.want))
 			for n := range tc.want {
@@ -248,14 +252,21 @@ func TestDestinationGuards(t *testing.T) {
 						continue
 					}
 					// What a refusal logs: the guard's reason and no server address, since none was connected to.
-					server, reason := "-", "-"
+					// In report mode what passes was outside the rule set: forwarded, and logged as would_deny.
+					server, reason, decision := "-", "-", ""
 					switch want {
 					case passes:
 						server = `[0-9a-f.:]+`
+						if report {
+							reason, decision = ReasonDestinationNotAllowed, " ruleset=watched decision=would_deny"
+						}
 					case refused:
 						reason = ReasonDestinationAddress
+						if report {
+							decision = " ruleset=watched decision=deny"
+						}
 					}
-					line := fmt.Sprintf(`method=%s host=%s port=%d status=%d .* server=%s reason=%s$`, method, regexp.QuoteMeta(host), port, want, server, reason)
+					line := fmt.Sprintf(`method=%s host=%s port=%d status=%d .* server=%s reason=%s%s$`, method, regexp.QuoteMeta(host), port, want, server, reason, decision)
 					waitForLogMatch(t, sq, line)
 					if want == passes {
 						// The backend names the address it was reached at: one the name resolves to, never another.
@@ -275,7 +286,7 @@ func TestDestinationGuards(t *testing.T) {
 				if got.Status < 500 {
 					t.Errorf("%s nxdomain.allowed.test: got %d, want Squid's 5xx for a failed lookup", method, got.Status)
 				}
-				waitForLogMatch(t, sq, `method=`+method+` host=nxdomain\.allowed\.test .* status=5[0-9][0-9] .* reason=-$`)
+				waitForLogMatch(t, sq, `method=`+method+` host=nxdomain\.allowed\.test .* status=5[0-9][0-9] .* reason=(-|`+ReasonDestinationNotAllowed+` ruleset=watched decision=would_deny)$`)
 			}
 			// IP literals never match the allow-list, in any spelling: refused before any lookup.
 			for _, lit := range []string{"[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "[::1]", "127.0.0.1", "2130706433", "169.254.169.254", "[fe80::1]"} {
@@ -285,6 +296,9 @@ func TestDestinationGuards(t *testing.T) {
 				if got := c.Connect(t, fmt.Sprintf("%s:%d", lit, tp)); got.Status != refused {
 					t.Errorf("CONNECT literal %s: got %d, want 403", lit, got.Status)
 				}
+			}
+			if report {
+				return // report mode forwards names outside its list, so it looks them up
 			}
 			// A name outside the allow-list is refused without being looked up.
 			if got := c.Get(t, fmt.Sprintf("http://public.other.test:%d/", hp), "public.other.test"); got.Status != refused {
