@@ -16,7 +16,8 @@ import (
 type Settings struct {
 	// Port is where Squid listens for clients; it speaks TLS when TLS is set.
 	Port int
-	// AllowedClientCIDRs may use the proxy; every other client is refused.
+	// AllowedClientCIDRs may use the proxy; every other client is refused. It stays the gate with rule sets:
+	// a rule set's SourceCIDRs select among these clients and must lie within them (ValidateRuleSet).
 	AllowedClientCIDRs []string
 	// AllowedDestinations are exact host names or ".suffix" domains; empty denies every destination.
 	AllowedDestinations []string
@@ -78,7 +79,10 @@ type RuleSet struct {
 
 // RuleSetClients name clients. A request matches when it satisfies every field that is set: from one of
 // SourceCIDRs, authenticated as one of Users, with a client certificate whose subject common name is one of
-// CertificateSubjects. At least one field is set; several rule sets express "or".
+// CertificateSubjects. At least one field is set; several rule sets express "or". Users must be users of the
+// proxy, and CertificateSubjects need TLSSettings.ClientCAPEM: without them the rule set could never match, and
+// validation refuses it. A request's checks before any rule set (client ranges, the connection limit,
+// authentication, the deny list) apply to every client whatever its rule set.
 type RuleSetClients struct {
 	SourceCIDRs         []string
 	Users               []string
