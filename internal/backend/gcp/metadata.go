@@ -19,6 +19,7 @@ import (
 type rendered struct {
 	squidConf, htpasswd []byte
 	tlsCert, tlsKey     []byte
+	clientCA, clientCRL string // no secrets: in metadata on every VM
 	backstop            []byte
 	configID            string
 	spec                []byte
@@ -45,8 +46,9 @@ func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (render
 	}
 	if s.TLS != nil {
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
+		r.clientCA, r.clientCRL = s.TLS.ClientCAPEM, s.TLS.ClientCRLPEM
 	}
-	r.configID = vmguest.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop)
+	r.configID = vmguest.WithClientCA(vmguest.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop), r.clientCA, r.clientCRL)
 	if stored.SecretManager && (r.htpasswd != nil || r.tlsKey != nil) {
 		r.secret = secret
 	}
@@ -74,6 +76,12 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	if r.tlsCert != nil {
 		ours[gcpguest.MetadataTLSCert] = string(r.tlsCert)
 	}
+	if r.clientCA != "" {
+		ours[gcpguest.MetadataClientCA] = r.clientCA
+	}
+	if r.clientCRL != "" {
+		ours[gcpguest.MetadataClientCRL] = r.clientCRL
+	}
 	switch {
 	case r.secret != "":
 		ours[metadataSecret] = r.secret
@@ -91,7 +99,8 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		// Keys only some configs have (a password, TLS, a secret) go when the new config has none, and the
 		// secrets a proxy once kept in metadata go once they are in Secret Manager.
 		switch it.GetKey() {
-		case gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSCert, gcpguest.MetadataTLSKey, metadataSecret:
+		case gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSCert, gcpguest.MetadataTLSKey, metadataSecret,
+			gcpguest.MetadataClientCA, gcpguest.MetadataClientCRL:
 			continue
 		}
 		if _, mine := ours[it.GetKey()]; mine {

@@ -1,6 +1,8 @@
 package gcp
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
@@ -34,6 +36,10 @@ type storedSpec struct {
 type storedTLS struct {
 	CertificateSHA256 string `json:"certificate_sha256"`
 	Fingerprint       string `json:"fingerprint"`
+	// ClientCASHA256 and ClientCRLSHA256 tell the client CA and CRL apart (empty: none); the files
+	// themselves are in their own metadata keys (gcpguest.MetadataClientCA, MetadataClientCRL).
+	ClientCASHA256  string `json:"client_ca_sha256,omitempty"`
+	ClientCRLSHA256 string `json:"client_crl_sha256,omitempty"`
 }
 
 // withSettings returns the spec holding s less its secrets.
@@ -42,9 +48,19 @@ func (st storedSpec) withSettings(s proxyconf.Settings) storedSpec {
 	st.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
-		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair}
+		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair,
+			ClientCASHA256: sha256Hex(s.TLS.ClientCAPEM), ClientCRLSHA256: sha256Hex(s.TLS.ClientCRLPEM)}
 	}
 	return st
+}
+
+// sha256Hex is the SHA-256 of s in hex, or "" for an empty s.
+func sha256Hex(s string) string {
+	if s == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // sameTLS reports whether want is the TLS the spec stands for. A spec written by an earlier version of the
@@ -56,7 +72,8 @@ func (st storedSpec) sameTLS(want *proxyconf.TLSSettings) bool {
 	case want == nil || st.TLS == nil:
 		return want == nil && st.TLS == nil
 	}
-	return st.TLS.Fingerprint == want.Fingerprints().Pair
+	return st.TLS.Fingerprint == want.Fingerprints().Pair && st.TLS.ClientCASHA256 == sha256Hex(want.ClientCAPEM) &&
+		st.TLS.ClientCRLSHA256 == sha256Hex(want.ClientCRLPEM)
 }
 
 // settings are the proxy's settings as read back: no password, and for TLS only the certificate, taken from
@@ -69,7 +86,9 @@ func (st storedSpec) settings(in *computepb.Instance) proxyconf.Settings {
 		s.TLS = &proxyconf.TLSSettings{CertificatePEM: s.TLS.CertificatePEM}
 	case st.TLS != nil:
 		cert, _ := metadataValue(in, gcpguest.MetadataTLSCert)
-		s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert}
+		ca, _ := metadataValue(in, gcpguest.MetadataClientCA)
+		crl, _ := metadataValue(in, gcpguest.MetadataClientCRL)
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, ClientCAPEM: ca, ClientCRLPEM: crl}
 	}
 	s.Users = proxyconf.UsernamesOnly(s.Users)
 	return s

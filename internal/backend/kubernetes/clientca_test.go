@@ -22,8 +22,9 @@ func TestReconfigurePolicyInPlace(t *testing.T) {
 	controller(ctx, t, cs, nil)
 	spec := testSpec("p1")
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
-	caOne, _ := testutil.SelfSignedPEM(t, "client-ca-1.test")
-	caTwo, _ := testutil.SelfSignedPEM(t, "client-ca-2.test")
+	caA, caB := testutil.NewClientCA(t, "client CA A"), testutil.NewClientCA(t, "client CA B")
+	caOne, caTwo := caA.PEM, caB.PEM
+	crlTwo := caB.CRL(t, 1)
 	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: caOne}
 	created, err := b.Create(ctx, spec)
 	if err != nil {
@@ -35,7 +36,7 @@ func TestReconfigurePolicyInPlace(t *testing.T) {
 	d0, _ := cs.AppsV1().Deployments(testNS).Get(ctx, "p1", metav1.GetOptions{})
 
 	next := spec.Proxy
-	next.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: caTwo, ClientCRLPEM: "a CRL"}
+	next.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: caTwo, ClientCRLPEM: crlTwo}
 	next.Users = []proxyconf.BasicAuth{{Username: "a", Password: "a's password"}, {Username: "b", Password: "b's password"}}
 	next.DeniedDestinations = []string{"bad.example.com"}
 	next.RuleSets = []proxyconf.RuleSet{{Name: "ci", Clients: proxyconf.RuleSetClients{Users: []string{"b"}}, Destinations: []string{".example.org"}, Mode: proxyconf.RuleSetReport}}
@@ -44,7 +45,7 @@ func TestReconfigurePolicyInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm, _ := cs.CoreV1().ConfigMaps(testNS).Get(ctx, "p1", metav1.GetOptions{})
-	if cm.Data[guest.ClientCAKey] != caTwo || cm.Data[guest.ClientCRLKey] != "a CRL" {
+	if cm.Data[guest.ClientCAKey] != caTwo || cm.Data[guest.ClientCRLKey] != crlTwo {
 		t.Errorf("the ConfigMap holds client CA %q and CRL %q, want the new ones", cm.Data[guest.ClientCAKey], cm.Data[guest.ClientCRLKey])
 	}
 	secret, _ := cs.CoreV1().Secrets(testNS).Get(ctx, "p1", metav1.GetOptions{})
@@ -59,7 +60,7 @@ func TestReconfigurePolicyInPlace(t *testing.T) {
 	switch {
 	case p == nil || p.TLS == nil:
 		t.Fatalf("settings read back %+v", p)
-	case p.TLS.ClientCAPEM != caTwo || p.TLS.ClientCRLPEM != "a CRL":
+	case p.TLS.ClientCAPEM != caTwo || p.TLS.ClientCRLPEM != crlTwo:
 		t.Errorf("client CA read back %q, CRL %q", p.TLS.ClientCAPEM, p.TLS.ClientCRLPEM)
 	case !slices.Equal(proxyconf.Usernames(p.Users), []string{"a", "b"}):
 		t.Errorf("users read back %q", proxyconf.Usernames(p.Users))

@@ -609,18 +609,19 @@ func TestFakeReconfigureClientCA(t *testing.T) {
 	t.Parallel()
 	x := newReconfFixture(t, "reconf-client-ca")
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
-	caOne, _ := testutil.SelfSignedPEM(t, "client-ca-1.test")
-	caTwo, _ := testutil.SelfSignedPEM(t, "client-ca-2.test")
+	caA, caB := testutil.NewClientCA(t, "client CA A"), testutil.NewClientCA(t, "client CA B")
+	caOne, caTwo := caA.PEM, caB.PEM
+	crlOf := map[string]string{caOne: caA.CRL(t, 1), caTwo: caB.CRL(t, 1)}
 	opts := vmguest.RenderOptions().WithDefaults()
 	var ranBefore int
 	for i, ca := range []string{caOne, caTwo, caTwo} {
 		next := x.spec.Proxy
-		next.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca, ClientCRLPEM: "CRL " + ca}
+		next.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca, ClientCRLPEM: crlOf[ca]}
 		ranBefore = len(x.agent().ran)
 		if _, err := x.b.Reconfigure(context.Background(), x.id, next); err != nil {
 			t.Fatalf("step %d: %v", i, err)
 		}
-		for path, want := range map[string]string{opts.ClientCAPath: ca, opts.ClientCRLPath: "CRL " + ca} {
+		for path, want := range map[string]string{opts.ClientCAPath: ca, opts.ClientCRLPath: crlOf[ca]} {
 			onDisk, _, ok := x.guest(path)
 			files, m := x.seedFiles(t)
 			if !ok || string(onDisk) != want || string(files[path]) != want {

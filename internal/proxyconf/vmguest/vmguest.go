@@ -110,3 +110,17 @@ func ClientCAFiles(s proxyconf.Settings, opts proxyconf.RenderOptions) []File {
 	}
 	return out
 }
+
+// WithClientCA is a config id (ConfigID) that also names the client CA and CRL a guest installs: id itself
+// without them, so that a proxy without a client CA keeps the id it had before the CA existed, and a new
+// id for any CA or CRL, so that a change of either alone is a new config the guest applies.
+func WithClientCA(id string, caPEM, crlPEM string) string {
+	if caPEM == "" && crlPEM == "" {
+		return id
+	}
+	h := sha256.New()
+	_, _ = fmt.Fprintf(h, "%s\nclient-ca %d %d\n", id, len(caPEM), len(crlPEM)) // a hash never fails to write
+	h.Write([]byte(caPEM))
+	h.Write([]byte(crlPEM))
+	return hex.EncodeToString(h.Sum(nil)[:8])
+}

@@ -30,6 +30,10 @@ const (
 	// the key (the docs say so). MetadataHtpasswd and MetadataTLSKey are the only keys that hold a secret.
 	MetadataTLSCert = "egress-tls-cert"
 	MetadataTLSKey  = "egress-tls-key"
+	// MetadataClientCA and MetadataClientCRL hold the client CA and its CRL (no secrets), only when set; the
+	// script installs them beside the certificate, where the config names them.
+	MetadataClientCA  = "egress-client-ca"
+	MetadataClientCRL = "egress-client-crl"
 	// MetadataSecret names the Secret Manager secret ("projects/PROJECT/secrets/ID") that holds the password
 	// file's hash and the TLS key of a VM with a service account, in place of MetadataHtpasswd and
 	// MetadataTLSKey. The script reads its latest version with the VM's own token from the metadata server.
@@ -116,6 +120,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"KeyBackstop": MetadataBackstop, "Backstop": proxyconf.NftablesPath, "DropIn": vmguest.SquidDropInPath,
 		"KeyConf": MetadataSquidConf, "KeyPass": MetadataHtpasswd, "KeyID": MetadataConfigID,
 		"KeyCert": MetadataTLSCert, "KeyTLSKey": MetadataTLSKey, "Cert": proxyconf.TLSCertPath, "TLSKey": proxyconf.TLSKeyPath,
+		"KeyCA": MetadataClientCA, "KeyCRL": MetadataClientCRL, "CA": proxyconf.ClientCAPath, "CRL": proxyconf.ClientCRLPath,
 		"SM": opts.SecretManagerURL, "KeySecret": MetadataSecret, "LinePass": SecretLineHtpasswd, "LineKey": SecretLineTLSKey,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
 		"HealthPort":   proxyconf.DefaultHealthPort,
@@ -275,17 +280,24 @@ apply() {
 		return 1
 		;;
 	esac
+	# The client CA and CRL are no secrets: always from metadata, each only when set.
+	hasca=0
+	hascrl=0
+	if [ "$hastls" = 1 ] && md {{.KeyCA}} >"$tmp/client-ca.crt" 2>/dev/null; then hasca=1; fi
+	if [ "$hastls" = 1 ] && md {{.KeyCRL}} >"$tmp/client-ca.crl" 2>/dev/null; then hascrl=1; fi
 	md {{.KeyBackstop}} >"$tmp/backstop.nft" || { report {{.Error}} "config $id has no backstop ruleset ({{.KeyBackstop}})"; rm -rf "$tmp"; return 1; }
 	mkdir -p /etc/squid "$STATE"
 	# The config names the TLS files where they are installed, so they are in place before it is checked;
 	# the ones they replace come back if Squid rejects it.
-	for f in '{{.Cert}}' '{{.TLSKey}}'; do
+	for f in '{{.Cert}}' '{{.TLSKey}}' '{{.CA}}' '{{.CRL}}'; do
 		[ -e "$f" ] && cp -p "$f" "$tmp/old.$(basename "$f")"
 	done
 	if [ "$hastls" = 1 ]; then
 		install -m 0644 -o root -g proxy "$tmp/tls.crt" '{{.Cert}}'
 		install -m 0640 -o root -g proxy "$tmp/tls.key" '{{.TLSKey}}'
 	fi
+	[ "$hasca" = 1 ] && install -m 0644 -o root -g proxy "$tmp/client-ca.crt" '{{.CA}}'
+	[ "$hascrl" = 1 ] && install -m 0644 -o root -g proxy "$tmp/client-ca.crl" '{{.CRL}}'
 	# The files go in place before Squid is installed, so its first start already uses them (--force-confold).
 	# The backstop too: the package's first start of Squid runs the drop-in, which loads it.
 	if ! command -v squid >/dev/null || ! command -v nft >/dev/null; then
@@ -304,7 +316,7 @@ apply() {
 	fi
 	if ! squid -k parse -f "$tmp/squid.conf" >"$tmp/parse.log" 2>&1; then
 		report {{.Error}} "squid rejected config $id: $(tail -n 3 "$tmp/parse.log")"
-		for f in '{{.Cert}}' '{{.TLSKey}}'; do
+		for f in '{{.Cert}}' '{{.TLSKey}}' '{{.CA}}' '{{.CRL}}'; do
 			if [ -e "$tmp/old.$(basename "$f")" ]; then cp -p "$tmp/old.$(basename "$f")" "$f"; else rm -f "$f"; fi
 		done
 		rm -rf "$tmp"
@@ -316,6 +328,8 @@ apply() {
 	install -m 0640 -o root -g proxy "$tmp/backstop.nft" '{{.Backstop}}'
 	# A key no config uses any more does not stay on the disk.
 	[ "$hastls" = 0 ] && rm -f '{{.Cert}}' '{{.TLSKey}}'
+	[ "$hasca" = 0 ] && rm -f '{{.CA}}'
+	[ "$hascrl" = 0 ] && rm -f '{{.CRL}}'
 	rm -rf "$tmp"
 	systemctl enable squid >/dev/null 2>&1
 	systemctl restart squid || { report {{.Error}} "squid did not restart with config $id"; return 1; }
