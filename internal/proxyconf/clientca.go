@@ -13,7 +13,11 @@ import (
 // leaf given by mistake would make every client fail its handshake. crlPEM, optional, is one or more PEM CRLs,
 // each signed by one of those CAs: Squid checks revocation of every client certificate against them
 // (crlfile= implies VERIFY_CRL), and OpenSSL fails a handshake whose issuer's CRL it lacks or cannot verify, so a
-// CRL of another CA would refuse every client. Neither is a secret.
+// CRL of another CA would refuse every client. Once a CRL is given, every CA here that issues client
+// certificates needs its own CRL here too: seen with Squid 5.7, a client of a second CA without one fails its
+// handshake ("unknown certificate authority"). That is not refused here, because a root that only signs the
+// issuing intermediate needs none (only the client's own certificate is checked against a CRL), and the
+// bundle must hold that root: Squid verifies a chain up to a self-signed certificate. Neither is a secret.
 func ValidateClientCA(caPEM, crlPEM string) error {
 	if caPEM == "" {
 		if crlPEM != "" {
