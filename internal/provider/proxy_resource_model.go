@@ -38,6 +38,9 @@ type proxyResourceModel struct {
 	MaxConnectionsPerClient types.Int64 `tfsdk:"max_connections_per_client"`
 	TLS                     *tlsModel   `tfsdk:"tls"`
 
+	RuleSets           types.List `tfsdk:"rule_sets"`
+	DeniedDestinations types.Set  `tfsdk:"denied_destinations"`
+
 	ID              types.String   `tfsdk:"id"`
 	UID             types.String   `tfsdk:"uid"`
 	AllLabels       types.Map      `tfsdk:"all_labels"`
@@ -55,6 +58,8 @@ type tlsModel struct {
 	PrivateKeyPEM          types.String `tfsdk:"private_key_pem"`
 	PrivateKeyPEMWO        types.String `tfsdk:"private_key_pem_wo"`
 	PrivateKeyPEMWOVersion types.Int64  `tfsdk:"private_key_pem_wo_version"`
+	ClientCAPEM            types.String `tfsdk:"client_ca_pem"`
+	ClientCRLPEM           types.String `tfsdk:"client_crl_pem"`
 }
 
 // writeOnlyValues are the write-only attributes. Plans and state never carry them: Create and Update read them
@@ -155,7 +160,7 @@ func (m *proxyResourceModel) markRulesDrifted() {
 func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 	if !m.AllowedClientCIDRs.Equal(prior.AllowedClientCIDRs) || !m.AllowedDestinations.Equal(prior.AllowedDestinations) ||
 		!m.AllowedPorts.Equal(prior.AllowedPorts) || !m.AllowedPrivateCIDRs.Equal(prior.AllowedPrivateCIDRs) ||
-		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) {
+		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) || m.policyDiffers(prior) {
 		return true
 	}
 	if (m.Auth == nil) != (prior.Auth == nil) {
@@ -185,6 +190,7 @@ func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyVal
 		s.Users = users
 	}
 	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
+	diags.Append(m.policySettings(ctx, &s)...)
 	return s, diags
 }
 
@@ -304,6 +310,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	if inst.Proxy != nil {
 		diags.Append(m.setSettings(*inst.Proxy)...)
 		diags.Append(m.setGuardSettings(*inst.Proxy)...)
+		diags.Append(m.setPolicySettings(*inst.Proxy)...)
 	}
 	m.AllLabels = stringMapOf(inst.Labels)
 	if m.Labels.IsNull() || m.Labels.IsUnknown() {

@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -108,12 +107,13 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
 			"reach only the allowed destinations, from a known address. Set exactly one of " + orList(backendNames()) + " " +
 			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `allowed_private_cidrs`, " +
-			"`max_connections_per_client`, `auth`) change in place where the backend can reconfigure the running proxy, and replace it " +
-			"where it cannot; `labels` always change in place. The placement (all of it but what its own description names), `name` " +
-			"when set, `port` and `tls` replace it.",
+			"`max_connections_per_client`, `auth`, `rule_sets`, `denied_destinations`, `tls.client_ca_pem` and `tls.client_crl_pem`) change in place " +
+			"where the backend can reconfigure the running proxy, and replace it where it cannot; `labels` always change in place. " +
+			"The placement (all of it but what its own description names), `name` when set, `port` and the rest of `tls` replace it.",
 		Attributes: mergeAttributes(
 			placementAttributes(),
 			ruleAttributes(),
+			policyAttributes(),
 			credentialAttributes(),
 			computedAttributes(),
 		),
@@ -195,8 +195,9 @@ func credentialAttributes() map[string]schema.Attribute {
 			Optional: true,
 			MarkdownDescription: "Serve the proxy port over TLS, so that credentials never cross the network in clear; `proxy_url` then starts with `https://`. " +
 				"Set `private_key_pem`, or on CLIs that support write-only attributes `private_key_pem_wo` with `private_key_pem_wo_version` so the key is never stored in state. " +
-				"Any change here (adding or removing `tls`, a new certificate or key, a new `private_key_pem_wo_version`) replaces the proxy.",
-			PlanModifiers: []planmodifier.Object{objectplanmodifier.RequiresReplace()},
+				"Adding or removing `tls`, a new certificate or key, or a new `private_key_pem_wo_version` replaces the proxy; `client_ca_pem` and " +
+				"`client_crl_pem` change in place where the backend can reconfigure the proxy.",
+			PlanModifiers: []planmodifier.Object{requiresReplaceExcept("client_ca_pem", "client_crl_pem")},
 			Validators:    []validator.Object{attribute_validator.TLSKeyPair()},
 			Attributes: map[string]schema.Attribute{
 				"certificate_pem": schema.StringAttribute{Required: true,
@@ -211,13 +212,24 @@ func credentialAttributes() map[string]schema.Attribute {
 				"private_key_pem_wo_version": schema.Int64Attribute{Optional: true,
 					MarkdownDescription: "Any number; changing it replaces the proxy with one that serves the current `private_key_pem_wo`.",
 					Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
+				"client_ca_pem": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "CA certificates in PEM: when set, every client must present a certificate one of them signed, and rule sets may " +
+						"match its subject (`clients.certificate_subjects`). Not secret, so stored in state as it is. " + reconfigurableDescription,
+					PlanModifiers: []planmodifier.String{stringRequiresReplaceUnlessReconfigurable()},
+					Validators:    []validator.String{attribute_validator.ClientCA()}},
+				"client_crl_pem": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "Certificate revocation lists in PEM, from the CAs of `client_ca_pem`: a client certificate they list is refused. " +
+						"Not secret, so stored in state as it is. " + reconfigurableDescription,
+					PlanModifiers: []planmodifier.String{stringRequiresReplaceUnlessReconfigurable()},
+					Validators: []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("tls").AtName("client_ca_pem")),
+						attribute_validator.ClientCRL(path.MatchRoot("tls").AtName("client_ca_pem"))}},
 			},
 		},
 		"auth": schema.SingleNestedAttribute{
 			Optional: true,
 			MarkdownDescription: "Require proxy basic authentication. For one user, set `username` with `password`, or on CLIs that support write-only attributes " +
 				"`password_wo` with `password_wo_version` so the password is never stored in state. For several, set `users` instead: " +
-				"each with a write-only password. " + reconfigurableDescription,
+				"each with a write-only password. Rule sets match users by name (`rule_sets[*].clients.users`). " + reconfigurableDescription,
 			PlanModifiers: []planmodifier.Object{objectRequiresReplaceUnlessReconfigurable()},
 			Attributes:    mergeAttributes(singleUserAttributes(), map[string]schema.Attribute{"users": usersAttribute()}),
 		},

@@ -6,9 +6,11 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/listplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -62,6 +64,18 @@ func int64RequiresReplaceUnlessReconfigurable() planmodifier.Int64 {
 
 func objectRequiresReplaceUnlessReconfigurable() planmodifier.Object {
 	return objectplanmodifier.RequiresReplaceIf(func(ctx context.Context, req planmodifier.ObjectRequest, resp *objectplanmodifier.RequiresReplaceIfFuncResponse) {
+		resp.RequiresReplace = !reconfigurable(ctx, req.Private, &resp.Diagnostics)
+	}, reconfigurableDescription, reconfigurableDescription)
+}
+
+func listRequiresReplaceUnlessReconfigurable() planmodifier.List {
+	return listplanmodifier.RequiresReplaceIf(func(ctx context.Context, req planmodifier.ListRequest, resp *listplanmodifier.RequiresReplaceIfFuncResponse) {
+		resp.RequiresReplace = !reconfigurable(ctx, req.Private, &resp.Diagnostics)
+	}, reconfigurableDescription, reconfigurableDescription)
+}
+
+func stringRequiresReplaceUnlessReconfigurable() planmodifier.String {
+	return stringplanmodifier.RequiresReplaceIf(func(ctx context.Context, req planmodifier.StringRequest, resp *stringplanmodifier.RequiresReplaceIfFuncResponse) {
 		resp.RequiresReplace = !reconfigurable(ctx, req.Private, &resp.Diagnostics)
 	}, reconfigurableDescription, reconfigurableDescription)
 }
