@@ -15,9 +15,10 @@ import (
 // (crlfile= implies VERIFY_CRL), and OpenSSL fails a handshake whose issuer's CRL it lacks or cannot verify, so a
 // CRL of another CA would refuse every client. Once a CRL is given, every CA here that issues client
 // certificates needs its own CRL here too: seen with Squid 5.7, a client of a second CA without one fails its
-// handshake ("unknown certificate authority"). That is not refused here, because a root that only signs the
-// issuing intermediate needs none (only the client's own certificate is checked against a CRL), and the
-// bundle must hold that root: Squid verifies a chain up to a self-signed certificate. Neither is a secret.
+// handshake ("unknown certificate authority"). That is not refused here, because a root given beside the
+// intermediate that issues the client certificates needs none: only the client's own certificate is checked
+// against a CRL. (The issuing intermediate alone is enough as the client CA: seen with Squid 5.7, its clients
+// are accepted.) Neither is a secret.
 func ValidateClientCA(caPEM, crlPEM string) error {
 	if caPEM == "" {
 		if crlPEM != "" {
