@@ -13,14 +13,16 @@
 # started by the test on a loopback port, never as the machine's service) and tcpdump for the tests that look
 # at the bytes between client and proxy; gcc and libc6-dev because the tests run under Go's race detector,
 # which needs cgo; shellcheck, which test-static and actionlint run on the scripts; pyflakes3, which test-static
-# runs on the aws guest agent's Python; and gpg, which signs and checks the snapshot release's checksums
-# (scripts/check-release.sh). Quick when everything is present.
+# runs on the aws guest agent's Python; gpg, which signs and checks the snapshot release's checksums
+# (scripts/check-release.sh); and for the data-plane benchmark's short run (scripts/bench-dataplane.sh, which
+# internal/cmd/bench's TestDataplaneShortRun runs for a second a measurement) its load generators wrk and hey
+# and tinyproxy, one of the proxies it measures this project's against. Quick when everything is present.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 packages=(curl python3 ca-certificates)
 case "${1:-quickstart}" in
 quickstart) ;;
-test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck pyflakes3 gnupg) ;;
+test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck pyflakes3 gnupg wrk hey tinyproxy) ;;
 *)
 	echo "usage: $0 [quickstart|test]" >&2
 	exit 2

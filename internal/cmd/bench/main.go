@@ -1,7 +1,9 @@
-// Command bench is what the benchmark scripts need besides the shell, Terraform and virsh: their arithmetic
-// (elapsed seconds, the tables of seconds and ratios they print) and, for scripts/bench-k8s.sh, the few
-// Kubernetes calls it makes with the clientset the provider uses (no kubectl needed): the namespace it works
-// in, the objects a proxy is made of, and the raw REST baseline it times egress_proxy against.
+// Command bench is what the benchmark scripts need besides the shell, Terraform, virsh and the load
+// generators: their arithmetic (elapsed seconds, the tables of seconds and ratios they print); for
+// scripts/bench-k8s.sh, the few Kubernetes calls it makes with the clientset the provider uses (no kubectl
+// needed): the namespace it works in, the objects a proxy is made of, and the raw REST baseline it times
+// egress_proxy against; and for scripts/bench-dataplane.sh the squid.conf this project renders, the origin,
+// and the CONNECT client wrk and hey cannot stand in for (see runTunnels).
 //
 //	bench elapsed [-decimals N] START END
 //	bench k8s-table COUNT... <TIMINGS
@@ -9,6 +11,15 @@
 //	bench namespace create|delete -kubeconfig FILE NAME
 //	bench objects -namespace NS -image IMAGE
 //	bench raw create|destroy -kubeconfig FILE -namespace NS -image IMAGE -proxies N [-parallel P]
+//	bench dataplane-render -size small|large [-tls] -dir DIR -listen IP -origin HOST -client CIDR [-hosts FILE]
+//	bench origin ADDRESS...
+//	bench wait [-timeout D] ADDRESS...
+//	bench tunnels -target HOST:PORT [-proxy ADDR] [-proxy-ca FILE] [-auth-file FILE] [-sources IPS] [-c N] [-duration D] [-rate R]
+//	bench hold -target HOST:PORT -pid PID [-n N] [-proxy ADDR] [-proxy-ca FILE] [-auth-file FILE] [-sources IPS]
+//	bench hey-summary -seconds S <HEY_CSV
+//	bench dataplane-half SUBJECT http|tunnels <RESULTS
+//	bench dataplane-check SUBJECT... <RESULTS
+//	bench dataplane-table <RESULTS
 //
 // START and END are `date +%s.%N`; TIMINGS are lines of a step's label and its seconds as elapsed printed
 // them. The scripts build it once (go build) before anything is timed, so no timed step includes a compile.
@@ -34,6 +45,15 @@ const usage = `usage:
   bench namespace create|delete -kubeconfig FILE NAME
   bench objects -namespace NS -image IMAGE
   bench raw create|destroy -kubeconfig FILE -namespace NS -image IMAGE -proxies N [-parallel P]
+  bench dataplane-render -size small|large [-tls] -dir DIR -listen IP -origin HOST -client CIDR [-hosts FILE]
+  bench origin ADDRESS...
+  bench wait [-timeout D] ADDRESS...
+  bench tunnels -target HOST:PORT [-proxy ADDR] [-proxy-ca FILE] [-auth-file FILE] [-sources IPS] [-c N] [-duration D] [-rate R]
+  bench hold -target HOST:PORT -pid PID [-n N] [-proxy ADDR] [-proxy-ca FILE] [-auth-file FILE] [-sources IPS]
+  bench hey-summary -seconds S <HEY_CSV
+  bench dataplane-half SUBJECT http|tunnels <RESULTS
+  bench dataplane-check SUBJECT... <RESULTS
+  bench dataplane-table <RESULTS
 `
 
 // errUsage is a command line the command does not take: exit status 2, and the usage.
@@ -41,12 +61,21 @@ var errUsage = errors.New("usage")
 
 // commands are the subcommands by name: each gets its arguments, standard input and output.
 var commands = map[string]func(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error{
-	"elapsed":   runElapsed,
-	"k8s-table": runK8sTable,
-	"kvm-table": runKVMTable,
-	"namespace": runNamespace,
-	"objects":   runObjects,
-	"raw":       runRaw,
+	"elapsed":          runElapsed,
+	"k8s-table":        runK8sTable,
+	"kvm-table":        runKVMTable,
+	"namespace":        runNamespace,
+	"objects":          runObjects,
+	"raw":              runRaw,
+	"dataplane-render": runDataplaneRender,
+	"origin":           runOrigin,
+	"wait":             runWait,
+	"tunnels":          runTunnels,
+	"hold":             runHold,
+	"hey-summary":      runHeySummary,
+	"dataplane-half":   runDataplaneHalf,
+	"dataplane-check":  runDataplaneCheck,
+	"dataplane-table":  runDataplaneTable,
 }
 
 func main() {

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// The data-plane benchmark (scripts/bench-dataplane.sh) runs this project's squid.conf as rendered for a
+// user, in two sizes: the small one a team starts with, and the large one of a proxy shared by many teams,
+// with everything that makes Squid look more up per request (more destinations, more client ranges, a login).
+const (
+	smallDestinations = 10
+	largeDestinations = 500
+	largeClientRanges = 200
+	// benchUser logs in to the large configuration; its password is made anew for each run.
+	benchUser = "bench"
+)
+
+// renderedSettings are the settings of one size, allowing origin (a host name) from client (the benchmark
+// client's range) among the others; tls adds a certificate for the proxy port.
+func renderedSettings(size, origin string, client netip.Prefix, port int) (proxyconf.Settings, error) {
+	s := proxyconf.Settings{Port: port}
+	var destinations, clientRanges int
+	switch size {
+	case "small":
+		destinations, clientRanges = smallDestinations, 1
+	case "large":
+		destinations, clientRanges = largeDestinations, largeClientRanges
+	default:
+		return s, fmt.Errorf("%w: size is small or large, not %q", errUsage, size)
+	}
+	// The others, half exact names and half domains with their subdomains, as allow-lists mix them. The
+	// origin comes last: Squid keeps the list in a tree, so its place does not make a lookup cheaper.
+	for i := range destinations - 1 {
+		if i%2 == 0 {
+			s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf("api%d.service%d.example", i, i))
+		} else {
+			s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf(".service%d.example", i))
+		}
+	}
+	s.AllowedDestinations = append(s.AllowedDestinations, origin)
+	// Other clients' ranges: /24s of 10.0.0.0/8, which the benchmark's client is not in.
+	for i := range clientRanges - 1 {
+		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, fmt.Sprintf("10.%d.%d.0/24", i/256, i%256))
+	}
+	s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, client.String())
+	return s, nil
+}
+
+// runDataplaneRender writes, in DIR, the squid.conf this project renders for one size of the benchmark, with
+// its files: passwd (the large size logs in) and, with -tls, the proxy's certificate and key and ca.pem, the
+// CA that signed it, for the clients. client-auth holds the login as a Proxy-Authorization value (empty when
+// there is none), for the load generators; it is a throwaway password, made for this run.
+func runDataplaneRender(_ context.Context, args []string, _ io.Reader, _ io.Writer) error {
+	fs := newFlagSet("dataplane-render")
+	size := fs.String("size", "", "small or large")
+	useTLS := fs.Bool("tls", false, "TLS on the proxy port")
+	dir := fs.String("dir", "", "where the files go")
+	listen := fs.String("listen", "", "the address Squid listens on")
+	port := fs.Int("port", proxyconf.DefaultPort, "the proxy port")
+	health := fs.Int("health-port", proxyconf.DefaultHealthPort, "the health port")
+	origin := fs.String("origin", "", "the origin's host name, which the allow-list names")
+	hosts := fs.String("hosts", "", "the hosts file Squid resolves the origin with")
+	client := fs.String("client", "", "the benchmark client's range")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *dir == "" || *listen == "" || *origin == "" || *client == "" {
+		return fmt.Errorf("%w: dataplane-render takes -size, -dir, -listen, -origin and -client", errUsage)
+	}
+	addr, err := netip.ParseAddr(*listen)
+	if err != nil {
+		return fmt.Errorf("-listen: %w", err)
+	}
+	clientRange, err := netip.ParsePrefix(*client)
+	if err != nil {
+		return fmt.Errorf("-client: %w", err)
+	}
+	s, err := renderedSettings(*size, *origin, clientRange, *port)
+	if err != nil {
+		return err
+	}
+	opts := proxyconf.RenderOptions{
+		ListenAddress: addr,
+		HealthPort:    *health,
+		HtpasswdPath:  filepath.Join(*dir, "passwd"),
+		PidFile:       "none",
+		AccessLog:     "stdio:" + filepath.Join(*dir, "access.log"),
+		CacheLog:      filepath.Join(*dir, "cache.log"),
+		CoredumpDir:   *dir,
+		HostsFile:     *hosts,
+		TLSCertPath:   filepath.Join(*dir, "proxy.crt"),
+		TLSKeyPath:    filepath.Join(*dir, "proxy.key"),
+	}
+	auth := ""
+	if *size == "large" {
+		password, err := randomText(16)
+		if err != nil {
+			return err
+		}
+		s.Users = []proxyconf.BasicAuth{{Username: benchUser, Password: password}}
+		passwd, err := proxyconf.RenderHtpasswd(s.Users)
+		if err != nil {
+			return err
+		}
+		// Squid's helper reads it after Squid dropped to its own user; the password is this run's alone.
+		if err := writeFiles(*dir, map[string][]byte{"passwd": passwd}, 0o644); err != nil {
+			return err
+		}
+		auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(benchUser+":"+password))
+	}
+	if *useTLS {
+		ca, cert, key, err := proxyCertificate(addr)
+		if err != nil {
+			return err
+		}
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: string(cert), PrivateKeyPEM: string(key)}
+		// Squid reads its key as root before it drops to its user, as on a VM (root:proxy 0640 there).
+		if err := writeFiles(*dir, map[string][]byte{"proxy.crt": cert, "ca.pem": ca}, 0o644); err != nil {
+			return err
+		}
+		if err := writeFiles(*dir, map[string][]byte{"proxy.key": key}, 0o600); err != nil {
+			return err
+		}
+	}
+	conf, err := proxyconf.RenderSquidConf(s, opts)
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(*dir, map[string][]byte{"squid.conf": conf}, 0o644); err != nil {
+		return err
+	}
+	return writeFiles(*dir, map[string][]byte{"client-auth": []byte(auth)}, 0o600)
+}
+
+func writeFiles(dir string, files map[string][]byte, mode os.FileMode) error {
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), content, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func randomText(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// proxyCertificate makes a CA and a certificate for the proxy's address signed by it, both ECDSA P-256, the
+// key type most certificates are issued with today: the TLS figures are those of such a certificate (an RSA
+// key costs the proxy more per handshake). It returns the CA's and the proxy's certificates and the proxy's
+// key, PEM.
+func proxyCertificate(addr netip.Addr) (caPEM, certPEM, keyPEM []byte, err error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "egress data-plane benchmark CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: addr.String()},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IP(addr.AsSlice())},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}
