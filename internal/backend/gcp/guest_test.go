@@ -183,7 +183,10 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	guest.WaitFor(ctx, t, "boot 3: the guest reports config "+configID+" applied", func() bool { return applied() == configID })
 	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
 	withTLS := spec.Proxy
-	withTLS.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	// With a client CA and its CRL, from their own metadata keys: clients present a certificate it signed.
+	clientCA := testutil.NewClientCA(t, "egress test client CA")
+	clientCRL := clientCA.CRL(t, 1)
+	withTLS.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: clientCA.PEM, ClientCRLPEM: clientCRL}
 	// A private range allowed in the same change: the guest's backstop follows it.
 	withTLS.AllowedPrivateCIDRs = []string{"10.1.0.0/16"}
 	if _, err := b.Reconfigure(ctx, inst.ID, withTLS); err != nil {
@@ -200,7 +203,8 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM([]byte(cert))
 	tlsClient := client
-	tlsClient.TLS = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+	tlsClient.TLS = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{clientCA.ClientCertificate(t, "workload-1")}}
 	for url, want := range map[string]int{"http://allowed.example/": http.StatusOK, "http://denied.example/": http.StatusForbidden} {
 		if got := tlsClient.Get(ctx, t, url, true); got != want {
 			t.Errorf("with TLS: %s through the guest's Squid = %d, want %d\n%s", url, got, want, guest.Log())
@@ -209,7 +213,7 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	for _, f := range []struct {
 		path, content string
 		mode          os.FileMode
-	}{{proxyconf.TLSCertPath, cert, 0o644}, {proxyconf.TLSKeyPath, key, 0o640}} {
+	}{{proxyconf.TLSCertPath, cert, 0o644}, {proxyconf.TLSKeyPath, key, 0o640}, {proxyconf.ClientCAPath, clientCA.PEM, 0o644}, {proxyconf.ClientCRLPath, clientCRL, 0o644}} {
 		fi, err := os.Stat(filepath.Join(upper, f.path))
 		if err != nil {
 			t.Errorf("%s in the guest: %v", f.path, err)

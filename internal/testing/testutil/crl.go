@@ -3,6 +3,7 @@ package testutil
 import (
 	"crypto/ecdsa"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -37,4 +38,11 @@ func (ca ClientCA) CRL(t testing.TB, number int64) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}))
+}
+
+// ClientCertificate is a certificate for TLS clients of common name cn that the CA signs, with its key.
+func (ca ClientCA) ClientCertificate(t testing.TB, cn string) tls.Certificate {
+	t.Helper()
+	key, cert, _ := SignedCert(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, ca.cert, ca.key)
+	return tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -127,9 +128,17 @@ func ConfigMAC(key []byte, prefix string, c Config) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// ErrClientCA refuses a client CA (or CRL) on aws: the agent does not install those files yet, so Squid in
+// the guest would refuse the config that names them; refused here, the user learns why before anything is
+// written, instead of from a guest's refusal report.
+var ErrClientCA = errors.New("a client CA (tls.client_ca_pem, tls.client_crl_pem) is not supported on aws yet: its agent does not install the files; use the kvm, gcp or kubernetes backend for client certificates")
+
 // RenderParameters renders s into the config and secrets parameters' values for the proxy whose
 // parameters are under prefix (ParameterPath(name, "")), authenticated with key (NewConfigKey).
 func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, secrets []byte, configID string, err error) {
+	if s.TLS != nil && (s.TLS.ClientCAPEM != "" || s.TLS.ClientCRLPEM != "") {
+		return nil, nil, "", ErrClientCA
+	}
 	if len(key) != ConfigKeyBytes {
 		return nil, nil, "", fmt.Errorf("the config key has %d bytes, want %d", len(key), ConfigKeyBytes)
 	}
