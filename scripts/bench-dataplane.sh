@@ -82,6 +82,7 @@ cleanup() {
 	if [ -n "${KEEP:-}" ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 log "building the bench command and Smokescreen"
 bench=${BENCH_BIN:-$tmp/bench}
@@ -115,7 +116,12 @@ for ns in "$ns_c" "$ns_p" "$ns_o"; do
 	ip netns exec "$ns" sysctl -q -w net.ipv4.ip_local_port_range="1024 65535" net.ipv4.tcp_tw_reuse=1
 done
 ip netns exec "$ns_p" sysctl -q -w net.ipv4.ip_forward=1
-echo "$origin_ip $origin" >"$tmp/hosts"
+# The machine's own names stay: Squid without visible_hostname (plain Squid's config) looks its host name up
+# with the C library for every request, and a name missing from /etc/hosts costs each request a DNS query.
+{
+	cat /etc/hosts
+	echo "$origin_ip $origin"
+} >"$tmp/hosts"
 # The origin answers DNS too, "no such name" to all: what the proxies ask besides the origin's name (Squid
 # looks up each new client's address) gets a real resolver's quick answer, not the machine's unreachable one.
 echo "nameserver $origin_ip" >"$tmp/resolv.conf"
