@@ -2,6 +2,9 @@ package aws
 
 import (
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -25,5 +28,43 @@ func TestClientCARefusedBeforeAnythingIsMade(t *testing.T) {
 	}
 	if n := len(fake.Requests()); n > 3 {
 		t.Errorf("%d requests before the refusal, want none but resolving the image", n)
+	}
+}
+
+// Users, rule sets and the deny list change in place through the parameters, and Get reads them back as
+// given (names only for the users) without drift: what the plan compares.
+func TestReconfigurePolicyReadBack(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	spec := testSpec(fake, "policy")
+	inst, err := b.Create(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := spec.Proxy
+	next.Users = []proxyconf.BasicAuth{{Username: "a", Password: "a's password"}, {Username: "b", Password: "b's password"}}
+	next.DeniedDestinations = []string{"bad.example.com"}
+	next.RuleSets = []proxyconf.RuleSet{
+		{Name: "ci", Clients: proxyconf.RuleSetClients{Users: []string{"b"}}, Destinations: []string{".example.org"}, Mode: proxyconf.RuleSetReport},
+	}
+	if _, err := b.Reconfigure(t.Context(), inst.ID, next); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Get(t.Context(), inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Proxy
+	switch {
+	case p == nil || got.Drift != "":
+		t.Fatalf("Get = %+v, drift %q", p, got.Drift)
+	case !slices.Equal(proxyconf.Usernames(p.Users), []string{"a", "b"}) || p.Users[0].Password != "" || p.Users[1].Password != "":
+		t.Errorf("users read back %+v", p.Users)
+	case !reflect.DeepEqual(p.RuleSets, next.RuleSets) || !slices.Equal(p.DeniedDestinations, next.DeniedDestinations):
+		t.Errorf("rule sets %+v and denied destinations %q read back", p.RuleSets, p.DeniedDestinations)
+	}
+	if config, _ := loadConfig(t, fake, spec.Name); !strings.Contains(config.SquidConf, "bad.example.com") {
+		t.Errorf("the guest's squid.conf does not carry the deny list")
 	}
 }

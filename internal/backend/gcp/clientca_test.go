@@ -1,6 +1,9 @@
 package gcp
 
 import (
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	gcpguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp/guest"
@@ -67,5 +70,54 @@ func TestReconfigureClientCA(t *testing.T) {
 	}
 	if n := fake.Count("POST", `/setMetadata$`); n != 0 {
 		t.Errorf("the same settings again set metadata %d times, want none", n)
+	}
+}
+
+// Users, rule sets and the deny list change in place, through the stored spec, and Get reads them back as
+// given (names only for the users): what the plan compares for drift.
+func TestReconfigurePolicyReadBack(t *testing.T) {
+	t.Parallel()
+	fake, b, _ := newTestWithGuest(t)
+	ctx := ctxT(t)
+	const zone = "us-central1-a"
+	spec := testSpec("uid-policy", zone)
+	fake.MetadataInstance(testProject, zone, spec.Name)
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := spec.Proxy
+	next.Users = []proxyconf.BasicAuth{{Username: "a", Password: "a's password"}, {Username: "b", Password: "b's password"}}
+	next.DeniedDestinations = []string{"bad.example.com"}
+	next.RuleSets = []proxyconf.RuleSet{
+		{Name: "ci", Clients: proxyconf.RuleSetClients{Users: []string{"b"}}, Destinations: []string{".example.org"}, Mode: proxyconf.RuleSetReport},
+		{Name: "office", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16"}}, Destinations: []string{"a.example.com"}, Ports: []int{443}},
+	}
+	got, err := b.Reconfigure(ctx, inst.ID, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := got.Proxy
+	switch {
+	case p == nil:
+		t.Fatal("no settings read back")
+	case !slices.Equal(proxyconf.Usernames(p.Users), []string{"a", "b"}) || p.Users[0].Password != "" || p.Users[1].Password != "":
+		t.Errorf("users read back %+v", p.Users)
+	case !reflect.DeepEqual(p.RuleSets, next.RuleSets) || !slices.Equal(p.DeniedDestinations, next.DeniedDestinations):
+		t.Errorf("rule sets %+v and denied destinations %q read back", p.RuleSets, p.DeniedDestinations)
+	}
+	conf, _ := metadataValue(fake.Instance(testProject, zone, spec.Name), gcpguest.MetadataSquidConf)
+	if !strings.Contains(conf, "office") || !strings.Contains(conf, "bad.example.com") {
+		t.Errorf("the guest's squid.conf does not carry the rule sets and the deny list:\n%s", conf)
+	}
+	// A rule set's mode alone is a change made in place.
+	enforce := next
+	enforce.RuleSets = slices.Clone(next.RuleSets)
+	enforce.RuleSets[0].Mode = proxyconf.RuleSetEnforce
+	if got, err = b.Reconfigure(ctx, inst.ID, enforce); err != nil {
+		t.Fatal(err)
+	}
+	if got.Proxy == nil || got.Proxy.RuleSets[0].Mode != proxyconf.RuleSetEnforce {
+		t.Errorf("after the mode change, rule sets read back %+v", got.Proxy)
 	}
 }
