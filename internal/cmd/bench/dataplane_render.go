@@ -24,43 +24,71 @@ import (
 
 // The data-plane benchmark (scripts/bench-dataplane.sh) runs this project's squid.conf as rendered for a
 // user, in two sizes: the small one a team starts with, and the large one of a proxy shared by many teams,
-// with everything that makes Squid look more up per request (more destinations, more client ranges, a login).
+// with everything that makes Squid look more up per request: the longest lists a proxy takes, split between
+// its own allow-list and rule sets, and a login.
 const (
 	smallDestinations = 10
-	largeDestinations = 500
-	largeClientRanges = 200
+	largeDestinations = proxyconf.MaxAllowedDestinations
+	largeClientRanges = proxyconf.MaxAllowedClientCIDRs
+	// largeRuleSets share half the large size's destinations and client ranges; the benchmark's client is
+	// in the last, so that Squid checks every rule set before the one that decides.
+	largeRuleSets = 10
 	// benchUser logs in to the large configuration; its password is made anew for each run.
 	benchUser = "bench"
 )
 
-// renderedSettings are the settings of one size, allowing origin (a host name) from client (the benchmark
-// client's range) among the others; tls adds a certificate for the proxy port.
+// renderedSettings are the settings of one size, allowing origin (a host name) to client (the benchmark
+// client's range) among the others.
 func renderedSettings(size, origin string, client netip.Prefix, port int) (proxyconf.Settings, error) {
 	s := proxyconf.Settings{Port: port}
-	var destinations, clientRanges int
+	// Other destinations, half exact names and half domains with their subdomains, as allow-lists mix them.
+	n := 0
+	others := func(count int) []string {
+		var out []string
+		for range count {
+			if n%2 == 0 {
+				out = append(out, fmt.Sprintf("api%d.service%d.example", n, n))
+			} else {
+				out = append(out, fmt.Sprintf(".service%d.example", n))
+			}
+			n++
+		}
+		return out
+	}
+	// Other clients' ranges: /24s of 10.0.0.0/8, which the benchmark's client is not in.
+	otherClient := func(i int) string { return fmt.Sprintf("10.%d.%d.0/24", i/256, i%256) }
 	switch size {
 	case "small":
-		destinations, clientRanges = smallDestinations, 1
+		s.AllowedDestinations = append(others(smallDestinations-1), origin)
+		s.AllowedClientCIDRs = []string{client.String()}
 	case "large":
-		destinations, clientRanges = largeDestinations, largeClientRanges
+		// Half the ranges admit clients (allowed_client_cidrs), the other half names them again in the rule
+		// sets, which take half the destinations; the lists count together against the limits.
+		admitted := largeClientRanges / 2
+		for i := range admitted - 1 {
+			s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, otherClient(i))
+		}
+		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, client.String())
+		s.AllowedDestinations = others(largeDestinations / 2)
+		perSet := (largeDestinations - len(s.AllowedDestinations)) / largeRuleSets
+		for k := range largeRuleSets {
+			r := proxyconf.RuleSet{Name: fmt.Sprintf("team-%d", k), Mode: proxyconf.RuleSetEnforce}
+			for j := range admitted / largeRuleSets {
+				i := k*(admitted/largeRuleSets) + j
+				if i < admitted-1 {
+					r.Clients.SourceCIDRs = append(r.Clients.SourceCIDRs, otherClient(i))
+				}
+			}
+			r.Destinations = others(perSet)
+			if k == largeRuleSets-1 {
+				r.Clients.SourceCIDRs = append(r.Clients.SourceCIDRs, client.String())
+				r.Destinations = append(others(perSet-1), origin)
+			}
+			s.RuleSets = append(s.RuleSets, r)
+		}
 	default:
 		return s, fmt.Errorf("%w: size is small or large, not %q", errUsage, size)
 	}
-	// The others, half exact names and half domains with their subdomains, as allow-lists mix them. The
-	// origin comes last: Squid keeps the list in a tree, so its place does not make a lookup cheaper.
-	for i := range destinations - 1 {
-		if i%2 == 0 {
-			s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf("api%d.service%d.example", i, i))
-		} else {
-			s.AllowedDestinations = append(s.AllowedDestinations, fmt.Sprintf(".service%d.example", i))
-		}
-	}
-	s.AllowedDestinations = append(s.AllowedDestinations, origin)
-	// Other clients' ranges: /24s of 10.0.0.0/8, which the benchmark's client is not in.
-	for i := range clientRanges - 1 {
-		s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, fmt.Sprintf("10.%d.%d.0/24", i/256, i%256))
-	}
-	s.AllowedClientCIDRs = append(s.AllowedClientCIDRs, client.String())
 	return s, nil
 }
 

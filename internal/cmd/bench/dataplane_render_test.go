@@ -15,17 +15,19 @@ import (
 )
 
 // TestDataplaneRender: each size renders a squid.conf Squid takes without a complaint; the large one holds
-// the longest lists a proxy accepts (the benchmark's "large" follows the limits when they move); and the
-// login the load generators send is one Squid's helper accepts against the rendered password file.
+// the longest lists a proxy accepts, over its own lists and its rule sets (the benchmark's "large" follows the
+// limits when they move); and the login the load generators send is one Squid's helper accepts against the
+// rendered password file.
 func TestDataplaneRender(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		args                      []string
 		destinations, clientLists int // acl lines of each list are counted by their values
+		ruleSets                  int
 		login                     bool
 	}{
-		"small":     {[]string{"-size", "small"}, smallDestinations, 1, false},
-		"large TLS": {[]string{"-size", "large", "-tls"}, proxyconf.MaxAllowedDestinations, proxyconf.MaxAllowedClientCIDRs, true},
+		"small":     {[]string{"-size", "small"}, smallDestinations, 1, 0, false},
+		"large TLS": {[]string{"-size", "large", "-tls"}, proxyconf.MaxAllowedDestinations, proxyconf.MaxAllowedClientCIDRs, largeRuleSets, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -51,11 +53,14 @@ func TestDataplaneRender(t *testing.T) {
 					t.Errorf("squid -k parse: %s", line)
 				}
 			}
-			if got := aclValues(string(conf), "destinations"); got != tc.destinations {
+			if got := aclValues(string(conf), "dstdomain", ".example"); got != tc.destinations {
 				t.Errorf("%d destinations rendered, want %d", got, tc.destinations)
 			}
-			if got := aclValues(string(conf), "clients"); got != tc.clientLists {
+			if got := aclValues(string(conf), "src", ""); got != tc.clientLists {
 				t.Errorf("%d client ranges rendered, want %d", got, tc.clientLists)
+			}
+			if got := strings.Count(string(conf), "annotate_transaction ruleset="); got != tc.ruleSets {
+				t.Errorf("%d rule sets rendered, want %d", got, tc.ruleSets)
 			}
 			for _, want := range []string{"origin.bench.example", "198.18.0.0/24"} {
 				if !strings.Contains(string(conf), " "+want) {
@@ -87,17 +92,18 @@ func TestDataplaneRender(t *testing.T) {
 	}
 }
 
-// aclValues counts the values of an acl over all its lines (the renderer splits long lists).
-func aclValues(conf, name string) int {
+// aclValues counts the values ending in suffix of every acl of type typ, over all their lines (the renderer
+// splits long lists, and writes one list per rule set).
+func aclValues(conf, typ, suffix string) int {
 	n := 0
 	for _, line := range strings.Split(conf, "\n") {
 		f := strings.Fields(line)
-		if len(f) > 3 && f[0] == "acl" && f[1] == name {
-			values := f[3:]
-			if values[0] == "-n" {
-				values = values[1:]
+		if len(f) > 3 && f[0] == "acl" && f[2] == typ {
+			for _, v := range f[3:] {
+				if v != "-n" && strings.HasSuffix(v, suffix) {
+					n++
+				}
 			}
-			n += len(values)
 		}
 	}
 	return n
