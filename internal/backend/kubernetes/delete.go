@@ -56,8 +56,7 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	}
 	selector := selectorLabelsOf(d)
 	deploymentUID, finalizers := d.UID, len(d.Finalizers) > 0
-	ns, core, netv1, policy := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1(), c.cs.PolicyV1()
-	return allOf(ctx,
+	return allOf(ctx, append([]func(context.Context) error{
 		func(ctx context.Context) error {
 			if err := scaleToZero(ctx, c, id, d); err != nil {
 				return err
@@ -90,6 +89,14 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 			return deleteReplicaSets(ctx, c, id, selector)
 		},
 		func(ctx context.Context) error { return deleteOwnSecret(ctx, c, id, uid) },
+	}, sweepsByUID(c, id, uid)...)...)
+}
+
+// sweepsByUID delete, each beside the others, the proxy's objects other than the Deployment and its Secret,
+// found by the proxy's UID label, so that objects a crashed Create made before it could set their owner go too.
+func sweepsByUID(c *client, id backend.ProviderID, uid string) []func(context.Context) error {
+	ns, core, netv1, policy := id.Scope, c.cs.CoreV1(), c.cs.NetworkingV1(), c.cs.PolicyV1()
+	return []func(context.Context) error{
 		func(ctx context.Context) error {
 			return sweep(ctx, id, uid, "ConfigMap", listWatch{
 				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -122,7 +129,7 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 				watch: policy.PodDisruptionBudgets(ns).Watch,
 			}, policy.PodDisruptionBudgets(ns).Delete)
 		},
-	)
+	}
 }
 
 // allOf runs steps side by side and returns the first error, which cancels the others.

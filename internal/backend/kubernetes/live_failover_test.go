@@ -82,7 +82,7 @@ func TestFailoverLive(t *testing.T) {
 	}
 
 	client := newLoopingClient(t, ctx, cluster, ns, svc.Spec.ClusterIP, spec.Proxy.Port)
-	client.waitForMore(t, 20)
+	client.waitForMore(t)
 
 	// A proxy pod deleted, as a crash or a node's eviction of it would.
 	pods := readyProxyPods(t, ctx, cs, ns, spec)
@@ -90,7 +90,7 @@ func TestFailoverLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReadyProxyPods(t, ctx, cs, ns, spec, pods[0].Name)
-	client.waitForMore(t, 20)
+	client.waitForMore(t)
 
 	// The node drained: cordoned, then each proxy pod evicted.
 	pods = readyProxyPods(t, ctx, cs, ns, spec)
@@ -103,7 +103,7 @@ func TestFailoverLive(t *testing.T) {
 	if err := evict(ctx, cs, ns, pods[1].Name); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("evicting %s, the last ready pod, while its peer's replacement cannot be scheduled: %v, want a refusal by the PodDisruptionBudget (429)", pods[1].Name, err)
 	}
-	client.waitForMore(t, 20)
+	client.waitForMore(t)
 	setUnschedulable(t, ctx, cs, node, false)
 	// What kubectl drain does on a refusal: ask again until the budget allows it.
 	err = backend.Poll(ctx, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
@@ -117,7 +117,7 @@ func TestFailoverLive(t *testing.T) {
 		t.Fatalf("evicting %s once its peer's replacement serves: %v", pods[1].Name, err)
 	}
 	waitReadyProxyPods(t, ctx, cs, ns, spec, pods[0].Name, pods[1].Name)
-	client.waitForMore(t, 20)
+	client.waitForMore(t)
 
 	served, failures := client.stop(t)
 	if len(failures) != 0 {
@@ -164,15 +164,19 @@ func newLoopingClient(t *testing.T, ctx context.Context, cluster *k8stest.Cluste
 	return c
 }
 
-// waitForMore waits until n more requests than at the last wait have been served.
-func (c *loopingClient) waitForMore(t *testing.T, n int) {
+// servedPerStep is how many requests must be served after each disruption: enough that the Service's
+// endpoints and the node's rules have caught up with it, not just one request that slipped through.
+const servedPerStep = 20
+
+// waitForMore waits until servedPerStep more requests than at the last wait have been served.
+func (c *loopingClient) waitForMore(t *testing.T) {
 	t.Helper()
-	want := c.last + n
+	want := c.last + servedPerStep
 	err := backend.Poll(c.ctx, 200*time.Millisecond, func(ctx context.Context) (bool, error) {
 		select {
 		case r := <-c.done:
 			c.done <- r
-			return false, fmt.Errorf("the client's loop ended early: %v\n%s%s", r.err, r.out.Stdout, r.out.Stderr)
+			return false, fmt.Errorf("the client's loop ended early: %w\n%s%s", r.err, r.out.Stdout, r.out.Stderr)
 		default:
 		}
 		res, err := c.cluster.Exec(ctx, c.ns, c.pod, "cat", "/dev/shm/served")
