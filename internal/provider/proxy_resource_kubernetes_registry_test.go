@@ -23,9 +23,11 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
-// k8sRegistry is where the registry test serves its registry: the node's address in the cluster's network
+// k8sRegistry is where the registry tests serve their registry: the node's address in the cluster's network
 // namespace, the one registry scripts/k8s-env.sh (REGISTRY) lets the cluster's containerd pull from over plain
-// HTTP. Nothing else listens there.
+// HTTP. Nothing else listens there. Two tests take turns on it: TestAccUpgrade_kubernetesOlderImage runs among
+// the package's sequential tests, which all end before a parallel test such as the one below goes on past its
+// t.Parallel call, and each stops its registry when it ends.
 const k8sRegistry = "172.31.255.1:5000"
 
 // The proxy image goes from the archive scripts/build-k8s-image.sh writes, through a registry, onto the
@@ -42,7 +44,7 @@ const k8sRegistry = "172.31.255.1:5000"
 func TestAccProxyKubernetes_imageFromRegistry(t *testing.T) {
 	env := k8sAccPreCheck(t)
 	// Beside the other parallel tests, its build and push too (hence t.Parallel, not resource.ParallelTest).
-	// It is the one test serving k8sRegistry.
+	// It is the one parallel test serving k8sRegistry.
 	t.Parallel()
 	archive := os.Getenv("EGRESS_TEST_K8S_ARCHIVE")
 	if archive == "" {

@@ -28,6 +28,11 @@
 //     writes the ConfigMap and rolls the Deployment out (reconfigure.go#Backend.Reconfigure), and returns once the
 //     Service routes only to pods of the new configuration (served.go#waitServed): a Deployment says its new pods
 //     are ready a moment before the Service moves onto them.
+//   - Images across provider versions: Reconfigure keeps the image the pods run (an image change replaces the
+//     proxy) and brings the rest of the pod template to today's form (podsecurity.go#upgradePodTemplate), so a
+//     newer provider's squid.conf and start command run on an earlier release's image. What the pod takes from
+//     its image is listed in internal/backend/kubernetes/guest/image.go#ImageNeeds, with the rule that keeps it
+//     understood by every earlier release's image.
 //   - Delete scales to zero, deletes the Deployment and its ReplicaSets, and sweeps what carries the proxy's UID
 //     beside it (delete.go#sweep). It returns once every pod is terminating, not gone: out of the Service, Squid's
 //     listening port closed by SIGTERM, which the kubelet sees to within the pod's grace period. The pods are named

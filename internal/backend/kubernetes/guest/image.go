@@ -1,0 +1,30 @@
+package guest
+
+import "github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+
+// ImageNeeds is everything the pod a provider renders takes from its image, besides the files the backend
+// mounts (ConfigDir, SecretDir and the scratch folders): the programs its start command and its hooks run, and
+// the files its squid.conf names. The image's Squid must also parse that squid.conf, and the image must have the proxy
+// user as uid 13 (the pod runs as it).
+//
+// A proxy's pods keep the image they were made with: the image is part of the placement, a change of it
+// replaces the proxy, and a new provider version changes nothing by itself. A rule change made by a newer
+// provider is therefore written onto pods running an older image, with the newer provider's squid.conf, password
+// file and start command (Reconfigure brings the pod template to today's form). So the rule is: what RenderPod
+// writes is understood by the image of every earlier release, which is Debian 12's squid-openssl (Squid 5.7)
+// from scripts/build-k8s-image.sh. Adding to this list, or writing a directive an earlier image's Squid does not
+// know, breaks that; then RenderPod must write the older form for an older image instead. Such a directive would
+// not even fail the pod: Squid 5.7 logs "unrecognized" and runs without it, so the rule it carried would be
+// dropped in silence. Hence the acceptance test checks what the pods serve, not only that they start.
+// TestWhatThePodTakesFromItsImage keeps this list whole, and TestAccUpgrade_kubernetesOlderImage runs a newer
+// provider's rule change on the baseline's image.
+var ImageNeeds = []string{
+	"/bin/sh",
+	"chown",      // the start command runs it by name: coreutils, in every Debian image
+	"/bin/sleep", // the preStop hook's pause (kubernetes' drainBeforeStop): coreutils too
+	SquidPath,
+	proxyconf.AuthHelperPath,
+	proxyconf.CoredumpDir,
+	// Squid answers the readiness probe's proxyconf.HealthPath from its own icons.
+	"/usr/share/squid/icons/SN.png",
+}
