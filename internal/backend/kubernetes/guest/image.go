@@ -13,9 +13,10 @@ import "github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 // file and start command (Reconfigure brings the pod template to today's form). So the rule is: what RenderPod
 // writes is understood by the image of every earlier release, which is Debian 12's squid-openssl (Squid 5.7)
 // from scripts/build-k8s-image.sh. Adding to this list, or writing a directive an earlier image's Squid does not
-// know, breaks that; then RenderPod must write the older form for an older image instead. Such a directive would
-// not even fail the pod: Squid 5.7 logs "unrecognized" and runs without it, so the rule it carried would be
-// dropped in silence. Hence the acceptance test checks what the pods serve, not only that they start.
+// know, breaks that; then RenderPod must write the older form for an older image instead. Squid 5.7 does not
+// start with a directive it does not recognize (nor does `squid -k parse` pass it), so such a change fails the
+// rollout: the new pods crash, the apply reports it, and the pods of the previous configuration keep serving
+// until they restart. The acceptance test checks what the rolled pods serve, not only that they start.
 // TestWhatThePodTakesFromItsImage keeps this list whole, and TestAccUpgrade_kubernetesOlderImage runs a newer
 // provider's rule change on the baseline's image.
 var ImageNeeds = []string{
