@@ -195,22 +195,22 @@ func (m proxyResourceModel) policySettings(ctx context.Context, s *proxyconf.Set
 	return diags
 }
 
-// setPolicySettings fills the policy attributes from what the backend reports only where the model has no
-// value (an import), as setGuardSettings does: a backend that does not store them yet reports them empty,
-// which must not show as drift on a proxy whose configuration sets them.
+// setPolicySettings records the rule sets and the deny list the backend reports, so that a change made
+// behind Terraform's back shows in the plan. What the configuration cannot tell apart from the backend's
+// report stays as the model has it: none reported where the model holds an empty list or set (written
+// "[]"), and a rule set's defaults (ports, mode) filled in where the backend leaves them out.
 func (m *proxyResourceModel) setPolicySettings(s proxyconf.Settings) diag.Diagnostics {
 	var diags diag.Diagnostics
-	if (m.DeniedDestinations.IsNull() || m.DeniedDestinations.IsUnknown()) && len(s.DeniedDestinations) > 0 {
+	switch {
+	case len(s.DeniedDestinations) > 0:
 		m.DeniedDestinations = stringSetOf(s.DeniedDestinations)
-	}
-	if m.DeniedDestinations.IsUnknown() {
+	case m.DeniedDestinations.IsUnknown() || len(m.DeniedDestinations.Elements()) > 0:
 		m.DeniedDestinations = types.SetNull(types.StringType)
 	}
-	if !m.RuleSets.IsNull() && !m.RuleSets.IsUnknown() {
-		return diags
-	}
 	if len(s.RuleSets) == 0 {
-		m.RuleSets = types.ListNull(ruleSetType)
+		if m.RuleSets.IsUnknown() || len(m.RuleSets.Elements()) > 0 {
+			m.RuleSets = types.ListNull(ruleSetType)
+		}
 		return diags
 	}
 	elems := make([]attr.Value, len(s.RuleSets))

@@ -120,7 +120,7 @@ func joinLines(lines []string) string {
 }
 
 // Rule sets, their mode, the deny list and the client CA change in place, reach the backend as written (rule
-// sets in order), and leave nothing to plan afterwards.
+// sets in order), and leave nothing to plan afterwards; a change made behind Terraform's back shows as drift.
 func TestAccProxy_ruleSetsChangeInPlace(t *testing.T) {
 	mem := newMemoryBackends()
 	sameID := statecheck.CompareValue(compare.ValuesSame())
@@ -173,6 +173,28 @@ func TestAccProxy_ruleSetsChangeInPlace(t *testing.T) {
 		}
 		steps = append(steps, step)
 	}
+	last := policies[len(policies)-1]
+	steps = append(steps, resource.TestStep{
+		// Rule sets and a deny list changed behind Terraform's back show in the plan, which puts them right.
+		PreConfig: func() {
+			for _, inst := range mem[kvm.Kind].Instances() {
+				changed := *inst.Proxy
+				changed.RuleSets, changed.DeniedDestinations = changed.RuleSets[:1], nil
+				inst.Proxy = &changed
+				mem[kvm.Kind].Put(inst)
+			}
+		},
+		Config:            config(last),
+		ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate)}},
+		ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
+		Check: func(s *terraform.State) error {
+			held := mem[kvm.Kind].Instances()
+			if len(held) != 1 || len(held[0].Proxy.RuleSets) != 3 || len(held[0].Proxy.DeniedDestinations) != 1 {
+				return fmt.Errorf("after the apply the backend holds %+v, want the three rule sets and the deny list back", held)
+			}
+			return nil
+		},
+	})
 	steps = append(steps, resource.TestStep{
 		// Removing every rule set, the deny list and the client CA also changes in place, back to the one allow-list.
 		Config: proxyConfig(fmt.Sprintf(`
@@ -185,8 +207,8 @@ func TestAccProxy_ruleSetsChangeInPlace(t *testing.T) {
 		ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate)}},
 		ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
 		Check: resource.ComposeTestCheckFunc(checkBackendPolicy(mem, kvm.Kind, "", nil, nil), func(*terraform.State) error {
-			if n := mem[kvm.Kind].Calls("reconfigure"); n != len(policies) {
-				return fmt.Errorf("reconfigure was called %d times, want %d (one per changed apply)", n, len(policies))
+			if n := mem[kvm.Kind].Calls("reconfigure"); n != len(policies)+1 {
+				return fmt.Errorf("reconfigure was called %d times, want %d (one per changed apply)", n, len(policies)+1)
 			}
 			return nil
 		}),
