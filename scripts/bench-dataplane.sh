@@ -9,7 +9,8 @@
 #                        allow-all forward config, what a hand-written module ships
 #   rendered-small       this project's squid.conf (internal/proxyconf RenderSquidConf): 10 destinations
 #   rendered-small-tls   the same with TLS on the proxy port
-#   rendered-large       500 destinations, 200 client ranges and a login (the largest lists a proxy takes)
+#   rendered-large       500 destinations and 200 client ranges over its allow-list and 10 rule sets (the
+#                        client in the last), and a login: the longest lists a proxy takes
 #   rendered-large-tls   the same with TLS on the proxy port
 #   tinyproxy            Debian's tinyproxy, its defaults but for the address and more clients at once
 #   smokescreen          Stripe's Smokescreen v0.1.0 without an ACL (scripts/build-smokescreen.sh)
