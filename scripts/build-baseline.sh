@@ -38,9 +38,10 @@ bin="$dir/mirror/$address/$version/$(go env GOOS)_$(go env GOARCH)/terraform-pro
 
 mkdir -p "$cache"
 
-# code FILE [COMMIT]: FILE without its comments and blank lines, at COMMIT or in the working tree.
+# code FILE [COMMIT]: FILE without its comments and blank lines, at COMMIT or in the working tree; nothing
+# when COMMIT lacks it (then it differs).
 code() {
-  if [[ -n ${2:-} ]]; then git -C "$repo" show "$2:$1"; else cat "$repo/$1"; fi | grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$'
+  if [[ -n ${2:-} ]]; then git -C "$repo" show "$2:$1" 2>/dev/null; else cat "$repo/$1"; fi | grep -v -e '^[[:space:]]*#' -e '^[[:space:]]*$'
 }
 
 if [[ $what == k8s-image ]]; then
@@ -58,7 +59,7 @@ if [[ $what == k8s-image ]]; then
   flock 9
   work=$(mktemp -d "$cache/baseline-image.XXXXXX")
   trap 'git -C "$repo" worktree remove --force "$work/src" 2>/dev/null || true; rm -rf "$work"' EXIT
-  log "building the Kubernetes image at $short (the upgrade tests' older image)"
+  log "the Kubernetes image as $short builds it (the upgrade tests' older image), by its own script"
   git -C "$repo" worktree add --quiet --detach "$work/src" "$commit"
   mkdir -p "$dir"
   # The baseline's script caches its archive beside it, under a stamp of that script: a second run prints it.
