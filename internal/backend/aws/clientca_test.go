@@ -2,6 +2,7 @@ package aws
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -66,5 +68,43 @@ func TestReconfigurePolicyReadBack(t *testing.T) {
 	}
 	if config, _ := loadConfig(t, fake, spec.Name); !strings.Contains(config.SquidConf, "bad.example.com") {
 		t.Errorf("the guest's squid.conf does not carry the deny list")
+	}
+}
+
+// The largest policy aws takes (rule sets, the deny list and users at their limits, an ECDSA key; no client
+// CA, which aws refuses, so no certificate subjects) passes the plan-time check and is created: the plan and the apply
+// agree on what SSM holds.
+func TestLargestPolicyCreate(t *testing.T) {
+	t.Parallel()
+	s := proxyconftest.LargestPolicySettings(t)
+	// A key SSM's secrets parameter holds (LargestSettings' key of MaxPEMBytes never fits aws, whose plan says so).
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	s.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	// IPv4 client ranges of the same count: the fake models no IPv6 rule in a security group.
+	s.AllowedClientCIDRs = []string{"198.151.0.0/16"}
+	n := 0
+	for i := range s.RuleSets {
+		s.RuleSets[i].Clients.CertificateSubjects = nil
+		for j := range s.RuleSets[i].Clients.SourceCIDRs {
+			s.RuleSets[i].Clients.SourceCIDRs[j] = fmt.Sprintf("198.151.%d.%d/32", 100+n/100, 100+n%100)
+			n++
+		}
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	fake, b := newTest(t, ec2fake.Options{MaxRulesPerGroup: proxyconf.MaxAllowedClientCIDRs})
+	fake.PlayGuests()
+	spec := testSpec(fake, "largest-policy")
+	o := spec.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
+	spec.Proxy = s
+	err := CheckParameterSizes(spec.Name, s, *o)
+	t.Logf("the plan-time check: %v", err)
+	_, createErr := b.Create(t.Context(), spec)
+	if (err == nil) != (createErr == nil) {
+		t.Fatalf("the plan-time check says %v, Create %v: they must agree", err, createErr)
+	}
+	if err != nil {
+		t.Errorf("the largest policy does not fit aws's parameters: %v", err)
 	}
 }

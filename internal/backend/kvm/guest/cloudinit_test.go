@@ -124,20 +124,23 @@ func TestRenderUserData(t *testing.T) {
 // TestLargestSettingsFit renders the largest settings validation allows: the seed's user-data fits its bound,
 // and carries the key whole. proxyconf's TestLargestSettingsFit checks the files themselves at the same
 // settings.
+// The largest policy (rule sets, the deny list, users and a client CA at their limits) fits as well, and the
+// seed carries the CA whole.
 func TestLargestSettingsFit(t *testing.T) {
 	t.Parallel()
-	s := proxyconftest.LargestSettings(t)
-	ud, err := RenderUserData(s, proxyconf.RenderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("user-data at maximum settings: %d bytes of %d", len(ud), MaxUserDataBytes)
-	if len(ud) > MaxUserDataBytes {
-		t.Errorf("user-data is %d bytes, over its %d limit", len(ud), MaxUserDataBytes)
-	}
-	_, files := parseUserData(t, ud)
-	if string(files[proxyconf.TLSKeyPath]) != s.TLS.PrivateKeyPEM {
-		t.Errorf("user-data carries another key")
+	for name, s := range map[string]proxyconf.Settings{"largest lists": proxyconftest.LargestSettings(t), "largest policy": proxyconftest.LargestPolicySettings(t)} {
+		ud, err := RenderUserData(s, proxyconf.RenderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: user-data %d bytes of %d", name, len(ud), MaxUserDataBytes)
+		if len(ud) > MaxUserDataBytes {
+			t.Errorf("%s: user-data is %d bytes, over its %d limit", name, len(ud), MaxUserDataBytes)
+		}
+		_, files := parseUserData(t, ud)
+		if string(files[proxyconf.TLSKeyPath]) != s.TLS.PrivateKeyPEM || string(files[proxyconf.ClientCAPath]) != s.TLS.ClientCAPEM {
+			t.Errorf("%s: user-data carries another key or client CA", name)
+		}
 	}
 }
 
