@@ -45,6 +45,7 @@ func TestRenderUserData(t *testing.T) {
 	t.Parallel()
 	auth := []proxyconf.BasicAuth{{Username: "egress", Password: "a long password"}, {Username: "second", Password: "another long password"}}
 	tlsCert, tlsKey := proxyconftest.TLSPair()
+	clientCA := testutil.NewClientCA(t, "egress test client CA")
 	tests := map[string]struct {
 		s         proxyconf.Settings
 		wantFiles []string
@@ -53,6 +54,18 @@ func TestRenderUserData(t *testing.T) {
 		"with auth":                   {s: proxyconf.Settings{Port: 3128, Users: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}}, wantFiles: []string{proxyconf.HtpasswdPath, proxyconf.ConfPath}},
 		"with tls":                    {s: proxyconf.Settings{Port: 3128, TLS: &proxyconf.TLSSettings{CertificatePEM: tlsCert, PrivateKeyPEM: tlsKey}}, wantFiles: []string{proxyconf.TLSCertPath, proxyconf.TLSKeyPath, proxyconf.ConfPath}},
 		"with allowed private ranges": {s: proxyconf.Settings{Port: 3128, AllowedDestinations: []string{"mirror.internal"}, AllowedPrivateCIDRs: []string{"10.1.0.0/16"}}, wantFiles: []string{proxyconf.ConfPath}},
+		// Issue 39's policy: rule sets by range and by user, one reported, and a deny list; squid -k parse
+		// below takes the config as the guest's Squid would.
+		"with a policy": {s: proxyconf.Settings{Port: 3128, Users: auth, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"x.example"},
+			DeniedDestinations: []string{"denied.example", ".denied.example"},
+			RuleSets: []proxyconf.RuleSet{
+				{Name: "builds", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16"}}, Destinations: []string{".pkg.example"}, Ports: []int{443, 8443}},
+				{Name: "second-rollout", Clients: proxyconf.RuleSetClients{Users: []string{"second"}}, Destinations: []string{"y.example"}, Mode: proxyconf.RuleSetReport},
+			}}, wantFiles: []string{proxyconf.HtpasswdPath, proxyconf.ConfPath}},
+		"with a client CA": {s: proxyconf.Settings{Port: 3128, AllowedDestinations: []string{"x.example"},
+			TLS:      &proxyconf.TLSSettings{CertificatePEM: tlsCert, PrivateKeyPEM: tlsKey, ClientCAPEM: clientCA.PEM, ClientCRLPEM: clientCA.CRL(t, 1)},
+			RuleSets: []proxyconf.RuleSet{{Name: "payments", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"payments"}}, Destinations: []string{"y.example"}}}},
+			wantFiles: []string{proxyconf.TLSCertPath, proxyconf.TLSKeyPath, proxyconf.ClientCAPath, proxyconf.ClientCRLPath, proxyconf.ConfPath}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -106,6 +119,10 @@ func TestRenderUserData(t *testing.T) {
 			// Squid on a TLS config.
 			if out, err := squidtest.Parse(t, files[proxyconf.ConfPath]); tc.s.TLS == nil && err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
+			}
+			if tls := tc.s.TLS; tls != nil && tls.ClientCAPEM != "" &&
+				(string(files[proxyconf.ClientCAPath]) != tls.ClientCAPEM || string(files[proxyconf.ClientCRLPath]) != tls.ClientCRLPEM) {
+				t.Errorf("user-data carries another client CA or CRL than the settings'")
 			}
 			if len(tc.s.Users) > 0 {
 				if !proxyconf.HtpasswdMatches(files[proxyconf.HtpasswdPath], tc.s.Users) {
