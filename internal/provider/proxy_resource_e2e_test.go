@@ -152,8 +152,9 @@ func checkProxyServes(t *testing.T, expectations []proxyExpectation) resource.Te
 	}
 }
 
-// One booted proxy, changed in place twice: its allow-list swapped (same id, same address, the new rules
-// enforced when the apply returns) and its write-only password rotated (the old one 407, the new one 200).
+// One booted proxy, changed in place four times: its allow-list swapped (same id, same address, the new rules
+// enforced when the apply returns), its write-only password rotated (the old one 407, the new one 200), a rule
+// set added in report mode (what it does not list still 200), then enforced (403).
 // The password is in no state, plan or trace log.
 func TestAccProxyKVM_bootedProxyServesOnlyAllowedDestinations(t *testing.T) {
 	uri := kvmAccPreCheck(t)
@@ -171,7 +172,11 @@ func TestAccProxyKVM_bootedProxyServesOnlyAllowedDestinations(t *testing.T) {
 	owner := "e2e-" + uuid.NewString()[:8]
 	b := kvmBackend(t, uri)
 	password := func(version int) string { return fmt.Sprintf("%s-v%d", e2ePass, version) }
-	config := func(destinations string, passwordVersion int) string {
+	config := func(destinations string, passwordVersion int, ruleSets ...string) string {
+		ruleSetsLine := ""
+		if len(ruleSets) > 0 {
+			ruleSetsLine = "rule_sets = [" + strings.Join(ruleSets, ", ") + "]"
+		}
 		return kvmProviderBlock(owner, uri) + fmt.Sprintf(`
 resource "egress_proxy" "e2e" {
   kvm = {
@@ -185,11 +190,12 @@ resource "egress_proxy" "e2e" {
     password_wo         = %q
     password_wo_version = %d
   }
+  %s
   timeouts {
     create = "20m"
   }
 }
-`, image, destinations, e2eUser, password(passwordVersion), passwordVersion)
+`, image, destinations, e2eUser, password(passwordVersion), passwordVersion, ruleSetsLine)
 	}
 	credentials := func(version int) string { return e2eUser + ":" + password(version) }
 	sameID := statecheck.CompareValue(compare.ValuesSame())
@@ -246,6 +252,28 @@ resource "egress_proxy" "e2e" {
 						{"http://denied.test/", credentials(2), "000", "200"},
 						{"http://denied.test/", credentials(1), "000", "407"},
 					})),
+			},
+			{
+				// A rule set in report mode for these clients: what it lists is allowed, what it does not list
+				// is forwarded anyway (and logged as would_deny), in place.
+				Config:            config(`["denied.test"]`, 2, e2eRuleSet("report")),
+				ConfigPlanChecks:  inPlace,
+				ConfigStateChecks: unchanged(),
+				Check: checkProxyServes(t, []proxyExpectation{
+					{"http://allowed.test/", credentials(2), "000", "200"},
+					{"http://denied.test/", credentials(2), "000", "200"},
+				}),
+			},
+			{
+				// The same rule set enforced: what it does not list is refused, though allowed_destinations
+				// lists it (the rule set, not the fallback, judges these clients).
+				Config:            config(`["denied.test"]`, 2, e2eRuleSet("enforce")),
+				ConfigPlanChecks:  inPlace,
+				ConfigStateChecks: unchanged(),
+				Check: checkProxyServes(t, []proxyExpectation{
+					{"http://allowed.test/", credentials(2), "000", "200"},
+					{"http://denied.test/", credentials(2), "000", "403"},
+				}),
 			},
 		},
 	})
@@ -326,4 +354,9 @@ func (c noSecretInPlan) CheckPlan(_ context.Context, req plancheck.CheckPlanRequ
 			return
 		}
 	}
+}
+
+// e2eRuleSet is a rule set for every client of the e2e proxy that allows allowed.test alone, in mode.
+func e2eRuleSet(mode string) string {
+	return fmt.Sprintf(`{ name = "e2e", clients = { source_cidrs = ["198.18.0.0/24"] }, destinations = ["allowed.test"], ports = [443], mode = %q }`, mode)
 }
