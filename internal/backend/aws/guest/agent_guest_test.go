@@ -16,6 +16,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,8 @@ import (
 // never writes (a helper program), are never installed either; the agent only ever reads IMDS
 // with a token, carries on when every token ends, refreshes the role's credentials before they come within
 // its margin of their expiry, signs every SSM call with the session token, and writes applied once per
-// config.
+// config; and issue 39's policy (rule sets, one reported, a deny list) passes the agent's guard and Squid judges
+// by it, the reported rule set's unlisted destination forwarded and logged would_deny.
 func TestAgentOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
@@ -304,11 +306,60 @@ func TestAgentOnRealSquid(t *testing.T) {
 	if out, err := g.Exec(t, "grep", "-c", "url_rewrite_program", proxyconf.ConfPath); err == nil {
 		t.Errorf("a forged directive reached %s: %s", proxyconf.ConfPath, out)
 	}
+
+	// Config 5, issue 39's policy: an enforced rule set for a user the test's client is not, a reported one
+	// for the client's address, and a deny list. The agent's guard must admit every directive the renderer
+	// writes for it, and Squid must judge by it: the reported rule set's unlisted destination is forwarded and
+	// logged would_deny, the denied one refused whatever the mode.
+	s5 := s1
+	s5.AllowedDestinations = []string{"allowed.example"}
+	s5.DeniedDestinations = []string{"denied.example"}
+	s5.Users = append(slices.Clone(s1.Users), proxyconf.BasicAuth{Username: "v", Password: "staple-horse-battery"})
+	s5.RuleSets = []proxyconf.RuleSet{
+		{Name: "builds", Clients: proxyconf.RuleSetClients{Users: []string{"v"}}, Destinations: []string{"allowed.example"}},
+		{Name: "rollout", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{clientIP + "/32"}}, Destinations: []string{"allowed.example"},
+			Mode: proxyconf.RuleSetReport},
+	}
+	r5 := params.render(s5)
+	id5 := r5.id
+	params.put(r5)
+	g.WaitFor(ctx, t, "the guest reports config "+id5+" applied", applied(id5))
+	for _, c := range []struct {
+		host                      string
+		want                      int
+		ruleSet, decision, reason string
+	}{
+		{"allowed.example", http.StatusOK, "rollout", "allow", "-"},
+		{"report.example", http.StatusOK, "rollout", "would_deny", proxyconf.ReasonDestinationNotAllowed},
+		{"denied.example", http.StatusForbidden, "-", "deny", proxyconf.ReasonDeniedDestination},
+	} {
+		// Only the lines after this request's: configs 1 to 4 asked for these hosts too.
+		before, _, _ := testutil.StatIn(t, upper, proxyconf.AccessLogPath)
+		if got := proxy.Get(ctx, t, "http://"+c.host+"/", true); got != c.want {
+			t.Errorf("config 5: %s = %d, want %d\n%s", c.host, got, c.want, g.Log())
+		}
+		// Found by its host alone, whatever its status, so that a wrong one fails the check below and not the wait.
+		want := fmt.Sprintf(" host=%s port=80 ", c.host)
+		var line string
+		g.WaitFor(ctx, t, "config 5: the access log's line for "+c.host, func() bool {
+			log, _, _ := testutil.StatIn(t, upper, proxyconf.AccessLogPath)
+			for _, l := range strings.Split(strings.TrimPrefix(log, before), "\n") {
+				if strings.Contains(l, want) {
+					line = l
+				}
+			}
+			return line != ""
+		})
+		if wantFields := fmt.Sprintf("ruleset=%s decision=%s", c.ruleSet, c.decision); !strings.Contains(line, wantFields) ||
+			!strings.Contains(line, " reason="+c.reason+" ") || !strings.Contains(line, fmt.Sprintf(" status=%d ", c.want)) {
+			t.Errorf("config 5: %s logged %q, want status=%d %s reason=%s", c.host, line, c.want, wantFields, c.reason)
+		}
+	}
 	checkAgentLog(t, g)
 	g.Stop(t)
 
 	checkIMDSUse(t, imds.Requests(), tokensEnded)
-	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4}, []string{id3, leaked.id})
+	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4, id5}, []string{id3, leaked.id})
 	t.Logf("done in %s", time.Since(start).Round(time.Second))
 }
 
@@ -352,7 +403,7 @@ func testNetns(t *testing.T) (guest, peer string) {
 func writeGuestFiles(t *testing.T, upper string) {
 	t.Helper()
 	testutil.WriteGuestFiles(t, upper, map[string]string{
-		"etc/hosts": "127.0.0.1 localhost\n" + upstreamIP + " allowed.example denied.example\n" +
+		"etc/hosts": "127.0.0.1 localhost\n" + upstreamIP + " allowed.example denied.example report.example\n" +
 			guestIP + " own.example\n" + publicIP + " external.example\n" + elasticIP + " eip.example\n",
 		"etc/cloud/cloud-init.disabled": "",
 		"usr/local/sbin/run-user-data": `#!/bin/sh

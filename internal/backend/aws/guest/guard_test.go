@@ -34,6 +34,15 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 		"no rules": {Port: proxyconf.DefaultPort},
 		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}},
 		"tls":      withTLS,
+		// Issue 39's policy as an EC2 proxy carries it (no client CA: the aws backend refuses one): rule sets
+		// by range and by user, one reported, and a deny list.
+		"policy": {Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"x.example"},
+			DeniedDestinations: []string{"denied.example", ".denied.example"},
+			Users:              []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}, {Username: "v", Password: "staple-horse-battery"}},
+			RuleSets: []proxyconf.RuleSet{
+				{Name: "builds", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16"}}, Destinations: []string{".pkg.example"}, Ports: []int{443, 8443}},
+				{Name: "v-rollout", Clients: proxyconf.RuleSetClients{Users: []string{"v"}}, Destinations: []string{"y.example"}, Mode: proxyconf.RuleSetReport},
+			}},
 	}
 	type input struct {
 		Name    string
