@@ -35,6 +35,9 @@ import (
 // The guest lists its own addresses at every boot, and refuses them as destinations even when a name it may
 // reach resolves to one: its interface's address, the external address the metadata server names (which is
 // on no interface of the VM), and an address added to its interface between two boots.
+//
+// TLS with a client CA and then issue 39's policy (rule sets by certificate subject, one reported, a deny list)
+// are turned on in place, and each request's status and access log line are the policy's.
 func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
@@ -223,6 +226,59 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 			t.Errorf("%s in the guest: mode %v, want the content from metadata or the secret with mode %v", f.path, fi.Mode().Perm(), f.mode)
 		}
 	}
+
+	// Issue 39's policy turned on in place: rule sets by certificate subject, "payments" enforced and
+	// "workloads" reported, and a deny list. The script must install it and Squid judge by it: a reported
+	// client's unlisted destination is forwarded and logged would_deny, an enforced one's refused, the denied
+	// destination refused in both modes.
+	withPolicy := withTLS
+	withPolicy.AllowedDestinations = []string{"allowed.example", "report.example"}
+	withPolicy.DeniedDestinations = []string{"denied.example"}
+	withPolicy.RuleSets = []proxyconf.RuleSet{
+		{Name: "payments", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"payments"}}, Destinations: []string{"allowed.example"}},
+		{Name: "workloads", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"workload-1"}}, Destinations: []string{"allowed.example"},
+			Mode: proxyconf.RuleSetReport},
+	}
+	if _, err := b.Reconfigure(ctx, inst.ID, withPolicy); err != nil {
+		t.Fatalf("turning rule sets on in place: %v\n%s", err, guest.Log())
+	}
+	paymentsClient := tlsClient
+	paymentsTLS := tlsClient.TLS.Clone()
+	paymentsTLS.Certificates = []tls.Certificate{clientCA.ClientCertificate(t, "payments")}
+	paymentsClient.TLS = paymentsTLS
+	for _, c := range []struct {
+		name                      string
+		client                    testutil.ProxyClient
+		host                      string
+		want                      int
+		ruleSet, decision, reason string
+	}{
+		{"workload-1", tlsClient, "allowed.example", http.StatusOK, "workloads", "allow", "-"},
+		{"workload-1", tlsClient, "report.example", http.StatusOK, "workloads", "would_deny", proxyconf.ReasonDestinationNotAllowed},
+		{"workload-1", tlsClient, "denied.example", http.StatusForbidden, "-", "deny", proxyconf.ReasonDeniedDestination},
+		{"payments", paymentsClient, "report.example", http.StatusForbidden, "payments", "deny", proxyconf.ReasonDestinationNotAllowed},
+	} {
+		// Only the lines after this request's: the boots before asked for these hosts too.
+		before := statIn(t, upper, proxyconf.AccessLogPath).Content
+		if got := c.client.Get(ctx, t, "http://"+c.host+"/", true); got != c.want {
+			t.Errorf("with rule sets, %s: %s through the guest's Squid = %d, want %d\n%s", c.name, c.host, got, c.want, guest.Log())
+		}
+		// Found by its host alone, whatever its status, so that a wrong one fails the check below and not the wait.
+		want := fmt.Sprintf(" host=%s port=80 ", c.host)
+		var line string
+		guest.WaitFor(ctx, t, "the access log's line for "+c.name+"'s request for "+c.host, func() bool {
+			for _, l := range strings.Split(strings.TrimPrefix(statIn(t, upper, proxyconf.AccessLogPath).Content, before), "\n") {
+				if strings.Contains(l, want) {
+					line = l
+				}
+			}
+			return line != ""
+		})
+		if wantFields := fmt.Sprintf("ruleset=%s decision=%s", c.ruleSet, c.decision); !strings.Contains(line, wantFields) ||
+			!strings.Contains(line, " reason="+c.reason+" ") || !strings.Contains(line, fmt.Sprintf(" status=%d ", c.want)) {
+			t.Errorf("with rule sets, %s: %s logged %q, want status=%d %s reason=%s", c.name, c.host, line, c.want, wantFields, c.reason)
+		}
+	}
 	guest.Stop(t)
 }
 
@@ -268,7 +324,7 @@ StandardOutput=journal+console
 WantedBy=multi-user.target
 `
 	testutil.WriteGuestFiles(t, upper, map[string]string{
-		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal " + secretManagerHost + "\n" + upstreamIP + " allowed.example denied.example\n" +
+		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal " + secretManagerHost + "\n" + upstreamIP + " allowed.example denied.example report.example\n" +
 			guestIP + " own.example\n" + externalIP + " external.example\n" + laterIP + " later.example\n",
 		"etc/systemd/system/google-startup-scripts.service": unit,
 		"etc/cloud/cloud-init.disabled":                     "",
