@@ -29,10 +29,7 @@ func TestAccProxy_invalidPolicyRejectedAtPlan(t *testing.T) {
 		return "  tls = { certificate_pem = " + strconv.Quote(cert) + ", private_key_pem = " + strconv.Quote(key) + extra + " }\n"
 	}
 	ruleSets := func(sets ...string) string { return "  rule_sets = [\n    " + joinLines(sets) + "\n  ]\n" }
-	tests := map[string]struct {
-		body string
-		want string // the diagnostic's summary, then its text naming the attribute
-	}{
+	tests := map[string]refusedConfig{
 		"duplicate name": {base + ruleSets(
 			`{ name = "ci", clients = { source_cidrs = ["10.1.0.0/16"] } },`,
 			`{ name = "ci", clients = { source_cidrs = ["10.2.0.0/16"] } },`),
@@ -87,25 +84,7 @@ func TestAccProxy_invalidPolicyRejectedAtPlan(t *testing.T) {
 		"crl without client ca": {base + tls(", client_crl_pem = \"x\""),
 			`Invalid Attribute Combination.*Attribute "tls.client_ca_pem" must be specified when "tls.client_crl_pem" is specified`},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			mem := newMemoryBackends()
-			resource.Test(t, resource.TestCase{
-				PreCheck:                 func() { testAccPreCheck(t) },
-				ProtoV6ProviderFactories: mem.protoV6(),
-				Steps: []resource.TestStep{{
-					Config:      proxyConfig(tc.body),
-					ExpectError: wrapped("(?s)Error: " + tc.want),
-				}},
-			})
-			for _, b := range mem {
-				if n := b.Calls("create"); n != 0 {
-					t.Errorf("an invalid configuration reached the backend: %d create calls", n)
-				}
-			}
-		})
-	}
+	expectRefused(t, tests)
 }
 
 func joinLines(lines []string) string {

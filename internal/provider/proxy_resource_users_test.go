@@ -21,10 +21,7 @@ import (
 // attribute at fault, before the backend is called.
 func TestAccProxy_invalidUsersRejectedAtPlan(t *testing.T) {
 	const base = "  allowed_client_cidrs = [\"10.0.0.0/8\"]\n  kvm = {}\n"
-	tests := map[string]struct {
-		body string
-		want string // the diagnostic's summary, then its text naming the attribute
-	}{
+	tests := map[string]refusedConfig{
 		"username and users": {base + "  auth = { username = \"a\", password = \"longenough\", users = [{ username = \"b\", password_wo = \"longenough\", password_wo_version = 1 }] }\n",
 			`Invalid Attribute Combination.*2 attributes specified when one \(and only one\) of \[auth.username,auth.users\] is required`},
 		"neither username nor users": {base + "  auth = { password = \"longenough\" }\n",
@@ -38,25 +35,7 @@ func TestAccProxy_invalidUsersRejectedAtPlan(t *testing.T) {
 		"user without version": {base + "  auth = { users = [{ username = \"b\", password_wo = \"longenough\" }] }\n",
 			`Incorrect attribute value type.*attribute "users": element 0: attribute "password_wo_version" is required`},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			mem := newMemoryBackends()
-			resource.Test(t, resource.TestCase{
-				PreCheck:                 func() { testAccPreCheck(t) },
-				ProtoV6ProviderFactories: mem.protoV6(),
-				Steps: []resource.TestStep{{
-					Config:      proxyConfig(tc.body),
-					ExpectError: wrapped("(?s)Error: " + tc.want),
-				}},
-			})
-			for _, b := range mem {
-				if n := b.Calls("create"); n != 0 {
-					t.Errorf("an invalid configuration reached the backend: %d create calls", n)
-				}
-			}
-		})
-	}
+	expectRefused(t, tests)
 }
 
 // Several users, each with a write-only password: the proxy gets every user, a new version of one password

@@ -32,10 +32,7 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 	goodTLS := func(keys string) string {
 		return base + "  kvm = {}\n  tls = { certificate_pem = " + strconv.Quote(goodCert) + ", " + fmt.Sprintf(keys, strconv.Quote(goodKey)) + " }"
 	}
-	tests := map[string]struct {
-		body string
-		want string // the diagnostic's summary, then its text naming the attribute
-	}{
+	tests := map[string]refusedConfig{
 		"no backend":                  {base, `Missing Attribute Configuration.*Exactly one of these attributes must be configured: \[` + allKinds + `\]`},
 		"two backends":                {base + "  kvm = {}\n  gcp = { project = \"p\", zone = \"europe-west1-b\" }", `Invalid Attribute Combination.*Exactly one of these attributes must be configured: \[` + allKinds + `\]`},
 		"uppercase name":              {base + "  kvm = {}\n  name = \"Proxy1\"", `Invalid proxy name.*Attribute name: "Proxy1"`},
@@ -112,6 +109,20 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 		// The certificate is good: the error can only come from the write-only key, which validation sees.
 		"tls write-only key not pem": {goodTLS("private_key_pem_wo = \"y\", private_key_pem_wo_version = 1%.0s"), `Invalid TLS certificate or key.*Attribute tls: private_key_pem must be exactly one PEM private key`},
 	}
+	expectRefused(t, tests)
+}
+
+// refusedConfig is a resource body that validation must refuse, and the error it must give.
+type refusedConfig struct {
+	body string
+	want string // the diagnostic's summary, then its text naming the attribute
+}
+
+// expectRefused applies each body on the memory backends and expects its error, and no create call: an apply,
+// not a plan-only step, so that a check that let the value through to apply would reach the backend, and the
+// count would see it.
+func expectRefused(t *testing.T, tests map[string]refusedConfig) {
+	t.Helper()
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -119,8 +130,6 @@ func TestAccProxy_invalidConfigRejectedAtPlan(t *testing.T) {
 			resource.Test(t, resource.TestCase{
 				PreCheck:                 func() { testAccPreCheck(t) },
 				ProtoV6ProviderFactories: mem.protoV6(),
-				// An apply, not a plan-only step: a check that let the value through to apply would reach the
-				// backend, and the count below would see it.
 				Steps: []resource.TestStep{{
 					Config:      proxyConfig(tc.body),
 					ExpectError: wrapped("(?s)Error: " + tc.want),
