@@ -39,25 +39,9 @@ const (
 // It runs where TestConformanceLive does (make test-provider, with EGRESS_K8S_KUBECONFIG), not in parallel with
 // anything: it cordons the cluster's node for a moment.
 func TestFailoverLive(t *testing.T) {
-	kubeconfig := os.Getenv("EGRESS_K8S_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip("EGRESS_K8S_KUBECONFIG is not set: run `scripts/k8s-env.sh start` and set it to the kubeconfig it writes, or `make test-provider`")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	cluster := k8stest.Connect(t, kubeconfig)
-	admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{Clusters: map[string]ClusterConfig{"test": {ConfigPath: kubeconfig}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, cs, b := liveCluster(t)
 	ns := cluster.Namespace(t, "failover")
 	spec := backend.Spec{
 		Name: "failover", UID: "failover-" + strconv.FormatInt(time.Now().UnixNano(), 36), Owner: "failover-test",
@@ -276,4 +260,28 @@ func setUnschedulable(t *testing.T, ctx context.Context, cs kubernetes.Interface
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Errorf("setting node %s unschedulable=%t: %v", node, cordoned, err)
 	}
+}
+
+// liveCluster is the cluster of scripts/k8s-env.sh that EGRESS_K8S_KUBECONFIG names, as the admin's clientset and
+// as a backend whose cluster "test" it is; the test is skipped when the variable is unset.
+func liveCluster(t *testing.T) (*k8stest.Cluster, kubernetes.Interface, *Backend) {
+	t.Helper()
+	kubeconfig := os.Getenv("EGRESS_K8S_KUBECONFIG")
+	if kubeconfig == "" {
+		t.Skip("EGRESS_K8S_KUBECONFIG is not set: run `scripts/k8s-env.sh start` and set it to the kubeconfig it writes, or `make test-provider`")
+	}
+	cluster := k8stest.Connect(t, kubeconfig)
+	admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Clusters: map[string]ClusterConfig{"test": {ConfigPath: kubeconfig}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster, cs, b
 }

@@ -3,19 +3,15 @@ package kubernetes
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil/k8stest"
 )
 
 // The names the policy test asks for: every name under egress-k8s.test resolves to the cluster's origin, so
@@ -38,25 +34,9 @@ const policyRequest = `timeout 10 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "G
 // shows the pod's network keeps the client addresses the rule sets match by (no masquerading on the way to the
 // Service) and that the decision fields reach the pod's log.
 func TestPolicyLive(t *testing.T) {
-	kubeconfig := os.Getenv("EGRESS_K8S_KUBECONFIG")
-	if kubeconfig == "" {
-		t.Skip("EGRESS_K8S_KUBECONFIG is not set: run `scripts/k8s-env.sh start` and set it to the kubeconfig it writes, or `make test-provider`")
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	cluster := k8stest.Connect(t, kubeconfig)
-	admin, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := New(Config{Clusters: map[string]ClusterConfig{"test": {ConfigPath: kubeconfig}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cluster, cs, b := liveCluster(t)
 	ns := cluster.Namespace(t, "policy")
 	// The cluster assigns the pods' addresses: the rule sets are written once they are known.
 	clients := map[string]string{}
