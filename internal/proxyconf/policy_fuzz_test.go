@@ -30,42 +30,55 @@ func FuzzPolicyDecisions(f *testing.F) {
 			shape = shape[:6]
 		}
 		in := proxyconftest.PolicyFuzzInput{Name: name, Dest1: dest1, Dest2: dest2, CIDR: cidr, Subject: subject, Shape: shape}
-		s := in.Settings()
-		opts := proxyconf.RenderOptions{}
-		conf, err := proxyconf.RenderSquidConf(s, opts)
-		if s.Validate() != nil {
-			if err == nil {
-				t.Fatal("rendered settings that fail validation")
-			}
-			return
-		}
-		if err != nil {
-			t.Fatalf("valid settings did not render: %v", err)
-		}
-		rules := parseSquidRules(t, conf)
-		policy := len(s.RuleSets) > 0 || len(s.DeniedDestinations) > 0 || (s.TLS != nil && s.TLS.ClientCAPEM != "")
-		for _, req := range requestGrid(s) {
-			gotAllow, notes := rules.evaluate(req)
-			want := wantDecision(s, req)
-			wantAllow := want.decision != proxyconf.DecisionDeny
-			if gotAllow != wantAllow {
-				t.Fatalf("%s: squid.conf %s, the oracle says %+v\n%s", req, verb(gotAllow), want, conf)
-			}
-			if !policy {
-				continue // a proxy without a policy logs no decision (TestExistingConfigsRenderAsBefore)
-			}
-			got := outcome{ruleSet: notes["ruleset"], decision: notes["decision"], reason: notes["reason"]}
-			if got.reason == "" {
-				got.reason = "-"
-			}
-			if got.ruleSet == "" {
-				got.ruleSet = "-"
-			}
-			if got != want {
-				t.Fatalf("%s: squid.conf logs %+v, the oracle says %+v\n%s", req, got, want, conf)
-			}
+		// Each settings in both log formats: a JSON log renders the annotated layout even without a policy,
+		// and its every decision must be the oracle's too.
+		for _, format := range proxyconf.LogFormats {
+			s := in.Settings()
+			s.LogFormat = format
+			checkPolicyDecisions(t, s)
 		}
 	})
+}
+
+// checkPolicyDecisions renders s, when validation accepts it, and holds every request of the grid to the
+// oracle.
+func checkPolicyDecisions(t *testing.T, s proxyconf.Settings) {
+	t.Helper()
+	opts := proxyconf.RenderOptions{}
+	conf, err := proxyconf.RenderSquidConf(s, opts)
+	if s.Validate() != nil {
+		if err == nil {
+			t.Fatal("rendered settings that fail validation")
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("valid settings did not render: %v", err)
+	}
+	rules := parseSquidRules(t, conf)
+	policy := len(s.RuleSets) > 0 || len(s.DeniedDestinations) > 0 || (s.TLS != nil && s.TLS.ClientCAPEM != "") ||
+		s.LogFormat == proxyconf.LogFormatJSON
+	for _, req := range requestGrid(s) {
+		gotAllow, notes := rules.evaluate(req)
+		want := wantDecision(s, req)
+		wantAllow := want.decision != proxyconf.DecisionDeny
+		if gotAllow != wantAllow {
+			t.Fatalf("%s: squid.conf %s, the oracle says %+v\n%s", req, verb(gotAllow), want, conf)
+		}
+		if !policy {
+			continue // a text proxy without a policy logs no decision (TestExistingConfigsRenderAsBefore)
+		}
+		got := outcome{ruleSet: notes["ruleset"], decision: notes["decision"], reason: notes["reason"]}
+		if got.reason == "" {
+			got.reason = "-"
+		}
+		if got.ruleSet == "" {
+			got.ruleSet = "-"
+		}
+		if got != want {
+			t.Fatalf("%s: squid.conf logs %+v, the oracle says %+v\n%s", req, got, want, conf)
+		}
+	}
 }
 
 func verb(allow bool) string {

@@ -42,6 +42,9 @@ type Settings struct {
 	MaxConnectionsPerClient int
 	// Timeouts bound how long one client may hold the proxy's resources; zero fields take the defaults.
 	Timeouts Timeouts
+	// LogFormat is the access log's format; the zero value is LogFormatText. Omitted from JSON when zero, so
+	// that the settings a backend keeps for a proxy made before it existed read back, and compare, as they were.
+	LogFormat LogFormat `json:",omitempty"`
 }
 
 // BasicAuth is one proxy user. The password never reaches disk in clear: only its hash is written.

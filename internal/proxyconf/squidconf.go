@@ -205,7 +205,7 @@ func RenderSquidConf(s Settings, opts RenderOptions) ([]byte, error) {
 func renderSquidConf(s Settings, opts RenderOptions) []byte {
 	var w confWriter
 	w.comment("Rendered by terraform-provider-egress. Do not edit: changes are replaced on the next apply.")
-	n := notes{policy: s.hasPolicy()}
+	n := notes{policy: s.annotated()}
 	writeListening(&w, s, opts, n)
 	writeClientRules(&w, s, n)
 	if len(s.Users) > 0 {
@@ -227,7 +227,7 @@ func renderSquidConf(s Settings, opts RenderOptions) []byte {
 	writeNoCache(&w)
 	writePrivacy(&w)
 	writeTimeouts(&w, s.Timeouts.withDefaults())
-	writeFilesAndLogs(&w, opts, n)
+	writeFilesAndLogs(&w, s, opts, n)
 	return w.buf.Bytes()
 }
 
@@ -387,11 +387,14 @@ func writeTimeouts(w *confWriter, t Timeouts) {
 
 // writeFilesAndLogs says where Squid's files are on this machine (RenderOptions), how it resolves names, and
 // how it stops.
-func writeFilesAndLogs(w *confWriter, opts RenderOptions, n notes) {
+func writeFilesAndLogs(w *confWriter, s Settings, opts RenderOptions, n notes) {
 	w.comment("Files and logs.")
-	if n.policy {
+	switch {
+	case s.LogFormat == LogFormatJSON:
+		w.line("logformat", "egress", jsonLogFormat)
+	case n.policy:
 		w.line("logformat", "egress", accessLogFormat+policyLogFields)
-	} else {
+	default:
 		w.line("logformat", "egress", accessLogFormat)
 	}
 	w.line("access_log", opts.AccessLog, "egress")

@@ -183,6 +183,14 @@ func TestSquidEnforcesSettings(t *testing.T) {
 				waitForLog(t, sq, want)
 			}
 		})
+		// The JSON log renders these settings in the annotated layout (accesslog.go#Settings.annotated), whose
+		// rules must judge every request as the plain layout does.
+		t.Run(name+" json", func(t *testing.T) {
+			t.Parallel()
+			s := tc.settings
+			s.LogFormat = LogFormatJSON
+			runRequests(t, b, startSquid(t, s, testHosts), tc.requests)
+		})
 	}
 }
 

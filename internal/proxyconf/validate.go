@@ -139,6 +139,9 @@ func (s Settings) Validate() error {
 	if err := s.validatePolicy(); err != nil {
 		return err
 	}
+	if err := ValidateLogFormat(s.LogFormat); err != nil {
+		return err
+	}
 	if s.TLS != nil {
 		if err := ValidateTLS(s.TLS.CertificatePEM, s.TLS.PrivateKeyPEM); err != nil {
 			return err

@@ -55,6 +55,8 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		return s
 	}
 	pa, pb := withPolicy(a, "a"), withPolicy(b, "b")
+	// And each of those logging JSON, whose logformat is the same line whatever the settings.
+	asJSON := func(s Settings) Settings { s.LogFormat = LogFormatJSON; return s }
 	linesOf := func(s Settings) map[string][]string {
 		m := map[string][]string{}
 		for _, l := range squidLines(renderSquidConf(s, opts)) {
@@ -64,8 +66,9 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		return m
 	}
 	la, lb, lp, lpa, lpb := linesOf(a), linesOf(b), linesOf(plain), linesOf(pa), linesOf(pb)
+	ja, jb, jp, jpa, jpb := linesOf(asJSON(a)), linesOf(asJSON(b)), linesOf(asJSON(plain)), linesOf(asJSON(pa)), linesOf(asJSON(pb))
 	v := Vocabulary{Pinned: map[string][]string{}, QuotedFiles: []string{`"` + opts.OwnAddressesFile + `"`}, BackstopTable: NftablesTable}
-	for _, m := range []map[string][]string{la, lb, lp, lpa, lpb} {
+	for _, m := range []map[string][]string{la, lb, lp, lpa, lpb, ja, jb, jp, jpa, jpb} {
 		for d, lines := range m {
 			if !slices.Contains(v.Directives, d) {
 				v.Directives = append(v.Directives, d)
@@ -90,11 +93,12 @@ func VocabularyOf(opts RenderOptions) Vocabulary {
 		// A plain proxy's lines (no auth, no TLS) must be among them too: http_port is the health port's alone
 		// with TLS, the proxy port's as well without.
 		// A directive pinned without a policy and with one may have the lines of either (the logformat gains
-		// the policy's fields).
+		// the policy's fields), or those of a JSON log.
 		if d != "acl" && d != "http_access" && slices.Equal(lines, lb[d]) && !slices.ContainsFunc(lp[d], func(l string) bool { return !slices.Contains(lines, l) }) &&
 			slices.Equal(lpa[d], lpb[d]) {
 			v.Pinned[d] = lines
-			for _, l := range lpa[d] {
+			// The JSON logformat is one line whatever the settings: ja's stand for all of them.
+			for _, l := range append(slices.Clone(lpa[d]), ja[d]...) {
 				if !slices.Contains(v.Pinned[d], l) {
 					v.Pinned[d] = append(v.Pinned[d], l)
 				}

@@ -32,6 +32,10 @@ func TestVocabularyAdmitsEveryRenderedConfig(t *testing.T) {
 	withCA.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca.pem, ClientCRLPEM: ca.crl}
 	withCA.RuleSets = append(withCA.RuleSets, proxyconf.RuleSet{Name: "svc", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"svc"}}})
 	cases["client certificates"] = withCA
+	for name, s := range proxyconftest.ParseCases() {
+		s.LogFormat = proxyconf.LogFormatJSON
+		cases[name+" json"] = s
+	}
 	for name, s := range cases {
 		conf, err := proxyconf.RenderSquidConf(s, opts)
 		if err != nil {
@@ -59,8 +63,8 @@ func TestVocabularyAdmitsEveryRenderedConfig(t *testing.T) {
 			}
 		}
 	}
-	if len(v.Pinned["logformat"]) != 2 {
-		t.Errorf("logformat is pinned to %q, want the line without a policy and the one with", v.Pinned["logformat"])
+	if len(v.Pinned["logformat"]) != 3 {
+		t.Errorf("logformat is pinned to %q, want the text line without a policy, the one with, and the JSON line", v.Pinned["logformat"])
 	}
 }
 
