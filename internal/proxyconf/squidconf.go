@@ -68,7 +68,10 @@ type RenderOptions struct {
 	// ListenAddress restricts both ports to one address; the zero value listens on every interface.
 	ListenAddress netip.Addr
 	// HealthPort defaults to DefaultHealthPort.
-	HealthPort     int
+	HealthPort int
+	// ManagerPort, when set, opens Squid's cache manager on 127.0.0.1 at this port, to local clients only, for
+	// the metrics exporter (internal/metrics); zero opens none.
+	ManagerPort    int
 	HtpasswdPath   string
 	AuthHelperPath string
 	// PidFile may be "none" where nothing needs it (Squid in the foreground of a container).
@@ -143,6 +146,14 @@ func (o RenderOptions) validate(s Settings) error {
 	}
 	if o.HealthPort == s.Port {
 		return fmt.Errorf("port %d is reserved for the health check", s.Port)
+	}
+	if o.ManagerPort != 0 {
+		if err := ValidatePort(o.ManagerPort); err != nil {
+			return fmt.Errorf("manager port: %w", err)
+		}
+		if o.ManagerPort == s.Port || o.ManagerPort == o.HealthPort {
+			return fmt.Errorf("manager port %d is the proxy's or the health check's", o.ManagerPort)
+		}
 	}
 	for name, v := range map[string]string{
 		"htpasswd path": o.HtpasswdPath, "auth helper path": o.AuthHelperPath, "pid file": o.PidFile,
@@ -261,6 +272,21 @@ func writeListening(w *confWriter, s Settings, opts RenderOptions, n notes) {
 	}
 	w.access("allow", []string{"health_port", "GET", "health_host", "health_path"}, n.of(DecisionAllow, "", ""))
 	w.access("deny", []string{"health_port"}, n.of(DecisionDeny, ReasonHealthPortOnly, ""))
+	if opts.ManagerPort != 0 {
+		writeManagerPort(w, opts, n)
+	}
+}
+
+// writeManagerPort opens Squid's cache manager on a port of 127.0.0.1 of its own, for the metrics exporter on
+// the same machine: it answers cache manager requests from local clients there and nothing else, whatever the
+// client ranges say, and the proxy port keeps refusing the manager to everyone. Its requests stay out of the
+// access log (writeFilesAndLogs): they are no client's, and would count as allowed requests every scrape.
+func writeManagerPort(w *confWriter, opts RenderOptions, n notes) {
+	w.comment("The cache manager, for the metrics exporter on this machine only.")
+	w.line("http_port", listenSpec(netip.MustParseAddr("127.0.0.1"), opts.ManagerPort))
+	w.line("acl", "manager_port", "localport", strconv.Itoa(opts.ManagerPort))
+	w.access("allow", []string{"manager_port", "manager", "localhost"}, n.of(DecisionAllow, "", ""))
+	w.access("deny", []string{"manager_port"}, n.of(DecisionDeny, ReasonProtocolNotAllowed, ""))
 }
 
 // writeClientRules refuses clients outside allowed_client_cidrs, and clients over their connection limit.
@@ -397,7 +423,11 @@ func writeFilesAndLogs(w *confWriter, s Settings, opts RenderOptions, n notes) {
 	default:
 		w.line("logformat", "egress", accessLogFormat)
 	}
-	w.line("access_log", opts.AccessLog, "egress")
+	if opts.ManagerPort != 0 {
+		w.line("access_log", opts.AccessLog, "egress", "!manager_port")
+	} else {
+		w.line("access_log", opts.AccessLog, "egress")
+	}
 	w.line("cache_log", opts.CacheLog)
 	w.line("pid_filename", opts.PidFile)
 	w.line("coredump_dir", opts.CoredumpDir)
