@@ -62,7 +62,7 @@ func (r *proxyResource) IdentitySchema(_ context.Context, _ resource.IdentitySch
 }
 
 func (r *proxyResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{resourcevalidator.ExactlyOneOf(backendPaths()...), openProxyWarning{}, policyChecks{}}
+	return []resource.ConfigValidator{resourcevalidator.ExactlyOneOf(backendPaths()...), openProxyWarning{}, policyChecks{}, policyTotals{}}
 }
 
 func (r *proxyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

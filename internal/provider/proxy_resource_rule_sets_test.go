@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
@@ -83,8 +84,24 @@ func TestAccProxy_invalidPolicyRejectedAtPlan(t *testing.T) {
 			`Invalid client CA.*Attribute tls.client_ca_pem: client CA, certificate 1 \("proxy.test"\) is not a CA certificate`},
 		"crl without client ca": {base + tls(", client_crl_pem = \"x\""),
 			`Invalid Attribute Combination.*Attribute "tls.client_ca_pem" must be specified when "tls.client_crl_pem" is specified`},
+		// Each list within its own bound, together over the proxy's: refused at plan, not after approval.
+		"destinations together": {base + "  allowed_destinations = " + quotedList(300, "a%d.example.com") + "\n" + ruleSets(
+			`{ name = "ci", clients = { source_cidrs = ["10.1.0.0/16"] }, destinations = `+quotedList(201, "b%d.example.com")+` },`),
+			`Policy too large.*Attribute rule_sets: at most 500 destinations in allowed and denied destinations and every rule set together, got 501`},
+		"client ranges together": {"  kvm = {}\n  allowed_client_cidrs = " + quotedList(200, "10.%d.0.0/16") + "\n" + ruleSets(
+			`{ name = "ci", clients = { source_cidrs = ["10.1.0.0/24"] } },`),
+			`Policy too large.*Attribute rule_sets: at most 200 client ranges in allowed_client_cidrs and every rule set together, got 201`},
 	}
 	expectRefused(t, tests)
+}
+
+// quotedList is an HCL list of n strings, format filled with 0 to n-1.
+func quotedList(n int, format string) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = strconv.Quote(fmt.Sprintf(format, i))
+	}
+	return "[" + strings.Join(items, ", ") + "]"
 }
 
 func joinLines(lines []string) string {

@@ -164,7 +164,6 @@ func (s Settings) ValidateRuleSets() error {
 	if len(s.RuleSets) > MaxRuleSets {
 		return fmt.Errorf("at most %d rule sets, got %d", MaxRuleSets, len(s.RuleSets))
 	}
-	dests, cidrs, ports, subjects, users := len(s.AllowedDestinations)+len(s.DeniedDestinations), len(s.AllowedClientCIDRs), len(s.AllowedPorts), 0, 0
 	seen := map[string]int{}
 	for i, r := range s.RuleSets {
 		if err := s.ValidateRuleSet(i); err != nil {
@@ -177,6 +176,16 @@ func (s Settings) ValidateRuleSets() error {
 		if j, shadowed := s.ShadowingRuleSet(i); shadowed {
 			return fmt.Errorf("rule set %q can never match: every client it names is matched first by rule set %q, which comes before it: move it before %q, or narrow %q", r.Name, s.RuleSets[j].Name, s.RuleSets[j].Name, s.RuleSets[j].Name)
 		}
+	}
+	return s.ValidatePolicyTotals()
+}
+
+// ValidatePolicyTotals reports whether the lists of the proxy and of all its rule sets together exceed the
+// proxy's bounds, or nil. It counts entries without judging them, so the provider can ask it at plan time of
+// a configuration whose entries are checked one by one elsewhere.
+func (s Settings) ValidatePolicyTotals() error {
+	dests, cidrs, ports, subjects, users := len(s.AllowedDestinations)+len(s.DeniedDestinations), len(s.AllowedClientCIDRs), len(s.AllowedPorts), 0, 0
+	for _, r := range s.RuleSets {
 		dests += len(r.Destinations)
 		cidrs += len(r.Clients.SourceCIDRs)
 		ports += len(r.Ports)
