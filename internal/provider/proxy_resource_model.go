@@ -41,6 +41,8 @@ type proxyResourceModel struct {
 	RuleSets           types.List `tfsdk:"rule_sets"`
 	DeniedDestinations types.Set  `tfsdk:"denied_destinations"`
 
+	LogFormat types.String `tfsdk:"log_format"`
+
 	ID              types.String   `tfsdk:"id"`
 	UID             types.String   `tfsdk:"uid"`
 	AllLabels       types.Map      `tfsdk:"all_labels"`
@@ -160,7 +162,7 @@ func (m *proxyResourceModel) markRulesDrifted() {
 func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 	if !m.AllowedClientCIDRs.Equal(prior.AllowedClientCIDRs) || !m.AllowedDestinations.Equal(prior.AllowedDestinations) ||
 		!m.AllowedPorts.Equal(prior.AllowedPorts) || !m.AllowedPrivateCIDRs.Equal(prior.AllowedPrivateCIDRs) ||
-		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) || m.policyDiffers(prior) {
+		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) || m.policyDiffers(prior) || !m.LogFormat.Equal(prior.LogFormat) {
 		return true
 	}
 	if (m.Auth == nil) != (prior.Auth == nil) {
@@ -191,6 +193,7 @@ func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyVal
 	}
 	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
 	diags.Append(m.policySettings(ctx, &s)...)
+	m.logSettings(&s)
 	return s, diags
 }
 
@@ -311,6 +314,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 		diags.Append(m.setSettings(*inst.Proxy)...)
 		diags.Append(m.setGuardSettings(*inst.Proxy)...)
 		diags.Append(m.setPolicySettings(*inst.Proxy)...)
+		m.setLogSettings(*inst.Proxy)
 	}
 	m.AllLabels = stringMapOf(inst.Labels)
 	if m.Labels.IsNull() || m.Labels.IsUnknown() {

@@ -74,6 +74,9 @@ type metaProxy struct {
 	// enough to tell that the guest's files are the ones asked for. The files are in the seed's user-data.
 	ClientCA  string `xml:"client-ca-sha256,attr,omitempty"`
 	ClientCRL string `xml:"client-crl-sha256,attr,omitempty"`
+	// LogFormat is proxyconf.Settings.LogFormat; absent for the text line, so a domain made before the JSON
+	// line existed reads back as it logs.
+	LogFormat string `xml:"log-format,attr,omitempty"`
 }
 
 // metaRuleSet records one proxyconf.RuleSet, so that Get reads back the rule sets the guest enforces.
@@ -180,6 +183,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,
 			AllowedDestinations: m.Proxy.Destinations, AllowedPorts: m.Proxy.Ports,
 			DeniedDestinations: m.Proxy.Denied, RuleSets: m.Proxy.ruleSets(),
+			LogFormat: proxyconf.LogFormat(m.Proxy.LogFormat),
 		},
 	}
 	for _, u := range m.Proxy.users() {

@@ -21,7 +21,8 @@ func TestMetadataRoundTrip(t *testing.T) {
 			RuleSets: []proxyconf.RuleSet{
 				{Name: "ci", Clients: proxyconf.RuleSetClients{SourceCIDRs: []string{"10.1.0.0/16"}, Users: []string{"v"}}, Destinations: []string{".github.com"}, Ports: []int{443}, Mode: proxyconf.RuleSetReport},
 				{Name: "certs", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"build-1"}}},
-			}},
+			},
+			LogFormat: proxyconf.LogFormatJSON},
 	}
 	p := placement{Options: Options{VCPUs: 2, MemoryMiB: 512, DiskGiB: 4, DomainType: "qemu", Pool: "p",
 		BaseVolume: "b", Network: "n", MAC: "52:54:00:00:00:01", IP: "198.18.0.9", WaitForAddress: true}, Host: "h"}
@@ -62,6 +63,9 @@ func TestMetadataRoundTrip(t *testing.T) {
 		}
 		if px := inst.Proxy; px == nil || !reflect.DeepEqual(px.RuleSets, spec.Proxy.RuleSets) || !slices.Equal(px.DeniedDestinations, spec.Proxy.DeniedDestinations) {
 			t.Errorf("%s: rule sets %+v and denied destinations %q, want the spec's", name, inst.Proxy.RuleSets, inst.Proxy.DeniedDestinations)
+		}
+		if px := inst.Proxy; px == nil || px.LogFormat != proxyconf.LogFormatJSON {
+			t.Errorf("%s: log format %q, want the spec's", name, inst.Proxy.LogFormat)
 		}
 		if !m.managedBy("team-a") || m.managedBy("team-b") || !m.managedBy("") {
 			t.Errorf("%s: managedBy wrong", name)

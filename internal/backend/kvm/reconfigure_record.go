@@ -113,7 +113,7 @@ func userDataFiles(ud []byte) map[string][]byte {
 // metaProxyOf is the metadata form of settings, without the password.
 func metaProxyOf(s proxyconf.Settings) metaProxy {
 	p := metaProxy{Port: s.Port, Users: proxyconf.Usernames(s.Users), Clients: s.AllowedClientCIDRs,
-		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts, Denied: s.DeniedDestinations}
+		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts, Denied: s.DeniedDestinations, LogFormat: string(s.LogFormat)}
 	for _, rs := range s.RuleSets {
 		p.RuleSets = append(p.RuleSets, metaRuleSet{Name: rs.Name, Mode: string(rs.Mode), Clients: rs.Clients.SourceCIDRs,
 			Users: rs.Clients.Users, Subjects: rs.Clients.CertificateSubjects, Destinations: rs.Destinations, Ports: rs.Ports})
