@@ -255,6 +255,7 @@ func (c *tunnelClient) once(ctx context.Context) error {
 func tunnelFlags(fs *flag.FlagSet) func() (*tunnelClient, error) {
 	proxy := fs.String("proxy", "", "the proxy, host:port (none: straight to the target)")
 	proxyTLS := fs.String("proxy-ca", "", "speak TLS to the proxy, trusting this CA file")
+	proxyName := fs.String("proxy-name", "", "the name the proxy's certificate carries (default: the -proxy host)")
 	authFile := fs.String("auth-file", "", "a file holding the Proxy-Authorization value (may be empty)")
 	target := fs.String("target", "", "host:port to open tunnels to")
 	sources := fs.String("sources", "", "local addresses to open connections from in turn, comma-separated")
@@ -275,6 +276,9 @@ func tunnelFlags(fs *flag.FlagSet) func() (*tunnelClient, error) {
 			host, _, err := net.SplitHostPort(*proxy)
 			if err != nil {
 				return nil, fmt.Errorf("-proxy: %w", err)
+			}
+			if *proxyName != "" {
+				host = *proxyName
 			}
 			// No session cache: every tunnel makes a full handshake, the proxy's cost for a client it has not
 			// seen, and the worst case of one that does not resume.

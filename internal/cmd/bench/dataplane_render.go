@@ -195,11 +195,12 @@ func randomText(n int) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// proxyCertificate makes a CA and a certificate for the proxy's address signed by it, both ECDSA P-256, the
-// key type most certificates are issued with today: the TLS figures are those of such a certificate (an RSA
-// key costs the proxy more per handshake). It returns the CA's and the proxy's certificates and the proxy's
-// key, PEM.
-func proxyCertificate(addr netip.Addr) (caPEM, certPEM, keyPEM []byte, err error) {
+// proxyCertificate makes a CA and a certificate for the proxy's address (when valid) and dnsNames signed by
+// it, both ECDSA P-256, the key type most certificates are issued with today: the TLS figures are those of
+// such a certificate (an RSA key costs the proxy more per handshake). A pod's address is known only once it
+// runs, after its certificate is made, so the pods' benchmark names its proxy instead. It returns the CA's and
+// the proxy's certificates and the proxy's key, PEM.
+func proxyCertificate(addr netip.Addr, dnsNames ...string) (caPEM, certPEM, keyPEM []byte, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, nil, err
@@ -223,10 +224,16 @@ func proxyCertificate(addr netip.Addr) (caPEM, certPEM, keyPEM []byte, err error
 		return nil, nil, nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: addr.String()},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		SerialNumber: big.NewInt(2),
+		NotBefore:    now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IP(addr.AsSlice())},
+		DNSNames: dnsNames,
+	}
+	if addr.IsValid() {
+		tmpl.Subject.CommonName = addr.String()
+		tmpl.IPAddresses = []net.IP{net.IP(addr.AsSlice())}
+	} else if len(dnsNames) > 0 {
+		tmpl.Subject.CommonName = dnsNames[0]
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -2,8 +2,9 @@
 // generators: their arithmetic (elapsed seconds, the tables of seconds and ratios they print); for
 // scripts/bench-k8s.sh, the few Kubernetes calls it makes with the clientset the provider uses (no kubectl
 // needed): the namespace it works in, the objects a proxy is made of, and the raw REST baseline it times
-// egress_proxy against; and for scripts/bench-dataplane.sh the squid.conf this project renders, the origin,
-// and the CONNECT client wrk and hey cannot stand in for (see runTunnels).
+// egress_proxy against; for scripts/bench-dataplane.sh the squid.conf this project renders, the origin,
+// and the CONNECT client wrk and hey cannot stand in for (see runTunnels); and for its pods leg,
+// scripts/bench-dataplane-k8s.sh, the proxy pods (dataplane-pod).
 //
 //	bench elapsed [-decimals N] START END
 //	bench k8s-table COUNT... <TIMINGS
@@ -20,6 +21,7 @@
 //	bench dataplane-half SUBJECT http|tunnels <RESULTS
 //	bench dataplane-check SUBJECT... <RESULTS
 //	bench dataplane-table <RESULTS
+//	bench dataplane-pod create|delete -kubeconfig FILE -namespace NS -subject S [-image IMAGE -origin HOST -client CIDR -ports P,... -dir DIR]
 //
 // START and END are `date +%s.%N`; TIMINGS are lines of a step's label and its seconds as elapsed printed
 // them. The scripts build it once (go build) before anything is timed, so no timed step includes a compile.
@@ -54,6 +56,7 @@ const usage = `usage:
   bench dataplane-half SUBJECT http|tunnels <RESULTS
   bench dataplane-check SUBJECT... <RESULTS
   bench dataplane-table <RESULTS
+  bench dataplane-pod create|delete -kubeconfig FILE -namespace NS -subject S [-image IMAGE -origin HOST -client CIDR -ports P,... -dir DIR]
 `
 
 // errUsage is a command line the command does not take: exit status 2, and the usage.
@@ -76,6 +79,7 @@ var commands = map[string]func(ctx context.Context, args []string, stdin io.Read
 	"dataplane-half":   runDataplaneHalf,
 	"dataplane-check":  runDataplaneCheck,
 	"dataplane-table":  runDataplaneTable,
+	"dataplane-pod":    runDataplanePod,
 }
 
 func main() {
