@@ -28,8 +28,9 @@
 # address) and the container's limits. Compare the ratios, not the figures, with the machine leg's.
 #
 # It adds to the node's namespace, for as long as it runs, the client's source addresses (198.18.2.11-18 on
-# its loopback: the per-client connection limit counts per address, and 1,000 tunnels need several) and the
-# origin's process, and works in a Kubernetes namespace of its own, egress-dpbench-PID; it removes all of
+# its loopback: the per-client connection limit counts per address, and 1,000 tunnels need several), a route
+# to the measured pod's address from the first of them (wrk and hey cannot choose their source; the node's
+# own address on the pod bridge is not in the rendered configs' client ranges) and the origin's process, and works in a Kubernetes namespace of its own, egress-dpbench-PID; it removes all of
 # them at the end and touches nothing else of the cluster's. Needs root.
 #
 # Environment: EGRESS_K8S_STATE and EGRESS_K8S_NETNS (the cluster's, as scripts/k8s-env.sh takes them),
@@ -71,6 +72,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/egress-bench-dataplane-k8s.XXXXXX")
 ns=egress-dpbench-$$
 pids=()
 added_addrs=()
+added_route=()
 made_ns=""
 current=""
 
@@ -89,6 +91,7 @@ cleanup() {
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	if [ ${#added_route[@]} -gt 0 ]; then ip -n "$netns" route del "${added_route[@]}" 2>/dev/null || true; fi
 	for a in "${added_addrs[@]}"; do ip -n "$netns" addr del "$a/32" dev lo 2>/dev/null || true; done
 	if [ -n "$made_ns" ]; then "$bench" namespace delete -kubeconfig "$KUBECONFIG" "$ns" >/dev/null 2>&1 || true; fi
 	if [ -n "${KEEP:-}" ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
@@ -180,7 +183,7 @@ pod_pids() {
 }
 
 start_proxy() {
-	local s=$1 dir=$tmp/$1 out pid uid
+	local s=$1 dir=$tmp/$1 out pid uid dev
 	mkdir -p "$dir"
 	log "$s: making its pod"
 	current=$s
@@ -189,6 +192,10 @@ start_proxy() {
 		die "$s: its pod did not become ready"
 	proxy_ip=$(sed -n 's/.*ip=\([^ ]*\).*/\1/p' <<<"$out")
 	uid=$(sed -n 's/.*uid=\([^ ]*\).*/\1/p' <<<"$out")
+	dev=$(ip -n "$netns" route get "$proxy_ip" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+	[ -n "$dev" ] || die "$s: no route to its pod $proxy_ip"
+	added_route=("$proxy_ip/32" dev "$dev" src "${sources%%,*}")
+	ip -n "$netns" route add "${added_route[@]}"
 	proxy_pid=$(pod_squid "$uid") || die "$s: no Squid process in pod $uid's cgroup"
 	# Its helpers start later and inherit the affinity: pin what runs now, the pause process with it.
 	for pid in $(pod_pids "$uid"); do taskset -a -c -p "$proxy_cpu" "$pid" >/dev/null 2>&1 || true; done
@@ -204,6 +211,8 @@ stop_proxy() {
 	"$bench" dataplane-pod delete -kubeconfig "$KUBECONFIG" -namespace "$ns" -subject "$1" >"$tmp/$1.delete.log" 2>&1 ||
 		{ cat "$tmp/$1.delete.log" >&2; die "$1: its pod could not be removed"; }
 	current=""
+	ip -n "$netns" route del "${added_route[@]}"
+	added_route=()
 }
 
 measure() {
