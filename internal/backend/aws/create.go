@@ -142,7 +142,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	obj := instanceObject(r.name, spec.Name)
 	// A new instance runs the current guest, which reads a packed config.
-	rendered, err := renderParameters(spec.Name, spec.Proxy, guest.FormatParts)
+	rendered, err := renderParameters(spec.Name, spec.Proxy, guest.FormatLatest)
 	if err == nil {
 		err = checkSizes(spec.Name, spec.Proxy, o, rendered)
 	}

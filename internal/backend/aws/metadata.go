@@ -122,6 +122,9 @@ type storedTLS struct {
 	CertificateSHA256 string `json:"certificate_sha256"`
 	Fingerprint       string `json:"fingerprint"`
 	CertificatePEM    string `json:"certificate_pem"`
+	// ClientCAPEM and ClientCRLPEM are read back as given (no secrets): the guest's copy is in the config.
+	ClientCAPEM  string `json:"client_ca_pem,omitempty"`
+	ClientCRLPEM string `json:"client_crl_pem,omitempty"`
 }
 
 func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
@@ -133,16 +136,18 @@ func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 	st.Settings.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
-		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair, CertificatePEM: s.TLS.CertificatePEM}
+		st.TLS = &storedTLS{CertificateSHA256: f.Certificate, Fingerprint: f.Pair, CertificatePEM: s.TLS.CertificatePEM,
+			ClientCAPEM: s.TLS.ClientCAPEM, ClientCRLPEM: s.TLS.ClientCRLPEM}
 	}
 	return st
 }
 
-// settings are the proxy's settings as read back: no password, and for TLS only the certificate.
+// settings are the proxy's settings as read back: no password, and for TLS the certificate and the client
+// CA and CRL, not the key.
 func (st storedSpec) settings() proxyconf.Settings {
 	s := st.Settings
 	if st.TLS != nil {
-		s.TLS = &proxyconf.TLSSettings{CertificatePEM: st.TLS.CertificatePEM}
+		s.TLS = &proxyconf.TLSSettings{CertificatePEM: st.TLS.CertificatePEM, ClientCAPEM: st.TLS.ClientCAPEM, ClientCRLPEM: st.TLS.ClientCRLPEM}
 	}
 	return s
 }

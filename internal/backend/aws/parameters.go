@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -58,7 +59,7 @@ func renderParametersWith(name string, settings proxyconf.Settings, format guest
 		return p, err
 	}
 	p.mac = c.MAC
-	if format == guest.FormatParts {
+	if format >= guest.FormatParts {
 		p.config, p.parts, err = guest.PackConfig(c)
 	}
 	return p, err
@@ -257,6 +258,15 @@ func ssmTags(m map[string]string) []ssmtypes.Tag {
 		tags = append(tags, ssmtypes.Tag{Key: t.Key, Value: t.Value})
 	}
 	return tags
+}
+
+// oldGuestClientCA is Reconfigure's refusal of a client CA or CRL for a proxy whose guest does not install
+// them (launched before guest.FormatClientCA): it would find the config not authenticated and never apply it.
+func oldGuestClientCA(obj string) error {
+	return &backend.Error{Class: backend.ClassPermanent, Object: obj,
+		Err: errors.New("its guest was launched by an earlier version of this provider, whose agent does not install a client CA or CRL"),
+		Advice: "Replace the proxy (terraform apply -replace=<address>) to launch it with the current guest, or leave tls.client_ca_pem " +
+			"and tls.client_crl_pem unset. Nothing was changed: the proxy keeps its rules."}
 }
 
 // oldFormatTooLarge is Reconfigure's refusal of rules that a proxy in FormatWhole cannot take.

@@ -40,8 +40,11 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	// In the format the instance's guest reads, which it was launched with: a proxy an earlier provider
 	// launched keeps its whole config in one parameter, as long as the rules fit it (guest.FormatWhole).
 	// Nothing is written unless all of it fits.
-	if st.ConfigFormat > guest.FormatParts {
+	if st.ConfigFormat > guest.FormatLatest {
 		return backend.Instance{}, backend.Permanent(obj, "its guest reads configs in a format (%d) of a later version of this provider: use that version", st.ConfigFormat)
+	}
+	if st.ConfigFormat < guest.FormatClientCA && settings.TLS != nil && (settings.TLS.ClientCAPEM != "" || settings.TLS.ClientCRLPEM != "") {
+		return backend.Instance{}, oldGuestClientCA(obj)
 	}
 	rendered, err := renderParameters(id.Name, settings, st.ConfigFormat)
 	if err == nil {

@@ -45,7 +45,7 @@ func (e *ParameterSizeError) Error() string {
 // SSM's ValidationException. The config's key and MAC have fixed sizes, so a throwaway key measures them as
 // well as the real one; a config packs alike under any key.
 func CheckParameterSizes(name string, s proxyconf.Settings, o Options) error {
-	p, err := renderParametersWith(name, s, guest.FormatParts, make([]byte, guest.ConfigKeyBytes))
+	p, err := renderParametersWith(name, s, guest.FormatLatest, make([]byte, guest.ConfigKeyBytes))
 	if err != nil {
 		return nil //nolint:nilerr // not this check's to report: the settings' own validation says what is wrong
 	}
@@ -99,21 +99,40 @@ func (e *ParameterSizeError) explain(name string, s proxyconf.Settings, o Option
 		chars     int
 	}
 	var shares []share
+	var caPEM, crlPEM string
+	if s.TLS != nil {
+		caPEM, crlPEM = s.TLS.ClientCAPEM, s.TLS.ClientCRLPEM
+	}
 	for _, a := range []struct {
 		attribute string
 		entries   int
 		without   func(proxyconf.Settings) proxyconf.Settings
+		// pem, when set, is measured alone (packedPEM) rather than by packing the settings without it.
+		pem string
 	}{
-		{"allowed_destinations", len(s.AllowedDestinations), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedDestinations = nil; return s }},
-		{"allowed_client_cidrs", len(s.AllowedClientCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedClientCIDRs = nil; return s }},
-		{"allowed_private_cidrs", len(s.AllowedPrivateCIDRs), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPrivateCIDRs = nil; return s }},
-		{"allowed_ports", len(s.AllowedPorts), func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPorts = nil; return s }},
-		{"rule_sets", len(s.RuleSets), func(s proxyconf.Settings) proxyconf.Settings { s.RuleSets = nil; return s }},
-		{"denied_destinations", len(s.DeniedDestinations), func(s proxyconf.Settings) proxyconf.Settings { s.DeniedDestinations = nil; return s }},
-		{"auth", len(s.Users), func(s proxyconf.Settings) proxyconf.Settings { s.Users = nil; return s }},
-		{"tls.certificate_pem", 0, func(s proxyconf.Settings) proxyconf.Settings { s.TLS = nil; return s }},
+		{attribute: "allowed_destinations", entries: len(s.AllowedDestinations), without: func(s proxyconf.Settings) proxyconf.Settings { s.AllowedDestinations = nil; return s }},
+		{attribute: "allowed_client_cidrs", entries: len(s.AllowedClientCIDRs), without: func(s proxyconf.Settings) proxyconf.Settings { s.AllowedClientCIDRs = nil; return s }},
+		{attribute: "allowed_private_cidrs", entries: len(s.AllowedPrivateCIDRs), without: func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPrivateCIDRs = nil; return s }},
+		{attribute: "allowed_ports", entries: len(s.AllowedPorts), without: func(s proxyconf.Settings) proxyconf.Settings { s.AllowedPorts = nil; return s }},
+		{attribute: "rule_sets", entries: len(s.RuleSets), without: func(s proxyconf.Settings) proxyconf.Settings { s.RuleSets = nil; return s }},
+		{attribute: "denied_destinations", entries: len(s.DeniedDestinations), without: func(s proxyconf.Settings) proxyconf.Settings { s.DeniedDestinations = nil; return s }},
+		{attribute: "auth", entries: len(s.Users), without: func(s proxyconf.Settings) proxyconf.Settings { s.Users = nil; return s }},
+		{attribute: "tls.certificate_pem", without: func(s proxyconf.Settings) proxyconf.Settings { s.TLS = nil; return s }},
+		// Settings without the client CA or CRL are either invalid (rule sets by certificate subject need the CA,
+		// a CRL needs it) or lose both: each is measured alone, which is close, since PEM's base64 compresses
+		// alike alone and among the rest. Each is in the config and in the settings, in full.
+		{attribute: "tls.client_ca_pem", pem: caPEM},
+		{attribute: "tls.client_crl_pem", pem: crlPEM},
 	} {
-		if a.attribute == "tls.certificate_pem" && s.TLS == nil || a.attribute != "tls.certificate_pem" && a.entries == 0 {
+		switch {
+		case a.attribute == "tls.certificate_pem" && s.TLS == nil, strings.HasPrefix(a.attribute, "tls.client_") && a.pem == "",
+			!strings.HasPrefix(a.attribute, "tls.") && a.entries == 0:
+			continue
+		case a.attribute == "tls.certificate_pem" && caPEM+crlPEM != "":
+			a.pem = s.TLS.CertificatePEM // without TLS, the client CA would go too
+		}
+		if a.pem != "" {
+			shares = append(shares, share{a.attribute, a.entries, packedPEM(a.pem)})
 			continue
 		}
 		if n, ok := packedSize(name, a.without(s), o, e.Parameter); ok && n < e.Chars {
@@ -128,8 +147,11 @@ func (e *ParameterSizeError) explain(name string, s proxyconf.Settings, o Option
 	var said []string
 	for i, sh := range shares {
 		w := fmt.Sprintf("%s take about %d", sh.attribute, sh.chars)
-		if sh.attribute == "tls.certificate_pem" {
+		switch sh.attribute {
+		case "tls.certificate_pem":
 			w = fmt.Sprintf("the certificate chain in %s takes about %d", sh.attribute, sh.chars)
+		case "tls.client_ca_pem", "tls.client_crl_pem":
+			w = fmt.Sprintf("%s takes about %d", sh.attribute, sh.chars)
 		}
 		if i == 0 && sh.entries > 0 {
 			each := float64(sh.chars) / float64(sh.entries)
@@ -141,10 +163,16 @@ func (e *ParameterSizeError) explain(name string, s proxyconf.Settings, o Option
 	e.shares = strings.Join(said, ", ")
 }
 
+// packedPEM is about what pem takes of a packed value: the characters it packs to alone.
+func packedPEM(pem string) int {
+	_, parts := guest.Pack([]byte(pem))
+	return packedChars(parts)
+}
+
 // packedSize is the packed characters of the parameter named parameter (config or settings) for settings
 // s; false when they do not render.
 func packedSize(name string, s proxyconf.Settings, o Options, parameter string) (int, bool) {
-	p, err := renderParametersWith(name, s, guest.FormatParts, make([]byte, guest.ConfigKeyBytes))
+	p, err := renderParametersWith(name, s, guest.FormatLatest, make([]byte, guest.ConfigKeyBytes))
 	if err != nil {
 		return 0, false
 	}

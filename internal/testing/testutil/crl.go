@@ -32,8 +32,20 @@ func NewClientCA(t testing.TB, name string) ClientCA {
 // different lists.
 func (ca ClientCA) CRL(t testing.TB, number int64) string {
 	t.Helper()
+	return ca.CRLRevoking(t, number)
+}
+
+// CRLRevoking is a PEM revocation list the CA signs, numbered number, that revokes the certificates given
+// (ClientCertificate's, by their serial numbers).
+func (ca ClientCA) CRLRevoking(t testing.TB, number int64, revoked ...tls.Certificate) string {
+	t.Helper()
 	now := time.Now()
-	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(number), ThisUpdate: now.Add(-time.Hour), NextUpdate: now.Add(24 * time.Hour)}, ca.cert, ca.key)
+	var entries []x509.RevocationListEntry
+	for _, c := range revoked {
+		entries = append(entries, x509.RevocationListEntry{SerialNumber: c.Leaf.SerialNumber, RevocationTime: now.Add(-time.Minute)})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{Number: big.NewInt(number), ThisUpdate: now.Add(-time.Hour),
+		NextUpdate: now.Add(24 * time.Hour), RevokedCertificateEntries: entries}, ca.cert, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ class SSM:
 
 
 def config_id(squid_conf, htpasswd, cert, key, backstop):
-    """vmguest.ConfigID: the id the config parameter names must be that of the files this agent got."""
+    # vmguest.ConfigID: the id the config parameter names must be that of the files this agent got.
     h = hashlib.sha256()
     h.update(b"%d\n" % len(squid_conf))
     h.update(squid_conf + htpasswd)
@@ -166,10 +166,22 @@ def config_id(squid_conf, htpasswd, cert, key, backstop):
     return h.hexdigest()[:16]
 
 
+def with_client_ca(cid, ca, crl):
+    # vmguest.WithClientCA: the id also names the client CA and CRL, which squid.conf names by path only.
+    if not ca and not crl:
+        return cid
+    h = hashlib.sha256(b"%s\nclient-ca %d %d\n" % (cid.encode(), len(ca), len(crl)))
+    h.update(ca + crl)
+    return h.hexdigest()[:16]
+
+
 def config_mac(key, prefix, config):
-    """guest.ConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian."""
+    # guest.ConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian.
     m = hmac.new(key, b"egress-proxy config v1\n", hashlib.sha256)
-    for field in (prefix, config.get("config_id", ""), config.get("squid_conf", ""), config.get("backstop", ""), config.get("tls_cert", "")):
+    fields = [prefix, config.get("config_id", ""), config.get("squid_conf", ""), config.get("backstop", ""), config.get("tls_cert", "")]
+    if config.get("client_ca") or config.get("client_crl"):
+        fields += [config.get("client_ca", ""), config.get("client_crl", "")]
+    for field in fields:
         b = field.encode()
         m.update(len(b).to_bytes(8, "big"))
         m.update(b)
@@ -177,8 +189,8 @@ def config_mac(key, prefix, config):
 
 
 def authenticated(config, secrets, prefix):
-    """True when the config's MAC is the one the key in the secrets parameter gives: only who could read the
-    secrets (and so decrypt them) could have written it."""
+    # True when the config's MAC is the one the key in the secrets parameter gives: only who could read the
+    # secrets (and so decrypt them) could have written it.
     try:
         key = base64.b64decode(secrets.get("config_key", ""), validate=True)
     except ValueError:
@@ -205,8 +217,8 @@ def unpack(manifest, parts, limit):
 
 
 def guard_squid_conf(conf, guard):
-    """Why squid.conf holds what the renderer never writes (aws/guest/guard.go), or None. Physical lines
-    are checked one by one, so a line continued with a backslash cannot hide a directive in the next."""
+    # Why squid.conf holds what the renderer never writes (aws/guest/guard.go), or None. Physical lines
+    # are checked one by one, so a line continued with a backslash cannot hide a directive in the next.
     pinned = {d: set(lines) for d, lines in guard["pinned"].items()}
     for n, raw in enumerate(conf.splitlines(), 1):
         line = raw.strip()
@@ -229,8 +241,8 @@ def guard_squid_conf(conf, guard):
 
 
 def guard_backstop(backstop, guard):
-    """Why the backstop is not the provider's table with its chains, or None: it must replace its own table
-    only, and hold every line the renderer writes to hook the proxy user's packets and reject them."""
+    # Why the backstop is not the provider's table with its chains, or None: it must replace its own table
+    # only, and hold every line the renderer writes to hook the proxy user's packets and reject them.
     lines = [line.strip() for line in backstop.splitlines() if line.strip() and not line.strip().startswith("#")]
     for want in guard["backstop_lines"]:
         if want not in lines:
@@ -245,8 +257,8 @@ def guard_backstop(backstop, guard):
 
 
 def applied_id(value):
-    """The config id an applied parameter's value (guest.Applied) says runs: the value itself, or its
-    config_id when it also tells of a refusal (which stays until a config is applied)."""
+    # The config id an applied parameter's value (guest.Applied) says runs: the value itself, or its
+    # config_id when it also tells of a refusal (which stays until a config is applied).
     try:
         doc = json.loads(value or "")
     except ValueError:
@@ -259,7 +271,7 @@ def run(argv, **kw):
 
 
 def install(path, content, mode):
-    """Writes a file as root:proxy, in place at once (a rename), as the other backends' guests do."""
+    # Writes a file as root:proxy, in place at once (a rename), as the other backends' guests do.
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".egress-")
@@ -293,8 +305,8 @@ MAX_BACKOFF = 16
 
 
 def next_poll(interval, failures):
-    """Seconds until the next poll: the interval after a good one, doubled per failure in a row up to
-    MAX_BACKOFF intervals, give or take a fifth (jitter, so proxies started together do not poll together)."""
+    # Seconds until the next poll: the interval after a good one, doubled per failure in a row up to
+    # MAX_BACKOFF intervals, give or take a fifth (jitter, so proxies started together do not poll together).
     return interval * min(2 ** failures, MAX_BACKOFF) * random.uniform(0.8, 1.2)
 
 
@@ -308,9 +320,9 @@ class Agent:
         self.rejected = None  # the config id Squid or nft refused: not tried again until it changes
 
     def own_addresses(self):
-        """Lists the VM's own addresses, which squid.conf and the backstop refuse as destinations: those of its
-        interfaces, and the public ones EC2 translates to it, which are on none of them (an Elastic IP
-        associated after boot among them). True when the list in force changed."""
+        # Lists the VM's own addresses, which squid.conf and the backstop refuse as destinations: those of its
+        # interfaces, and the public ones EC2 translates to it, which are on none of them (an Elastic IP
+        # associated after boot among them). True when the list in force changed.
         found = set()
         for line in run(["ip", "-o", "addr", "show"]).stdout.decode().splitlines():
             f = line.split()
@@ -340,8 +352,8 @@ class Agent:
         return True
 
     def listening(self, config):
-        """systemd calls Squid started a moment before it listens: applied is reported once the health port
-        takes connections (any answer will do), so that whoever waits for it can use the proxy."""
+        # systemd calls Squid started a moment before it listens: applied is reported once the health port
+        # takes connections (any answer will do), so that whoever waits for it can use the proxy.
         port = self.cfg["health_port"]
         for line in config.decode(errors="replace").splitlines():
             f = line.split()
@@ -360,25 +372,27 @@ class Agent:
         return False
 
     def apply(self, config, secrets):
-        """Installs one config; returns False when Squid or nft refuses it. Squid restarts with it: the drop-in
-        of squid.service lists the own addresses and loads the backstop before it starts."""
+        # Installs one config; returns False when Squid or nft refuses it. Squid restarts with it: the drop-in
+        # of squid.service lists the own addresses and loads the backstop before it starts.
         p = self.paths
         conf, backstop = config["squid_conf"].encode(), config["backstop"].encode()
-        cert, key = config.get("tls_cert", "").encode(), secrets.get("tls_key", "").encode()
         passwd = secrets.get("htpasswd", "").encode()
+        # The TLS files and the client CA and CRL: the key alone is a secret.
+        tls_files = ((p["cert"], config.get("tls_cert", "").encode(), 0o644), (p["key"], secrets.get("tls_key", "").encode(), 0o640),
+                     (p["client_ca"], config.get("client_ca", "").encode(), 0o644), (p["client_crl"], config.get("client_crl", "").encode(), 0o644))
         cid = config["config_id"]
         tmp = tempfile.mkdtemp()
         # The config names the TLS files where they are installed, so they are in place before it is checked;
         # the ones they replace come back unless it is installed.
-        old = {f: read(f) for f in (p["cert"], p["key"])}
+        old = {f: (read(f), mode) for f, _, mode in tls_files}
         installed = False
         try:
             for name, content in (("squid.conf", conf), ("backstop.nft", backstop)):
                 with open(os.path.join(tmp, name), "wb") as f:
                     f.write(content)
-            if cert:
-                install(p["cert"], cert, 0o644)
-                install(p["key"], key, 0o640)
+            for f, content, mode in tls_files:
+                if content:
+                    install(f, content, mode)
             # Files in place before Squid is installed, so its first start already uses them (--force-confold).
             if not shutil.which("squid") or not shutil.which("nft"):
                 if not shutil.which("squid"):
@@ -404,16 +418,15 @@ class Agent:
             install(p["conf"], conf, 0o640)
             install(p["backstop"], backstop, 0o640)
             installed = True
-            if not cert:
-                for f in (p["cert"], p["key"]):
-                    if os.path.exists(f):
-                        os.unlink(f)
+            for f, content, _ in tls_files:
+                if not content and os.path.exists(f):
+                    os.unlink(f)  # the config no longer names it
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
             if not installed:
-                for f, content in old.items():
+                for f, (content, mode) in old.items():
                     if content is not None:
-                        install(f, content, 0o644 if f == p["cert"] else 0o640)
+                        install(f, content, mode)
                     elif os.path.exists(f):
                         os.unlink(f)
         run(["systemctl", "enable", "squid"])
@@ -427,8 +440,8 @@ class Agent:
         return True
 
     def cycle(self):
-        """One look at the parameters. Their values are read whole (decrypted) only when a version changed or
-        Squid does not run: polling reads no secret, and costs no KMS call."""
+        # One look at the parameters. Their values are read whole (decrypted) only when a version changed or
+        # Squid does not run: polling reads no secret, and costs no KMS call.
         n = self.names
         params = self.ssm.parameters([n["config"], n["secrets"], n["applied"]], False)
         if n["config"] not in params:
@@ -450,8 +463,9 @@ class Agent:
             if config is None:
                 log("config %s: its parts are not all written yet; reading them again" % manifest["config_id"])
                 return False
-            got = config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
-                            secrets.get("tls_key", "").encode(), config["backstop"].encode())
+            got = with_client_ca(config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
+                                           secrets.get("tls_key", "").encode(), config["backstop"].encode()),
+                                 config.get("client_ca", "").encode(), config.get("client_crl", "").encode())
             if got != config["config_id"]:
                 # The backend writes the two parameters one after the other: this is half of a change.
                 log("config %s and the secrets read with it do not belong together yet; reading them again" % config["config_id"])
@@ -510,8 +524,8 @@ class Agent:
         return unpack(manifest, [got[name]["Value"] for name in names if name in got], self.cfg["max_config_bytes"])
 
     def report_refused(self, params, applied, cid, mac, reason):
-        """Says in the applied parameter (guest.Applied) that config cid was refused, beside the id that
-        runs, so that whoever waits for cid fails at once with the reason instead of at its timeout."""
+        # Says in the applied parameter (guest.Applied) that config cid was refused, beside the id that
+        # runs, so that whoever waits for cid fails at once with the reason instead of at its timeout.
         value = json.dumps({"config_id": applied or "-", "refused": cid, "refused_mac": mac[:16], "reason": reason[:300]}, sort_keys=True)
         if params.get(self.names["applied"], {}).get("Value") == value:
             return

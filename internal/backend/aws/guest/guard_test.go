@@ -34,8 +34,7 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 		"no rules": {Port: proxyconf.DefaultPort},
 		"auth":     {Port: 3000, AllowedClientCIDRs: []string{"0.0.0.0/0"}, AllowedDestinations: []string{"x.example"}, Users: []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}}},
 		"tls":      withTLS,
-		// Issue 39's policy as an EC2 proxy carries it (no client CA: the aws backend refuses one): rule sets
-		// by range and by user, one reported, and a deny list.
+		// Issue 39's policy: rule sets by range and by user, one reported, and a deny list.
 		"policy": {Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"x.example"},
 			DeniedDestinations: []string{"denied.example", ".denied.example"},
 			Users:              []proxyconf.BasicAuth{{Username: "u", Password: "correct-horse-battery"}, {Username: "v", Password: "staple-horse-battery"}},
@@ -44,6 +43,12 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 				{Name: "v-rollout", Clients: proxyconf.RuleSetClients{Users: []string{"v"}}, Destinations: []string{"y.example"}, Mode: proxyconf.RuleSetReport},
 			}},
 	}
+	// And by client certificate, with the client CA and its CRL, which the config carries beside squid.conf.
+	clientCA := testutil.NewClientCA(t, "client CA")
+	byCert := withTLS
+	byCert.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: certKey, ClientCAPEM: clientCA.PEM, ClientCRLPEM: clientCA.CRL(t, 1)}
+	byCert.RuleSets = []proxyconf.RuleSet{{Name: "payments", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"payments"}}, Destinations: []string{"a.example"}}}
+	settings["client ca"] = byCert
 	type input struct {
 		Name    string
 		Config  Config
@@ -71,6 +76,17 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 			t.Fatal("not JSON")
 		}
 		add("rendered "+name, c, sec, want{authentic: true})
+		if name == "client ca" {
+			// Whom the proxy trusts is the provider's to say: another CA, or a CRL dropped so a revoked
+			// certificate passes again, is not authenticated without the key.
+			other := c
+			other.ClientCA = testutil.NewClientCA(t, "someone else's CA").PEM
+			add("another client CA without the key", other, sec, want{})
+			noCRL := c
+			noCRL.ClientCRL = ""
+			add("the CRL dropped without the key", noCRL, sec, want{})
+			add("the client CA re-signed with the key", resign(other, key), sec, want{authentic: true})
+		}
 		if name != "tls" {
 			continue
 		}

@@ -43,6 +43,12 @@ const (
 	FormatWhole ConfigFormat = iota
 	// FormatParts is a Manifest in the config parameter and the config packed in its parts (Pack).
 	FormatParts
+	// FormatClientCA is FormatParts read by an agent that also installs the client CA and CRL the config
+	// carries (Config.ClientCA, ClientCRL). A config without them is the same in both; an agent of
+	// FormatParts would find one with them not authenticated (its MAC leaves them out) and never apply it.
+	FormatClientCA
+	// FormatLatest is the format of the agent this provider launches.
+	FormatLatest = FormatClientCA
 )
 
 const (
@@ -152,12 +158,14 @@ type configFiles struct {
 	SquidConf string `json:"squid_conf"`
 	Backstop  string `json:"backstop"`
 	TLSCert   string `json:"tls_cert,omitempty"`
+	ClientCA  string `json:"client_ca,omitempty"`
+	ClientCRL string `json:"client_crl,omitempty"`
 }
 
 // PackConfig packs c (as RenderParameters renders it, MAC included) in FormatParts: the config parameter's
 // value (a Manifest) and its parts' values.
 func PackConfig(c Config) (manifest []byte, parts []string, err error) {
-	files, err := json.Marshal(configFiles{SquidConf: c.SquidConf, Backstop: c.Backstop, TLSCert: c.TLSCert})
+	files, err := json.Marshal(configFiles{SquidConf: c.SquidConf, Backstop: c.Backstop, TLSCert: c.TLSCert, ClientCA: c.ClientCA, ClientCRL: c.ClientCRL})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding the config's files: %w", err)
 	}
@@ -203,7 +211,8 @@ func LoadConfig(value string, part func(i int) (string, bool)) (Config, ConfigFo
 	if err := json.Unmarshal(b, &f); err != nil {
 		return Config{}, FormatParts, fmt.Errorf("the config's parts do not hold its files: %w", err)
 	}
-	return Config{ConfigID: m.ConfigID, SquidConf: f.SquidConf, Backstop: f.Backstop, TLSCert: f.TLSCert, MAC: m.MAC}, FormatParts, nil
+	return Config{ConfigID: m.ConfigID, SquidConf: f.SquidConf, Backstop: f.Backstop, TLSCert: f.TLSCert,
+		ClientCA: f.ClientCA, ClientCRL: f.ClientCRL, MAC: m.MAC}, FormatParts, nil
 }
 
 // ParameterPaths are the full names of every parameter a proxy may have, whatever wrote them: its config,

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -87,6 +86,11 @@ type Config struct {
 	SquidConf string `json:"squid_conf"`
 	Backstop  string `json:"backstop"`
 	TLSCert   string `json:"tls_cert,omitempty"`
+	// ClientCA and ClientCRL are the client CA and its CRL (no secrets), installed where squid.conf names
+	// them (proxyconf.ClientCAPath, ClientCRLPath): in the config, so that the MAC covers them as well and no
+	// one who may only write the String parameters chooses whom the proxy trusts.
+	ClientCA  string `json:"client_ca,omitempty"`
+	ClientCRL string `json:"client_crl,omitempty"`
 	MAC       string `json:"mac"`
 }
 
@@ -115,11 +119,16 @@ func NewConfigKey() ([]byte, error) {
 
 // ConfigMAC is the hex HMAC-SHA256, under key, of the config's fields and the parameter prefix it was
 // written for (so one proxy's config is never another's), each length-prefixed so no two configs encode
-// alike. The agent computes the same (config_mac in agent.py).
+// alike. The client CA and CRL follow only when either is set, so a config without them has the MAC that
+// agents launched before they were carried compute. The agent computes the same (config_mac in agent.py).
 func ConfigMAC(key []byte, prefix string, c Config) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("egress-proxy config v1\n"))
-	for _, f := range []string{prefix, c.ConfigID, c.SquidConf, c.Backstop, c.TLSCert} {
+	fields := []string{prefix, c.ConfigID, c.SquidConf, c.Backstop, c.TLSCert}
+	if c.ClientCA != "" || c.ClientCRL != "" {
+		fields = append(fields, c.ClientCA, c.ClientCRL)
+	}
+	for _, f := range fields {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		m.Write(n[:])
@@ -128,17 +137,9 @@ func ConfigMAC(key []byte, prefix string, c Config) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// ErrClientCA refuses a client CA (or CRL) on aws: the agent does not install those files yet, so Squid in
-// the guest would refuse the config that names them; refused here, the user learns why before anything is
-// written, instead of from a guest's refusal report.
-var ErrClientCA = errors.New("a client CA (tls.client_ca_pem, tls.client_crl_pem) is not supported on aws yet: its agent does not install the files; use the kvm, gcp or kubernetes backend for client certificates")
-
 // RenderParameters renders s into the config and secrets parameters' values for the proxy whose
 // parameters are under prefix (ParameterPath(name, "")), authenticated with key (NewConfigKey).
 func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, secrets []byte, configID string, err error) {
-	if s.TLS != nil && (s.TLS.ClientCAPEM != "" || s.TLS.ClientCRLPEM != "") {
-		return nil, nil, "", ErrClientCA
-	}
 	if len(key) != ConfigKeyBytes {
 		return nil, nil, "", fmt.Errorf("the config key has %d bytes, want %d", len(key), ConfigKeyBytes)
 	}
@@ -151,6 +152,7 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 		return nil, nil, "", err
 	}
 	var htpasswd, cert, tlsKey []byte
+	var clientCA, clientCRL string
 	if len(s.Users) > 0 {
 		if htpasswd, err = proxyconf.RenderHtpasswd(s.Users); err != nil {
 			return nil, nil, "", err
@@ -158,9 +160,12 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 	}
 	if s.TLS != nil {
 		cert, tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
+		clientCA, clientCRL = s.TLS.ClientCAPEM, s.TLS.ClientCRLPEM
 	}
-	configID = vmguest.ConfigID(squid, htpasswd, cert, tlsKey, backstop)
-	c := Config{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert)}
+	// The id names the client CA and CRL as the kvm and gcp guests' do: squid.conf names them by path only,
+	// so a new CA alone must still be a new config the agent applies.
+	configID = vmguest.WithClientCA(vmguest.ConfigID(squid, htpasswd, cert, tlsKey, backstop), clientCA, clientCRL)
+	c := Config{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert), ClientCA: clientCA, ClientCRL: clientCRL}
 	c.MAC = ConfigMAC(key, prefix, c)
 	config, err = json.Marshal(c)
 	if err != nil {

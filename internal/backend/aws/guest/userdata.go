@@ -128,9 +128,9 @@ func RenderUserData(opts UserDataOptions) ([]byte, error) {
 //     manifest names (a set half written is read again later); checks that the config id names exactly the
 //     pair it read (the backend writes the two one after the other), that the config's MAC is the one the key
 //     in the secrets gives (ConfigMAC), and that it holds nothing the renderer never writes (guard.go), and
-//     refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key and the backstop where
+//     refuses it otherwise; writes squid.conf, the password file, the TLS certificate chain and key, the client CA and CRL and the backstop where
 //     the kvm guest's cloud-init user-data and the Compute Engine startup script write them (owner root:proxy, mode 0640, the
-//     certificate 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
+//     certificate and the client CA and CRL 0644), installs Squid and nftables where the image lacks them, and restarts Squid;
 //   - never installs what Squid (squid -k parse) or nft (nft -c) refuses: the last good config keeps serving;
 //   - reports the id it applied in the applied parameter (PutParameter, Overwrite) once Squid takes
 //     connections, and only when that parameter says otherwise, so a running proxy adds no versions;
@@ -148,6 +148,8 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 	if !prefixRE.MatchString(opts.ParameterPrefix) {
 		return nil, fmt.Errorf("parameter prefix %q must be %s<proxy name>/", opts.ParameterPrefix, ParameterPrefix)
 	}
+	// Where squid.conf names the client CA and CRL: the renderer's own paths, so the agent installs them there.
+	renderOptions := vmguest.RenderOptions().WithDefaults()
 	s := agentSettings{
 		Region: opts.Region, Prefix: opts.ParameterPrefix,
 		Parameters: map[string]string{
@@ -159,6 +161,7 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: vmguest.InstallIfMissing,
 		Paths: map[string]string{
 			"conf": proxyconf.ConfPath, "htpasswd": proxyconf.HtpasswdPath, "cert": proxyconf.TLSCertPath, "key": proxyconf.TLSKeyPath,
+			"client_ca": renderOptions.ClientCAPath, "client_crl": renderOptions.ClientCRLPath,
 			"backstop": proxyconf.NftablesPath, "own": proxyconf.OwnAddressesPath, "prestart": vmguest.PrestartPath,
 		},
 		Guard: guardOnce(),

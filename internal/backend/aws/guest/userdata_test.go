@@ -24,6 +24,7 @@ import (
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 func TestRenderUserData(t *testing.T) {
@@ -222,6 +223,55 @@ func TestAgentConfigIDIsConfigID(t *testing.T) {
 	}
 	if c.ConfigID != vmguest.ConfigID([]byte(rendered.Conf), []byte(rendered.Pass), nil, nil, []byte(rendered.Backstop)) {
 		t.Error("RenderParameters' config id is not ConfigID of its files")
+	}
+}
+
+// The agent's id of a config with a client CA or CRL is vmguest.WithClientCA's, as RenderParameters names
+// it: otherwise the agent would take every such config for half of a write and never apply it.
+func TestAgentConfigIDNamesClientCA(t *testing.T) {
+	t.Parallel()
+	type input struct{ ID, CA, CRL string }
+	cases := map[string]input{
+		"neither":       {ID: "0123456789abcdef"},
+		"a CA":          {ID: "0123456789abcdef", CA: "CA PEM"},
+		"a CA and CRL":  {ID: "0123456789abcdef", CA: "CA PEM", CRL: "CRL PEM"},
+		"bytes moved":   {ID: "0123456789abcdef", CA: "CA PE", CRL: "MCRL PEM"},
+		"non-ascii PEM": {ID: "fedcba9876543210", CA: "é", CRL: "ü"},
+	}
+	cert, key := testutil.SelfSignedPEM(t, "proxy.test")
+	ca := testutil.NewClientCA(t, "client CA")
+	s := proxyconf.Settings{Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"},
+		TLS: &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca.PEM, ClientCRLPEM: ca.CRL(t, 1)}}
+	config, secrets, id, err := RenderParameters(s, ParameterPath("p", ""), make([]byte, ConfigKeyBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	var sec Secrets
+	if json.Unmarshal(config, &c) != nil || json.Unmarshal(secrets, &sec) != nil {
+		t.Fatal("RenderParameters' values are not JSON")
+	}
+	if c.ClientCA != ca.PEM || c.ClientCRL != s.TLS.ClientCRLPEM || id != c.ConfigID {
+		t.Fatalf("the rendered config does not carry the client CA and CRL under its id: %+v", c)
+	}
+	cases["rendered"] = input{ID: vmguest.ConfigID([]byte(c.SquidConf), nil, []byte(c.TLSCert), []byte(sec.TLSKey), []byte(c.Backstop)), CA: c.ClientCA, CRL: c.ClientCRL}
+	names := slices.Sorted(maps.Keys(cases))
+	var inputs []input
+	for _, name := range names {
+		inputs = append(inputs, cases[name])
+	}
+	out := python3(t, `for f in json.load(sys.stdin):
+    print(agent.with_client_ca(f["ID"], f["CA"].encode(), f["CRL"].encode()))`, inputs)
+	got := strings.Fields(string(out))
+	for i, name := range names {
+		f := cases[name]
+		want := vmguest.WithClientCA(f.ID, f.CA, f.CRL)
+		if i >= len(got) || got[i] != want {
+			t.Errorf("%s: the agent's id %v, WithClientCA %s", name, got, want)
+		}
+	}
+	if want := cases["rendered"]; vmguest.WithClientCA(want.ID, want.CA, want.CRL) != id {
+		t.Error("RenderParameters' config id is not WithClientCA of its files")
 	}
 }
 
