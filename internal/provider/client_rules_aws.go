@@ -47,31 +47,3 @@ func (awsClientRules) ValidateObject(ctx context.Context, req validator.ObjectRe
 				"rules per security group\"). List fewer, wider ranges, or split the clients across proxies.", ipv4, ipv6, limit))
 	}
 }
-
-// awsNoClientCA refuses at plan time, on tls.client_ca_pem, client certificates on an aws proxy: its guest
-// agent does not install the CA and CRL files yet, so the backend would refuse them only at apply.
-type awsNoClientCA struct{}
-
-var _ validator.Object = awsNoClientCA{}
-
-func (awsNoClientCA) Description(context.Context) string {
-	return "no tls.client_ca_pem or tls.client_crl_pem on aws yet"
-}
-
-func (v awsNoClientCA) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (awsNoClientCA) ValidateObject(ctx context.Context, req validator.ObjectRequest, resp *validator.ObjectResponse) {
-	if req.ConfigValue.IsNull() {
-		return
-	}
-	for _, name := range []string{"client_ca_pem", "client_crl_pem"} {
-		var v types.String
-		at := path.Root("tls").AtName(name)
-		if d := req.Config.GetAttribute(ctx, at, &v); d.HasError() || v.IsNull() {
-			continue
-		}
-		resp.Diagnostics.AddAttributeError(at, "Client certificates are not supported on aws yet",
-			fmt.Sprintf("tls.%s is set, but an aws proxy's guest agent does not install a client CA or CRL yet. Remove it, "+
-				"or place the proxy on kvm, gcp or kubernetes, which verify client certificates.", name))
-	}
-}

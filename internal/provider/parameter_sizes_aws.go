@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -75,8 +76,8 @@ func awsSizeAttribute(attribute string, tls *tlsModel) path.Path {
 	switch attribute {
 	case "":
 		return path.Root("allowed_destinations")
-	case "tls.certificate_pem":
-		return path.Root("tls").AtName("certificate_pem")
+	case "tls.certificate_pem", "tls.client_ca_pem", "tls.client_crl_pem":
+		return path.Root("tls").AtName(strings.TrimPrefix(attribute, "tls."))
 	case "tls.private_key_pem":
 		if tls != nil && tls.PrivateKeyPEM.IsNull() {
 			return path.Root("tls").AtName("private_key_pem_wo")

@@ -49,7 +49,7 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"reads at boot and watches afterwards, the rules compressed in Standard parameters (at most nine parts of 4 KB), so a plan whose " +
 			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy` replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
-		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}, awsNoClientCA{}},
+		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{
 				Optional:            true,

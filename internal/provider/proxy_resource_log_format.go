@@ -32,16 +32,16 @@ var _ resource.ResourceWithUpgradeState = (*proxyResource)(nil)
 const newProxyLogFormat = proxyconf.LogFormatJSON
 
 func logFormatAttributes() map[string]schema.Attribute {
-	values := make([]string, len(proxyconf.LogFormats))
+	values, quoted := make([]string, len(proxyconf.LogFormats)), make([]string, len(proxyconf.LogFormats))
 	for i, f := range proxyconf.LogFormats {
-		values[i] = string(f)
+		values[i], quoted[i] = string(f), "`"+string(f)+"`"
 	}
 	return map[string]schema.Attribute{
 		"log_format": schema.StringAttribute{
 			Optional: true, Computed: true,
-			MarkdownDescription: fmt.Sprintf("The access log's format: %s. `json` is one JSON object a request, with the fields the "+
+			MarkdownDescription: fmt.Sprintf("The access log's format: %s. `json` is one JSON object a request, whose fields the "+
 				"access log guide documents; `text` is the key=value line of earlier versions. A new proxy defaults to `%s`; a proxy "+
-				"created by a version before this attribute keeps `text` until the configuration sets it. ", codeList(values), newProxyLogFormat) +
+				"created by a version before this attribute keeps `text` until the configuration sets it. ", orList(quoted), newProxyLogFormat) +
 				reconfigurableDescription,
 			PlanModifiers: []planmodifier.String{logFormatOnCreate{}, stringplanmodifier.UseStateForUnknown(), stringRequiresReplaceUnlessReconfigurable()},
 			Validators:    []validator.String{stringvalidator.OneOf(values...)},

@@ -216,8 +216,7 @@ func credentialAttributes() map[string]schema.Attribute {
 					Validators:          []validator.Int64{int64validator.AlsoRequires(path.MatchRoot("tls").AtName("private_key_pem_wo"))}},
 				"client_ca_pem": schema.StringAttribute{Optional: true,
 					MarkdownDescription: "CA certificates in PEM: when set, every client must present a certificate one of them signed, and rule sets may " +
-						"match its subject (`clients.certificate_subjects`). Not secret, so stored in state as it is. Not on `aws` yet: its guest " +
-						"does not install the CA, and a plan that sets it there fails. " + reconfigurableDescription,
+						"match its subject (`clients.certificate_subjects`). Not secret, so stored in state as it is. " + reconfigurableDescription,
 					PlanModifiers: []planmodifier.String{stringRequiresReplaceUnlessReconfigurable()},
 					Validators:    []validator.String{attribute_validator.ClientCA()}},
 				"client_crl_pem": schema.StringAttribute{Optional: true,
