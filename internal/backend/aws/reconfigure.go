@@ -46,6 +46,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if st.ConfigFormat < guest.FormatClientCA && settings.TLS != nil && (settings.TLS.ClientCAPEM != "" || settings.TLS.ClientCRLPEM != "") {
 		return backend.Instance{}, oldGuestClientCA(obj)
 	}
+	if !takesLogFormat(st.ConfigFormat, settings) {
+		return backend.Instance{}, oldGuestJSONLog(obj)
+	}
 	rendered, err := renderParameters(id.Name, settings, st.ConfigFormat)
 	if err == nil {
 		err = checkSizes(id.Name, settings, *opts, rendered)
