@@ -7,7 +7,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	tfresource "github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -149,7 +148,7 @@ func TestProxyStateUpgradeFromVersion0(t *testing.T) {
 			if a, _ := json.Marshal(after); string(a) != mustCompact(t, before) {
 				t.Errorf("the other attributes changed:\n%s\nwant\n%s", a, mustCompact(t, before))
 			}
-			if _, err := tftypes.ValueFromJSON(resp.DynamicValue.JSON, typ); err != nil {
+			if _, err := resp.DynamicValue.Unmarshal(typ); err != nil {
 				t.Errorf("the upgraded state does not decode as the current schema: %v", err)
 			}
 		})
