@@ -181,43 +181,56 @@ func TestSquidJudgesByRuleSets(t *testing.T) {
 		s     Settings
 		table []decision
 	}{"by range": {byRange, rangeTable}, "by user": {byUser, userTable}, "by certificate": {byCert, certTable}} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := squidtest.Dir(t)
-			opts := testOptions(t, dir, nil)
-			opts.HostsFile = policyHosts(t, dir)
-			opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
-			if err := os.WriteFile(opts.OwnAddressesFile, []byte("127.0.0.5\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			sq := startSquidWith(t, tc.s, opts, dir)
-			for i, d := range tc.table {
-				got := sendDecision(t, b, sq, tc.s, d)
-				if got != d.want {
-					t.Errorf("%s: status %d, want %d", d.name, got, d.want)
-				}
-				// One request at a time in the log, so that its i-th line is the i-th request's: a tunnel's
-				// line comes when Squid sees it closed, which may be after the next request.
-				waitForLogLines(t, sq, i+1)
-			}
-			checkDecisionLog(t, sq, tc.table)
-			if tc.s.TLS != nil {
-				// The control: a certificate the CA signed completes the same exchange.
-				if err := tlsProxyHandshake(sq, tc.s, plain); err != nil {
-					t.Errorf("a client with a valid certificate: %v", err)
-				}
-				for name, cert := range handshakeRefused {
-					if err := tlsProxyHandshake(sq, tc.s, cert); err == nil {
-						t.Errorf("a client with %s certificate completed the handshake", name)
-					}
-				}
-			}
-		})
+		// In both log formats: the JSON line must carry the same decisions (checkDecisionLog reads either).
+		for _, format := range []LogFormat{LogFormatText, LogFormatJSON} {
+			s := tc.s
+			s.LogFormat = format
+			runDecisionTable(t, name+" "+string(format), b, s, tc.table, plain, handshakeRefused)
+		}
 	}
 	t.Cleanup(func() {
 		for what, n := range map[string]*atomic.Int64{"the refused range": refusedOpened, "the own address": ownOpened, "the denied destination": deniedOpened} {
 			if n.Load() != 0 {
 				t.Errorf("the proxy opened %d connections to %s", n.Load(), what)
+			}
+		}
+	})
+}
+
+// runDecisionTable runs one proxy of TestSquidJudgesByRuleSets on s, sends it table's requests one at a time,
+// and checks each answer and log line; over TLS, plain's certificate must complete a handshake and each of
+// refused's must not.
+func runDecisionTable(t *testing.T, name string, b squidtest.Upstreams, s Settings, table []decision, plain *tls.Certificate, refused map[string]*tls.Certificate) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		dir := squidtest.Dir(t)
+		opts := testOptions(t, dir, nil)
+		opts.HostsFile = policyHosts(t, dir)
+		opts.OwnAddressesFile = filepath.Join(dir, "own-addresses")
+		if err := os.WriteFile(opts.OwnAddressesFile, []byte("127.0.0.5\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sq := startSquidWith(t, s, opts, dir)
+		for i, d := range table {
+			got := sendDecision(t, b, sq, s, d)
+			if got != d.want {
+				t.Errorf("%s: status %d, want %d", d.name, got, d.want)
+			}
+			// One request at a time in the log, so that its i-th line is the i-th request's: a tunnel's
+			// line comes when Squid sees it closed, which may be after the next request.
+			waitForLogLines(t, sq, i+1)
+		}
+		checkDecisionLog(t, sq, table)
+		if s.TLS != nil {
+			// The control: a certificate the CA signed completes the same exchange.
+			if err := tlsProxyHandshake(sq, s, plain); err != nil {
+				t.Errorf("a client with a valid certificate: %v", err)
+			}
+			for name, cert := range refused {
+				if err := tlsProxyHandshake(sq, s, cert); err == nil {
+					t.Errorf("a client with %s certificate completed the handshake", name)
+				}
 			}
 		}
 	})
@@ -310,6 +323,21 @@ func logFields(line string) map[string]string {
 	return m
 }
 
+// decisionFields are the fields of a text line (logFields) or of a JSON line, the JSON's named as the text's.
+func decisionFields(t *testing.T, line string) map[string]string {
+	t.Helper()
+	if !strings.HasPrefix(line, "{") {
+		return logFields(line)
+	}
+	f, err := decodeJSONLogLine(line)
+	if err != nil {
+		t.Errorf("%v\n%s", err, line)
+		return map[string]string{}
+	}
+	f["ruleset"] = f["rule_set"]
+	return f
+}
+
 // waitForLogLines waits until the access log has n lines, and returns its lines.
 func waitForLogLines(t *testing.T, sq *squidtest.Squid, n int) []string {
 	t.Helper()
@@ -317,7 +345,7 @@ func waitForLogLines(t *testing.T, sq *squidtest.Squid, n int) []string {
 		var lines []string
 		for _, l := range strings.Split(sq.File("access.log"), "\n") {
 			// Connections that sent no request (squidtest.Start's probes of the ports) are no decisions.
-			if l != "" && !strings.Contains(l, " method=- ") {
+			if l != "" && !strings.Contains(l, " method=- ") && !strings.Contains(l, `"method":"-"`) {
 				lines = append(lines, l)
 			}
 		}
@@ -350,7 +378,7 @@ func checkDecisionLog(t *testing.T, sq *squidtest.Squid, table []decision) {
 		t.Fatalf("the access log has %d lines for %d requests:\n%s", len(lines), len(table), strings.Join(lines, "\n"))
 	}
 	for i, d := range table {
-		f := logFields(lines[i])
+		f := decisionFields(t, lines[i])
 		want := map[string]string{"status": fmt.Sprint(d.want), "ruleset": d.ruleSet, "decision": d.decision, "reason": d.reason}
 		if d.connect != "" && d.want == 200 {
 			delete(want, "status") // a tunnel's line carries the upstream's status, not the CONNECT's
