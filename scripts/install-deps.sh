@@ -16,13 +16,15 @@
 # runs on the aws guest agent's Python; gpg, which signs and checks the snapshot release's checksums
 # (scripts/check-release.sh); and for the data-plane benchmark's short run (scripts/bench-dataplane.sh, which
 # internal/cmd/bench's TestDataplaneShortRun runs for a second a measurement) its load generators wrk and hey
-# and tinyproxy, one of the proxies it measures this project's against. Quick when everything is present.
+# and tinyproxy, one of the proxies it measures this project's against; mtail, prometheus (with promtool) and
+# prometheus-squid-exporter, which internal/metrics runs for real on the proxy's access log and cache manager.
+# Quick when everything is present.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 packages=(curl python3 ca-certificates)
 case "${1:-quickstart}" in
 quickstart) ;;
-test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck pyflakes3 gnupg wrk hey tinyproxy) ;;
+test) packages+=(git iproute2 procps squid-openssl nftables apache2-utils genisoimage jq openssh-server tcpdump gcc libc6-dev shellcheck pyflakes3 gnupg wrk hey tinyproxy mtail prometheus prometheus-squid-exporter) ;;
 *)
 	echo "usage: $0 [quickstart|test]" >&2
 	exit 2
