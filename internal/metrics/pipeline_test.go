@@ -24,11 +24,17 @@ type pipeline struct {
 	up                    squidtest.Upstreams
 }
 
-// startPipeline renders s (JSON log, a manager port) and starts every part on free ports of 127.0.0.1. It
-// returns once mtail reads the log and Prometheus has scraped both exporters.
-func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams) *pipeline {
+// startPipeline renders s (JSON log, a manager port) and starts every part on free ports of 127.0.0.1. Squid
+// writes its access log to a file, or with udp sends it to mtail's UDP port. It returns once mtail reads the
+// log and Prometheus has scraped both exporters.
+func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams, udp bool) *pipeline {
 	t.Helper()
 	dir := squidtest.Dir(t)
+	accessLog, mtailLog := "stdio:"+filepath.Join(dir, "access.log"), filepath.Join(dir, "access.log")
+	if udp {
+		accessLog = fmt.Sprintf("udp://127.0.0.1:%d", squidtest.FreePort(t))
+		mtailLog = accessLog
+	}
 	hosts := filepath.Join(dir, "hosts")
 	if err := os.WriteFile(hosts, []byte("127.0.0.1 allowed.test other.test\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -38,7 +44,7 @@ func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams) *
 		HealthPort:     squidtest.FreePort(t),
 		ManagerPort:    squidtest.FreePort(t),
 		PidFile:        filepath.Join(dir, "squid.pid"),
-		AccessLog:      "stdio:" + filepath.Join(dir, "access.log"),
+		AccessLog:      accessLog,
 		CacheLog:       filepath.Join(dir, "cache.log"),
 		CoredumpDir:    dir,
 		HtpasswdPath:   filepath.Join(dir, "passwd"),
@@ -64,7 +70,7 @@ func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams) *
 	if err := os.WriteFile(filepath.Join(progs, ProgramFile), Program, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p.mtail = metricstest.Mtail(t, progs, filepath.Join(dir, "access.log"))
+	p.mtail = metricstest.Mtail(t, progs, mtailLog)
 	// mtail reads the log from where it was when it opened it: health checks until one counts.
 	health := squidtest.Client{Proxy: p.sq.Health, From: "127.0.0.1"}
 	p.mtail.WaitFor(t, 30*time.Second, "read Squid's log", func() (bool, string) {
@@ -174,9 +180,19 @@ func (p *pipeline) accessLines(t *testing.T, skip int) []accessLine {
 // denied and would-deny requests (a rule set in report mode) each move their series of
 // egress_proxy_requests_total by exactly their number, in mtail and in Prometheus; the bytes add up to what
 // the access log says; Squid's own request counter moves by at least as many; and the example rule for
-// would-deny fires in Prometheus.
+// would-deny fires in Prometheus. Squid writes the log to a file mtail tails, or sends it to mtail over UDP,
+// as a container whose stdout is the log would; the bytes are checked against the file.
 func TestPipelineCountsEachRequest(t *testing.T) {
 	t.Parallel()
+	for name, udp := range map[string]bool{"file": false, "udp": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testPipeline(t, udp)
+		})
+	}
+}
+
+func testPipeline(t *testing.T, udp bool) {
 	up := squidtest.NewUpstreams(t)
 	hp, tp := squidtest.Port(t, up.HTTP), squidtest.Port(t, up.TLS)
 	s := proxyconf.Settings{
@@ -189,7 +205,7 @@ func TestPipelineCountsEachRequest(t *testing.T) {
 			Destinations: []string{"allowed.test"}, Ports: []int{hp, tp},
 		}},
 	}
-	p := startPipeline(t, s, up)
+	p := startPipeline(t, s, up, udp)
 	const none = "-"
 	exchanges := []exchange{
 		{from: "127.0.0.1", get: fmt.Sprintf("http://allowed.test:%d/", hp), status: 200, decision: "allow", reason: none, ruleSet: none, times: 3},
@@ -211,7 +227,10 @@ func TestPipelineCountsEachRequest(t *testing.T) {
 	want := seen + float64(lines)
 	_, promBefore := p.caughtUp(t, want)
 	squidBefore := metricstest.Query(t, p.prom.URL, "squid_client_http_requests_total", "instance", "job")
-	logged := len(strings.Split(strings.TrimSpace(p.sq.File("access.log")), "\n"))
+	logged := 0
+	if !udp {
+		logged = len(strings.Split(strings.TrimSpace(p.sq.File("access.log")), "\n"))
+	}
 
 	wantDelta := metricstest.Samples{}
 	counted := 0
@@ -221,9 +240,11 @@ func TestPipelineCountsEachRequest(t *testing.T) {
 		wantDelta[metricstest.Series(RequestsTotal, "decision", e.decision, "reason", e.reason, "rule_set", e.ruleSet)] += float64(e.times)
 	}
 	mtailAfter, promAfter := p.caughtUp(t, want+float64(counted))
-	for _, a := range p.accessLines(t, logged) {
-		wantDelta[metricstest.Series(BytesTotal, "direction", DirectionToClient)] += float64(a.BytesToClient)
-		wantDelta[metricstest.Series(BytesTotal, "direction", DirectionFromClient)] += float64(a.BytesFromClient)
+	if !udp {
+		for _, a := range p.accessLines(t, logged) {
+			wantDelta[metricstest.Series(BytesTotal, "direction", DirectionToClient)] += float64(a.BytesToClient)
+			wantDelta[metricstest.Series(BytesTotal, "direction", DirectionFromClient)] += float64(a.BytesFromClient)
+		}
 	}
 	wantDelta[LogLinesTotal] = float64(counted)
 	delta := metricstest.Delta(promBefore, promAfter)

@@ -76,7 +76,8 @@ type RenderOptions struct {
 	AuthHelperPath string
 	// PidFile may be "none" where nothing needs it (Squid in the foreground of a container).
 	PidFile string
-	// AccessLog is a Squid log destination such as "stdio:/var/log/squid/access.log".
+	// AccessLog is a Squid log destination such as "stdio:/var/log/squid/access.log", or
+	// "udp://127.0.0.1:PORT" for a reader on the same machine (mtail, internal/metrics) where no file is kept.
 	AccessLog string
 	// CacheLog is a file name, not a log destination: Squid takes no "stdio:" prefix here.
 	CacheLog    string
@@ -423,11 +424,17 @@ func writeFilesAndLogs(w *confWriter, s Settings, opts RenderOptions, n notes) {
 	default:
 		w.line("logformat", "egress", accessLogFormat)
 	}
-	if opts.ManagerPort != 0 {
-		w.line("access_log", opts.AccessLog, "egress", "!manager_port")
-	} else {
-		w.line("access_log", opts.AccessLog, "egress")
+	args := []string{opts.AccessLog, "egress"}
+	if strings.HasPrefix(opts.AccessLog, "udp://") {
+		// Squid's UDP log module holds lines until its buffer fills (8 KB by default), so a quiet proxy's
+		// lines would reach the reader (mtail) minutes late; with no buffer each line is a datagram of its
+		// own. Squid 5.7 refuses a size without its unit.
+		args = []string{opts.AccessLog, "logformat=egress", "buffer-size=0KB"}
 	}
+	if opts.ManagerPort != 0 {
+		args = append(args, "!manager_port")
+	}
+	w.line("access_log", args...)
 	w.line("cache_log", opts.CacheLog)
 	w.line("pid_filename", opts.PidFile)
 	w.line("coredump_dir", opts.CoredumpDir)
