@@ -21,14 +21,16 @@
 # machine. Prints the same table, with ratios to plain Squid, and fails if any subject saw an error or a
 # refusal (bench dataplane-check).
 #
-# What differs from the machine leg: the path (client -> the node's pod bridge -> the pod's veth; the origin
-# on the node's address, so the direct leg never leaves the node's namespace), the origin's ports (18080 and
-# 18443, allowed in the rendered configs: the cluster's own test origin has port 80), name resolution (the
-# pod's Squid asks the cluster's name server, which answers every name under egress-k8s.test with the node's
-# address) and the container's limits. Compare the ratios, not the figures, with the machine leg's.
+# What differs from the machine leg: the path (client -> the node's pod bridge -> the pod's veth -> back to the
+# node; the direct leg never leaves the node's namespace), the origin's ports (18080 and 18443, allowed in the
+# rendered configs: the cluster's own test origin has port 80 on every address), and name resolution (the
+# pod's Squid asks the cluster's name server, which learns the origin's name from a hosts file of this run in
+# its hosts directory). Compare the ratios, not the figures, with the machine leg's.
 #
 # It adds to the node's namespace, for as long as it runs, the client's source addresses (198.18.2.11-18 on
-# its loopback: the per-client connection limit counts per address, and 1,000 tunnels need several), a route
+# its loopback: the per-client connection limit counts per address, and 1,000 tunnels need several), the
+# origin's address (198.18.3.2 on its loopback: the node's own is in a private range the rendered configs
+# refuse as a destination, and the machine leg's origin is not), its name in $EGRESS_K8S_STATE/dns-hosts, a route
 # to the measured pod's address from the first of them (wrk and hey cannot choose their source; the node's
 # own address on the pod bridge is not in the rendered configs' client ranges) and the origin's process, and works in a Kubernetes namespace of its own, egress-dpbench-PID; it removes all of
 # them at the end and touches nothing else of the cluster's. Needs root.
@@ -76,10 +78,10 @@ added_route=()
 made_ns=""
 current=""
 
-# The node's address (scripts/k8s-env.sh's NODE_IP), where pods reach the namespace's services, and a name
-# under the cluster's test domain, which its name server resolves to it.
-node_ip=172.31.255.1
-origin=dpbench-$$.egress-k8s.test
+# The origin's address and name, on the node.
+origin_ip=198.18.3.2
+origin=origin.dpbench-$$.test
+dns_hosts=$state/dns-hosts/dpbench-$$
 http_port=18080 tunnel_port=18443
 client_range=198.18.2.0/24
 sources=198.18.2.11,198.18.2.12,198.18.2.13,198.18.2.14,198.18.2.15,198.18.2.16,198.18.2.17,198.18.2.18
@@ -93,6 +95,7 @@ cleanup() {
 	done
 	if [ ${#added_route[@]} -gt 0 ]; then ip -n "$netns" route del "${added_route[@]}" 2>/dev/null || true; fi
 	for a in "${added_addrs[@]}"; do ip -n "$netns" addr del "$a/32" dev lo 2>/dev/null || true; done
+	rm -f "$dns_hosts"
 	if [ -n "$made_ns" ]; then "$bench" namespace delete -kubeconfig "$KUBECONFIG" "$ns" >/dev/null 2>&1 || true; fi
 	if [ -n "${KEEP:-}" ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
 }
@@ -108,9 +111,11 @@ fi
 # The client's and the origin's view of names: the origin's name on the node's address, the rest the machine's.
 {
 	cat /etc/hosts
-	echo "$node_ip $origin"
+	echo "$origin_ip $origin"
 } >"$tmp/hosts"
-for a in ${sources//,/ }; do
+[ -d "$(dirname "$dns_hosts")" ] || die "no $(dirname "$dns_hosts"): is EGRESS_K8S_STATE the cluster's?"
+echo "$origin_ip $origin" >"$dns_hosts"
+for a in ${sources//,/ } "$origin_ip"; do
 	ip -n "$netns" addr add "$a/32" dev lo
 	added_addrs+=("$a")
 done
@@ -133,10 +138,10 @@ made_ns=1
 
 ulimit -n "$(ulimit -Hn)"
 log "load average at start: $(cat /proc/loadavg)"
-log "origin on $node_ip:$http_port and :$tunnel_port in $netns, proxies are pods pinned to CPU $proxy_cpu, client on CPUs $client_cpus"
-in_node "$client_cpus" "$bench" origin "$node_ip:$http_port" "$node_ip:$tunnel_port" >"$tmp/origin.log" 2>&1 &
+log "origin on $origin_ip:$http_port and :$tunnel_port in $netns, proxies are pods pinned to CPU $proxy_cpu, client on CPUs $client_cpus"
+in_node "$client_cpus" "$bench" origin "$origin_ip:$http_port" "$origin_ip:$tunnel_port" >"$tmp/origin.log" 2>&1 &
 pids+=($!)
-client "$bench" wait "$node_ip:$http_port" "$node_ip:$tunnel_port"
+client "$bench" wait "$origin_ip:$http_port" "$origin_ip:$tunnel_port"
 
 results=$tmp/results.txt
 : >"$results"

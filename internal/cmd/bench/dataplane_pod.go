@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,8 +89,12 @@ func runDataplanePod(ctx context.Context, args []string, _ io.Reader, stdout io.
 		if s, err = renderedSettings(size, *origin, clientRange, proxyconf.DefaultPort); err != nil {
 			return err
 		}
-		// The origin listens beside the cluster's own test origin, which has port 80: on ports of its own.
+		// The origin listens beside the cluster's own test origin, which has port 80: on ports of its own, which
+		// the allow-list and every rule set (each has its ports) allow.
 		s.AllowedPorts = allowedPorts
+		for i := range s.RuleSets {
+			s.RuleSets[i].Ports = allowedPorts
+		}
 		if auth, ca, err = podLoginAndTLS(&s, size, useTLS); err != nil {
 			return err
 		}
@@ -171,7 +176,7 @@ func createRenderedPod(ctx context.Context, kubeconfig, ns, name, image string, 
 
 // plainSquidConf is what a hand-written module ships, as on the machine (scripts/bench-dataplane.sh), with the
 // rendered configuration's lines that fit Squid to the pod (where its logs, pid file and core dumps go on a
-// read-only root file system) so that both log the same way.
+// read-only root file system) so that both log to the same places.
 func plainSquidConf(rendered string) string {
 	var b strings.Builder
 	b.WriteString("# What a hand-written module ships: forward everything, keep nothing, log every request.\n")
@@ -182,7 +187,10 @@ func plainSquidConf(rendered string) string {
 			continue
 		}
 		switch f[0] {
-		case "access_log", "cache_log", "pid_filename", "coredump_dir", "logfile_daemon":
+		case "access_log":
+			// Its destination, in Squid's own format: the rendered one's is a logformat of its own.
+			b.WriteString("access_log " + f[1] + "\n")
+		case "cache_log", "pid_filename", "coredump_dir", "logfile_daemon":
 			b.WriteString(line + "\n")
 		}
 	}
@@ -213,10 +221,34 @@ func createPlainPod(ctx context.Context, cs kubernetes.Interface, ns, name, imag
 		if kbackend.DeploymentReady(got) {
 			return nil
 		}
+		if err := crashed(ctx, cs, ns, got); err != nil {
+			return err
+		}
 		if err := pause(ctx, 200*time.Millisecond); err != nil {
 			return fmt.Errorf("plain Squid's Deployment %s did not become ready: %w", name, err)
 		}
 	}
+}
+
+// crashed says why, when a pod of d has exited: plain Squid that cannot start would otherwise be waited on
+// until the deadline, its reason lost with the namespace.
+func crashed(ctx context.Context, cs kubernetes.Interface, ns string, d *appsv1.Deployment) error {
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if t := c.LastTerminationState.Terminated; t != nil {
+				return fmt.Errorf("pod %s: %s exited (%d): %s", p.Name, c.Name, t.ExitCode, t.Message)
+			}
+		}
+	}
+	return nil
 }
 
 // readyPod is the one ready pod of the Deployment name.

@@ -40,7 +40,7 @@ func TestPlainSquidConfInPod(t *testing.T) {
 		{"http_port", "http_port 3128"},
 		{"http_access", "http_access allow all"},
 		{"cache", "cache deny all"},
-		{"access_log", ""},
+		{"access_log", "access_log stdio:/dev/stdout"}, // Squid's own format: the rendered one's is not defined here
 		{"cache_log", ""},
 		{"pid_filename", ""},
 		{"coredump_dir", ""},

@@ -17,7 +17,7 @@ import (
 // not a benchmark. It holds 200 tunnels, not 1,000: enough to spread them over the client addresses.
 //
 // It needs the cluster of scripts/k8s-env.sh (EGRESS_K8S_KUBECONFIG, as the backend's live tests, and
-// EGRESS_K8S_NETNS, its network namespace) and root.
+// EGRESS_K8S_NETNS, its network namespace; the kubeconfig is in its state directory) and root.
 func TestDataplanePodsShortRun(t *testing.T) {
 	kubeconfig, netns := os.Getenv("EGRESS_K8S_KUBECONFIG"), os.Getenv("EGRESS_K8S_NETNS")
 	if kubeconfig == "" || netns == "" {
@@ -34,7 +34,7 @@ func TestDataplanePodsShortRun(t *testing.T) {
 	defer cancel()
 	out := t.TempDir()
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "..", "scripts", "bench-dataplane-k8s.sh"), "squid-plain", "rendered-large-tls")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "EGRESS_K8S_NETNS="+netns, "BENCH_SECONDS=1", "BENCH_HELD=200",
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "EGRESS_K8S_NETNS="+netns, "EGRESS_K8S_STATE="+filepath.Dir(kubeconfig), "BENCH_SECONDS=1", "BENCH_HELD=200",
 		"BENCH_BIN="+self, asCommand+"=1", "OUT="+out)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
