@@ -1,6 +1,7 @@
 package guest_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -53,8 +54,10 @@ import (
 // never writes (a helper program), are never installed either; the agent only ever reads IMDS
 // with a token, carries on when every token ends, refreshes the role's credentials before they come within
 // its margin of their expiry, signs every SSM call with the session token, and writes applied once per
-// config; and issue 39's policy (rule sets, one reported, a deny list) passes the agent's guard and Squid judges
-// by it, the reported rule set's unlisted destination forwarded and logged would_deny.
+// config; issue 39's policy (rule sets, one reported, a deny list) passes the agent's guard and Squid judges
+// by it, the reported rule set's unlisted destination forwarded and logged would_deny; and a client CA with its
+// CRL is installed and enforced (no certificate and a revoked one refused, a rule set matched by subject), then
+// removed with the files.
 func TestAgentOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
@@ -355,12 +358,113 @@ func TestAgentOnRealSquid(t *testing.T) {
 			t.Errorf("config 5: %s logged %q, want status=%d %s reason=%s", c.host, line, c.want, wantFields, c.reason)
 		}
 	}
+
+	// Config 6, issue 39's client certificates on aws (item 5): TLS with a client CA, a CRL that revokes one of
+	// its certificates, and a rule set by certificate subject. The agent installs the CA and CRL where
+	// squid.conf names them; a client without a certificate and one whose certificate the CRL lists are
+	// refused in the handshake; one the CA signed is served and judged by its subject.
+	ca := testutil.NewClientCA(t, "egress test client CA")
+	workload, payments, revoked := ca.ClientCertificate(t, "workload-1"), ca.ClientCertificate(t, "payments"), ca.ClientCertificate(t, "workload-1")
+	crl := ca.CRLRevoking(t, 1, revoked)
+	s6 := s1
+	s6.AllowedDestinations = []string{"allowed.example", "report.example"}
+	s6.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key, ClientCAPEM: ca.PEM, ClientCRLPEM: crl}
+	s6.RuleSets = []proxyconf.RuleSet{
+		{Name: "payments", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"payments"}}, Destinations: []string{"allowed.example"}},
+	}
+	r6 := params.render(s6)
+	id6 := r6.id
+	params.put(r6)
+	g.WaitFor(ctx, t, "the guest reports config "+id6+" applied", applied(id6))
+	checkModes(t, g, map[string]string{proxyconf.ClientCAPath: "root:proxy 644", proxyconf.ClientCRLPath: "root:proxy 644"})
+	for path, want := range map[string]string{proxyconf.ClientCAPath: ca.PEM, proxyconf.ClientCRLPath: crl} {
+		if got, _, _ := testutil.StatIn(t, upper, path); got != want {
+			t.Errorf("%s in the guest is not the one in the config", path)
+		}
+	}
+	withCert := func(c *tls.Certificate) testutil.ProxyClient {
+		client := proxy
+		client.TLS = &tls.Config{RootCAs: roots, ServerName: "proxy.test", MinVersion: tls.VersionTLS12}
+		if c != nil {
+			client.TLS.Certificates = []tls.Certificate{*c}
+		}
+		return client
+	}
+	for _, c := range []struct {
+		name   string
+		client testutil.ProxyClient
+		url    string
+		want   int
+	}{
+		{"a certificate the CA signed", withCert(&workload), "http://report.example/", http.StatusOK},
+		{"the rule set's subject, its destination", withCert(&payments), "http://allowed.example/", http.StatusOK},
+		{"the rule set's subject, another destination", withCert(&payments), "http://report.example/", http.StatusForbidden},
+	} {
+		if got := c.client.Get(ctx, t, c.url, true); got != c.want {
+			t.Errorf("config 6, %s: %s = %d, want %d\n%s", c.name, c.url, got, c.want, g.Log())
+		}
+	}
+	for name, c := range map[string]*tls.Certificate{"no certificate": nil, "a revoked certificate": &revoked} {
+		if err := servedAfterHandshake(ctx, t, withCert(c)); err == nil {
+			t.Errorf("config 6: a client with %s was served", name)
+		}
+	}
+
+	// Config 7: the client CA and the rule set removed, TLS kept. The agent removes the CA and CRL it had
+	// installed, and a client without a certificate is served again.
+	s7 := s6
+	s7.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
+	s7.RuleSets = nil
+	r7 := params.render(s7)
+	id7 := r7.id
+	params.put(r7)
+	g.WaitFor(ctx, t, "the guest reports config "+id7+" applied", applied(id7))
+	if err := servedAfterHandshake(ctx, t, withCert(nil)); err != nil {
+		t.Errorf("config 7: a client without a certificate: %v", err)
+	}
+	for _, f := range []string{proxyconf.ClientCAPath, proxyconf.ClientCRLPath} {
+		if out, err := g.Exec(t, "test", "!", "-e", f); err != nil {
+			t.Errorf("%s stays in the guest without a client CA: %v %s", f, err, out)
+		}
+	}
 	checkAgentLog(t, g)
 	g.Stop(t)
 
 	checkIMDSUse(t, imds.Requests(), tokensEnded)
-	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4, id5}, []string{id3, leaked.id})
+	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4, id5, id6, id7}, []string{id3, leaked.id})
 	t.Logf("done in %s", time.Since(start).Round(time.Second))
+}
+
+// servedAfterHandshake sends one request through client's TLS connection and reads its answer: nil when
+// Squid served it, the error otherwise. A refused client certificate (or none) surfaces in the handshake or,
+// under TLS 1.3, where the client's certificate follows its side of the handshake, as an alert on the first read.
+func servedAfterHandshake(ctx context.Context, t *testing.T, client testutil.ProxyClient) error {
+	t.Helper()
+	conn, err := client.Dial(ctx)
+	if err != nil {
+		t.Fatalf("dialing the guest's Squid: %v", err)
+	}
+	defer func() { _ = conn.Close() }()
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	tc := tls.Client(conn, client.TLS)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return err
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(client.User + ":" + client.Password))
+	if _, err := io.WriteString(tc, "GET http://allowed.example/ HTTP/1.1\r\nHost: allowed.example\r\nProxy-Authorization: Basic "+auth+"\r\nConnection: close\r\n\r\n"); err != nil {
+		return err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // The test's addresses, in 198.18.0.0/24, a benchmarking range the proxy's guards do not refuse.
