@@ -101,6 +101,9 @@ func TestJSONAccessLogOnSquid(t *testing.T) {
 	certTable := []jsonRequest{
 		{name: "client certificate", cert: weird, raw: get(allowedGet, ""), status: 200, want: map[string]string{
 			"user": "-", "cert_subject": "/CN=" + subject, "decision": "allow", "status": "200"}},
+		// A proxy without auth reads no credentials, so a name sent anyway is not logged.
+		{name: "credentials a proxy without auth ignores", cert: weird, raw: get(allowedGet, basic("mallory", "password")), status: 200,
+			want: map[string]string{"user": "-", "cert_subject": "/CN=" + subject, "decision": "allow"}},
 	}
 
 	for name, tc := range map[string]struct {
