@@ -220,42 +220,9 @@ stop_proxy() {
 	added_route=()
 }
 
-measure() {
-	local s=$1 proxy_args=() wrk_url hey_proxy=() auth="" rate
-	local http_url=http://$origin:$http_port/ target=$origin:$tunnel_port
-	if [ "$s" = direct ]; then
-		wrk_url=$http_url
-	else
-		start_proxy "$s"
-		auth=$(cat "$auth_file")
-		proxy_args=(-proxy "$proxy_ip:3128" -auth-file "$auth_file")
-		[ -n "$ca" ] && proxy_args+=(-proxy-ca "$ca" -proxy-name proxy.dataplane.bench)
-		wrk_url=$proxy_url/
-		hey_proxy=(-x "$proxy_url")
-		[ -n "$auth" ] && hey_proxy+=(-H "Proxy-Authorization: $auth")
-		client "$bench" hold "${proxy_args[@]}" -target "$target" -sources "$sources" -n "$held" -pid "$proxy_pid" | record "$s" hold
-	fi
-	log "$s: requests at saturation"
-	BENCH_TARGET=$([ "$s" = direct ] || echo "$http_url") BENCH_PROXY_AUTH=$auth \
-		client wrk -t "$client_threads" -c 64 -d "${seconds}s" --timeout 10s -s "$tmp/proxy.lua" "$wrk_url" >"$tmp/$s.wrk" 2>&1 ||
-		{ cat "$tmp/$s.wrk" >&2; die "$s: wrk failed"; }
-	grep '^wrk-result ' "$tmp/$s.wrk" | sed 's/^wrk-result //' | record "$s" http
-	log "$s: tunnels at saturation"
-	client "$bench" tunnels "${proxy_args[@]}" -target "$target" -sources "$sources" -duration "${seconds}s" | record "$s" tunnels
-	if [ "$s" != direct ]; then
-		rate=$("$bench" dataplane-half "$s" http <"$results")
-		log "$s: latency at $rate requests/s, through it and straight"
-		client hey -z "${seconds}s" -c 10 -q "$(awk -v r="$rate" 'BEGIN { printf "%.3f", r / 10 }')" -o csv "${hey_proxy[@]}" "$http_url" >"$tmp/$s.hey.csv"
-		"$bench" hey-summary -seconds "$seconds" <"$tmp/$s.hey.csv" | record "$s" http-half
-		client hey -z "${seconds}s" -c 10 -q "$(awk -v r="$rate" 'BEGIN { printf "%.3f", r / 10 }')" -o csv "$http_url" >"$tmp/$s.floor.csv"
-		"$bench" hey-summary -seconds "$seconds" <"$tmp/$s.floor.csv" | record "$s" http-half-floor
-		rate=$("$bench" dataplane-half "$s" tunnels <"$results")
-		log "$s: tunnel latency at $rate tunnels/s, through it and straight"
-		client "$bench" tunnels "${proxy_args[@]}" -target "$target" -sources "$sources" -duration "${seconds}s" -rate "$rate" | record "$s" tunnels-half
-		client "$bench" tunnels -target "$target" -sources "$sources" -duration "${seconds}s" -rate "$rate" | record "$s" tunnels-half-floor
-		stop_proxy "$s"
-	fi
-}
+origin_url=http://$origin:$http_port/ origin_tunnel=$origin:$tunnel_port proxy_name=proxy.dataplane.bench
+# shellcheck source=bench-measure.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bench-measure.sh"
 
 for s in "${subjects[@]}"; do
 	measure "$s"
