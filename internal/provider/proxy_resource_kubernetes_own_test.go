@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -64,7 +65,7 @@ resource "egress_proxy" "own" {
 					// The refusal is the destination guard's, not the allow-list's: Squid's access log says so.
 					log := env.cluster.PodLog(context.Background(), id.Scope, backend.LabelName, id.Name)
 					for _, line := range strings.Split(log, "\n") {
-						if strings.Contains(line, "host="+self+" port=80 status=403") && strings.Contains(line, "reason="+proxyconf.ReasonDestinationAddress) {
+						if refusedByAddressGuard(line, self) {
 							return nil
 						}
 					}
@@ -73,4 +74,19 @@ resource "egress_proxy" "own" {
 			),
 		}},
 	})
+}
+
+// refusedByAddressGuard tells whether an access log line, in either log format (a new proxy logs JSON), is a
+// 403 for host port 80 that the destination address guard decided.
+func refusedByAddressGuard(line, host string) bool {
+	var entry struct {
+		Host   string  `json:"host"`
+		Port   string  `json:"port"`
+		Status float64 `json:"status"`
+		Reason string  `json:"reason"`
+	}
+	if json.Unmarshal([]byte(strings.TrimSpace(line)), &entry) == nil {
+		return entry.Host == host && entry.Port == "80" && entry.Status == 403 && entry.Reason == proxyconf.ReasonDestinationAddress
+	}
+	return strings.Contains(line, "host="+host+" port=80 status=403") && strings.Contains(line, "reason="+proxyconf.ReasonDestinationAddress)
 }
