@@ -147,24 +147,6 @@ results=$tmp/results.txt
 : >"$results"
 record() { sed "s/^/$1 $2 /" >>"$results"; }
 
-cat >"$tmp/proxy.lua" <<'LUA'
--- As in scripts/bench-dataplane.sh: the full URL through the proxy, and its login when it asks for one.
-local target = os.getenv("BENCH_TARGET")
-if target and target ~= "" then
-	wrk.path = target
-	wrk.headers["Host"] = target:match("^%a+://([^/]+)")
-end
-local auth = os.getenv("BENCH_PROXY_AUTH")
-if auth and auth ~= "" then
-	wrk.headers["Proxy-Authorization"] = auth
-end
-function done(summary, latency, requests)
-	local e = summary.errors
-	io.write(string.format("wrk-result requests=%d seconds=%.6f connect=%d read=%d write=%d status=%d timeout=%d\n",
-		summary.requests, summary.duration / 1e6, e.connect, e.read, e.write, e.status, e.timeout))
-end
-LUA
-
 # pod_squid UID prints the pid, as the node sees it, of the pod's Squid: the process named squid whose parent
 # is not one (its helpers are its children). The pod's cgroup, under the cluster's cgroup root, lists them.
 pod_squid() {

@@ -161,25 +161,6 @@ results=$tmp/results.txt
 : >"$results"
 record() { sed "s/^/$1 $2 /" >>"$results"; }
 
-cat >"$tmp/proxy.lua" <<'LUA'
--- Through a forward proxy a request names its destination in full; BENCH_TARGET is that URL, the Host its
--- host. BENCH_PROXY_AUTH is the Proxy-Authorization value, when the proxy asks for a login.
-local target = os.getenv("BENCH_TARGET")
-if target and target ~= "" then
-	wrk.path = target
-	wrk.headers["Host"] = target:match("^%a+://([^/]+)")
-end
-local auth = os.getenv("BENCH_PROXY_AUTH")
-if auth and auth ~= "" then
-	wrk.headers["Proxy-Authorization"] = auth
-end
-function done(summary, latency, requests)
-	local e = summary.errors
-	io.write(string.format("wrk-result requests=%d seconds=%.6f connect=%d read=%d write=%d status=%d timeout=%d\n",
-		summary.requests, summary.duration / 1e6, e.connect, e.read, e.write, e.status, e.timeout))
-end
-LUA
-
 # start_proxy SUBJECT: starts it on the proxy CPU; sets proxy_pid, proxy_url (what wrk and hey are pointed
 # at), ca (the CA to trust for TLS, or "") and auth_file (the Proxy-Authorization value's file, may be empty).
 start_proxy() {

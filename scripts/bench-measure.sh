@@ -8,11 +8,35 @@
 # origin's HTTP URL), origin_tunnel (the host:port a tunnel reaches) and proxy_name (the name on the proxy's
 # certificate when its address is not, or "").
 
+# wrk_script prints the Lua script wrk runs: through a forward proxy a request names its destination in full,
+# and carries the proxy's login when it asks for one; done() prints what the table reads.
+wrk_script() {
+	cat <<'LUA'
+-- Through a forward proxy a request names its destination in full; BENCH_TARGET is that URL, the Host its
+-- host. BENCH_PROXY_AUTH is the Proxy-Authorization value, when the proxy asks for a login.
+local target = os.getenv("BENCH_TARGET")
+if target and target ~= "" then
+	wrk.path = target
+	wrk.headers["Host"] = target:match("^%a+://([^/]+)")
+end
+local auth = os.getenv("BENCH_PROXY_AUTH")
+if auth and auth ~= "" then
+	wrk.headers["Proxy-Authorization"] = auth
+end
+function done(summary, latency, requests)
+	local e = summary.errors
+	io.write(string.format("wrk-result requests=%d seconds=%.6f connect=%d read=%d write=%d status=%d timeout=%d\n",
+		summary.requests, summary.duration / 1e6, e.connect, e.read, e.write, e.status, e.timeout))
+end
+LUA
+}
+
 # measure SUBJECT: every figure of a subject, into the results: memory first, on a proxy that has served
 # nothing yet; then requests and tunnels at saturation; then the latency added at half of each, through the
 # proxy and straight at the same rate.
 measure() {
 	local s=$1 proxy_args=() wrk_url hey_proxy=() auth="" rate
+	[ -f "$tmp/proxy.lua" ] || wrk_script >"$tmp/proxy.lua"
 	if [ "$s" = direct ]; then
 		wrk_url=$origin_url
 	else
