@@ -1,11 +1,8 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 )
@@ -26,28 +23,7 @@ func TestDataplanePodsShortRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the pods leg runs its client in the cluster's network namespace: run as root")
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "..", "scripts", "bench-dataplane-k8s.sh"), "squid-plain", "rendered-large-tls")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "EGRESS_K8S_NETNS="+netns, "EGRESS_K8S_STATE="+filepath.Dir(kubeconfig), "BENCH_SECONDS=1", "BENCH_HELD=200",
-		"BENCH_BIN="+self, asCommand+"=1", "OUT="+out)
-	output, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("bench-dataplane-k8s.sh: %v\n%s", err, output)
-	}
-	table, err := os.ReadFile(filepath.Join(out, "table.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{"| squid-plain |", "| rendered-large-tls |"} {
-		if !strings.Contains(string(table), s) {
-			t.Errorf("the table has no row %s:\n%s", s, table)
-		}
-	}
-	t.Logf("%s", output)
+	runDataplaneScript(t, 5*time.Minute, "bench-dataplane-k8s.sh", []string{"squid-plain", "rendered-large-tls"},
+		[]string{"KUBECONFIG=" + kubeconfig, "EGRESS_K8S_NETNS=" + netns, "EGRESS_K8S_STATE=" + filepath.Dir(kubeconfig), "BENCH_SECONDS=1", "BENCH_HELD=200"},
+		"| squid-plain |", "| rendered-large-tls |")
 }

@@ -38,24 +38,33 @@ func TestDataplaneShortRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the data-plane benchmark makes network namespaces: run as root (make test does)")
 	}
+	runDataplaneScript(t, 10*time.Minute, "bench-dataplane.sh", nil, []string{"BENCH_SECONDS=1"},
+		"| direct |", "| squid-plain |", "| rendered-large-tls |", "| tinyproxy |", "| smokescreen |")
+}
+
+// runDataplaneScript runs scripts/SCRIPT with args as the benchmark's short run, this test binary standing in
+// for the bench command, env added to the test's, and fails the test unless it passes and its table has every
+// one of rows.
+func runDataplaneScript(t *testing.T, timeout time.Duration, script string, args, env []string, rows ...string) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join("..", "..", "..", "scripts", "bench-dataplane.sh"))
-	cmd.Env = append(os.Environ(), "BENCH_SECONDS=1", "BENCH_BIN="+self, asCommand+"=1", "OUT="+out)
+	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "..", "..", "scripts", script)}, args...)...)
+	cmd.Env = append(append(os.Environ(), env...), "BENCH_BIN="+self, asCommand+"=1", "OUT="+out)
 	output, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("bench-dataplane.sh: %v\n%s", err, output)
+		t.Fatalf("%s: %v\n%s", script, err, output)
 	}
 	table, err := os.ReadFile(filepath.Join(out, "table.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"| direct |", "| squid-plain |", "| rendered-large-tls |", "| tinyproxy |", "| smokescreen |"} {
+	for _, s := range rows {
 		if !strings.Contains(string(table), s) {
 			t.Errorf("the table has no row %s:\n%s", s, table)
 		}
