@@ -246,14 +246,4 @@ origin_url=http://$origin/ origin_tunnel=$origin:443 proxy_name=""
 # shellcheck source=bench-measure.sh
 . "$(dirname "${BASH_SOURCE[0]}")/bench-measure.sh"
 
-for s in "${subjects[@]}"; do
-	measure "$s"
-done
-log "load average at end: $(cat /proc/loadavg)"
-
-"$bench" dataplane-table <"$results" | tee "$tmp/table.md"
-if [ -n "${OUT:-}" ]; then
-	mkdir -p "$OUT"
-	cp "$results" "$tmp/table.md" "$OUT/"
-fi
-"$bench" dataplane-check "${subjects[@]}" <"$results"
+measure_all "${subjects[@]}"

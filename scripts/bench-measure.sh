@@ -72,3 +72,19 @@ measure() {
 		stop_proxy "$s"
 	fi
 }
+
+# measure_all SUBJECT...: measures each subject in turn, prints the table (kept in $OUT when set) and fails if
+# any subject saw an error or a refusal.
+measure_all() {
+	local s
+	for s in "$@"; do
+		measure "$s"
+	done
+	log "load average at end: $(cat /proc/loadavg)"
+	"$bench" dataplane-table <"$results" | tee "$tmp/table.md"
+	if [ -n "${OUT:-}" ]; then
+		mkdir -p "$OUT"
+		cp "$results" "$tmp/table.md" "$OUT/"
+	fi
+	"$bench" dataplane-check "$@" <"$results"
+}

@@ -75,11 +75,11 @@ func TestScriptsCallWhatExists(t *testing.T) {
 		"bench-kvm.sh": {"record raw-create ", "record raw-destroy ", "record window-create ", "record window-destroy ",
 			"record egress-plan-new ", "record egress-apply ", "record egress-plan ", "record egress-destroy "},
 		// bench-measure.sh, which both data-plane scripts source, records each measurement of a subject
-		// (record "$s" WHAT); the scripts themselves run the table and the check.
+		// (record "$s" WHAT) and prints the table and the check (measure_all), which both scripts call.
 		"bench-measure.sh": {`record "$s" hold`, `record "$s" http`, `record "$s" tunnels`, `record "$s" http-half`,
-			`record "$s" http-half-floor`, `record "$s" tunnels-half`, `record "$s" tunnels-half-floor`},
-		"bench-dataplane.sh":     {`bench-measure.sh"`, `"$bench" dataplane-table`, `"$bench" dataplane-check`},
-		"bench-dataplane-k8s.sh": {`bench-measure.sh"`, `"$bench" dataplane-table`, `"$bench" dataplane-check`},
+			`record "$s" http-half-floor`, `record "$s" tunnels-half`, `record "$s" tunnels-half-floor`, `"$bench" dataplane-table`, `"$bench" dataplane-check`},
+		"bench-dataplane.sh":     {`bench-measure.sh"`, `measure_all "${subjects[@]}"`},
+		"bench-dataplane-k8s.sh": {`bench-measure.sh"`, `measure_all "${subjects[@]}"`},
 	}
 	for script, labels := range scripts {
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", "scripts", script))
