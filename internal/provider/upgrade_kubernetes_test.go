@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -20,8 +22,10 @@ import (
 // pods, the ConfigMap, the Secret with the password's hash and the TLS key, the Service and the NetworkPolicy)
 // is planned and applied by HEAD without a change, and without one write to the cluster: every object in the
 // proxy's namespace keeps its uid and resourceVersion, which the API server moves on every write, whoever makes
-// it, so a rollout (a new ReplicaSet, new pods), a rewritten ConfigMap or a relabelled Service all show, and
-// so does a pod restarted (its status is written again).
+// it, so a rollout (a new ReplicaSet, new pods), a rewritten ConfigMap or a relabelled Service all show. A pod
+// is the exception: the kubelet writes its status whenever it likes (a probe's condition, a timestamp), so a
+// pod keeps its uid, its metadata and spec (every field but resourceVersion and managedFields) and each
+// container's restart count and id, which is what a write by the provider or a restart would move.
 //
 // The namespace is the test's own, so every object in it is the proxy's or the namespace's own (its
 // ServiceAccount, its root CA ConfigMap, the documented Role the provider's credentials are bound by), and an
@@ -72,8 +76,9 @@ resource "egress_proxy" "test" {
 }
 
 // k8sUpgradeObjects describes every object in ns but events, by "resource.group name": its uid and
-// resourceVersion, and for a ReplicaSet its pod-template-hash, for a pod each container's restart count and id,
-// so that a failure says what moved. The proxy's own objects (the managed-by label) are marked as such.
+// resourceVersion (for a pod, a digest of its metadata and spec instead), and for a ReplicaSet its
+// pod-template-hash, for a pod each container's restart count and id, so that a failure says what moved. The
+// proxy's own objects (the managed-by label) are marked as such.
 func k8sUpgradeObjects(env k8sEnv, ns string) (map[string]string, error) {
 	all, err := env.cluster.Readable(context.Background(), ns)
 	if err != nil {
@@ -104,6 +109,13 @@ func k8sUpgradeObjects(env k8sEnv, ns string) (map[string]string, error) {
 			}
 		}
 		d := fmt.Sprintf("uid %s resourceVersion %s", o.Metadata.UID, o.Metadata.ResourceVersion)
+		if strings.HasPrefix(key, "pods. ") {
+			digest, err := podMetadataAndSpecDigest(text)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", key, err)
+			}
+			d = fmt.Sprintf("uid %s metadata and spec %s", o.Metadata.UID, digest)
+		}
 		if o.Metadata.Labels[backend.LabelManagedBy] == backend.ManagedByValue {
 			d += " (the proxy's)"
 		}
@@ -116,6 +128,27 @@ func k8sUpgradeObjects(env k8sEnv, ns string) (map[string]string, error) {
 		out[key] = d
 	}
 	return out, nil
+}
+
+// podMetadataAndSpecDigest digests a pod's metadata and spec, leaving out what moves on a status write by the
+// kubelet (resourceVersion, and managedFields with the time of each manager's last write).
+func podMetadataAndSpecDigest(podJSON string) (string, error) {
+	var pod struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+		Spec     json.RawMessage            `json:"spec"`
+	}
+	if err := json.Unmarshal([]byte(podJSON), &pod); err != nil {
+		return "", err
+	}
+	delete(pod.Metadata, "resourceVersion")
+	delete(pod.Metadata, "managedFields")
+	// encoding/json writes map keys sorted, so equal pods give equal bytes.
+	canonical, err := json.Marshal(pod)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:8]), nil
 }
 
 // k8sCountKind counts the objects of one "resource.group" in a description of k8sUpgradeObjects.
@@ -137,4 +170,36 @@ func k8sKeys(objects map[string]string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// TestPodMetadataAndSpecDigest: what the kubelet writes to a pod (its status, resourceVersion, managedFields)
+// leaves the digest alone; what a client writes (a label, an annotation, the spec) moves it.
+func TestPodMetadataAndSpecDigest(t *testing.T) {
+	const base = `{"metadata":{"name":"p","resourceVersion":"1","labels":{"a":"1"},"managedFields":[{"manager":"kubelet","time":"2026-12-05T08:00:00Z"}]},"spec":{"containers":[{"name":"squid","image":"x"}]},"status":{"phase":"Running"}}`
+	tests := []struct {
+		name    string
+		pod     string
+		changed bool
+	}{
+		{"the same pod", base, false},
+		{"a status write by the kubelet", `{"metadata":{"name":"p","resourceVersion":"9","labels":{"a":"1"},"managedFields":[{"manager":"kubelet","time":"2026-12-05T08:00:07Z"}]},"spec":{"containers":[{"name":"squid","image":"x"}]},"status":{"phase":"Running","conditions":[{"type":"Ready"}]}}`, false},
+		{"a label", `{"metadata":{"name":"p","resourceVersion":"9","labels":{"a":"2"}},"spec":{"containers":[{"name":"squid","image":"x"}]}}`, true},
+		{"an annotation", `{"metadata":{"name":"p","resourceVersion":"9","labels":{"a":"1"},"annotations":{"b":"1"}},"spec":{"containers":[{"name":"squid","image":"x"}]}}`, true},
+		{"the spec", `{"metadata":{"name":"p","resourceVersion":"9","labels":{"a":"1"}},"spec":{"containers":[{"name":"squid","image":"y"}]}}`, true},
+	}
+	want, err := podMetadataAndSpecDigest(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := podMetadataAndSpecDigest(tt.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != want) != tt.changed {
+				t.Errorf("digest %s, base %s: changed = %v, want %v", got, want, got != want, tt.changed)
+			}
+		})
+	}
 }
