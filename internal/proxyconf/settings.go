@@ -45,6 +45,8 @@ type Settings struct {
 	// LogFormat is the access log's format; the zero value is LogFormatText. Omitted from JSON when zero, so
 	// that the settings a backend keeps for a proxy made before it existed read back, and compare, as they were.
 	LogFormat LogFormat `json:",omitempty"`
+	// Metrics, when set, serves the proxy's Prometheus metrics to the metrics clients alone (metrics.go).
+	Metrics *MetricsSettings `json:",omitempty"`
 }
 
 // BasicAuth is one proxy user. The password never reaches disk in clear: only its hash is written.

@@ -142,6 +142,9 @@ func (s Settings) Validate() error {
 	if err := ValidateLogFormat(s.LogFormat); err != nil {
 		return err
 	}
+	if err := s.validateMetrics(); err != nil {
+		return err
+	}
 	if s.TLS != nil {
 		if err := ValidateTLS(s.TLS.CertificatePEM, s.TLS.PrivateKeyPEM); err != nil {
 			return err
