@@ -54,7 +54,7 @@ func authFailure(service, kind, detail string) *apiError {
 	const badSig = "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details."
 	const expired = "The security token included in the request is expired"
 	switch service {
-	case "ssm", "servicequotas":
+	case "ssm", "servicequotas", "logs":
 		switch kind {
 		case "missing":
 			return ssmErr("MissingAuthenticationTokenException", "Missing Authentication Token")

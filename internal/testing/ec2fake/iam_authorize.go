@@ -121,6 +121,8 @@ func (s *Server) authorizeCall(c *call) *apiError {
 		reqs = s.ssmAuthorizations(rg, c)
 	case "servicequotas":
 		reqs = s.sqAuthorizations(c)
+	case "logs":
+		reqs = s.logsAuthorizations(rg, c)
 	}
 	return s.authorizeRequests(c, reqs)
 }

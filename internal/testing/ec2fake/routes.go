@@ -20,11 +20,13 @@ type call struct {
 }
 
 // serve is the one endpoint: it tells the service from the request's shape (an X-Amz-Target of Service
-// Quotas' prefix is Service Quotas, any other is SSM, a form with STS's API version is STS, any other form is
+// Quotas' prefix is Service Quotas, of CloudWatch Logs' prefix CloudWatch Logs, any other is SSM, a form with STS's API version is STS, any other form is
 // EC2), verifies the signature, whose credential
 // scope must name that service and gives the region, then answers as that service does.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+	// Room for CloudWatch Logs' largest batch (1 MB of messages, 10,000 events in JSON); a larger body is
+	// refused before it is read.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
@@ -35,6 +37,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if target := r.Header.Get("X-Amz-Target"); strings.HasPrefix(target, sqTargetPrefix) {
 		c.service, c.action = "servicequotas", strings.TrimPrefix(target, sqTargetPrefix)
+	} else if strings.HasPrefix(target, logsTargetPrefix) {
+		c.service, c.action = "logs", strings.TrimPrefix(target, logsTargetPrefix)
 	} else if target != "" {
 		c.service = "ssm"
 		// A target of another service keeps its prefix, and is no SSM action: UnknownOperationException.
@@ -134,6 +138,8 @@ func (s *Server) checkAction(c *call) *apiError {
 		return s.authorizeCall(c)
 	case "servicequotas":
 		return s.checkSQAction(c)
+	case "logs":
+		return s.checkLogsAction(c)
 	case "iam":
 		return s.checkIAMAction(c)
 	case "sts":
@@ -175,6 +181,8 @@ func (s *Server) handle(rg *region, c *call) (any, *apiError) {
 		return ssmActions[c.action](s, rg, c.body)
 	case "servicequotas":
 		return sqActions[c.action](s, rg, c)
+	case "logs":
+		return logsActions[c.action](s, rg, c)
 	case "sts":
 		return stsActions[c.action](s, rg, c)
 	case "iam":
@@ -198,7 +206,7 @@ func (s *Server) answer(w http.ResponseWriter, c *call, out any, e *apiError) {
 // write writes out or e in the service's form.
 func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 	switch c.service {
-	case "ssm":
+	case "ssm", "logs":
 		if e != nil {
 			writeJSONError(w, e, c.requestID, "message")
 		} else {

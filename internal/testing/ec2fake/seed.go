@@ -54,7 +54,7 @@ func (s *Server) seedRegion(name string, index int) *region {
 	rg := &region{
 		name: name, instances: map[string]*instance{}, reservations: map[string][]string{}, launches: map[string]*launch{},
 		volumes: map[string]*Volume{}, vpcs: map[string]*VPC{}, subnets: map[string]*Subnet{}, groups: map[string]*group{},
-		addresses: map[string]*Address{}, associations: map[string]string{}, images: map[string]Image{}, params: map[string]*parameter{},
+		addresses: map[string]*Address{}, associations: map[string]string{}, images: map[string]Image{}, params: map[string]*parameter{}, logGroups: map[string]*logGroup{},
 	}
 	vpc := &VPC{ID: s.nextID("vpc"), CIDR: "172.31.0.0/16", Default: true}
 	s.addVPC(rg, vpc)

@@ -1,6 +1,7 @@
 // Package ec2fake is a stateful fake of the AWS APIs the aws backend calls, for tests: the EC2 Query API,
-// the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, Service Quotas' GetServiceQuota, and IAM's
-// Query API for the roles and instance profiles the backend makes (iamapi.go), on one loopback endpoint. The real
+// the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, Service Quotas' GetServiceQuota, IAM's
+// Query API for the roles and instance profiles the backend makes (iamapi.go), and CloudWatch Logs' JSON 1.1
+// API for a proxy's access log (logs.go), on one loopback endpoint. The real
 // aws-sdk-go-v2 clients talk to it: requests are SigV4-signed and verified (with the fake's own credentials
 // or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's and Service Quotas' are
 // JSON 1.1, errors carry
@@ -145,7 +146,7 @@ func DefaultTiming() Timing {
 
 // Request is one request the fake received.
 type Request struct {
-	Service string // ec2, ssm, sts or servicequotas
+	Service string // ec2, ssm, sts, servicequotas, iam or logs
 	Region  string
 	Action  string
 	Status  int
@@ -400,6 +401,7 @@ type region struct {
 	associations map[string]string // association id -> allocation id, ended ones too (idempotent disassociate)
 	images       map[string]Image
 	params       map[string]*parameter
+	logGroups    map[string]*logGroup // CloudWatch Logs' groups by name (logs.go)
 	guests       map[string]GuestMode // proxy name -> how its agent behaves (SetGuest); GuestApplies when absent
 	nextIP       int
 }
