@@ -198,9 +198,15 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	return toInstance(p.id, in)
 }
 
-// Update changes the labels in place, with the label fingerprint so a concurrent change is not overwritten.
+// Update changes the labels in place, with the label fingerprint so a concurrent change is not overwritten,
+// and turns Options.CloudLogging on or off through its metadata key, with the metadata fingerprint: the
+// guest's watcher starts or stops the shipper. Nothing else of the placement changes in place.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	if err := checkID(id); err != nil {
+		return backend.Instance{}, err
+	}
+	opts, err := backend.OptionsOf[Options](spec.Placement)
+	if err != nil {
 		return backend.Instance{}, err
 	}
 	p, err := b.clients(ctx, id.Target)
@@ -227,16 +233,40 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			return err
 		}
 		labels := backend.ManagedLabels(withIdentity(spec, cur))
-		if equalMaps(cur, labels) {
+		if !equalMaps(cur, labels) {
+			op, err := p.instances.SetLabels(ctx, &computepb.SetLabelsInstanceRequest{
+				Project: p.id, Zone: id.Scope, Instance: id.Name,
+				InstancesSetLabelsRequestResource: &computepb.InstancesSetLabelsRequest{Labels: labels, LabelFingerprint: in.LabelFingerprint},
+			})
+			if err != nil {
+				// 412 conditionNotMet (someone changed the labels meanwhile) is Transient: read again and retry.
+				return classify(obj, err)
+			}
+			if err := b.wait(ctx, op, obj); err != nil {
+				return err
+			}
+		}
+		if opts == nil {
 			return nil
 		}
-		op, err := p.instances.SetLabels(ctx, &computepb.SetLabelsInstanceRequest{
+		items, changed := withCloudLogging(in.GetMetadata().GetItems(), opts, id.Name)
+		if !changed {
+			return nil
+		}
+		// Checked against the account the VM runs as, which no in-place change touches.
+		actual := Options{CloudLogging: opts.CloudLogging}
+		if sas := in.GetServiceAccounts(); len(sas) > 0 {
+			actual.ServiceAccount, actual.Scopes = sas[0].GetEmail(), sas[0].GetScopes()
+		}
+		if err := ValidateCloudLogging(actual); err != nil {
+			return backend.NewError(backend.ClassPermanent, obj, err)
+		}
+		op, err := p.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
 			Project: p.id, Zone: id.Scope, Instance: id.Name,
-			InstancesSetLabelsRequestResource: &computepb.InstancesSetLabelsRequest{Labels: labels, LabelFingerprint: in.LabelFingerprint},
+			MetadataResource: &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: items},
 		})
 		if err != nil {
-			// 412 conditionNotMet (someone changed the labels meanwhile) is Transient: read again and retry.
-			return classify(obj, err)
+			return classify(obj, err) // 412: the metadata changed meanwhile; read again and retry
 		}
 		return b.wait(ctx, op, obj)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 	"google.golang.org/protobuf/proto"
@@ -114,6 +115,9 @@ func (b *Backend) resolve(pl backend.Placement) (backend.Placement, *Options, er
 	if g.StaticEgressIP && g.EgressAddressName != "" {
 		return pl, nil, backend.Permanent("", "static_egress_ip reserves an address; it cannot be combined with a named address")
 	}
+	if err := ValidateCloudLogging(g); err != nil {
+		return pl, nil, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+	}
 	pl.Options = &g
 	return pl, &g, nil
 }
@@ -151,7 +155,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
 	// Refused before anything is made (an address reserved for a VM the API then refuses would be given back).
-	if err := checkMetadataItems(append(r.items(nil), hardeningItems(g)...), r); err != nil {
+	if err := checkMetadataItems(slices.Concat(r.items(nil), hardeningItems(g), cloudLoggingItems(g, spec.Name)), r); err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, obj, err)
 	}
 	p, err := b.clients(ctx, project)
@@ -308,7 +312,7 @@ func instanceResource(spec backend.Spec, pl backend.Placement, g *Options, r ren
 		Description: proto.String(fmt.Sprintf("egress proxy %s, managed by %s", spec.UID, backend.ManagedByValue)),
 		MachineType: proto.String(machineTypeLink(pl.Scope, g.MachineType)),
 		Labels:      backend.ManagedLabels(spec),
-		Metadata:    &computepb.Metadata{Items: append(r.items(nil), hardeningItems(g)...)},
+		Metadata:    &computepb.Metadata{Items: slices.Concat(r.items(nil), hardeningItems(g), cloudLoggingItems(g, spec.Name))},
 		Disks: []*computepb.AttachedDisk{{
 			Boot: proto.Bool(true), AutoDelete: proto.Bool(true),
 			InitializeParams: &computepb.AttachedDiskInitializeParams{SourceImage: proto.String(g.Image), Labels: backend.ManagedLabels(spec)},

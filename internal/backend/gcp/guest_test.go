@@ -324,7 +324,8 @@ StandardOutput=journal+console
 WantedBy=multi-user.target
 `
 	testutil.WriteGuestFiles(t, upper, map[string]string{
-		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal " + secretManagerHost + "\n" + upstreamIP + " allowed.example denied.example report.example\n" +
+		"etc/hosts": "127.0.0.1 localhost\n169.254.169.254 metadata.google.internal " + secretManagerHost + "\n" + loggingIP + " " + loggingHost + "\n" +
+			upstreamIP + " allowed.example denied.example report.example\n" +
 			guestIP + " own.example\n" + externalIP + " external.example\n" + laterIP + " later.example\n",
 		"etc/systemd/system/google-startup-scripts.service": unit,
 		"etc/cloud/cloud-init.disabled":                     "",

@@ -177,6 +177,7 @@ func toInstance(projectID string, in *computepb.Instance) (backend.Instance, err
 	pl.Preemptible = in.GetScheduling().GetPreemptible()
 	pl.Spot = in.GetScheduling().GetProvisioningModel() == "SPOT"
 	readHardening(in, pl)
+	_, pl.CloudLogging = metadataValue(in, gcpguest.MetadataCloudLogging)
 	if st, ok := readStoredSpec(in); ok {
 		s := st.settings(in)
 		out.Proxy = &s

@@ -2,6 +2,8 @@ package gcp
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"cloud.google.com/go/compute/apiv1/computepb"
 
@@ -48,7 +50,8 @@ func CheckMetadata(settings proxyconf.Settings, g Options) error {
 	if err != nil {
 		return err
 	}
-	return checkMetadataItems(append(r.items(nil), hardeningItems(&g)...), r)
+	// The log's name grows with the instance's: counted at the longest name Compute Engine takes.
+	return checkMetadataItems(slices.Concat(r.items(nil), hardeningItems(&g), cloudLoggingItems(&g, strings.Repeat("x", maxResourceName))), r)
 }
 
 // checkMetadataItems checks the items a request would send; r tells which part of the settings weighs most.

@@ -3,6 +3,7 @@ package gcp
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,7 +57,8 @@ func largestSettings(t testing.TB) proxyconf.Settings {
 func TestLargestSettingsFitMetadata(t *testing.T) {
 	t.Parallel()
 	for name, s := range map[string]proxyconf.Settings{"largest lists": largestSettings(t), "largest policy": proxyconftest.LargestPolicySettings(t)} {
-		g := Options{Image: DefaultImage, StaticEgressIP: true}
+		// Cloud logging on: its key, with the longest log name, counts too.
+		g := Options{Image: DefaultImage, StaticEgressIP: true, ServiceAccount: "proxy@p.iam.gserviceaccount.com", CloudLogging: true}
 		if err := CheckMetadata(s, g); err != nil {
 			t.Fatalf("%s: the largest settings do not fit: %v", name, err)
 		}
@@ -65,7 +67,7 @@ func TestLargestSettingsFitMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		total, largest, largestKey := 0, 0, ""
-		for _, it := range append(r.items(nil), hardeningItems(&g)...) {
+		for _, it := range slices.Concat(r.items(nil), hardeningItems(&g), cloudLoggingItems(&g, strings.Repeat("n", maxResourceName))) {
 			total += len(it.GetKey()) + len(it.GetValue())
 			if n := len(it.GetValue()); n > largest {
 				largest, largestKey = n, it.GetKey()

@@ -27,6 +27,10 @@ type Options struct {
 	// the egress address survives any replacement of the proxy.
 	StaticEgressIP    bool
 	EgressAddressName string
+	// CloudLogging ships the access log to Cloud Logging, into the log CloudLogID names, as the VM's service
+	// account, which needs LogWriterRole (ValidateCloudLogging). Changed in place: the guest starts or stops
+	// its shipper when the metadata key comes or goes.
+	CloudLogging bool
 	// WaitForProxy makes Create wait (within its ctx) until the guest reports the proxy configured.
 	WaitForProxy bool
 	// DisableShieldedVM, AllowProjectSSHKeys and DisableOSLogin opt out of the hardening every VM gets by

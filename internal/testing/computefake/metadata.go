@@ -53,6 +53,19 @@ func (s *Server) serveMetadata(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = fmt.Fprintf(w, `{"access_token":%q,"expires_in":3599,"token_type":"Bearer"}`, s.opts.ServiceAccountToken(sas[0].GetEmail()))
+	case r.Method == http.MethodGet && r.URL.Path == "/computeMetadata/v1/instance/id":
+		// R33: the instance's numeric id, its zone as projects/NUMBER/zones/ZONE, and the project's ID.
+		w.Header().Set("Content-Type", "application/text")
+		_, _ = io.WriteString(w, strconv.FormatUint(in.GetId(), 10))
+	case r.Method == http.MethodGet && r.URL.Path == "/computeMetadata/v1/instance/zone":
+		project, rest, _ := strings.Cut(s.mdKey, "/")
+		zone, _, _ := strings.Cut(rest, "/")
+		w.Header().Set("Content-Type", "application/text")
+		_, _ = fmt.Fprintf(w, "projects/%d/zones/%s", projectNumber(project), zone)
+	case r.Method == http.MethodGet && r.URL.Path == "/computeMetadata/v1/project/project-id":
+		project, _, _ := strings.Cut(s.mdKey, "/")
+		w.Header().Set("Content-Type", "application/text")
+		_, _ = io.WriteString(w, project)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, nics):
 		v, ok := networkInterfaceValue(in, strings.TrimPrefix(r.URL.Path, nics))
 		if !ok {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -480,6 +481,15 @@ func TestDocumentedRules(t *testing.T) {
 			r.want("without the header", r.do(http.MethodGet, path, "", ""), 403, "", "Metadata-Flavor")
 			s.MetadataInstance("p", "us-central1-a", "without")
 			r.want("without an account", r.do(http.MethodGet, path, "Google", ""), 404, "", "")
+		},
+		"R33 instance id, zone and project": func(h *harness) {
+			in := h.vm("vm", nil)
+			h.s.MetadataInstance("p", "us-central1-a", "vm")
+			h.want("id", h.do(http.MethodGet, "/computeMetadata/v1/instance/id", "Google", ""), 200, "", strconv.FormatUint(in.GetId(), 10))
+			h.want("zone", h.do(http.MethodGet, "/computeMetadata/v1/instance/zone", "Google", ""), 200, "",
+				fmt.Sprintf("projects/%d/zones/us-central1-a", projectNumber("p")))
+			h.want("project", h.do(http.MethodGet, "/computeMetadata/v1/project/project-id", "Google", ""), 200, "", "p")
+			h.want("without the header", h.do(http.MethodGet, "/computeMetadata/v1/instance/id", "", ""), 403, "", "Metadata-Flavor")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

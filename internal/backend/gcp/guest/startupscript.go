@@ -6,6 +6,7 @@ package guest
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"text/template"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -41,6 +42,9 @@ const (
 	MetadataSecret     = "egress-secret"
 	SecretLineHtpasswd = "htpasswd"
 	SecretLineTLSKey   = "tls-key"
+	// MetadataCloudLogging, when set, names the Cloud Logging log (its LOG_ID) the VM ships its access log
+	// to, as its service account (cloudlogging.go); absent, nothing is shipped.
+	MetadataCloudLogging = "egress-cloud-logging"
 	// MetadataBackstop holds the backstop ruleset (proxyconf.RenderNftables), which the guest loads before every start
 	// of Squid.
 	MetadataBackstop = "egress-backstop-nft"
@@ -66,6 +70,9 @@ type StartupScriptOptions struct {
 	// SecretManagerURL is Secret Manager's REST API, where the script reads the proxy's secret;
 	// https://secretmanager.googleapis.com/v1 by default.
 	SecretManagerURL string
+	// LoggingURL is Cloud Logging's REST API, where the shipper writes the access log;
+	// https://logging.googleapis.com by default.
+	LoggingURL string
 }
 
 func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
@@ -84,7 +91,11 @@ func (o StartupScriptOptions) withDefaults() (StartupScriptOptions, error) {
 	if o.SecretManagerURL == "" {
 		o.SecretManagerURL = "https://secretmanager.googleapis.com/v1"
 	}
-	for name, v := range map[string]string{"metadata URL": o.MetadataURL, "state dir": o.StateDir, "own addresses file": o.OwnAddressesFile, "Secret Manager URL": o.SecretManagerURL} {
+	if o.LoggingURL == "" {
+		o.LoggingURL = "https://logging.googleapis.com"
+	}
+	for name, v := range map[string]string{"metadata URL": o.MetadataURL, "state dir": o.StateDir, "own addresses file": o.OwnAddressesFile,
+		"Secret Manager URL": o.SecretManagerURL, "Cloud Logging URL": o.LoggingURL} {
 		for _, r := range v {
 			if r <= ' ' || r == 0x7f || r == '\'' || r == '"' || r == '\\' || r == '$' || r == '`' {
 				return o, fmt.Errorf("%s %q must not contain spaces, quotes, '$', '`' or '\\'", name, v)
@@ -123,7 +134,9 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"KeyCA": MetadataClientCA, "KeyCRL": MetadataClientCRL, "CA": proxyconf.ClientCAPath, "CRL": proxyconf.ClientCRLPath,
 		"SM": opts.SecretManagerURL, "KeySecret": MetadataSecret, "LinePass": SecretLineHtpasswd, "LineKey": SecretLineTLSKey,
 		"NS": GuestAttributeNamespace, "Applied": GuestAttributeApplied, "Error": GuestAttributeError,
-		"HealthPort":   proxyconf.DefaultHealthPort,
+		"HealthPort": proxyconf.DefaultHealthPort,
+		"KeyLog":     MetadataCloudLogging, "Logging": opts.LoggingURL, "AccessLog": proxyconf.AccessLogPath,
+		"ShipperUnit": CloudLoggingUnit, "Shipper": strings.TrimRight(cloudLoggingShipper, "\n"),
 		"LoadBackstop": proxyconf.BackstopLoader(proxyconf.NftablesPath, opts.OwnAddressesFile, proxyconf.ResolvConfPath),
 	})
 	if err != nil {
@@ -338,6 +351,69 @@ apply() {
 	report {{.Applied}} "$id"
 }
 
+# Cloud Logging: while the metadata names a log, the shipper (cloudlogging.py) runs as its own unit, with
+# a user of its own that may read Squid's log (group proxy) and nothing of the proxy's; when the key goes,
+# it stops. So turning it on or off is a metadata change the watcher applies in place. A metadata server
+# that does not answer changes nothing either way.
+sync_cloud_logging() {
+	unit='{{.ShipperUnit}}'
+	code=$(curl -sS -o /dev/null -w '%{http_code}' -H 'Metadata-Flavor: Google' "$MD/instance/attributes/{{.KeyLog}}" 2>/dev/null)
+	case "$code" in
+	200) ;;
+	404)
+		if [ -e "/etc/systemd/system/$unit" ]; then
+			systemctl disable --now "$unit" >/dev/null 2>&1
+			rm -f "/etc/systemd/system/$unit"
+			systemctl daemon-reload
+		fi
+		return 0
+		;;
+	*) return 0 ;;
+	esac
+	command -v python3 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-minimal; } || return 1
+	changed=0
+	cat >"$STATE/cloud-logging.py.$$" <<'EGRESS_SHIPPER'
+{{.Shipper}}
+EGRESS_SHIPPER
+	if cmp -s "$STATE/cloud-logging.py.$$" "$STATE/cloud-logging.py"; then
+		rm -f "$STATE/cloud-logging.py.$$"
+	else
+		chmod 0644 "$STATE/cloud-logging.py.$$" && mv "$STATE/cloud-logging.py.$$" "$STATE/cloud-logging.py" && changed=1
+	fi
+	cat >"/etc/systemd/system/$unit.$$" <<UNIT
+[Unit]
+Description=Ship the egress proxy's access log to Cloud Logging
+After=network-online.target squid.service
+Wants=network-online.target
+
+[Service]
+ExecStart=/usr/bin/python3 $STATE/cloud-logging.py $MD '{{.Logging}}' '{{.AccessLog}}' /var/lib/egress-cloud-logging
+DynamicUser=yes
+SupplementaryGroups=proxy
+StateDirectory=egress-cloud-logging
+NoNewPrivileges=yes
+ProtectSystem=strict
+ProtectHome=yes
+PrivateTmp=yes
+Restart=always
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+	if cmp -s "/etc/systemd/system/$unit.$$" "/etc/systemd/system/$unit"; then
+		rm -f "/etc/systemd/system/$unit.$$"
+	else
+		mv "/etc/systemd/system/$unit.$$" "/etc/systemd/system/$unit" && systemctl daemon-reload && changed=1
+	fi
+	systemctl enable "$unit" >/dev/null 2>&1
+	if [ "$changed" = 1 ]; then
+		systemctl restart "$unit"
+	else
+		systemctl is-active --quiet "$unit" || systemctl start "$unit"
+	fi
+}
+
 case "${1:-}" in
 own-addresses)
 	list_own_addresses
@@ -350,6 +426,7 @@ backstop)
 watch)
 	while :; do
 		locked_apply
+		sync_cloud_logging
 		sleep {{.Interval}}
 	done
 	;;
@@ -369,6 +446,7 @@ ExecStartPre=/bin/sh $STATE/startup.sh backstop
 UNIT
 systemctl daemon-reload
 locked_apply
+sync_cloud_logging
 cat >/etc/systemd/system/egress-proxy-watch.service <<UNIT
 [Unit]
 Description=Apply egress proxy config changes from instance metadata

@@ -30,12 +30,16 @@ func TestRenderStartupScript(t *testing.T) {
 			"OWN='" + proxyconf.OwnAddressesPath + "'", "ExecStartPre=-/bin/sh $STATE/startup.sh own-addresses",
 			"md " + MetadataBackstop, "nft -c -f", "'" + proxyconf.NftablesPath + "'", "ExecStartPre=/bin/sh $STATE/startup.sh backstop",
 			"load_backstop() {",
+			// The shipper, in full, and the unit that runs it while the metadata names a log.
+			"/instance/attributes/" + MetadataCloudLogging + "\"", strings.TrimRight(cloudLoggingShipper, "\n"), "'https://logging.googleapis.com'",
+			"/etc/systemd/system/$unit", "DynamicUser=yes", "SupplementaryGroups=proxy", "locked_apply\n\t\tsync_cloud_logging",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
 			want: []string{"MD='http://127.0.0.1:8080/computeMetadata/v1'", "sleep 3"}},
-		"quote in url":    {opts: StartupScriptOptions{MetadataURL: "http://x'; rm -rf /"}, wantErr: "must not contain"},
-		"dollar in state": {opts: StartupScriptOptions{StateDir: "/var/$HOME"}, wantErr: "must not contain"},
-		"space in own":    {opts: StartupScriptOptions{OwnAddressesFile: "/etc/squid/own addresses"}, wantErr: "must not contain"},
+		"quote in url":     {opts: StartupScriptOptions{MetadataURL: "http://x'; rm -rf /"}, wantErr: "must not contain"},
+		"dollar in state":  {opts: StartupScriptOptions{StateDir: "/var/$HOME"}, wantErr: "must not contain"},
+		"space in own":     {opts: StartupScriptOptions{OwnAddressesFile: "/etc/squid/own addresses"}, wantErr: "must not contain"},
+		"quote in logging": {opts: StartupScriptOptions{LoggingURL: "https://x'y"}, wantErr: "must not contain"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
