@@ -45,6 +45,7 @@ type awsEndpointsModel struct {
 	STS           types.String `tfsdk:"sts"`
 	ServiceQuotas types.String `tfsdk:"servicequotas"`
 	IAM           types.String `tfsdk:"iam"`
+	Logs          types.String `tfsdk:"logs"`
 }
 
 // awsRegionEnvVars are read, in this order, when the block sets no region, as the AWS CLI reads them.
@@ -88,7 +89,12 @@ func awsRegionAttributes(perRegion bool) map[string]schema.Attribute {
 		"endpoints": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: "Service endpoints instead of the region's public ones." + fallback(""),
 			Attributes: map[string]schema.Attribute{"ec2": endpoint("EC2"), "ssm": endpoint("SSM"), "sts": endpoint("STS"),
-				"servicequotas": endpoint("Service Quotas"), "iam": schema.StringAttribute{Optional: true,
+				"servicequotas": endpoint("Service Quotas"),
+				"logs": schema.StringAttribute{Optional: true,
+					MarkdownDescription: "The CloudWatch Logs endpoint, an `http` or `https` URL, for private endpoints and tests. A proxy's guest " +
+						"sends its access log there too when it is `https`; otherwise, to the region's public one.",
+					Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}},
+				"iam": schema.StringAttribute{Optional: true,
 					MarkdownDescription: "The IAM endpoint, an `http` or `https` URL, for tests: IAM is global, one endpoint for every region of a " +
 						"partition. Used only by proxies with `create_instance_role`.",
 					Validators: []validator.String{attribute_validator.URLWithScheme("http", "https")}}}},
@@ -151,7 +157,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		SharedCredentialsFiles: list(r.SharedCredentialsFiles, top.SharedCredentialsFiles),
 		AccessKey:              or(r.AccessKey, top.AccessKey), SecretKey: or(r.SecretKey, top.SecretKey), SessionToken: or(r.Token, top.SessionToken),
 		AssumeRole: top.AssumeRole, EC2Endpoint: top.EC2Endpoint, SSMEndpoint: top.SSMEndpoint, STSEndpoint: top.STSEndpoint,
-		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint, IAMEndpoint: top.IAMEndpoint,
+		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint, IAMEndpoint: top.IAMEndpoint, LogsEndpoint: top.LogsEndpoint,
 	}
 	if r.AssumeRole != nil {
 		out.AssumeRole = aws.AssumeRole{RoleARN: r.AssumeRole.RoleARN.ValueString(), SessionName: r.AssumeRole.SessionName.ValueString(),
@@ -163,6 +169,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		out.STSEndpoint = or(r.Endpoints.STS, top.STSEndpoint)
 		out.ServiceQuotasEndpoint = or(r.Endpoints.ServiceQuotas, top.ServiceQuotasEndpoint)
 		out.IAMEndpoint = or(r.Endpoints.IAM, top.IAMEndpoint)
+		out.LogsEndpoint = or(r.Endpoints.Logs, top.LogsEndpoint)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
@@ -12,7 +13,7 @@ import (
 
 // ec2API is every EC2 call the backend makes, and nothing else: the seam its tests and the fake stand behind.
 // Each method is an IAM action of the caller's policy (CallerPolicyFile), as are ssmAPI's, quotasAPI's,
-// iamAPI's and iam:PassRole; permissions_test.go holds the two together.
+// iamAPI's, logsAPI's and iam:PassRole; permissions_test.go holds the two together.
 type ec2API interface {
 	RunInstances(ctx context.Context, in *ec2.RunInstancesInput, opts ...func(*ec2.Options)) (*ec2.RunInstancesOutput, error)
 	DescribeInstances(ctx context.Context, in *ec2.DescribeInstancesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
@@ -58,6 +59,17 @@ type iamAPI interface {
 	DeleteInstanceProfile(ctx context.Context, in *iam.DeleteInstanceProfileInput, opts ...func(*iam.Options)) (*iam.DeleteInstanceProfileOutput, error)
 }
 
+// logsAPI is every CloudWatch Logs call the backend makes, for a proxy's own log group (logs.go); the guest
+// makes and writes its stream itself.
+type logsAPI interface {
+	CreateLogGroup(ctx context.Context, in *cloudwatchlogs.CreateLogGroupInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.CreateLogGroupOutput, error)
+	PutRetentionPolicy(ctx context.Context, in *cloudwatchlogs.PutRetentionPolicyInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.PutRetentionPolicyOutput, error)
+	DeleteLogGroup(ctx context.Context, in *cloudwatchlogs.DeleteLogGroupInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.DeleteLogGroupOutput, error)
+	DescribeLogGroups(ctx context.Context, in *cloudwatchlogs.DescribeLogGroupsInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.DescribeLogGroupsOutput, error)
+	ListTagsForResource(ctx context.Context, in *cloudwatchlogs.ListTagsForResourceInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.ListTagsForResourceOutput, error)
+	TagResource(ctx context.Context, in *cloudwatchlogs.TagResourceInput, opts ...func(*cloudwatchlogs.Options)) (*cloudwatchlogs.TagResourceOutput, error)
+}
+
 // stsAPI is the one STS call Check makes.
 type stsAPI interface {
 	GetCallerIdentity(ctx context.Context, in *sts.GetCallerIdentityInput, opts ...func(*sts.Options)) (*sts.GetCallerIdentityOutput, error)
@@ -74,4 +86,5 @@ var (
 	_ stsAPI    = (*sts.Client)(nil)
 	_ quotasAPI = (*servicequotas.Client)(nil)
 	_ iamAPI    = (*iam.Client)(nil)
+	_ logsAPI   = (*cloudwatchlogs.Client)(nil)
 )

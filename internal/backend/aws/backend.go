@@ -7,6 +7,7 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
@@ -48,6 +49,7 @@ type region struct {
 	sts    stsAPI
 	quotas quotasAPI
 	iam    iamAPI
+	logs   logsAPI
 
 	// accountID is the credentials' account (account), asked once under accountOnce.
 	accountOnce sync.Mutex
@@ -104,6 +106,7 @@ func (b *Backend) clients(ctx context.Context, name string) (*region, error) {
 		r.quotas = servicequotas.NewFromConfig(cfg, func(o *servicequotas.Options) {
 			o.BaseEndpoint = optionalString(r.settings.ServiceQuotasEndpoint)
 		})
+		r.logs = cloudwatchlogs.NewFromConfig(cfg, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = optionalString(r.settings.LogsEndpoint) })
 		r.iam = iam.NewFromConfig(cfg, func(o *iam.Options) {
 			// IAM is global: one endpoint per partition, signed for the partition's first region.
 			o.Region = iamRegion(name)

@@ -39,7 +39,7 @@ func newBenchBackend(tb testing.TB, opts ec2fake.Options) (*ec2fake.Server, *Bac
 	regions := map[string]RegionConfig{}
 	for _, name := range fake.RegionNames() {
 		regions[name] = RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey,
-			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL()}
+			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), LogsEndpoint: fake.URL()}
 	}
 	b, err := New(Config{DefaultRegion: testRegion, Regions: regions})
 	if err != nil {
@@ -178,7 +178,7 @@ var apiRequestCases = []struct {
 			"ec2:AuthorizeSecurityGroupIngress": 1, "ec2:RunInstances": 1},
 		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1,
-			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3},
+			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3, "logs:DescribeLogGroups": 1},
 	},
 	{
 		name: "static_egress_ip", static: true,
@@ -189,7 +189,7 @@ var apiRequestCases = []struct {
 			"ec2:DescribeAddresses": 1, "ec2:AllocateAddress": 1, "ec2:AssociateAddress": 1},
 		get: calls{"ec2:DescribeInstances": 1, "ssm:GetParameters": 1},
 		delete: calls{"ec2:DescribeInstances": 3, "ec2:TerminateInstances": 1, "ec2:DescribeAddresses": 1, "ec2:ReleaseAddress": 1,
-			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3},
+			"ec2:DescribeSecurityGroups": 1, "ec2:DeleteSecurityGroup": 1, "ssm:DeleteParameters": 3, "logs:DescribeLogGroups": 1},
 	},
 }
 
@@ -272,8 +272,8 @@ func seedList(tb testing.TB, n int) (*ec2fake.Server, *Backend) {
 }
 
 // listCalls lists the n proxies of owner "bench" and checks the design's count: one DescribeInstances, one
-// DescribeSecurityGroups and one DescribeAddresses (for the leftovers of unfinished creates and of
-// replacements) in each of benchRegions (a page holds listPageSize) and nothing else, the settings not read. It
+// DescribeSecurityGroups, one DescribeAddresses and one DescribeLogGroups (for the leftovers of unfinished
+// creates, of replacements and of the proxies' own log groups) in each of benchRegions (a page holds listPageSize) and nothing else, the settings not read. It
 // returns the calls by action and the DescribeInstances by region.
 func listCalls(tb testing.TB, fake *ec2fake.Server, be *Backend, n int) (calls, map[string]int) {
 	tb.Helper()
@@ -293,15 +293,16 @@ func listCalls(tb testing.TB, fake *ec2fake.Server, be *Backend, n int) (calls, 
 	for _, region := range benchRegions {
 		want[region] = 1
 	}
-	if !maps.Equal(perRegion, want) || all["ec2:DescribeSecurityGroups"] != len(benchRegions) || all["ec2:DescribeAddresses"] != len(benchRegions) || all.total() != 3*len(benchRegions) || len(failed) > 0 {
-		tb.Errorf("ListByTag of %d proxies made %s (DescribeInstances by region %v, %d answered with an error), want one DescribeInstances, DescribeSecurityGroups and DescribeAddresses in each of %v and nothing else",
+	if !maps.Equal(perRegion, want) || all["ec2:DescribeSecurityGroups"] != len(benchRegions) || all["ec2:DescribeAddresses"] != len(benchRegions) ||
+		all["logs:DescribeLogGroups"] != len(benchRegions) || all.total() != 4*len(benchRegions) || len(failed) > 0 {
+		tb.Errorf("ListByTag of %d proxies made %s (DescribeInstances by region %v, %d answered with an error), want one DescribeInstances, DescribeSecurityGroups, DescribeAddresses and DescribeLogGroups in each of %v and nothing else",
 			n, all.per(1), perRegion, len(failed), benchRegions)
 	}
 	return all, perRegion
 }
 
 // BenchmarkListByTag200In3Regions lists 200 proxies spread over three regions: one DescribeInstances, one
-// DescribeSecurityGroups and one DescribeAddresses a region, side by side, and nothing else. It fails on any other count.
+// DescribeSecurityGroups, one DescribeAddresses and one DescribeLogGroups a region, side by side, and nothing else. It fails on any other count.
 //
 //	go test -run '^$' -bench ListByTag200In3Regions -benchtime 1x -v ./internal/backend/aws/
 func BenchmarkListByTag200In3Regions(b *testing.B) {

@@ -39,6 +39,8 @@ type RegionConfig struct {
 	EC2Endpoint, SSMEndpoint, STSEndpoint, ServiceQuotasEndpoint string
 	// IAMEndpoint is IAM's, global: the same for every region of a partition.
 	IAMEndpoint string
+	// LogsEndpoint is CloudWatch Logs', for the backend's calls and, when it is HTTPS, the guest's.
+	LogsEndpoint string
 }
 
 // AssumeRole is a role the backend assumes before calling EC2 and SSM.

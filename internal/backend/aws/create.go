@@ -67,6 +67,9 @@ func (b *Backend) resolve(ctx context.Context, spec backend.Spec) (*region, Opti
 	case o.StaticEgressIP && o.EIPAllocationID != "":
 		return nil, o, backend.Permanent(object, "static_egress_ip allocates an address; it cannot be combined with eip_allocation_id")
 	}
+	if err := o.CloudWatchLogs.validate(); err != nil {
+		return nil, o, backend.Permanent(object, "aws.cloudwatch_logs: %v", err)
+	}
 	if o.InstanceType == "" {
 		o.InstanceType = DefaultInstanceType
 	}
@@ -268,6 +271,11 @@ func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Op
 	with := o
 	// What is given back is this owner's only: a role of the name another owner made stays theirs.
 	mine := backend.WithOwnership(ctx, backend.Ownership{Owner: spec.Owner})
+	// The log group before the instance whose guest writes to it, and after the security group, so that a
+	// crash leaves it listed (logs.go).
+	if err := b.ensureLogGroup(ctx, r, spec, o); err != nil {
+		return nil, b.giveBack(mine, r, spec.Name, false, err)
+	}
 	if o.CreateInstanceRole {
 		// After the group, so that a crash leaves the role listed with it as a leftover (instancerole.go).
 		var err error
@@ -283,7 +291,7 @@ func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Op
 }
 
 // giveBack removes what Create made before EC2 refused the launch (the proxy's own instance role when
-// withRole says it made one, the security group and the parameters), so that a refused create leaves nothing
+// withRole says it made one, its own log group, the security group and the parameters), so that a refused create leaves nothing
 // behind, as the contract's Delete would. Only a launch that was refused (Quota, Permanent) is given back:
 // after a Transient error or a cancelled one, the instance may exist (a lost answer), and the retry's client
 // token finds it. A failed clean-up is told in the error.
@@ -299,7 +307,7 @@ func (b *Backend) giveBack(ctx context.Context, r *region, name string, withRole
 	if withRole {
 		roleErr = b.deleteInstanceRole(cctx, r, name)
 	}
-	if err := errors.Join(roleErr, b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
+	if err := errors.Join(roleErr, b.deleteLogGroup(cctx, r, name), b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
 		return fmt.Errorf("%w (and what was made for it could not all be removed: %w; egress_proxy_orphans lists the leftovers)", launch, err)
 	}
 	return launch

@@ -15,7 +15,7 @@ import (
 )
 
 // Delete terminates the instance and removes everything Create made for it: its Elastic IP (not the user's),
-// its security group and its parameters. A proxy already gone is success, and its leftovers are removed too.
+// its own log group (not a shared one), its security group and its parameters. A proxy already gone is success, and its leftovers are removed too.
 func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	return b.delete(ctx, id, false)
 }
@@ -66,6 +66,11 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 	// The proxy's own role once no instance uses it, and before its group: a crash in between leaves the
 	// group, listed as a leftover whose delete comes back here (instancerole.go).
 	if err := b.deleteOwnInstanceRole(ctx, r, id.Name, in); err != nil {
+		return err
+	}
+	// Its own log group, before the group that lists a leftover: a crash in between is listed and deleted
+	// again. The lines go with it.
+	if err := b.deleteLogGroup(ctx, r, id.Name); err != nil {
 		return err
 	}
 	if !keepAddress {

@@ -7,7 +7,9 @@
 // A proxy's id is aws/<region>/<name>. Its parameters are under /egress-proxy/<name>/: config (a String, the
 // config's manifest) and its parts config-1 to config-9, secrets (a SecureString), settings (what Get reads back)
 // and its parts, and applied (written by the guest). Its security group is
-// egress-proxy-<name>. The agent that runs on the instance, its user-data and the guard that checks what it is
+// egress-proxy-<name>. With CloudWatch Logs, its access log goes to the stream <name> of its own log group
+// /egress-proxy/<name> (made with its retention, deleted with the proxy) or of a shared group the user names,
+// which the provider never makes or deletes (logs.go#Backend.ensureLogGroup). The agent that runs on the instance, its user-data and the guard that checks what it is
 // given are in the guest subpackage.
 //
 // This comment holds the rules of this backend alone; the contract every backend keeps is in

@@ -59,6 +59,8 @@ var (
 		"RulesPerSecurityGroupLimitExceeded": true,
 		// IAM's quotas of roles and instance profiles per account ("IAM API Reference": CreateRole, Errors).
 		"LimitExceeded": true,
+		// CloudWatch Logs' quotas (log groups per region): "CloudWatch Logs API Reference", CreateLogGroup, Errors.
+		"LimitExceededException": true,
 	}
 	transientCodes = map[string]bool{
 		"InsufficientInstanceCapacity": true, "RequestLimitExceeded": true, "Throttling": true, "ThrottlingException": true,
@@ -69,6 +71,9 @@ var (
 		"TooManyRequestsException": true,
 		// IAM's: a change to the same entity under way, a failure of its own ("IAM API Reference": Common Errors).
 		"ConcurrentModification": true, "ServiceFailure": true,
+		// CloudWatch Logs': its service down, a change to the same group under way ("CloudWatch Logs API
+		// Reference": Common Errors, OperationAbortedException).
+		"ServiceUnavailableException": true, "OperationAbortedException": true,
 	}
 	notFoundCodes = map[string]bool{
 		"InvalidInstanceID.NotFound": true, "InvalidGroup.NotFound": true, "InvalidAllocationID.NotFound": true,

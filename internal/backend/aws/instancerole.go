@@ -68,8 +68,10 @@ type policyStatement struct {
 // policy (InstanceRolePolicyFile), each on this proxy's parameters alone, with no condition on tags: reading
 // them (ssm:GetParameters on parameter/egress-proxy/<name>/*), reporting what it applied (ssm:PutParameter on
 // its applied parameter), and, with a customer-managed key, decrypting its secrets through SSM
-// (kms:Decrypt with the encryption context of its own parameters). The paths follow guest.ParameterPath.
-func instanceRolePolicy(region, account, name, kmsKeyID string) string {
+// (kms:Decrypt with the encryption context of its own parameters), and, with CloudWatch Logs, making and writing
+// its own log stream (logs:CreateLogStream and logs:PutLogEvents on that stream alone, in its own group or the
+// shared one). The paths follow guest.ParameterPath.
+func instanceRolePolicy(region, account, name, kmsKeyID string, logs *CloudWatchLogs) string {
 	partition := partitionOf(region)
 	parameterARN := func(path string) string {
 		return "arn:" + partition + ":ssm:" + region + ":" + account + ":parameter/" + strings.TrimPrefix(path, "/")
@@ -87,6 +89,14 @@ func instanceRolePolicy(region, account, name, kmsKeyID string) string {
 				"kms:EncryptionContext:PARAMETER_ARN": own,
 				"kms:ViaService":                      "ssm." + region + "." + guest.DNSSuffix(region),
 			}}})
+	}
+	if logs != nil {
+		group, stream := logTarget(name, logs)
+		streamARN := "arn:" + partition + ":logs:" + region + ":" + account + ":log-group:" + group + ":log-stream:" + stream
+		for _, action := range []string{"logs:CreateLogStream", "logs:PutLogEvents"} {
+			doc.Statement = append(doc.Statement, policyStatement{Sid: "OnlyItsOwnLogStream" + strings.TrimPrefix(action, "logs:"), Effect: "Allow",
+				Action: action, Resource: []string{streamARN}})
+		}
 	}
 	b, _ := json.Marshal(doc) // strings only: never fails
 	return string(b)
@@ -154,7 +164,7 @@ func (b *Backend) ensureInstanceRole(ctx context.Context, r *region, spec backen
 	if err != nil {
 		return "", err
 	}
-	policy := instanceRolePolicy(r.name, account, spec.Name, o.KMSKeyID)
+	policy := instanceRolePolicy(r.name, account, spec.Name, o.KMSKeyID, o.CloudWatchLogs)
 	w := b.propagationWindow()
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		_, err := r.iam.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: awssdk.String(name),

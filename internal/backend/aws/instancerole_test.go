@@ -247,22 +247,31 @@ func TestOwnInstanceRoleOfALeftover(t *testing.T) {
 }
 
 // The role's inline policy allows the actions of the documented instance role policy (InstanceRolePolicyFile),
-// statement by statement, on the proxy's own parameters only, and the KMS statement only with a key.
+// statement by statement, on the proxy's own parameters and log stream only, the KMS statement only with a key
+// and the CloudWatch Logs ones only with the log on.
 func TestOwnInstanceRolePolicyIsTheDocumentedOneScoped(t *testing.T) {
 	t.Parallel()
 	doc := parseDocumented(t, InstanceRolePolicyFile)
-	var documented [][]string
-	for _, st := range doc.Statement {
-		documented = append(documented, st.actions())
-	}
-	for _, key := range []string{"", testKMSKey, "alias/proxies"} {
-		var p policy
-		if err := json.Unmarshal([]byte(instanceRolePolicy(testRegion, "123456789012", "web", key)), &p); err != nil {
-			t.Fatal(err)
+	for _, tc := range []struct {
+		key    string
+		logs   *CloudWatchLogs
+		stream string
+	}{
+		{key: ""}, {key: testKMSKey}, {key: "alias/proxies"},
+		{key: "", logs: &CloudWatchLogs{}, stream: "arn:aws:logs:eu-west-1:123456789012:log-group:/egress-proxy/web:log-stream:web"},
+		{key: testKMSKey, logs: &CloudWatchLogs{LogGroup: "shared"}, stream: "arn:aws:logs:eu-west-1:123456789012:log-group:shared:log-stream:web"},
+	} {
+		var want [][]string
+		for _, st := range doc.Statement {
+			a := st.actions()
+			if (tc.key == "" && strings.HasPrefix(a[0], "kms:")) || (tc.logs == nil && strings.HasPrefix(a[0], "logs:")) {
+				continue
+			}
+			want = append(want, a)
 		}
-		want := documented
-		if key == "" {
-			want = documented[:len(documented)-1]
+		var p policy
+		if err := json.Unmarshal([]byte(instanceRolePolicy(testRegion, "123456789012", "web", tc.key, tc.logs)), &p); err != nil {
+			t.Fatal(err)
 		}
 		var got [][]string
 		for _, st := range p.Statement {
@@ -275,13 +284,16 @@ func TestOwnInstanceRolePolicyIsTheDocumentedOneScoped(t *testing.T) {
 				if strings.Contains(r, ":ssm:") && !strings.HasPrefix(r, "arn:aws:ssm:eu-west-1:123456789012:parameter/egress-proxy/web/") {
 					t.Errorf("%s on %s: beyond the proxy's own parameters", st.actions(), r)
 				}
+				if strings.Contains(r, ":logs:") && r != tc.stream {
+					t.Errorf("%s on %s: beyond the proxy's own log stream %s", st.actions(), r, tc.stream)
+				}
 			}
 			if strings.Contains(string(st.Condition), "egress-proxy-instance") {
 				t.Errorf("statement %s leans on the tag condition", st.Sid)
 			}
 		}
 		if !slices.EqualFunc(got, want, slices.Equal[[]string]) {
-			t.Errorf("key %q: the role's statements allow %v, the documented ones %v", key, got, want)
+			t.Errorf("key %q, logs %+v: the role's statements allow %v, the documented ones %v", tc.key, tc.logs, got, want)
 		}
 	}
 }

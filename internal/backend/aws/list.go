@@ -2,6 +2,8 @@ package aws
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -68,8 +70,8 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 
 // listLeftovers lists what is left of the owner's proxies that have no live instance, one proxy in state
 // Failed per name, so that deleting its id removes every part: a security group (a create that did not
-// finish, its parameters beside it) and an Elastic IP no instance uses (kept by a replacement whose
-// successor never came). Each is found with one paged request per region; the time is the parts' tag.
+// finish, its parameters beside it), an Elastic IP no instance uses (kept by a replacement whose
+// successor never came) and the proxy's own CloudWatch Logs group. Each is found with one paged request per region; the time is the parts' tag.
 func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, live []backend.Instance) ([]backend.Instance, error) {
 	names := map[string]bool{}
 	for _, inst := range live {
@@ -124,6 +126,14 @@ func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, li
 		if a.AssociationId == nil {
 			add(tagMap(a.Tags), "its Elastic IP "+awssdk.ToString(a.PublicIp)+" is left without an instance: kept by a replacement whose new proxy never came")
 		}
+	}
+	logGroups, err := b.ownLogGroups(ctx, r, owner, names)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(logGroups)) {
+		tags := logGroups[name]
+		add(tags, "its CloudWatch Logs group "+ownLogGroup(tags[tagName])+" is left without an instance: a create that did not finish, or a delete that stopped before it")
 	}
 	left := make([]backend.Instance, 0, len(order))
 	for _, name := range order {

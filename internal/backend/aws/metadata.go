@@ -106,6 +106,7 @@ type storedSpec struct {
 	EIPAllocationID    string             `json:"eip_allocation_id,omitempty"`
 	WaitForProxy       bool               `json:"wait_for_proxy,omitempty"`
 	KMSKeyID           string             `json:"kms_key_id,omitempty"`
+	CloudWatchLogs     *CloudWatchLogs    `json:"cloudwatch_logs,omitempty"`
 	ConfigID           string             `json:"config_id"`
 	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
 	// behind the provider's back by it, without reading the secrets its MAC needs (and a manifest's parts by
@@ -131,7 +132,7 @@ func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 	sum := sha256.Sum256(p.config)
 	st := storedSpec{Settings: s.WithoutSecrets(), AMI: o.AMI, IAMInstanceProfile: o.IAMInstanceProfile, CreateInstanceRole: o.CreateInstanceRole,
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
-		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:]),
+		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, CloudWatchLogs: o.CloudWatchLogs, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:]),
 		ConfigFormat: p.format}
 	st.Settings.TLS = nil
 	if s.TLS != nil {
@@ -220,7 +221,7 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		opts.AMI, opts.IAMInstanceProfile, opts.SecurityGroupIDs = st.AMI, st.IAMInstanceProfile, st.SecurityGroupIDs
 		opts.CreateInstanceRole = st.CreateInstanceRole
 		opts.StaticEgressIP, opts.EIPAllocationID, opts.WaitForProxy = st.StaticEgressIP, st.EIPAllocationID, st.WaitForProxy
-		opts.KMSKeyID = st.KMSKeyID
+		opts.KMSKeyID, opts.CloudWatchLogs = st.KMSKeyID, st.CloudWatchLogs
 		// The guest watches its parameters: every instance made by this backend can change its rules in place.
 		inst.Reconfigurable = true
 		inst.Drift = configDrift(name, st, values)

@@ -38,4 +38,7 @@ type Options struct {
 	Spot bool
 	// WaitForProxy makes Create wait (within its ctx) until the guest reports the configuration applied.
 	WaitForProxy bool
+	// CloudWatchLogs, when set, ships the proxy's access log to CloudWatch Logs (logs.go), which AWS charges
+	// for by what it ingests and stores; nil keeps the log on the instance only.
+	CloudWatchLogs *CloudWatchLogs
 }

@@ -16,6 +16,8 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
+	cwltypes "github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -96,7 +98,7 @@ func calledActions() []string {
 	out := slices.Clone(impliedActions)
 	for prefix, seam := range map[string]reflect.Type{
 		"ec2": reflect.TypeFor[ec2API](), "ssm": reflect.TypeFor[ssmAPI](), "servicequotas": reflect.TypeFor[quotasAPI](),
-		"iam": reflect.TypeFor[iamAPI](),
+		"iam": reflect.TypeFor[iamAPI](), "logs": reflect.TypeFor[logsAPI](),
 	} {
 		for i := range seam.NumMethod() {
 			out = append(out, prefix+":"+seam.Method(i).Name)
@@ -130,7 +132,7 @@ func TestSeamsAreCalled(t *testing.T) {
 		if slices.Contains(impliedActions, action) {
 			continue
 		}
-		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas", "iam": "iam"}[prefix]
+		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas", "iam": "iam", "logs": "logs"}[prefix]
 		if !regexp.MustCompile(`\.` + field + `\.` + name + `\(|New` + name + `Paginator\(r\.` + field).MatchString(code.String()) {
 			t.Errorf("%s is in the %s seam (api.go) but no code of the backend calls it: remove it, and its permission from %s", name, prefix, CallerPolicyFile)
 		}
@@ -222,7 +224,7 @@ const testKMSKey = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56
 
 // everyOperation runs each operation of the backend once, on every path that needs a permission of its own:
 // Check (with and without Service Quotas), Create of a Spot proxy with its own Elastic IP, two client ranges
-// (the rules quota), its secrets under a customer-managed key, waited for; Create of a proxy with the user's
+// (the rules quota), its secrets under a customer-managed key and its own CloudWatch Logs group, waited for; Create of a proxy with the user's
 // own Elastic IP; Create of a proxy with its own instance role (create_instance_role); an Update of labels; a
 // Reconfigure with a range fewer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
 // the three. It stops at the first failure and returns it, with its
@@ -256,6 +258,7 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	a.Proxy.AllowedClientCIDRs = []string{"10.0.0.0/8", "192.168.0.0/16"}
 	ao := a.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
 	ao.StaticEgressIP, ao.Spot, ao.KMSKeyID, ao.WaitForProxy = true, true, testKMSKey, true
+	ao.CloudWatchLogs = &CloudWatchLogs{RetentionDays: 7}
 	ia, err := b.Create(ctx, a)
 	if err != nil {
 		return failed("create a proxy with its own Elastic IP", err)
@@ -449,7 +452,8 @@ func TestCallerPolicyTouchesOnlyWhatTheProviderMade(t *testing.T) {
 }
 
 // With the documented instance role policy, the guest's own calls pass, signed with its instance's
-// credentials: reading its parameters (the secrets decrypted with the customer's key) and reporting applied.
+// credentials: reading its parameters (the secrets decrypted with the customer's key), reporting applied, and
+// making and writing its log stream in its own CloudWatch Logs group.
 // Without any one of its statements, the call that needs it is refused, naming the permission.
 func TestInstanceRolePolicyIsWhatTheGuestNeeds(t *testing.T) {
 	t.Parallel()
@@ -468,7 +472,8 @@ func TestInstanceRolePolicyIsWhatTheGuestNeeds(t *testing.T) {
 			fake, b := newTest(t, ec2fake.Options{Roles: []ec2fake.Role{{Name: "egress-proxy", Policy: tc.policy}}})
 			fake.PlayGuests()
 			spec := testSpec(fake, "guest")
-			spec.Placement.Options.(*Options).KMSKeyID = testKMSKey //nolint:forcetypeassert // testSpec's own options
+			o := spec.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
+			o.KMSKeyID, o.CloudWatchLogs = testKMSKey, &CloudWatchLogs{}
 			if _, err := b.Create(t.Context(), spec); err != nil {
 				t.Fatal(err)
 			}
@@ -487,7 +492,19 @@ func TestInstanceRolePolicyIsWhatTheGuestNeeds(t *testing.T) {
 			_, readErr := guest.GetParameters(t.Context(), &ssm.GetParametersInput{Names: names, WithDecryption: awssdk.Bool(true)})
 			_, reportErr := guest.PutParameter(t.Context(), &ssm.PutParameterInput{Name: awssdk.String("/egress-proxy/guest/applied"), Value: awssdk.String("x"),
 				Type: ssmtypes.ParameterTypeString, Overwrite: awssdk.Bool(true)})
-			err := errors.Join(readErr, reportErr)
+			logs := cloudwatchlogs.NewFromConfig(cfg, func(o *cloudwatchlogs.Options) { o.RetryMaxAttempts = 1 })
+			group, stream := awssdk.String(ownLogGroup("guest")), awssdk.String(logStreamName("guest"))
+			_, streamErr := logs.CreateLogStream(t.Context(), &cloudwatchlogs.CreateLogStreamInput{LogGroupName: group, LogStreamName: stream})
+			if streamErr != nil {
+				// The stream, made by someone else, for the write to be tried whatever CreateLogStream answered.
+				admin := cloudwatchlogs.NewFromConfig(fake.AdminAWSConfig(testRegion))
+				if _, err := admin.CreateLogStream(t.Context(), &cloudwatchlogs.CreateLogStreamInput{LogGroupName: group, LogStreamName: stream}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, writeErr := logs.PutLogEvents(t.Context(), &cloudwatchlogs.PutLogEventsInput{LogGroupName: group, LogStreamName: stream,
+				LogEvents: []cwltypes.InputLogEvent{{Timestamp: awssdk.Int64(fake.Now().UnixMilli()), Message: awssdk.String("{}")}}})
+			err := errors.Join(readErr, reportErr, streamErr, writeErr)
 			switch {
 			case tc.refused == "" && err != nil:
 				t.Errorf("the guest's calls: %v", err)
@@ -515,7 +532,7 @@ func TestAssumeRolePolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			region := RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, AssumeRole: AssumeRole{RoleARN: fake.RoleARN("egress-deployer")},
-				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL()}
+				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(), LogsEndpoint: fake.URL()}
 			b, err := New(Config{Regions: map[string]RegionConfig{testRegion: region}})
 			if err != nil {
 				t.Fatal(err)
