@@ -24,6 +24,9 @@ func (kubernetesDescriptor) title() string          { return "Kubernetes" }
 // place (new rules roll the pods out, a new replica count adds some) can move them.
 func (kubernetesDescriptor) egressAddressMovesInPlace() {}
 
+// servesMetrics: the proxy's pod runs mtail and the Squid exporter beside Squid (metricsServer).
+func (kubernetesDescriptor) servesMetrics() {}
+
 var _ addressMover = kubernetesDescriptor{}
 
 func (kubernetesDescriptor) providerSchema() providerschema.SingleNestedAttribute {

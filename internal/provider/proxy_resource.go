@@ -62,7 +62,7 @@ func (r *proxyResource) IdentitySchema(_ context.Context, _ resource.IdentitySch
 }
 
 func (r *proxyResource) ConfigValidators(context.Context) []resource.ConfigValidator {
-	return []resource.ConfigValidator{resourcevalidator.ExactlyOneOf(backendPaths()...), openProxyWarning{}, policyChecks{}, policyTotals{}}
+	return []resource.ConfigValidator{resourcevalidator.ExactlyOneOf(backendPaths()...), openProxyWarning{}, policyChecks{}, policyTotals{}, metricsChecks{}}
 }
 
 func (r *proxyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
@@ -83,6 +83,7 @@ func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	resp.Diagnostics.Append(r.checkPlacement(ctx, req.Plan)...)
+	resp.Diagnostics.Append(checkMetricsLogFormat(ctx, req.Plan)...)
 	var labels types.Map
 	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("labels"), &labels)...)
 	if resp.Diagnostics.HasError() || labels.IsUnknown() {

@@ -43,6 +43,10 @@ type proxyResourceModel struct {
 
 	LogFormat types.String `tfsdk:"log_format"`
 
+	Metrics         *metricsModel `tfsdk:"metrics"`
+	MetricsURL      types.String  `tfsdk:"metrics_url"`
+	SquidMetricsURL types.String  `tfsdk:"squid_metrics_url"`
+
 	ID              types.String   `tfsdk:"id"`
 	UID             types.String   `tfsdk:"uid"`
 	AllLabels       types.Map      `tfsdk:"all_labels"`
@@ -162,7 +166,8 @@ func (m *proxyResourceModel) markRulesDrifted() {
 func (m proxyResourceModel) rulesDiffer(prior proxyResourceModel) bool {
 	if !m.AllowedClientCIDRs.Equal(prior.AllowedClientCIDRs) || !m.AllowedDestinations.Equal(prior.AllowedDestinations) ||
 		!m.AllowedPorts.Equal(prior.AllowedPorts) || !m.AllowedPrivateCIDRs.Equal(prior.AllowedPrivateCIDRs) ||
-		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) || m.policyDiffers(prior) || !m.LogFormat.Equal(prior.LogFormat) {
+		!m.MaxConnectionsPerClient.Equal(prior.MaxConnectionsPerClient) || m.policyDiffers(prior) || !m.LogFormat.Equal(prior.LogFormat) ||
+		m.metricsDiffer(prior) {
 		return true
 	}
 	if (m.Auth == nil) != (prior.Auth == nil) {
@@ -194,6 +199,7 @@ func (m proxyResourceModel) settings(ctx context.Context, writeOnly writeOnlyVal
 	diags.Append(m.guardSettings(ctx, &s, writeOnly.privateKeyPEM)...)
 	diags.Append(m.policySettings(ctx, &s)...)
 	m.logSettings(&s)
+	diags.Append(m.metricsSettings(ctx, &s)...)
 	return s, diags
 }
 
@@ -315,7 +321,9 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 		diags.Append(m.setGuardSettings(*inst.Proxy)...)
 		diags.Append(m.setPolicySettings(*inst.Proxy)...)
 		m.setLogSettings(*inst.Proxy)
+		diags.Append(m.setMetricsSettings(*inst.Proxy)...)
 	}
+	m.setMetricsURLs(inst)
 	m.AllLabels = stringMapOf(inst.Labels)
 	if m.Labels.IsNull() || m.Labels.IsUnknown() {
 		m.Labels = importedLabels(inst.Labels, defaults)

@@ -108,7 +108,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 		MarkdownDescription: "An egress proxy: a Squid forward proxy for HTTP and HTTPS (`CONNECT`) through which workloads " +
 			"reach only the allowed destinations, from a known address. Set exactly one of " + orList(backendNames()) + " " +
 			"to choose where it runs. The rules (`allowed_client_cidrs`, `allowed_destinations`, `allowed_ports`, `allowed_private_cidrs`, " +
-			"`max_connections_per_client`, `auth`, `rule_sets`, `denied_destinations`, `tls.client_ca_pem`, `tls.client_crl_pem` and `log_format`) change in place " +
+			"`max_connections_per_client`, `auth`, `rule_sets`, `denied_destinations`, `tls.client_ca_pem`, `tls.client_crl_pem`, `log_format` and `metrics`) change in place " +
 			"where the backend can reconfigure the running proxy, and replace it where it cannot; `labels` always change in place. " +
 			"The placement (all of it but what its own description names), `name` when set, `port` and the rest of `tls` replace it.",
 		Attributes: mergeAttributes(
@@ -117,6 +117,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			policyAttributes(),
 			credentialAttributes(),
 			logFormatAttributes(),
+			metricsAttributes(),
 			computedAttributes(),
 		),
 		Blocks: map[string]schema.Block{
