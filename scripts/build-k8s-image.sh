@@ -7,7 +7,9 @@
 # The root filesystem is a debootstrap (minbase) tree of Debian 12 with squid-openssl, the same Squid the proxy
 # VMs run (Debian's default squid is the GnuTLS build, whose TLS listener leaves a certificate's intermediates
 # out); the kubernetes guest's pod (internal/backend/kubernetes/guest) starts it with /bin/sh, chown and
-# /usr/sbin/squid, all in it. One layer, no registry needed. The same archive holds a second image, the pod
+# /usr/sbin/squid, all in it. A proxy with metrics runs two sidecars from the same image (internal/metrics):
+# Debian's mtail, and the one program of Debian's prometheus-squid-exporter, taken out of its package: the
+# package depends on systemd-sysv for its unit, which a container has no use for. One layer, no registry needed. The same archive holds a second image, the pod
 # sandbox ("pause") image of the test cluster: the same layer with /bin/sleep as its process, so the cluster
 # needs no image from a registry.
 # Each image has a ref name (org.opencontainers.image.ref.name: squid, pause) to pick it by, and the name it is
@@ -69,10 +71,23 @@ root=$work/rootfs
 debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
 mkdir -p "$debs" "$(dirname "$out")"
 log "debootstrap $suite $arch (minbase, squid-openssl) from $mirror"
-if ! debootstrap --arch="$arch" --variant=minbase --cache-dir="$debs" --include=squid-openssl "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+if ! debootstrap --arch="$arch" --variant=minbase --cache-dir="$debs" --include=squid-openssl,mtail "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
 	exit 1
 fi
+# The exporter's program alone (see above), from the same suite and mirror as the rest of the tree.
+log "prometheus-squid-exporter's program"
+echo "deb $mirror $suite main" >"$root/etc/apt/sources.list"
+if ! { chroot "$root" apt-get -q update && chroot "$root" sh -c 'cd /tmp && apt-get -q download prometheus-squid-exporter'; } >"$work/exporter.log" 2>&1; then
+	tail -n 40 "$work/exporter.log" >&2
+	exit 1
+fi
+dpkg-deb -x "$root"/tmp/prometheus-squid-exporter_*.deb "$work/exporter"
+install -m 0755 "$work/exporter/usr/bin/prometheus-squid-exporter" "$root/usr/bin/prometheus-squid-exporter"
+rm -f "$root"/tmp/*.deb
+for prog in /usr/bin/mtail /usr/bin/prometheus-squid-exporter; do
+	[[ -x $root$prog ]] || { echo "build-k8s-image: $prog is missing from the image" >&2; exit 1; }
+done
 if ! chroot "$root" /usr/sbin/squid -v | grep -q -- --with-openssl; then
 	chroot "$root" /usr/sbin/squid -v >&2 || true
 	echo "build-k8s-image: the image's squid is not the OpenSSL build" >&2
@@ -110,7 +125,7 @@ image() {
 		architecture: $arch, os: "linux", created: "1970-01-01T00:00:00Z",
 		config: {Env: ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"], Entrypoint: $ep, WorkingDir: "/"},
 		rootfs: {type: "layers", diff_ids: [$diff]},
-		history: [{created: "1970-01-01T00:00:00Z", created_by: "scripts/build-k8s-image.sh: debootstrap minbase bookworm + squid"}]
+		history: [{created: "1970-01-01T00:00:00Z", created_by: "scripts/build-k8s-image.sh: debootstrap minbase bookworm + squid, mtail, prometheus-squid-exporter"}]
 	}' >"$work/config.json"
 	read -r config config_size < <(blob "$work/config.json")
 	jq -n --arg c "sha256:$config" --argjson cs "$config_size" --arg l "sha256:$layer" --argjson ls "$layer_size" '{

@@ -106,6 +106,11 @@ func checksum(k guest.Pod) string {
 	for _, key := range keys {
 		_, _ = fmt.Fprintf(h, "secret %s %d %s\n", key, len(k.SecretData[key]), k.SecretData[key])
 	}
+	// The sidecars' ports and commands, which no file holds; nothing without metrics, so the pods of a proxy
+	// without them keep the checksum they had before metrics existed.
+	if k.Metrics != nil {
+		_, _ = fmt.Fprintln(h, k.Metrics.String())
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -116,6 +121,9 @@ func buildObjects(spec backend.Spec, namespace string, p Options, k guest.Pod) (
 		return objects{}, err
 	}
 	if err := validatePodPlacement(p); err != nil {
+		return objects{}, err
+	}
+	if err := metricsNeedPolicy(spec.Proxy, p.NetworkPolicy); err != nil {
 		return objects{}, err
 	}
 	labels := backend.ManagedLabels(spec)
@@ -163,7 +171,7 @@ func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k gue
 				MaxUnavailable: ptr.To(intstr.FromInt32(0)), MaxSurge: ptr.To(intstr.FromInt32(1)),
 			}},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: map[string]string{annotationChecksum: checksum(k)}},
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels(spec), Annotations: podAnnotations(k)},
 				Spec:       podSpec(spec, p, k, resources),
 			},
 		},
@@ -172,9 +180,12 @@ func buildDeployment(meta metav1.ObjectMeta, spec backend.Spec, p Options, k gue
 
 func podSpec(spec backend.Spec, p Options, k guest.Pod, resources corev1.ResourceRequirements) corev1.PodSpec {
 	volumes, mounts := podVolumes(spec.Name, k.SecretData != nil)
+	if k.Metrics != nil {
+		volumes = append(volumes, metricsVolume(spec.Name))
+	}
 	return corev1.PodSpec{
 		SecurityContext:               podSecurityContext(),
-		Containers:                    []corev1.Container{squidContainer(p, k, resources, mounts)},
+		Containers:                    append([]corev1.Container{squidContainer(p, k, resources, mounts)}, metricsContainers(p.Image, k)...),
 		Volumes:                       volumes,
 		NodeSelector:                  p.NodeSelector,
 		Tolerations:                   podTolerations(p),
@@ -287,16 +298,17 @@ func podTolerations(p Options) []corev1.Toleration {
 	return tolerations
 }
 
-// buildService exposes the proxy port only; the health port is for the kubelet's probes.
+// buildService exposes the proxy port, first, and the metrics ports of a proxy with metrics; the health port
+// is for the kubelet's probes.
 func buildService(meta metav1.ObjectMeta, spec backend.Spec, p Options, k guest.Pod) *corev1.Service {
 	svc := &corev1.Service{
 		ObjectMeta: meta,
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceType(p.ServiceType),
 			Selector: selectorLabels(spec),
-			Ports: []corev1.ServicePort{{
+			Ports: append([]corev1.ServicePort{{
 				Name: proxyPortName, Port: int32(k.ProxyPort), TargetPort: intstr.FromString(proxyPortName), Protocol: corev1.ProtocolTCP,
-			}},
+			}}, metricsServicePorts(k)...),
 		},
 	}
 	admitClients(&svc.Spec, spec.Proxy.AllowedClientCIDRs)
@@ -334,7 +346,7 @@ func fieldEnv(k guest.Pod) []corev1.EnvVar {
 }
 
 // networkPolicy is a backstop below Squid, enforced by the cluster's network plugin. Ingress: only the allowed
-// client ranges reach the proxy port; the health port needs no rule, since the kubelet's probes come from the
+// client ranges reach the proxy port, the metrics clients' ranges the metrics ports; the health port needs no rule, since the kubelet's probes come from the
 // node, which network policies do not filter. Egress: DNS, and every destination except the ranges Squid
 // refuses (proxyconf.RefusedRanges), so that a Squid bug or a name that resolves differently at connect time
 // still cannot reach the metadata server or a private network the user did not allow.
@@ -356,10 +368,10 @@ func networkPolicy(meta metav1.ObjectMeta, spec backend.Spec) *networkingv1.Netw
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(spec)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+			Ingress: append([]networkingv1.NetworkPolicyIngressRule{{
 				From:  clients,
 				Ports: []networkingv1.NetworkPolicyPort{{Port: &proxyPort, Protocol: ptr.To(corev1.ProtocolTCP)}},
-			}},
+			}}, metricsIngress(spec)...),
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{Ports: []networkingv1.NetworkPolicyPort{
 					{Port: &dnsPort, Protocol: ptr.To(corev1.ProtocolUDP)},

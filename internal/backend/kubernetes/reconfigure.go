@@ -43,6 +43,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	sum := checksum(k)
 	spec := backend.Spec{Name: id.Name, UID: uid, Owner: d.Labels[backend.LabelOwner], Labels: backend.UserLabels(d.Labels), Proxy: settings}
 	labels := backend.ManagedLabels(spec)
+	if err := checkMetricsPolicy(ctx, c, id, settings); err != nil {
+		return backend.Instance{}, err
+	}
 
 	// Secret first, then ConfigMap: a pod started in between reads a password file its config may not use
 	// yet, never a config naming a file that is missing.
@@ -52,7 +55,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err := putConfig(ctx, c, id, uid, k, settings); err != nil {
 		return backend.Instance{}, err
 	}
-	if err := admitNewClients(ctx, c, id, uid, spec); err != nil {
+	if err := admitNewClients(ctx, c, id, uid, spec, k); err != nil {
 		return backend.Instance{}, err
 	}
 	if err := ensureDisruptionBudget(ctx, c, id, spec, d); err != nil {
@@ -88,9 +91,9 @@ func putConfig(ctx context.Context, c *client, id backend.ProviderID, uid string
 }
 
 // admitNewClients narrows or widens the NetworkPolicy (when the proxy has one) and the Service's source
-// ranges to the new client ranges. The Service keeps its address: only the ranges it admits follow the
+// ranges to the new client ranges, and adds or removes the Service's metrics ports. The Service keeps its address: only the ranges it admits follow the
 // settings (admitClients).
-func admitNewClients(ctx context.Context, c *client, id backend.ProviderID, uid string, spec backend.Spec) error {
+func admitNewClients(ctx context.Context, c *client, id backend.ProviderID, uid string, spec backend.Spec, k guest.Pod) error {
 	cs, ns := c.cs, id.Scope
 	np, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, id.Name, metav1.GetOptions{})
 	switch {
@@ -110,6 +113,7 @@ func admitNewClients(ctx context.Context, c *client, id backend.ProviderID, uid 
 		func(ctx context.Context, svc *corev1.Service) (*corev1.Service, error) {
 			before := svc.Spec.DeepCopy()
 			admitClients(&svc.Spec, spec.Proxy.AllowedClientCIDRs)
+			syncServicePorts(&svc.Spec, k)
 			if equality.Semantic.DeepEqual(before, &svc.Spec) {
 				return svc, nil
 			}
@@ -139,6 +143,7 @@ func rollOut(ctx context.Context, c *client, id backend.ProviderID, uid string, 
 			d.Spec.Template.Annotations[annotationChecksum] = sum
 			syncAuthVolume(d, id.Name, k.SecretData != nil)
 			upgradePodTemplate(&d.Spec.Template.Spec, k)
+			syncMetrics(&d.Spec.Template, id.Name, k)
 			// The pods roll anyway: those of a proxy made before the spread constraints get them now.
 			if len(d.Spec.Template.Spec.TopologySpreadConstraints) == 0 {
 				d.Spec.Template.Spec.TopologySpreadConstraints = spreadConstraints(backend.Spec{Name: id.Name, UID: uid})
@@ -203,4 +208,20 @@ func syncAuthVolume(d *appsv1.Deployment, name string, want bool) {
 	if want {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}})
 	}
+}
+
+// checkMetricsPolicy refuses metrics on a proxy made without its NetworkPolicy (metricsNeedPolicy), before
+// anything is written.
+func checkMetricsPolicy(ctx context.Context, c *client, id backend.ProviderID, settings proxyconf.Settings) error {
+	if settings.Metrics == nil {
+		return nil
+	}
+	_, err := c.cs.NetworkingV1().NetworkPolicies(id.Scope).Get(ctx, id.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return metricsNeedPolicy(settings, false)
+	case err != nil:
+		return classify(objectName("NetworkPolicy", id), err)
+	}
+	return nil
 }

@@ -46,6 +46,15 @@ type Target struct {
 // scraping targets every second and evaluating ruleFiles (absolute paths) as often.
 func Prometheus(t testing.TB, ruleFiles []string, targets ...Target) *Process {
 	t.Helper()
+	listen := fmt.Sprintf("127.0.0.1:%d", squidtest.FreePort(t))
+	cmd := exec.Command(Binary(t, "prometheus", "/usr/bin/prometheus"), prometheusArgs(t, listen, ruleFiles, targets)...)
+	return Start(t, "prometheus", cmd, "http://"+listen, "/-/ready")
+}
+
+// prometheusArgs writes the configuration of a Prometheus scraping targets every second and evaluating
+// ruleFiles as often, and returns its arguments for listening on listen, its data in a directory of the test.
+func prometheusArgs(t testing.TB, listen string, ruleFiles []string, targets []Target) []string {
+	t.Helper()
 	dir := t.TempDir()
 	var conf strings.Builder
 	conf.WriteString("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n")
@@ -63,16 +72,14 @@ func Prometheus(t testing.TB, ruleFiles []string, targets ...Target) *Process {
 	if err := os.WriteFile(confPath, []byte(conf.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	listen := fmt.Sprintf("127.0.0.1:%d", squidtest.FreePort(t))
-	cmd := exec.Command(Binary(t, "prometheus", "/usr/bin/prometheus"),
-		"--config.file="+confPath,
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+listen,
+	return []string{
+		"--config.file=" + confPath,
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + listen,
 		// Only what the test asks; nothing of the machine's console libraries.
-		"--web.console.templates="+filepath.Join(dir, "consoles"),
-		"--web.console.libraries="+filepath.Join(dir, "console_libraries"),
-	)
-	return Start(t, "prometheus", cmd, "http://"+listen, "/-/ready")
+		"--web.console.templates=" + filepath.Join(dir, "consoles"),
+		"--web.console.libraries=" + filepath.Join(dir, "console_libraries"),
+	}
 }
 
 // Query evaluates the instant query q in the Prometheus at url, and returns its vector by series, leaving

@@ -29,3 +29,11 @@ var ImageNeeds = []string{
 	// Squid answers the readiness probe's proxyconf.HealthPath from its own icons.
 	"/usr/share/squid/icons/SN.png",
 }
+
+// MetricsImageNeeds is what a proxy with metrics takes from its image besides ImageNeeds: the sidecars'
+// programs (metrics.go), which scripts/build-k8s-image.sh installs since metrics came. They break the rule
+// above for those proxies alone: an image of an earlier release lacks them, so metrics turned on for a proxy
+// that runs one fail their rollout (the sidecars cannot start; the apply reports it, and the pods of the
+// previous configuration keep serving), and such a proxy gets metrics by moving to today's image, a
+// replacement. A proxy without metrics takes nothing new.
+var MetricsImageNeeds = []string{MtailPath, SquidExporterPath}

@@ -73,6 +73,8 @@ type Pod struct {
 	ProxyPort int
 	// Readiness is an HTTP GET probe expecting 200.
 	Readiness HTTPProbe
+	// Metrics are the metrics sidecars (metrics.go); nil without metrics.
+	Metrics *Metrics
 }
 
 // FieldEnv is an environment variable whose value the kubelet takes from a field of the pod (FieldPath, such
@@ -120,6 +122,9 @@ func RenderPod(s proxyconf.Settings, opts proxyconf.RenderOptions) (Pod, error) 
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = OwnAddressesPath
 	}
+	if s.Metrics != nil && opts.ManagerPort == 0 {
+		opts.ManagerPort = proxyconf.DefaultManagerPort
+	}
 	opts = opts.WithDefaults()
 	conf, err := proxyconf.RenderSquidConf(s, opts)
 	if err != nil {
@@ -137,6 +142,9 @@ func RenderPod(s proxyconf.Settings, opts proxyconf.RenderOptions) (Pod, error) 
 		TerminationMessagePath: opts.CacheLog,
 		ProxyPort:              s.Port,
 		Readiness:              HTTPProbe{Port: opts.HealthPort, Path: proxyconf.HealthPath},
+	}
+	if err := renderMetrics(&k, s, opts); err != nil {
+		return Pod{}, err
 	}
 	if len(s.Users) > 0 {
 		htpasswd, err := proxyconf.RenderHtpasswd(s.Users)
