@@ -68,11 +68,15 @@ kernel=${EGRESS_IMAGE_KERNEL:-linux-image-amd64}
 # issued by an intermediate CA. The OpenSSL build sends the whole chain (internal/proxyconf's TLS test).
 # nftables: the guest loads the proxy's backstop below Squid with nft before Squid starts
 # (internal/proxyconf/nftables.go); minbase leaves it out.
+# rsyslog: follows Squid's access log file into the journal (imfile, omjournal) and, when the proxy has a
+# syslog_target, forwards it there (omfwd) (internal/backend/kvm/guest/accesslog.go); its configuration is the
+# image's own rsyslog.conf (scripts/image/rootfs), which reads nothing else.
 packages=(
 	systemd-sysv udev kmod dbus initramfs-tools
 	cloud-init cloud-guest-utils fdisk python3-cffi-backend
 	squid-openssl
 	nftables
+	rsyslog
 	ifupdown isc-dhcp-client iproute2 netbase
 	qemu-guest-agent
 )

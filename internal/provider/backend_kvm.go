@@ -55,6 +55,7 @@ func (kvmDescriptor) importedPlacement(p backend.Placement) placementModel {
 		ForwardPort:    optionalInt(k.ForwardPort),
 		WaitForAddress: types.BoolValue(k.WaitForAddress || read == nil),
 		WaitForProxy:   types.BoolValue(k.WaitForProxy || read == nil),
+		SyslogTarget:   optionalString(k.SyslogTarget),
 	}
 }
 
@@ -98,6 +99,7 @@ type kvmPlacementModel struct {
 	ForwardPort    types.Int64  `tfsdk:"forward_port"`
 	WaitForAddress types.Bool   `tfsdk:"wait_for_address"`
 	WaitForProxy   types.Bool   `tfsdk:"wait_for_proxy"`
+	SyslogTarget   types.String `tfsdk:"syslog_target"`
 }
 
 // placement maps the attribute onto the contract; empty values take the host's defaults.
@@ -123,6 +125,7 @@ func (k *kvmPlacementModel) placement() backend.Placement {
 			ForwardPort:    int(k.ForwardPort.ValueInt64()),
 			WaitForAddress: k.WaitForAddress.ValueBool(),
 			WaitForProxy:   k.WaitForProxy.ValueBool(),
+			SyslogTarget:   k.SyslogTarget.ValueString(),
 		},
 	}
 }

@@ -28,11 +28,12 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. " +
-			"Changing anything here but `wait_for_address` and `wait_for_proxy` replaces the proxy, " +
+			"Changing anything here but `wait_for_address`, `wait_for_proxy` and `syslog_target` replaces the proxy, " +
 			"except `image_url` changed to another copy of the same image (same `image_sha256`), and, after an import, an `image_file` " +
 			"or `image_sha256` that names the image the proxy already runs on.",
 		PlanModifiers: []planmodifier.Object{
 			requiresReplaceExcept("wait_for_address", "wait_for_proxy").
+				inPlaceIfReconfigurable("syslog_target").
 				unlessSame("image_file", imageFileOfBaseVolume).
 				unlessSame("image_url", sameURLImage).
 				unlessSame("image_sha256", sameURLImage),
@@ -169,6 +170,15 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Wait, within the create timeout, until the proxy answers on its health port. Defaults to `true`. " +
 					"When the proxy's address is on no network of the machine Terraform runs on (a remote host's libvirt network, for example), " +
 					"it is not probed: the apply succeeds with a warning saying what it waited for instead. Ignored when `wait_for_address` is false.",
+			},
+			"syslog_target": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Also forward the access log to this syslog receiver: `udp://HOST:PORT` or `tcp://HOST:PORT` " +
+					"(HOST an IPv4 address, an IPv6 address in brackets or a DNS name). The access log always goes to the guest's journal " +
+					"(`journalctl -t " + kvm.JournalIdentifier + " -o cat`); the guest's rsyslog sends each line to the target too, as the " +
+					"message of an RFC 5424 record, from the VM's own address. Changing it changes the running proxy in place through " +
+					"the guest agent when the proxy can be reconfigured (as it reported when it was last read), and replaces it otherwise.",
+				Validators: []validator.String{syslogTarget()},
 			},
 			"wait_for_address": schema.BoolAttribute{
 				Optional: true,

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -22,6 +23,16 @@ type sameAs func(ctx context.Context, prior, planned map[string]attr.Value) bool
 type requiresReplaceExceptModifier struct {
 	inPlace []string
 	sameAs  map[string]sameAs
+	// reconfigurable are attributes that change in place when the backend said, when it last read the object,
+	// that it can reconfigure it, and replace it otherwise.
+	reconfigurable []string
+}
+
+// inPlaceIfReconfigurable makes a change of the named attributes an update when the backend can reconfigure
+// the object in place (requires_replace_unless_reconfigurable.go), a replacement otherwise.
+func (m requiresReplaceExceptModifier) inPlaceIfReconfigurable(names ...string) requiresReplaceExceptModifier {
+	m.reconfigurable = append(slices.Clone(m.reconfigurable), names...)
+	return m
 }
 
 // unlessSame adds a rule for attribute name: a change the rule finds the same does not replace.
@@ -35,7 +46,11 @@ func (m requiresReplaceExceptModifier) unlessSame(name string, rule sameAs) requ
 }
 
 func (m requiresReplaceExceptModifier) Description(context.Context) string {
-	return fmt.Sprintf("Changing this object replaces the resource, unless only %s change.", strings.Join(m.inPlace, " or "))
+	d := fmt.Sprintf("Changing this object replaces the resource, unless only %s change.", strings.Join(m.inPlace, " or "))
+	if len(m.reconfigurable) > 0 {
+		d += fmt.Sprintf(" %s change in place when the backend can reconfigure the object.", strings.Join(m.reconfigurable, " and "))
+	}
+	return d
 }
 
 func (m requiresReplaceExceptModifier) MarkdownDescription(ctx context.Context) string {
@@ -76,6 +91,9 @@ func (m requiresReplaceExceptModifier) PlanModifyObject(ctx context.Context, req
 		}
 		if !equalKnown(prior, planned) {
 			if same, ok := m.sameAs[name]; ok && same(ctx, before, after) {
+				continue
+			}
+			if slices.Contains(m.reconfigurable, name) && reconfigurable(ctx, req.Private, &resp.Diagnostics) {
 				continue
 			}
 			resp.RequiresReplace = true

@@ -16,6 +16,11 @@ func kvmHost() validator.String {
 	return attribute_validator.Func("kvm host name", kvm.ValidateHostName)
 }
 
+// syslogTarget accepts what the kvm backend forwards the access log to: udp://HOST:PORT or tcp://HOST:PORT.
+func syslogTarget() validator.String {
+	return attribute_validator.Func("syslog target", kvm.ValidateSyslogTarget)
+}
+
 // libvirtURI accepts the libvirt URIs the kvm backend can dial.
 func libvirtURI() validator.String { return attribute_validator.Func("libvirt URI", kvm.ValidateURI) }
 

@@ -160,29 +160,75 @@ func writeMetadata(l api, dom libvirt.Domain, m metadata) error {
 		libvirt.OptString{metadataPrefix}, libvirt.OptString{Namespace}, flags)
 }
 
-// Update changes the labels, the only thing that changes in place: they live in the domain's metadata.
+// Update changes what changes in place besides the rules: the labels, which live in the domain's metadata,
+// and the access log's syslog target, which the guest's rsyslog takes through the guest agent
+// (applySyslogTarget) before the seed and the metadata record it, as Reconfigure records rules.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	c, err := b.connFor(id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	err = c.do(ctx, func(l api) error {
-		dom, m, err := lookupManaged(l, id.Name)
-		if err != nil {
+	object := domainObject(id.Target, id.Name)
+	opts, err := backend.OptionsOf[Options](spec.Placement)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	target := ""
+	if opts != nil {
+		target = opts.SyslogTarget
+	}
+	if err := ValidateSyslogTarget(target); err != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	var dom libvirt.Domain
+	var m metadata
+	lookup := func(l api) error {
+		var err error
+		if dom, m, err = lookupManaged(l, id.Name); err != nil {
 			return err
 		}
 		want := backend.OwnershipOf(ctx)
 		if spec.UID != "" {
 			want.UID = spec.UID
 		}
-		if err := want.Check("", m.Owner, m.UID); err != nil {
+		return want.Check("", m.Owner, m.UID)
+	}
+	// The labels alone: one lookup and one write, as before the syslog target existed.
+	targetChanged := false
+	err = c.do(ctx, func(l api) error {
+		if err := lookup(l); err != nil {
 			return err
+		}
+		if targetChanged = target != m.Placement.SyslogTarget; targetChanged {
+			return nil
 		}
 		m.Labels = labelsToMeta(spec.Labels)
 		return writeMetadata(l, dom, m)
 	})
 	if err != nil {
-		return backend.Instance{}, classify(domainObject(id.Target, id.Name), err)
+		return backend.Instance{}, classify(object, err)
+	}
+	if targetChanged {
+		err := backend.Retry(ctx, agentBackoff, func(ctx context.Context) error {
+			return classify(object, applySyslogTarget(ctx, c, dom, target))
+		})
+		if err != nil {
+			return backend.Instance{}, err
+		}
+		err = c.do(ctx, func(l api) error {
+			if err := lookup(l); err != nil {
+				return err
+			}
+			m.Labels = labelsToMeta(spec.Labels)
+			m.Placement.SyslogTarget = target
+			if err := b.recordSyslogTarget(l, m, spec); err != nil {
+				return err
+			}
+			return writeMetadata(l, dom, m)
+		})
+		if err != nil {
+			return backend.Instance{}, classify(object, err)
+		}
 	}
 	return b.Get(ctx, id)
 }

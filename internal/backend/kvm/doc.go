@@ -24,7 +24,10 @@
 //     metadata (delete.go#Backend.Delete); that is why it finds leftovers only in the host's default pool.
 //   - Update refuses a Spec whose UID is not the domain's (backend.go#Backend.Update).
 //   - Reconfigure goes through the guest agent; a proxy is Reconfigurable only when the agent answered
-//     (agent.go#reconfigurable).
+//     (agent.go#reconfigurable). Update changes the access log's syslog target the same way
+//     (accesslog.go#applySyslogTarget): the guest's rsyslog follows Squid's access log file into the journal
+//     on every proxy, and forwards it to the target when there is one
+//     (internal/backend/kvm/guest/accesslog.go#RenderAccessLog).
 //   - The egress address is the guest's own only where its packets leave unchanged: a host bridge, or a libvirt
 //     network whose forward mode routes or bridges (route, open, bridge, passthrough, private, vepa, hostdev). None
 //     behind NAT, unless the network pins its NAT to one address, which is reported instead; none with user_net or

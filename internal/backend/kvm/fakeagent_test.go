@@ -10,6 +10,7 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
@@ -32,6 +33,10 @@ type fakeAgent struct {
 	backstopLoaded  []byte
 	// restarts counts Squid's restarts (a reload that also forgets cached logins).
 	restarts int
+	// rsyslogRefuses makes rsyslogd -N1 refuse a config; rsyslogLoaded is the access log drop-in rsyslog
+	// last (re)started with.
+	rsyslogRefuses bool
+	rsyslogLoaded  []byte
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 	// loseAnswerOf makes the next guest-exec of a program line starting with it run, and its answer be lost
@@ -98,6 +103,7 @@ func (f *fakeHost) bootFromSeed(d *fakeDomain, a *fakeAgent) {
 	}
 	a.files[proxyconf.CacheLogPath] = []byte("Starting Squid Cache\n" + reloadedMarker + " at conn1 local=[::]:3128\n")
 	a.backstopLoaded = a.files[proxyconf.NftablesPath]
+	a.rsyslogLoaded = a.files[guest.RsyslogConfPath]
 	a.reload()
 }
 
@@ -326,6 +332,15 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 			return fakeExec{code: 1, errs: "Error: Could not open file"}
 		}
 		a.backstopLoaded = b
+		return fakeExec{}
+	case strings.HasPrefix(cmd, "/usr/sbin/rsyslogd -N1 -f "):
+		// The check configuration includes the drop-in to check: both must be there.
+		if _, ok := a.files[argv[3]]; !ok || a.files[rsyslogNew] == nil || a.rsyslogRefuses {
+			return fakeExec{code: 1, errs: "rsyslogd: error during parsing file " + argv[3] + ", on or before line 9"}
+		}
+		return fakeExec{}
+	case cmd == "/bin/systemctl restart rsyslog.service":
+		a.rsyslogLoaded = a.files[guest.RsyslogConfPath]
 		return fakeExec{}
 	case cmd == squidBin+" -k check":
 		if a.squidStopped {

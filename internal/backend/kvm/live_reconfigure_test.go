@@ -27,6 +27,8 @@ const liveGateway = "198.18.0.1"
 // a password comes and changes, all on the same address within the Reconfigure call, and a reboot keeps
 // them. Then the domain loses its agent channel and reports it cannot be reconfigured. Traffic goes from
 // inside the test namespace, through the guest's Squid, to an upstream the test serves in that namespace.
+// On the way, the access log is checked in the guest's journal and at syslog targets set in place
+// (checkAccessLogOnVM).
 func TestLiveReconfigure(t *testing.T) {
 	spec := bootedSpec(t, testOwner())
 	b := probeFromNamespace(liveBackend(t))
@@ -35,6 +37,7 @@ func TestLiveReconfigure(t *testing.T) {
 
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort} // plain http:// goes to port 80 and these
+	spec.Proxy.LogFormat = proxyconf.LogFormatJSON
 	cleanupProxy(t, b, spec.Name)
 	id := idOf(spec)
 
@@ -61,6 +64,7 @@ func TestLiveReconfigure(t *testing.T) {
 	denied := fmt.Sprintf("http://denied.test:%d/", upstreamPort)
 	waitFor(t, time.Minute, "allowed.test to answer 200 through the proxy", func() bool { return viaProxy(t, proxy, "", allowed) == "200" })
 	expectStatuses(t, "as created", proxy, map[[2]string]string{{allowed, ""}: "200", {denied, ""}: "403"})
+	checkAccessLogOnVM(t, b, spec, proxy, []string{allowed, denied})
 
 	// Swap the lists and require a password: in force when Reconfigure returns, same address.
 	first := []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}

@@ -58,6 +58,7 @@ type metaPlacement struct {
 	IP             string `xml:"ip,attr,omitempty"`
 	WaitForAddress bool   `xml:"wait-for-address,attr,omitempty"`
 	WaitForProxy   bool   `xml:"wait-for-proxy,attr,omitempty"`
+	SyslogTarget   string `xml:"syslog-target,attr,omitempty"`
 }
 
 type metaProxy struct {
@@ -109,7 +110,7 @@ func newMetadata(spec backend.Spec, p placement, created time.Time) metadata {
 			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
 			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
 			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
-			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy,
+			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy, SyslogTarget: p.SyslogTarget,
 		},
 		Proxy:   metaProxyOf(spec.Proxy),
 		Volumes: metaVolumeNames{Root: rootVolumeName(spec.Name), Seed: seedVolumeName(spec.Name)},
@@ -177,7 +178,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 			VCPUs: p.VCPUs, MemoryMiB: p.MemoryMiB, DiskGiB: p.DiskGiB, DomainType: p.DomainType,
 			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
 			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
-			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy,
+			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy, SyslogTarget: p.SyslogTarget,
 		}},
 		Proxy: &proxyconf.Settings{
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,

@@ -55,4 +55,9 @@ type Options struct {
 	// not wait for the proxy and succeeds without having verified it. Only with WaitForAddress: the proxy is
 	// probed at its address. Both flags are stored as given and read back as given.
 	WaitForProxy bool
+
+	// SyslogTarget, when set, is where the guest forwards Squid's access log besides its journal:
+	// "udp://HOST:PORT" or "tcp://HOST:PORT" (ValidateSyslogTarget). Update changes it in place through the
+	// guest agent.
+	SyslogTarget string
 }

@@ -84,6 +84,9 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	if p.UserNet && p.ForwardPort == 0 {
 		p.ForwardPort = spec.Proxy.Port
 	}
+	if err := ValidateSyslogTarget(p.SyslogTarget); err != nil {
+		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
 	return p, nil
 }
 

@@ -24,7 +24,11 @@ const (
 // seedImage renders the proxy's seed ISO in memory: nothing touches a local disk, so it works the same on a
 // remote host.
 func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
-	userData, err := guest.RenderUserData(spec.Proxy, vmguest.RenderOptions())
+	target, err := syslogTargetOf(m.Placement.SyslogTarget)
+	if err != nil {
+		return nil, err
+	}
+	userData, err := guest.RenderUserDataWith(spec.Proxy, vmguest.RenderOptions(), target)
 	if err != nil {
 		return nil, fmt.Errorf("rendering user-data: %w", err)
 	}

@@ -35,6 +35,13 @@ const MaxUserDataBytes = 512 * 1024
 // boot lists the addresses once more before Squid is first started, since squid.service's own ExecStartPre
 // (squid -z) already reads the config.
 func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte, error) {
+	return RenderUserDataWith(s, opts, nil)
+}
+
+// RenderUserDataWith is RenderUserData for a proxy whose access log is also forwarded to syslogTarget (nil:
+// the journal only). The access log reaches the journal on every proxy (RenderAccessLog): rsyslog, which
+// follows it, is restarted after Squid, and installed first where the image lacks it.
+func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, syslogTarget *SyslogTarget) ([]byte, error) {
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = proxyconf.OwnAddressesPath
 	}
@@ -70,6 +77,8 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 	writeFile(&b, proxyconf.NftablesPath, squidFile, backstop)
 	writeFile(&b, vmguest.PrestartPath, squidFile, vmguest.RenderPrestart(opts.OwnAddressesFile))
 	writeFile(&b, vmguest.SquidDropInPath, systemFile, squidDropIn)
+	writeFile(&b, RsyslogConfPath, systemFile, RenderAccessLog(syslogTarget))
+	writeFile(&b, RsyslogDropInPath, systemFile, rsyslogDropIn)
 	b.WriteString("runcmd:\n")
 	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", vmguest.PrestartPath, vmguest.PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
@@ -77,6 +86,7 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 	b.WriteString("  - [systemctl, enable, squid]\n")
 	b.WriteString("  - [systemctl, restart, squid]\n")
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", GuestAgentIfMissing)
+	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", RsyslogIfMissing)
 	if b.Len() > MaxUserDataBytes {
 		return nil, fmt.Errorf("user-data is %d bytes, more than the %d a seed may hold: allow fewer destinations", b.Len(), MaxUserDataBytes)
 	}

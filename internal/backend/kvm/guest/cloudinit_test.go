@@ -26,7 +26,7 @@ func parseUserData(t *testing.T, ud []byte) (testutil.CloudConfig, map[string][]
 		// Squid's files are its group's alone (they may hold the password hash and the TLS key); the drop-in
 		// of squid.service is the system's, as the distribution's units are.
 		want := [2]string{"root:proxy", "0640"}
-		if f.Path == vmguest.SquidDropInPath {
+		if f.Path == vmguest.SquidDropInPath || f.Path == RsyslogConfPath || f.Path == RsyslogDropInPath {
 			want = [2]string{"root:root", "0644"}
 		}
 		if f.Owner != want[0] || f.Permissions != want[1] || f.Encoding != "b64" {
@@ -81,7 +81,7 @@ func TestRenderUserData(t *testing.T) {
 			}
 			// The own addresses are listed before Squid's first start (squid -z reads the config); the drop-in,
 			// read once systemd reloads, lists them and loads the backstop before every later start.
-			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}, {"sh", "-c", GuestAgentIfMissing}}
+			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}, {"sh", "-c", GuestAgentIfMissing}, {"sh", "-c", RsyslogIfMissing}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
@@ -90,12 +90,15 @@ func TestRenderUserData(t *testing.T) {
 				paths = append(paths, p)
 			}
 			slices.Sort(paths)
-			wantFiles := slices.Sorted(slices.Values(append([]string{proxyconf.NftablesPath, vmguest.PrestartPath, vmguest.SquidDropInPath}, tc.wantFiles...)))
+			wantFiles := slices.Sorted(slices.Values(append([]string{proxyconf.NftablesPath, vmguest.PrestartPath, vmguest.SquidDropInPath, RsyslogConfPath, RsyslogDropInPath}, tc.wantFiles...)))
 			if !slices.Equal(paths, wantFiles) {
 				t.Errorf("files %q, want %q", paths, wantFiles)
 			}
 			if backstop, _ := proxyconf.RenderNftables(tc.s); string(files[proxyconf.NftablesPath]) != string(backstop) {
 				t.Errorf("the backstop in user-data differs from RenderNftables")
+			}
+			if string(files[RsyslogConfPath]) != string(RenderAccessLog(nil)) {
+				t.Errorf("the access log drop-in in user-data is not the journal-only one:\n%s", files[RsyslogConfPath])
 			}
 			if string(files[vmguest.PrestartPath]) != string(vmguest.RenderPrestart(proxyconf.OwnAddressesPath)) {
 				t.Errorf("the prestart script in user-data differs from RenderPrestart")
@@ -193,10 +196,12 @@ func TestRenderMetaData(t *testing.T) {
 // The guest-agent line is shell the guest runs as root: it must parse, and hold no quote that would end its
 // single-quoted YAML scalar.
 func TestGuestAgentIfMissingIsValidShell(t *testing.T) {
-	if strings.ContainsAny(GuestAgentIfMissing, "'\"") {
-		t.Fatalf("GuestAgentIfMissing holds a quote: %s", GuestAgentIfMissing)
-	}
-	if out, err := exec.Command("sh", "-n", "-c", GuestAgentIfMissing).CombinedOutput(); err != nil {
-		t.Fatalf("sh -n: %v: %s", err, out)
+	for _, line := range []string{GuestAgentIfMissing, RsyslogIfMissing} {
+		if strings.ContainsAny(line, "'\"") {
+			t.Fatalf("holds a quote: %s", line)
+		}
+		if out, err := exec.Command("sh", "-n", "-c", line).CombinedOutput(); err != nil {
+			t.Fatalf("sh -n %s: %v: %s", line, err, out)
+		}
 	}
 }
