@@ -80,7 +80,12 @@ resource "egress_proxy" "test" {
 			scan.secrets = append(scan.secrets, hash)
 		}
 		for _, in := range fake.Instances(awsTestRegion) {
-			userData, err := base64.StdEncoding.DecodeString(in.UserData)
+			packed, err := base64.StdEncoding.DecodeString(in.UserData)
+			if err != nil {
+				return fmt.Errorf("user-data of %s: %w", in.ID, err)
+			}
+			// As cloud-init reads it: the script, uncompressed.
+			userData, err := awsguest.DecodeUserData(packed)
 			if err != nil {
 				return fmt.Errorf("user-data of %s: %w", in.ID, err)
 			}

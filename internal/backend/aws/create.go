@@ -527,9 +527,14 @@ func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (
 // instance instead of a second one.
 func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
 	obj := instanceObject(r.name, spec.Name)
-	userData, err := guest.RenderUserData(guest.UserDataOptions{
+	opts := guest.UserDataOptions{
 		Region: r.name, ParameterPrefix: guest.ParameterPath(spec.Name, ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
-	})
+	}
+	if o.CloudWatchLogs != nil {
+		group, stream := logTarget(spec.Name, o.CloudWatchLogs)
+		opts.Logs = &guest.LogsTarget{Group: group, Stream: stream, Endpoint: guestSSMEndpoint(r.settings.LogsEndpoint)}
+	}
+	userData, err := guest.RenderUserData(opts)
 	if err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, obj, err)
 	}
@@ -584,9 +589,9 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 	return made, err
 }
 
-// guestSSMEndpoint is the SSM endpoint the guest is given: the provider's own when it is HTTPS (a private
-// endpoint), the region's default otherwise. The provider may reach a test's fake over plain HTTP; a guest,
-// which reads secrets through it, never does.
+// guestSSMEndpoint is the SSM (or CloudWatch Logs) endpoint the guest is given: the provider's own when it is
+// HTTPS (a private endpoint), the region's default otherwise. The provider may reach a test's fake over plain
+// HTTP; a guest, which reads secrets or sends its access log through it, never does.
 func guestSSMEndpoint(providers string) string {
 	if strings.HasPrefix(providers, "https://") {
 		return providers

@@ -13,9 +13,9 @@ import (
 type Fault struct {
 	// Action ("" any) and Region ("" any) select the requests.
 	Action, Region string
-	// Code is the error answered, in the service's form (EC2 XML, SSM JSON, STS XML, Service Quotas JSON);
-	// "" is the service's internal error (InternalError, InternalServerError, InternalFailure,
-	// ServiceException). Status, when set, overrides the HTTP status the service answers Code with.
+	// Code is the error answered, in the service's form (EC2 XML, SSM JSON, STS XML, Service Quotas and
+	// CloudWatch Logs JSON); "" is the service's internal error (InternalError, InternalServerError,
+	// InternalFailure, ServiceException, ServiceUnavailableException). Status, when set, overrides the HTTP status the service answers Code with.
 	Code, Message string
 	Status        int
 	// Drop closes the connection without an answer instead.
@@ -141,6 +141,12 @@ func (s *Server) applyFault(w http.ResponseWriter, c *call, f *Fault) {
 			code = "ServiceException"
 		}
 		e = sqErr(code, "%s", f.Message)
+	case "logs":
+		code := f.Code
+		if code == "" {
+			code = "ServiceUnavailableException"
+		}
+		e = logsErr(code, "%s", f.Message)
 	case "sts":
 		code := f.Code
 		if code == "" {

@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -45,6 +46,8 @@ class IMDS:
     def __init__(self, endpoint, ttl):
         self.endpoint, self.ttl = endpoint.rstrip("/"), ttl
         self.token, self.renew_at = None, 0.0
+        # The watch and the log shipper ask from two threads: one token, one request at a time.
+        self.lock = threading.RLock()
 
     def session(self):
         # Renewed at half its life, so a request never races the token's expiry; a 401 renews it too.
@@ -57,6 +60,10 @@ class IMDS:
         return self.token
 
     def get(self, path, missing_ok=False):
+        with self.lock:
+            return self._get(path, missing_ok)
+
+    def _get(self, path, missing_ok):
         for attempt in range(2):
             req = urllib.request.Request(self.endpoint + "/latest/" + path,
                                          headers={"X-aws-ec2-metadata-token": self.session()})
@@ -76,8 +83,13 @@ class IMDS:
 class Credentials:
     def __init__(self, imds):
         self.imds, self.current, self.expires = imds, None, None
+        self.lock = threading.Lock()
 
     def get(self, force=False):
+        with self.lock:
+            return self._get(force)
+
+    def _get(self, force):
         now = datetime.datetime.now(datetime.timezone.utc)
         if force or self.current is None or self.expires - now < CREDENTIAL_MARGIN:
             roles = self.imds.get("meta-data/iam/security-credentials/", missing_ok=True)
@@ -114,9 +126,9 @@ def sign(method, url, region, service, headers, body, creds, now):
 
 
 class SSMError(AgentError):
-    def __init__(self, status, code, message):
-        super().__init__("SSM %s (HTTP %d): %s" % (code, status, message))
-        self.code = code
+    def __init__(self, status, code, message, service="SSM"):
+        super().__init__("%s %s (HTTP %d): %s" % (service, code, status, message))
+        self.code, self.message = code, message
 
 
 # Answers that mean the credentials went stale between the check and the call: fetch new ones, once.
@@ -124,14 +136,16 @@ STALE_CREDENTIALS = {"ExpiredTokenException", "UnrecognizedClientException", "In
 
 
 class SSM:
-    def __init__(self, endpoint, region, creds):
+    # Any JSON 1.1 service: SSM by default, CloudWatch Logs with its signing name and target prefix.
+    def __init__(self, endpoint, region, creds, service="ssm", target="AmazonSSM.", name="SSM"):
         self.endpoint, self.region, self.creds = endpoint, region, creds
+        self.service, self.target, self.name = service, target, name
 
     def call(self, action, payload):
         body = json.dumps(payload).encode()
         for attempt in range(2):
-            headers = sign("POST", self.endpoint, self.region, "ssm",
-                           {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": "AmazonSSM." + action},
+            headers = sign("POST", self.endpoint, self.region, self.service,
+                           {"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": self.target + action},
                            body, self.creds.get(force=attempt > 0), datetime.datetime.now(datetime.timezone.utc))
             try:
                 with OPENER.open(urllib.request.Request(self.endpoint, data=body, method="POST", headers=headers), timeout=20) as r:
@@ -144,7 +158,7 @@ class SSM:
                 code = str(err.get("__type", "HTTP%d" % e.code)).rsplit("#", 1)[-1]
                 if code in STALE_CREDENTIALS and attempt == 0:
                     continue
-                raise SSMError(e.code, code, err.get("message", err.get("Message", ""))) from None
+                raise SSMError(e.code, code, err.get("message", err.get("Message", "")), self.name) from None
         raise AgentError("unreachable")
 
     def parameters(self, names, decrypt):
@@ -308,6 +322,137 @@ def next_poll(interval, failures):
     # Seconds until the next poll: the interval after a good one, doubled per failure in a row up to
     # MAX_BACKOFF intervals, give or take a fifth (jitter, so proxies started together do not poll together).
     return interval * min(2 ** failures, MAX_BACKOFF) * random.uniform(0.8, 1.2)
+
+
+# PutLogEvents' limits (CloudWatch Logs API Reference): at most 10,000 events and 1,048,576 bytes a batch,
+# each event counted as its message in UTF-8 and 26 bytes more, its events within 24 hours and in order.
+MAX_EVENTS, MAX_BATCH, EVENT_OVERHEAD, MAX_SPAN_MS = 10000, 1048576, 26, 24 * 3600 * 1000
+# A line longer than this is cut (an event may be 1 MB): Squid's lines hold no URL path and stay far shorter.
+MAX_LINE = 65536
+
+
+def line_time_ms(line, now_ms):
+    # When Squid logged the line: the JSON line's time, or the text line's first field, in seconds.
+    try:
+        return int(float(json.loads(line)["time"]) * 1000)
+    except (ValueError, KeyError, TypeError):
+        pass
+    try:
+        return int(float(line.split(None, 1)[0]) * 1000)
+    except (ValueError, IndexError):
+        return now_ms
+
+
+def batch(events):
+    # How many of the events, from the first, make one PutLogEvents batch within its limits.
+    size, n = 0, 0
+    for ts, msg in events[:MAX_EVENTS]:
+        size += len(msg.encode()) + EVENT_OVERHEAD
+        if size > MAX_BATCH or ts - events[0][0] > MAX_SPAN_MS:
+            break
+        n += 1
+    return n
+
+
+class Shipper:
+    """Follows Squid's access log and sends its lines to the proxy's CloudWatch Logs stream, in order: the
+    file is the buffer, and the position saved after each batch CloudWatch Logs took is where a restart goes
+    on, so a failure delays lines and loses none."""
+
+    def __init__(self, cfg, creds):
+        c = cfg["logs"]
+        self.api = SSM(c["endpoint"], cfg["region"], creds, "logs", "Logs_20140328.", "CloudWatch Logs")
+        self.group, self.stream, self.path, self.flush = c["group"], c["stream"], c["path"], c["flush"]
+        self.state = os.path.join(cfg["state_dir"], "logs.position")
+        self.events, self.ends = [], []  # lines read and not yet taken, and where each ends in the file
+        self.size, self.last_ms = 0, 0  # the events' size as PutLogEvents counts it
+
+    def saved(self):
+        try:
+            ino, pos = (read(self.state) or b"").split()
+            return int(ino), int(pos)
+        except ValueError:
+            return None
+
+    def add(self, line, end):
+        msg = line.decode("utf-8", "replace").rstrip("\r")
+        if msg:
+            now_ms = int(time.time() * 1000)
+            # Never earlier than the line before: CloudWatch Logs takes a batch in time order only.
+            self.last_ms = max(line_time_ms(msg, now_ms), self.last_ms)
+            self.events.append((self.last_ms, msg))
+            self.ends.append(end)
+            self.size += len(msg.encode()) + EVENT_OVERHEAD
+
+    def send(self, ino):
+        n = batch(self.events)
+        payload = {"logGroupName": self.group, "logStreamName": self.stream,
+                   "logEvents": [{"timestamp": ts, "message": m} for ts, m in self.events[:n]]}
+        try:
+            out = self.api.call("PutLogEvents", payload)
+        except SSMError as e:
+            if e.code != "ResourceNotFoundException" or "stream" not in e.message:
+                raise
+            try:
+                self.api.call("CreateLogStream", {"logGroupName": self.group, "logStreamName": self.stream})
+            except SSMError as e2:
+                if e2.code != "ResourceAlreadyExistsException":
+                    raise
+            out = self.api.call("PutLogEvents", payload)
+        rejected = out.get("rejectedLogEventsInfo")
+        if rejected:
+            log("CloudWatch Logs rejected some of %d lines as too old or too new: %s" % (n, json.dumps(rejected)))
+        with open(self.state + ".new", "w") as f:
+            f.write("%d %d\n" % (ino, self.ends[n - 1]))
+        os.replace(self.state + ".new", self.state)
+        self.size -= sum(len(m.encode()) + EVENT_OVERHEAD for _, m in self.events[:n])
+        del self.events[:n], self.ends[:n]
+
+    def run(self):
+        f, ino, partial, first, failures, retry_at = None, None, b"", None, 0, 0.0
+        resume = self.saved()
+        while True:
+            if f is None:
+                try:
+                    f = open(self.path, "rb")
+                except OSError:
+                    time.sleep(1)
+                    continue
+                ino = os.fstat(f.fileno()).st_ino
+                if resume and resume[0] == ino and resume[1] <= os.fstat(f.fileno()).st_size:
+                    f.seek(resume[1])
+                resume, partial = None, b""
+            full = len(self.events) >= MAX_EVENTS or self.size >= MAX_BATCH
+            line = b"" if full else f.readline(MAX_LINE)
+            if line:
+                # A line is added once whole, and cut at MAX_LINE however long it grows.
+                partial = (partial + line.rstrip(b"\n"))[:MAX_LINE]
+                if line.endswith(b"\n"):
+                    self.add(partial, f.tell())
+                    partial = b""
+                    first = first or time.monotonic()
+                continue
+            now = time.monotonic()
+            if self.events and now >= retry_at and (full or now - first >= self.flush):
+                try:
+                    self.send(ino)
+                    failures, first = 0, (time.monotonic() if self.events else None)
+                except (AgentError, OSError) as e:
+                    failures += 1
+                    retry_at = now + min(2 ** failures, 300) * random.uniform(0.8, 1.2)
+                    log("sending %d access log lines to %s/%s: %s; again in %ds" % (len(self.events), self.group, self.stream, e, retry_at - now))
+                continue
+            try:
+                st = os.stat(self.path)
+                # Rotated (another file) or truncated: this one is read to its end; the next from its start.
+                if not self.events and (st.st_ino != ino or st.st_size < f.tell()):
+                    f.close()
+                    f = None
+                    continue
+            except OSError:
+                pass
+            time.sleep(0.5)
+
 
 
 class Agent:
@@ -536,6 +681,8 @@ class Agent:
 
     def watch(self):
         os.makedirs(self.cfg["state_dir"], exist_ok=True)
+        if self.cfg.get("logs"):
+            threading.Thread(target=self.ship, daemon=True).start()
         failures = 0
         while True:
             try:
@@ -545,6 +692,15 @@ class Agent:
                 ok = False
             failures = 0 if ok else failures + 1
             time.sleep(next_poll(self.cfg["interval"], failures))
+
+
+    def ship(self):
+        while True:
+            try:
+                Shipper(self.cfg, self.ssm.creds).run()
+            except Exception as e:  # noqa: BLE001 -- the log goes on after any failure, from where it was
+                log("access log shipper: %s: %s" % (type(e).__name__, e))
+                time.sleep(10)
 
 
 def main():

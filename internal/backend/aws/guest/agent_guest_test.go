@@ -503,7 +503,7 @@ func testNetns(t *testing.T) (guest, peer string) {
 // writeGuestFiles puts into the container's upper layer what an EC2 instance has and the image has not:
 // names for the test's hosts, and a stand-in for cloud-init's scripts-user module, which runs the user-data
 // once per instance (its semaphore in /var/lib/cloud), read from IMDS with a token as cloud-init does on an
-// instance that requires IMDSv2. The image's own cloud-init is off: it would look for a data source in vain.
+// instance that requires IMDSv2, and uncompressed first when it is gzip, as cloud-init does. The image's own cloud-init is off: it would look for a data source in vain.
 func writeGuestFiles(t *testing.T, upper string) {
 	t.Helper()
 	testutil.WriteGuestFiles(t, upper, map[string]string{
@@ -515,7 +515,9 @@ set -eu
 sem=/var/lib/cloud/instance/sem/user-data
 [ -e "$sem" ] && exit 0
 token=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)
-curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/user-data >/run/user-data
+curl -fsS -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/user-data >/run/user-data.raw
+# cloud-init uncompresses gzip user-data before it runs it ("User-data formats").
+gzip -dc /run/user-data.raw >/run/user-data 2>/dev/null || cp /run/user-data.raw /run/user-data
 chmod 0700 /run/user-data
 /run/user-data
 mkdir -p "$(dirname "$sem")"

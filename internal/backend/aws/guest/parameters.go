@@ -190,4 +190,14 @@ type UserDataOptions struct {
 	// SSMEndpoint overrides https://ssm.<Region>.amazonaws.com (a private endpoint); empty for the default. It
 	// must be HTTPS.
 	SSMEndpoint string
+	// Logs, when set, is where the guest sends Squid's access log in CloudWatch Logs.
+	Logs *LogsTarget
+}
+
+// LogsTarget is a CloudWatch Logs stream the guest writes the access log to, one PutLogEvents per batch of
+// lines, signed with the instance role's credentials; it makes the stream when it is missing.
+type LogsTarget struct {
+	Group, Stream string
+	// Endpoint overrides https://logs.<Region>.amazonaws.com; empty for the default. It must be HTTPS.
+	Endpoint string
 }

@@ -7,9 +7,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed" // the agent script
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"regexp"
 	"strings"
@@ -63,7 +63,16 @@ type Overrides struct {
 	// PlainSSMEndpoint replaces the SSM endpoint with one over plain HTTP, which UserDataOptions refuses:
 	// a guest test's fake on a test network.
 	PlainSSMEndpoint string
+	// PlainLogsEndpoint does the same for CloudWatch Logs.
+	PlainLogsEndpoint string
+	// LogsFlush replaces the seconds the agent holds access log lines before it sends them.
+	LogsFlush int
 }
+
+// logsFlush is how many seconds the agent holds the access log's lines before it sends what it has: a line
+// reaches CloudWatch Logs within about that, and a busy proxy sends a batch per interval, not per line
+// (PutLogEvents' quota is per account and second).
+const logsFlush = 5
 
 var (
 	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
@@ -88,6 +97,16 @@ type agentSettings struct {
 	Guard          guard             `json:"guard"`
 	MaxParts       int               `json:"max_parts"`
 	MaxConfigBytes int               `json:"max_config_bytes"`
+	Logs           *agentLogs        `json:"logs,omitempty"`
+}
+
+// agentLogs is where the agent sends the access log it follows (LogsTarget), every flush seconds.
+type agentLogs struct {
+	Group    string `json:"group"`
+	Stream   string `json:"stream"`
+	Endpoint string `json:"endpoint"`
+	Path     string `json:"path"`
+	Flush    int    `json:"flush"`
 }
 
 // DNSSuffix is the domain of a region's service endpoints: amazonaws.com, and amazonaws.com.cn in the
@@ -180,6 +199,11 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 	if s.IMDSEndpoint == "" {
 		s.IMDSEndpoint = IMDSEndpoint
 	}
+	logs, err := logsSettings(opts, o)
+	if err != nil {
+		return nil, err
+	}
+	s.Logs = logs
 	if s.Interval <= 0 {
 		s.Interval = watchInterval
 	}
@@ -198,29 +222,69 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The agent and its settings go compressed: as text the agent alone would pass EC2's limit, and the
-	// settings' guard (guard.go) is a few kilobytes more.
-	agent, err := gzipBase64(agentForUserData())
-	if err != nil {
-		return nil, err
-	}
-	settingsZ, err := gzipBase64(settings)
-	if err != nil {
-		return nil, err
-	}
 	var b bytes.Buffer
 	err = userDataScript.Execute(&b, map[string]any{
-		"State": StateDir, "Settings": settingsZ, "Agent": agent,
+		"State": StateDir, "Settings": string(settings), "Agent": strings.TrimSuffix(string(agentForUserData()), "\n"),
 		"Prestart": vmguest.PrestartPath, "PrestartScript": strings.TrimSuffix(string(vmguest.RenderPrestart(proxyconf.OwnAddressesPath)), "\n"),
 		"DropIn": vmguest.SquidDropInPath, "Unit": AgentUnit, "OwnCmd": vmguest.PrestartOwnAddresses, "BackstopCmd": vmguest.PrestartBackstop,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if b.Len() > MaxUserDataBytes {
-		return nil, fmt.Errorf("user-data is %d bytes, more than EC2's %d", b.Len(), MaxUserDataBytes)
+	// The whole script goes compressed, as cloud-init takes it ("User-data formats": gzip-compressed content
+	// is uncompressed first, "useful because user-data is limited to ~16384 bytes"): as text the agent alone
+	// would pass EC2's limit.
+	z, err := gzipBytes(b.Bytes())
+	if err != nil {
+		return nil, err
 	}
-	return b.Bytes(), nil
+	if len(z) > MaxUserDataBytes {
+		return nil, fmt.Errorf("user-data is %d bytes compressed, more than EC2's %d", len(z), MaxUserDataBytes)
+	}
+	return z, nil
+}
+
+// DecodeUserData is the script of user-data RenderUserData made, as cloud-init reads it: uncompressed when it
+// is gzip, as is otherwise.
+func DecodeUserData(b []byte) ([]byte, error) {
+	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(zr, 1<<20))
+}
+
+// logsSettings is where the agent sends the access log, nil without CloudWatch Logs: the region's HTTPS
+// endpoint unless another HTTPS one is given (or a test's plain one), the file Squid writes.
+func logsSettings(opts UserDataOptions, o Overrides) (*agentLogs, error) {
+	l := opts.Logs
+	if l == nil {
+		return nil, nil
+	}
+	s := &agentLogs{Group: l.Group, Stream: l.Stream, Endpoint: l.Endpoint, Path: proxyconf.AccessLogPath, Flush: o.LogsFlush}
+	if s.Endpoint == "" {
+		s.Endpoint = "https://logs." + opts.Region + "." + DNSSuffix(opts.Region)
+	}
+	// The lines tell who went where: over HTTPS only, with the role's credentials.
+	if !strings.HasPrefix(s.Endpoint, "https://") {
+		return nil, fmt.Errorf("CloudWatch Logs endpoint %q must be an https URL: the guest sends its access log and its role's signature through it", s.Endpoint)
+	}
+	if o.PlainLogsEndpoint != "" {
+		s.Endpoint = o.PlainLogsEndpoint
+	}
+	if s.Flush <= 0 {
+		s.Flush = logsFlush
+	}
+	if err := checkEndpoint("CloudWatch Logs endpoint", s.Endpoint); err != nil {
+		return nil, err
+	}
+	if l.Group == "" || l.Stream == "" || strings.ContainsAny(l.Group+l.Stream, "'\n") {
+		return nil, fmt.Errorf("CloudWatch Logs group %q and stream %q must be set, without quotes or line breaks", l.Group, l.Stream)
+	}
+	return s, nil
 }
 
 // agentForUserData is the agent without its comment lines, which the guest does not need and EC2's limit
@@ -237,29 +301,20 @@ func agentForUserData() []byte {
 	return b.Bytes()
 }
 
-// gzipBase64 is b compressed and in base64, in lines of 76 characters, as base64 -d reads it.
-func gzipBase64(b []byte) (string, error) {
+// gzipBytes is b compressed as tightly as gzip goes.
+func gzipBytes(b []byte) ([]byte, error) {
 	var z bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&z, gzip.BestCompression) // a valid level never fails
 	_, _ = zw.Write(b)                                     // writes to a buffer never fail
 	if err := zw.Close(); err != nil {
-		return "", err
+		return nil, err
 	}
-	return wrap(base64.StdEncoding.EncodeToString(z.Bytes()), 76), nil
+	return z.Bytes(), nil
 }
 
-func wrap(s string, n int) string {
-	var b strings.Builder
-	for len(s) > n {
-		b.WriteString(s[:n] + "\n")
-		s = s[n:]
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
-// The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings and the
-// agent are base64, and the prestart script is this package's: none holds a line EGRESS_EOF.
+// The here-documents are quoted ('EOF'): nothing in them is expanded by the shell. The settings are one line
+// of JSON, and the agent and the prestart script are this package's: none holds a line EGRESS_EOF
+// (TestRenderUserData).
 var userDataScript = template.Must(template.New("aws").Parse(`#!/bin/sh
 # Egress proxy on EC2, written by terraform-provider-egress. cloud-init runs this once, at the instance's
 # first boot: it installs the agent that configures Squid from the proxy's SSM parameters, at every boot.
@@ -268,15 +323,12 @@ set -eu
 umask 022
 STATE='{{.State}}'
 mkdir -p "$STATE" /etc/squid "$(dirname '{{.DropIn}}')"
-base64 -d >"$STATE/agent.json.gz" <<'EGRESS_EOF'
+cat >"$STATE/agent.json.new" <<'EGRESS_EOF'
 {{.Settings}}
 EGRESS_EOF
-base64 -d >"$STATE/agent.py.gz" <<'EGRESS_EOF'
+cat >"$STATE/agent.py.new" <<'EGRESS_EOF'
 {{.Agent}}
 EGRESS_EOF
-gzip -dc "$STATE/agent.json.gz" >"$STATE/agent.json.new"
-gzip -dc "$STATE/agent.py.gz" >"$STATE/agent.py.new"
-rm -f "$STATE/agent.json.gz" "$STATE/agent.py.gz"
 chmod 0600 "$STATE/agent.json.new"
 chmod 0700 "$STATE/agent.py.new"
 mv "$STATE/agent.json.new" "$STATE/agent.json"

@@ -2,13 +2,10 @@ package guest
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -98,8 +95,15 @@ func TestRenderUserData(t *testing.T) {
 			if !bytes.Equal(agent, agentForUserData()) {
 				t.Error("the agent in the user-data is not agent.py without its comment lines")
 			}
+			if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+				t.Error("the user-data is not gzip, which cloud-init uncompresses")
+			}
+			script, err := DecodeUserData(b)
+			if err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(t.TempDir(), "user-data")
-			if err := os.WriteFile(path, b, 0o600); err != nil {
+			if err := os.WriteFile(path, script, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if out, err := exec.Command("sh", "-n", path).CombinedOutput(); err != nil {
@@ -109,30 +113,26 @@ func TestRenderUserData(t *testing.T) {
 	}
 }
 
-// userDataParts returns agent.json and the agent as the user-data's here-documents hold them.
+// userDataParts returns agent.json and the agent as the user-data's here-documents hold them, read as
+// cloud-init reads the user-data (DecodeUserData).
 func userDataParts(t *testing.T, userData []byte) (settings string, agent []byte) {
 	t.Helper()
-	docs := strings.Split(string(userData), "<<'EGRESS_EOF'\n")
+	script, err := DecodeUserData(userData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(script), "<<'EGRESS_EOF'\n")
 	if len(docs) < 3 {
 		t.Fatalf("user-data has %d quoted here-documents, want the settings and the agent first", len(docs)-1)
 	}
-	unpack := func(doc string) []byte {
-		blob, _, _ := strings.Cut(doc, "\nEGRESS_EOF\n")
-		z, err := base64.StdEncoding.DecodeString(strings.ReplaceAll(blob, "\n", ""))
-		if err != nil {
-			t.Fatal(err)
+	doc := func(d string) string {
+		blob, _, ok := strings.Cut(d, "\nEGRESS_EOF\n")
+		if !ok {
+			t.Fatalf("a here-document without its end: %.200s", d)
 		}
-		zr, err := gzip.NewReader(bytes.NewReader(z))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(zr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+		return blob
 	}
-	return string(unpack(docs[1])), unpack(docs[2])
+	return doc(docs[1]), []byte(doc(docs[2]) + "\n")
 }
 
 // The user-data carries the agent without its comment lines: the same program, syntax tree for syntax tree.
@@ -323,5 +323,64 @@ for r in inp["reqs"]:
 				t.Errorf("%s: %s\n agent %q\n SDK   %q", r.Name, h, got[strings.ToLower(h)], req.Header.Get(h))
 			}
 		}
+	}
+}
+
+// With CloudWatch Logs, agent.json tells the agent where the access log goes: the group and stream, the
+// region's HTTPS endpoint unless one is given, the file Squid writes; a plain HTTP endpoint is for tests only.
+// The largest user-data (logs on, every endpoint given, the longest names) still fits EC2's limit.
+func TestRenderUserDataLogs(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("p", 63)
+	base := UserDataOptions{Region: "eu-west-1", ParameterPrefix: ParameterPath("proxy-1", "")}
+	for name, tc := range map[string]struct {
+		opts      UserDataOptions
+		overrides Overrides
+		want      agentLogs
+		wantErr   string
+	}{
+		"the region's endpoint": {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "/egress-proxy/proxy-1", Stream: "proxy-1"}},
+			want: agentLogs{Group: "/egress-proxy/proxy-1", Stream: "proxy-1", Endpoint: "https://logs.eu-west-1.amazonaws.com", Path: proxyconf.AccessLogPath, Flush: logsFlush}},
+		"china": {opts: UserDataOptions{Region: "cn-north-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "shared", Stream: "proxy-1"}},
+			want: agentLogs{Group: "shared", Stream: "proxy-1", Endpoint: "https://logs.cn-north-1.amazonaws.com.cn", Path: proxyconf.AccessLogPath, Flush: logsFlush}},
+		"largest": {opts: UserDataOptions{Region: "ap-southeast-4", ParameterPrefix: ParameterPath(long, ""), SSMEndpoint: "https://vpce-0123456789abcdef0-abcdefgh.ssm.ap-southeast-4.vpce.amazonaws.com",
+			Logs: &LogsTarget{Group: strings.Repeat("g", 512), Stream: long, Endpoint: "https://vpce-0123456789abcdef0-abcdefgh.logs.ap-southeast-4.vpce.amazonaws.com"}},
+			want: agentLogs{Group: strings.Repeat("g", 512), Stream: long, Endpoint: "https://vpce-0123456789abcdef0-abcdefgh.logs.ap-southeast-4.vpce.amazonaws.com", Path: proxyconf.AccessLogPath, Flush: logsFlush}},
+		"a test's plain endpoint": {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "g", Stream: "s"}},
+			overrides: Overrides{PlainLogsEndpoint: "http://198.18.0.4:8080", LogsFlush: 1},
+			want:      agentLogs{Group: "g", Stream: "s", Endpoint: "http://198.18.0.4:8080", Path: proxyconf.AccessLogPath, Flush: 1}},
+		"plain http": {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "g", Stream: "s", Endpoint: "http://logs.example"}}, wantErr: "must be an https URL"},
+		"no stream":  {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "g"}}, wantErr: "must be set"},
+		"a quote":    {opts: UserDataOptions{Region: "eu-west-1", ParameterPrefix: base.ParameterPrefix, Logs: &LogsTarget{Group: "g'", Stream: "s"}}, wantErr: "without quotes"},
+		"logs off":   {opts: base},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b, err := RenderUserDataWith(tc.opts, tc.overrides)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > MaxUserDataBytes {
+				t.Errorf("user-data is %d bytes, more than EC2 takes", len(b))
+			}
+			t.Logf("%d bytes of user-data", len(b))
+			settings, _ := userDataParts(t, b)
+			var got agentSettings
+			if err := json.Unmarshal([]byte(settings), &got); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.opts.Logs == nil && got.Logs != nil:
+				t.Errorf("logs %+v without CloudWatch Logs", got.Logs)
+			case tc.opts.Logs != nil && (got.Logs == nil || *got.Logs != tc.want):
+				t.Errorf("logs %+v, want %+v", got.Logs, tc.want)
+			}
+		})
 	}
 }
