@@ -1,12 +1,14 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
@@ -104,8 +106,11 @@ func kubernetesPlacementAttributes() map[string]schema.Attribute {
 		"network_policy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(kubernetes.DefaultNetworkPolicy),
 			MarkdownDescription: "A NetworkPolicy, a backstop below Squid where the cluster's network plugin enforces policies: only " +
 				"`allowed_client_cidrs` reach the proxy port, and the proxy's pods reach DNS (port 53) and no address Squid refuses " +
-				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`). " +
-				fmt.Sprintf("Defaults to `%t`.", kubernetes.DefaultNetworkPolicy)},
+				"(the always-refused ranges, and private ranges outside `allowed_private_cidrs`). With `metrics`, only " +
+				"`metrics.allowed_client_cidrs` reach the metrics ports; a proxy with `metrics` needs it, since nothing else keeps " +
+				"those ports to those ranges. " +
+				fmt.Sprintf("Defaults to `%t`.", kubernetes.DefaultNetworkPolicy),
+			Validators: []validator.Bool{kubernetesMetricsNeedPolicy{}}},
 	}
 }
 
@@ -172,4 +177,33 @@ func mapOrNull(m map[string]string) types.Map {
 		vals[k] = types.StringValue(v)
 	}
 	return types.MapValueMust(types.StringType, vals)
+}
+
+// kubernetesMetricsNeedPolicy refuses network_policy = false beside metrics at plan time: mtail and the Squid
+// exporter answer whoever reaches their ports, and the NetworkPolicy alone keeps those ports to
+// metrics.allowed_client_cidrs. The backend refuses it too (Permanent, before anything is written); here the
+// plan says so on the attribute.
+type kubernetesMetricsNeedPolicy struct{}
+
+const kubernetesMetricsNeedPolicyText = "a proxy with metrics needs its NetworkPolicy: it alone keeps the metrics ports to metrics.allowed_client_cidrs"
+
+func (kubernetesMetricsNeedPolicy) Description(context.Context) string {
+	return kubernetesMetricsNeedPolicyText
+}
+
+func (v kubernetesMetricsNeedPolicy) MarkdownDescription(ctx context.Context) string {
+	return v.Description(ctx)
+}
+
+func (kubernetesMetricsNeedPolicy) ValidateBool(ctx context.Context, req validator.BoolRequest, resp *validator.BoolResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.ValueBool() {
+		return
+	}
+	var metrics types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("metrics"), &metrics)...)
+	if metrics.IsNull() || metrics.IsUnknown() {
+		return
+	}
+	resp.Diagnostics.AddAttributeError(req.Path, "Metrics need the NetworkPolicy",
+		kubernetesMetricsNeedPolicyText+": set network_policy = true (the default), or remove metrics.")
 }
