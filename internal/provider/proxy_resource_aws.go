@@ -2,7 +2,11 @@ package provider
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -21,18 +25,25 @@ import (
 
 // awsPlacementModel is the resource's aws = { ... } attribute.
 type awsPlacementModel struct {
-	Region             types.String `tfsdk:"region"`
-	SubnetID           types.String `tfsdk:"subnet_id"`
-	InstanceType       types.String `tfsdk:"instance_type"`
-	AMI                types.String `tfsdk:"ami"`
-	SecurityGroupIDs   types.Set    `tfsdk:"security_group_ids"`
-	IAMInstanceProfile types.String `tfsdk:"iam_instance_profile"`
-	CreateInstanceRole types.Bool   `tfsdk:"create_instance_role"`
-	StaticEgressIP     types.Bool   `tfsdk:"static_egress_ip"`
-	EIPAllocationID    types.String `tfsdk:"eip_allocation_id"`
-	KMSKeyID           types.String `tfsdk:"kms_key_id"`
-	Spot               types.Bool   `tfsdk:"spot"`
-	WaitForProxy       types.Bool   `tfsdk:"wait_for_proxy"`
+	Region             types.String  `tfsdk:"region"`
+	SubnetID           types.String  `tfsdk:"subnet_id"`
+	InstanceType       types.String  `tfsdk:"instance_type"`
+	AMI                types.String  `tfsdk:"ami"`
+	SecurityGroupIDs   types.Set     `tfsdk:"security_group_ids"`
+	IAMInstanceProfile types.String  `tfsdk:"iam_instance_profile"`
+	CreateInstanceRole types.Bool    `tfsdk:"create_instance_role"`
+	StaticEgressIP     types.Bool    `tfsdk:"static_egress_ip"`
+	EIPAllocationID    types.String  `tfsdk:"eip_allocation_id"`
+	KMSKeyID           types.String  `tfsdk:"kms_key_id"`
+	Spot               types.Bool    `tfsdk:"spot"`
+	WaitForProxy       types.Bool    `tfsdk:"wait_for_proxy"`
+	CloudWatchLogs     *awsLogsModel `tfsdk:"cloudwatch_logs"`
+}
+
+// awsLogsModel is aws.cloudwatch_logs: where the access log goes in CloudWatch Logs.
+type awsLogsModel struct {
+	LogGroup      types.String `tfsdk:"log_group"`
+	RetentionDays types.Int64  `tfsdk:"retention_days"`
 }
 
 // awsPlacementSchema is the resource's aws block: where (region, subnet), what (type, image, role), and the
@@ -90,7 +101,8 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Instance profile (name or ARN) of your own whose role lets the instance read its configuration: `ssm:GetParameters` on " +
 					"`arn:aws:ssm:<region>:<account>:parameter/egress-proxy/*`, `ssm:PutParameter` on `.../egress-proxy/*/applied`, each on the " +
 					"condition that the parameter's tag `egress-proxy-instance` is the requesting instance's ARN (`${ec2:SourceInstanceARN}`), " +
-					"so that one proxy reaches no other's; and `kms:Decrypt` with the secrets' key. See the provider's documentation, AWS. " +
+					"so that one proxy reaches no other's; `kms:Decrypt` with the secrets' key; and with `cloudwatch_logs`, `logs:CreateLogStream` " +
+					"and `logs:PutLogEvents` on its log stream. See the provider's documentation, AWS. " +
 					"Required unless `create_instance_role` is true.",
 				Validators: []validator.String{attribute_validator.Func("instance profile", aws.ValidateInstanceProfile),
 					attribute_validator.RequiredUnlessTrue(inAWS("create_instance_role"), "the instance's role reads the proxy's configuration from SSM")},
@@ -102,8 +114,9 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Make a role and an instance profile for this proxy alone (`" + aws.InstanceRolePrefix + "<name>-<region>`, " +
 					"tagged like everything the provider makes, trusting `ec2.amazonaws.com`), instead of naming your own in `iam_instance_profile`. " +
 					"The role's one inline policy allows `ssm:GetParameters` on the proxy's own parameters (`parameter/egress-proxy/<name>/*` of " +
-					"its region and account), `ssm:PutParameter` on its own `applied`, and with `kms_key_id` `kms:Decrypt` of its own " +
-					"parameters through SSM: nothing of another proxy, without relying on tags. Destroying the proxy deletes both. Needs the " +
+					"its region and account), `ssm:PutParameter` on its own `applied`, with `kms_key_id` `kms:Decrypt` of its own " +
+					"parameters through SSM, and with `cloudwatch_logs` `logs:CreateLogStream` and `logs:PutLogEvents` on its own log stream: " +
+					"nothing of another proxy, without relying on tags. Destroying the proxy deletes both. Needs the " +
 					"IAM statements of the caller policy (the provider's documentation, AWS permissions), for accounts whose deployments " +
 					"may make roles. Defaults to `false`.",
 				Validators: []validator.Bool{attribute_validator.TrueConflictsWith(inAWS("iam_instance_profile"),
@@ -142,6 +155,7 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				Default:             booldefault.StaticBool(false),
 				MarkdownDescription: "A one-time Spot instance, terminated when interrupted (the next plan then recreates the proxy). Defaults to `false`.",
 			},
+			"cloudwatch_logs": awsLogsSchema(),
 			"wait_for_proxy": schema.BoolAttribute{
 				Optional: true,
 				Computed: true,
@@ -153,13 +167,75 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 	}
 }
 
+// awsLogsSchema is aws.cloudwatch_logs, checked at plan time by the backend's own rules.
+func awsLogsSchema() schema.SingleNestedAttribute {
+	retentions := make([]int64, len(aws.LogRetentionDays))
+	for i, d := range aws.LogRetentionDays {
+		retentions[i] = int64(d)
+	}
+	return schema.SingleNestedAttribute{
+		Optional: true,
+		MarkdownDescription: "Send the access log (one line per request, see the access log guide) to CloudWatch Logs, which AWS charges for by " +
+			"what it ingests and stores: unset, the log stays on the instance. The instance's agent follows Squid's log and sends its lines, " +
+			"in order, a batch every few seconds, to the stream named after the proxy, signed with the instance role's credentials; it makes " +
+			"the stream, so the role needs `logs:CreateLogStream` and `logs:PutLogEvents` on it (`create_instance_role` grants exactly these " +
+			"on the proxy's own stream; the instance role policy in the provider's documentation, on the proxies' own groups). `{}` gives the " +
+			"proxy a group of its own, `" + aws.LogGroupPrefix + "<name>`, tagged like everything the provider makes and deleted with the proxy, " +
+			"its lines with it. Changing it replaces the proxy.",
+		Attributes: map[string]schema.Attribute{
+			"log_group": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "A log group of your own, in the proxy's region, shared by proxies, each writing its stream `<name>`: the provider never " +
+					"makes, changes or deletes it, and the stream stays in it after the proxy is destroyed. Not under `" + aws.LogGroupPrefix + "`, " +
+					"where the proxies' own groups are. Unset, the proxy gets its own group.",
+				Validators: []validator.String{attribute_validator.Func("log group", aws.ValidateLogGroupName)},
+			},
+			"retention_days": schema.Int64Attribute{
+				Optional: true,
+				MarkdownDescription: fmt.Sprintf("How many days the proxy's own group keeps the lines, one of the values CloudWatch Logs takes "+
+					"(%s). Defaults to %d. Not with `log_group`, whose retention is its owner's.", joinInt32(aws.LogRetentionDays), aws.DefaultLogRetentionDays),
+				Validators: []validator.Int64{int64validator.OneOf(retentions...),
+					int64validator.ConflictsWith(path.MatchRelative().AtParent().AtName("log_group"))},
+			},
+		},
+	}
+}
+
+func joinInt32(v []int32) string {
+	s := make([]string, len(v))
+	for i, d := range v {
+		s[i] = strconv.Itoa(int(d))
+	}
+	return strings.Join(s, ", ")
+}
+
+// logs maps aws.cloudwatch_logs onto the backend's options; nil when unset.
+func (m *awsLogsModel) logs() *aws.CloudWatchLogs {
+	if m == nil {
+		return nil
+	}
+	return &aws.CloudWatchLogs{LogGroup: m.LogGroup.ValueString(), RetentionDays: int32(m.RetentionDays.ValueInt64())} //nolint:gosec // one of LogRetentionDays
+}
+
+// awsLogsFrom is aws.cloudwatch_logs as the backend read it back.
+func awsLogsFrom(c *aws.CloudWatchLogs) *awsLogsModel {
+	if c == nil {
+		return nil
+	}
+	m := &awsLogsModel{LogGroup: optionalString(c.LogGroup), RetentionDays: types.Int64Null()}
+	if c.RetentionDays != 0 {
+		m.RetentionDays = types.Int64Value(int64(c.RetentionDays))
+	}
+	return m
+}
+
 // placement maps the attribute onto the contract; empty values take the backend's defaults.
 func (a *awsPlacementModel) placement() backend.Placement {
 	o := &aws.Options{
 		SubnetID: a.SubnetID.ValueString(), InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
 		IAMInstanceProfile: a.IAMInstanceProfile.ValueString(), StaticEgressIP: a.StaticEgressIP.ValueBool(),
 		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
-		KMSKeyID: a.KMSKeyID.ValueString(), CreateInstanceRole: a.CreateInstanceRole.ValueBool(),
+		KMSKeyID: a.KMSKeyID.ValueString(), CreateInstanceRole: a.CreateInstanceRole.ValueBool(), CloudWatchLogs: a.CloudWatchLogs.logs(),
 	}
 	o.SecurityGroupIDs = stringsOf(a.SecurityGroupIDs)
 	return backend.Placement{Backend: aws.Kind, Target: a.Region.ValueString(), Options: o}
@@ -203,7 +279,7 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 		AMI: optionalString(o.AMI), SecurityGroupIDs: groups, IAMInstanceProfile: optionalString(o.IAMInstanceProfile),
 		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
 		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy), KMSKeyID: optionalString(o.KMSKeyID),
-		CreateInstanceRole: types.BoolValue(o.CreateInstanceRole),
+		CreateInstanceRole: types.BoolValue(o.CreateInstanceRole), CloudWatchLogs: awsLogsFrom(o.CloudWatchLogs),
 	}
 }
 
