@@ -33,6 +33,13 @@
 //     newer provider's squid.conf and start command run on an earlier release's image. What the pod takes from
 //     its image is listed in internal/backend/kubernetes/guest/image.go#ImageNeeds, with the rule that keeps it
 //     understood by every earlier release's image.
+//   - Metrics (issue 40): with Settings.Metrics the pod runs mtail and prometheus-squid-exporter beside Squid,
+//     from the same image, Squid sending each access log line to mtail over the pod's loopback as well as to
+//     stdout (internal/backend/kubernetes/guest/metrics.go#renderMetrics); their named ports are on the Service, the scrape annotations on
+//     the pod, and the NetworkPolicy admits those ports from the metrics ranges alone (metrics.go#metricsIngress).
+//     That policy is all that keeps them to those ranges, so metrics without it are refused
+//     (metrics.go#metricsNeedPolicy). Reconfigure adds, moves or removes the sidecars with a rollout
+//     (metrics.go#syncMetrics).
 //   - Delete scales to zero, deletes the Deployment and its ReplicaSets, and sweeps what carries the proxy's UID
 //     beside it (delete.go#sweep). It returns once every pod is terminating, not gone: out of the Service, Squid's
 //     listening port closed by SIGTERM, which the kubelet sees to within the pod's grace period. The pods are named

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"gopkg.in/yaml.v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -254,6 +255,83 @@ func TestSidecarsRunWhatTheImageHas(t *testing.T) {
 	for _, p := range guest.MetricsImageNeeds {
 		if !strings.Contains(string(script), p) {
 			t.Errorf("scripts/build-k8s-image.sh does not name %s", p)
+		}
+	}
+}
+
+// TestMonitorExamplesSelectTheProxy: the PodMonitor and ServiceMonitor of examples/metrics select what a proxy
+// with metrics is made of, by labels its pods and its Service carry, on port names its containers and its
+// Service have.
+func TestMonitorExamplesSelectTheProxy(t *testing.T) {
+	t.Parallel()
+	spec := testSpec("p1")
+	spec.Proxy.LogFormat = proxyconf.LogFormatJSON
+	spec.Proxy.Metrics = &proxyconf.MetricsSettings{AllowedClientCIDRs: []string{"10.9.0.0/16"}}
+	b, _ := newFake(t)
+	o, err := b.render(spec, testID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var podPorts, svcPorts []string
+	for _, c := range o.deployment.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			podPorts = append(podPorts, p.Name)
+		}
+	}
+	for _, p := range o.service.Spec.Ports {
+		svcPorts = append(svcPorts, p.Name)
+	}
+	type endpoint struct {
+		Port string `yaml:"port"`
+		Path string `yaml:"path"`
+	}
+	for file, tc := range map[string]struct {
+		kind   string
+		labels map[string]string
+		ports  []string
+	}{
+		"podmonitor.yaml":     {"PodMonitor", o.deployment.Spec.Template.Labels, podPorts},
+		"servicemonitor.yaml": {"ServiceMonitor", o.service.Labels, svcPorts},
+	} {
+		raw, err := os.ReadFile("../../../examples/metrics/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Selector struct {
+					MatchLabels map[string]string `yaml:"matchLabels"`
+				} `yaml:"selector"`
+				PodMetricsEndpoints []endpoint `yaml:"podMetricsEndpoints"`
+				Endpoints           []endpoint `yaml:"endpoints"`
+			} `yaml:"spec"`
+		}
+		if err := yaml.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if m.Kind != tc.kind || len(m.Spec.Selector.MatchLabels) == 0 {
+			t.Errorf("%s: kind %s, selector %v", file, m.Kind, m.Spec.Selector.MatchLabels)
+		}
+		for k, v := range m.Spec.Selector.MatchLabels {
+			if tc.labels[k] != v {
+				t.Errorf("%s selects %s=%s; the proxy's labels are %v", file, k, v, tc.labels)
+			}
+		}
+		var ports []string
+		for _, e := range append(m.Spec.PodMetricsEndpoints, m.Spec.Endpoints...) {
+			ports = append(ports, e.Port)
+			if e.Path != proxyconf.MetricsPath {
+				t.Errorf("%s scrapes %s on %s, want %s", file, e.Path, e.Port, proxyconf.MetricsPath)
+			}
+		}
+		if !slices.Equal(ports, []string{metricsPortName, squidMetricsPortName}) {
+			t.Errorf("%s scrapes ports %v, want %s and %s", file, ports, metricsPortName, squidMetricsPortName)
+		}
+		for _, p := range ports {
+			if !slices.Contains(tc.ports, p) {
+				t.Errorf("%s scrapes port %s, which the proxy's %s lacks (it has %v)", file, p, tc.kind, tc.ports)
+			}
 		}
 	}
 }
