@@ -362,11 +362,11 @@ var checkCallCases = map[string]struct {
 }
 
 // withProbes adds the requests of Check's permission probes (probe.go): Debian's image parameter and the
-// dry run of a launch, of a security group and of an Elastic IP, of the subnet and group reads, and the reads
-// of a proxy's parameters and their tags.
+// dry run of a launch, of a security group and of an Elastic IP, of the subnet and group reads, the reads
+// of a proxy's parameters and their tags, and the list of log groups.
 func withProbes(c calls) calls {
 	for _, a := range []string{"ssm:GetParameter", "ec2:RunInstances", "ec2:CreateSecurityGroup", "ec2:AllocateAddress", "ec2:DescribeSubnets",
-		"ec2:DescribeSecurityGroups", "ssm:GetParameters", "ssm:ListTagsForResource"} {
+		"ec2:DescribeSecurityGroups", "ssm:GetParameters", "ssm:ListTagsForResource", "logs:DescribeLogGroups"} {
 		c[a]++
 	}
 	return c

@@ -572,9 +572,10 @@ func TestCheckNamesMissingPermissions(t *testing.T) {
 		"no tags at creation":                   {without("TagWhatTheProviderMakes"), "ec2:CreateTags"},
 		"no groups in VPCs, no proxy parameter": {without("MakeGroupsInVPCs", "ProxyParameters"), "ec2:CreateSecurityGroup, ssm:GetParameters, ssm:ListTagsForResource"},
 		"no Debian image":                       {without("ReadTheDebianImageParameter"), "ssm:GetParameter"},
+		"no list of log groups":                 {without("LogsListLogGroups"), "logs:DescribeLogGroups"},
 		"nothing at all": {`{"Version": "2012-10-17", "Statement": []}`, "ec2:AllocateAddress, ec2:CreateSecurityGroup, ec2:DescribeAccountAttributes, " +
-			"ec2:DescribeAddresses, ec2:DescribeInstances, ec2:DescribeSecurityGroups, ec2:DescribeSubnets, servicequotas:GetServiceQuota, " +
-			"ssm:GetParameter, ssm:GetParameters, ssm:ListTagsForResource"},
+			"ec2:DescribeAddresses, ec2:DescribeInstances, ec2:DescribeSecurityGroups, ec2:DescribeSubnets, logs:DescribeLogGroups, " +
+			"servicequotas:GetServiceQuota, ssm:GetParameter, ssm:GetParameters, ssm:ListTagsForResource"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

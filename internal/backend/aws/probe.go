@@ -4,6 +4,7 @@ import (
 	"context"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -29,7 +30,8 @@ type probe struct {
 
 // probes ask for what a Create needs before it makes anything the policy conditions on tags: the launch, the
 // security group and the Elastic IP, each with the provider's tags (and so ec2:CreateTags at creation), the
-// reads of the subnet and groups, Debian's image parameter, and the reads of a proxy's parameters. What needs
+// reads of the subnet and groups, Debian's image parameter, the reads of a proxy's parameters, and the list of
+// log groups every delete and list makes (logs.go). What needs
 // an object of the provider's (its changes and deletes, conditioned on its tags), a write of parameters, the
 // proxy's role (iam:PassRole; each proxy names its own) or a customer's key cannot be asked without making
 // one: a Create that lacks them fails naming the permission and CallerPolicyFile.
@@ -68,6 +70,10 @@ var probes = []probe{
 	}},
 	{"a proxy's parameters", func(ctx context.Context, r *region) error {
 		_, err := r.ssm.GetParameters(ctx, &ssm.GetParametersInput{Names: []string{guest.ParameterPath(probeProxy, guest.ParameterSettings)}})
+		return err
+	}},
+	{"a proxy's own log group, which every delete and list looks for", func(ctx context.Context, r *region) error {
+		_, err := r.logs.DescribeLogGroups(ctx, &cloudwatchlogs.DescribeLogGroupsInput{LogGroupNamePrefix: awssdk.String(ownLogGroup(probeProxy)), Limit: awssdk.Int32(1)})
 		return err
 	}},
 	{"a proxy's parameters' tags", func(ctx context.Context, r *region) error {
