@@ -40,6 +40,7 @@ type gcpPlacementModel struct {
 	StaticEgressIP    types.Bool   `tfsdk:"static_egress_ip"`
 	EgressAddressName types.String `tfsdk:"egress_address_name"`
 	WaitForProxy      types.Bool   `tfsdk:"wait_for_proxy"`
+	CloudLogging      types.Bool   `tfsdk:"cloud_logging"`
 	// The VM hardening, on unless opted out (gcp.DefaultShieldedVM and friends).
 	ShieldedVM          types.Bool `tfsdk:"shielded_vm"`
 	OSLogin             types.Bool `tfsdk:"os_login"`
@@ -52,10 +53,10 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a Compute Engine VM, configured by a startup script from its metadata. " +
-			"Changing anything here but `wait_for_proxy` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
+			"Changing anything here but `wait_for_proxy` and `cloud_logging` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
 			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
 			"fails at plan time.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging")},
 		Validators:    []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
@@ -102,6 +103,16 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"wait_for_proxy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				MarkdownDescription: "Wait, within the create timeout, until the VM reports (guest attribute `egress/applied`) that Squid runs its config. " +
 					"Defaults to `false`: the apply returns once the VM runs, while Squid may still be installing."},
+			"cloud_logging": schema.BoolAttribute{Optional: true,
+				MarkdownDescription: "Send the access log to Cloud Logging, one entry per request in the log `" + gcp.CloudLogID("NAME") + "` (`NAME` the proxy's `name`), " +
+					"written as the VM's `service_account`, which must hold `" + gcp.LogWriterRole + "` on the project. Off when unset (or `false`): Cloud Logging " +
+					"charges for what a project ingests beyond its free allotment, and a busy proxy logs a line per request. Changes in place: the VM starts " +
+					"or stops shipping within seconds. See the access log guide for how to read it.",
+				Validators: []validator.Bool{
+					attribute_validator.TrueRequiresValid(gcpPath.AtName("service_account"),
+						"the access log is written to Cloud Logging as the VM's service account, and a VM without one has no identity to write with", gcp.ValidateServiceAccount),
+					gcpCloudLoggingScopes{},
+				}},
 			"shielded_vm": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultShieldedVM),
 				MarkdownDescription: fmt.Sprintf("Shielded VM: secure boot, virtual TPM and integrity monitoring. Defaults to `%t`. "+
 					"Set `false` for an image that does not support it (one without UEFI); the project's defaults then apply.", gcp.DefaultShieldedVM)},
@@ -208,6 +219,7 @@ func (g *gcpPlacementModel) options() *gcp.Options {
 		Subnetwork: g.Subnetwork.ValueString(), ServiceAccount: g.ServiceAccount.ValueString(),
 		Preemptible: g.Preemptible.ValueBool(), Spot: g.Spot.ValueBool(), StaticEgressIP: g.StaticEgressIP.ValueBool(),
 		EgressAddressName: g.EgressAddressName.ValueString(), WaitForProxy: g.WaitForProxy.ValueBool(),
+		CloudLogging:        g.CloudLogging.ValueBool(),
 		DisableShieldedVM:   !boolOr(g.ShieldedVM, gcp.DefaultShieldedVM),
 		DisableOSLogin:      !boolOr(g.OSLogin, gcp.DefaultOSLogin),
 		AllowProjectSSHKeys: boolOr(g.AllowProjectSSHKeys, gcp.DefaultAllowProjectSSHKeys),
@@ -252,7 +264,9 @@ func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
 		ServiceAccount: optionalString(g.ServiceAccount), Scopes: scopes,
 		Preemptible: types.BoolValue(g.Preemptible), Spot: types.BoolValue(g.Spot), StaticEgressIP: types.BoolValue(g.StaticEgressIP),
 		EgressAddressName: optionalString(g.EgressAddressName), WaitForProxy: types.BoolValue(g.WaitForProxy),
-		ShieldedVM: types.BoolValue(!g.DisableShieldedVM), OSLogin: types.BoolValue(!g.DisableOSLogin),
+		// Null when off, as a configuration that leaves it unset reads (and as a state from before it existed).
+		CloudLogging: optionalTrue(g.CloudLogging),
+		ShieldedVM:   types.BoolValue(!g.DisableShieldedVM), OSLogin: types.BoolValue(!g.DisableOSLogin),
 		AllowProjectSSHKeys: types.BoolValue(g.AllowProjectSSHKeys),
 	}
 }
@@ -280,6 +294,14 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	fill(&g.ShieldedVM, !read.DisableShieldedVM)
 	fill(&g.OSLogin, !read.DisableOSLogin)
 	fill(&g.AllowProjectSSHKeys, read.AllowProjectSSHKeys)
+}
+
+// optionalTrue is true, or null for false: an optional switch that is off unless set.
+func optionalTrue(v bool) types.Bool {
+	if v {
+		return types.BoolValue(true)
+	}
+	return types.BoolNull()
 }
 
 // boolOr is v's value, or def where v is null or unknown.
