@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -193,6 +194,22 @@ func TestMetricsLive(t *testing.T) {
 		d := metricstest.Delta(squidBefore, s)["squid_client_http_requests_total"]
 		return err == nil && d >= float64(counted+1), fmt.Sprintf("moved by %v, %v", d, err)
 	})
+
+	// Squid's stdout is still the access log the pod's log shows, beside the sidecars: every would-deny line
+	// mtail counted is there too (Squid writes a line to both logs at once).
+	var wouldDeny int
+	for _, line := range strings.Split(cluster.PodLog(ctx, ns, backend.LabelUID, spec.UID), "\n") {
+		var l struct {
+			Decision string `json:"decision"`
+			RuleSet  string `json:"rule_set"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Decision == "would_deny" && l.RuleSet == "reported" {
+			wouldDeny++
+		}
+	}
+	if want := int(after[exchanges[2].series]); wouldDeny != want {
+		t.Errorf("the proxy pod's log has %d would_deny lines of the rule set, mtail counted %d", wouldDeny, want)
+	}
 
 	probeMetricsPolicy(ctx, t, cluster, ns, podIP, spec.Proxy.Port, port, squidPort)
 }

@@ -36,6 +36,9 @@ const (
 	annotationScrape = "prometheus.io/scrape"
 	annotationPort   = "prometheus.io/port"
 	annotationPath   = "prometheus.io/path"
+	// annotationDefaultContainer is the container kubectl logs and exec pick without -c: Squid, whose stdout
+	// is the access log, rather than a notice that the pod has three.
+	annotationDefaultContainer = "kubectl.kubernetes.io/default-container"
 )
 
 // sidecarRequests are the sidecars' requests: each counts a few lines a request or answers a scrape, a
@@ -90,6 +93,7 @@ func podAnnotations(k guest.Pod) map[string]string {
 		a[annotationScrape] = "true"
 		a[annotationPort] = strconv.Itoa(k.Metrics.Port)
 		a[annotationPath] = proxyconf.MetricsPath
+		a[annotationDefaultContainer] = containerName
 	}
 	return a
 }
@@ -116,7 +120,7 @@ func syncMetrics(tmpl *corev1.PodTemplateSpec, name string, k guest.Pod) {
 	if tmpl.Annotations == nil {
 		tmpl.Annotations = map[string]string{}
 	}
-	for _, a := range []string{annotationScrape, annotationPort, annotationPath} {
+	for _, a := range []string{annotationScrape, annotationPort, annotationPath, annotationDefaultContainer} {
 		delete(tmpl.Annotations, a)
 	}
 	for a, v := range podAnnotations(k) {

@@ -43,7 +43,7 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 		if len(np.Spec.Ingress) != 1 {
 			t.Errorf("NetworkPolicy ingress rules %+v, want the proxy port's alone", np.Spec.Ingress)
 		}
-		for _, a := range []string{annotationScrape, annotationPort, annotationPath} {
+		for _, a := range []string{annotationScrape, annotationPort, annotationPath, annotationDefaultContainer} {
 			if v, ok := tmpl.Annotations[a]; ok {
 				t.Errorf("pod annotation %s=%s without metrics", a, v)
 			}
@@ -89,7 +89,8 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 	if !hasVolume || cm.Data[guest.MtailProgramKey] == "" {
 		t.Errorf("mtail's program volume %t, in the ConfigMap %t", hasVolume, cm.Data[guest.MtailProgramKey] != "")
 	}
-	wantAnnotations := map[string]string{annotationScrape: "true", annotationPort: strconv.Itoa(port), annotationPath: "/metrics"}
+	wantAnnotations := map[string]string{annotationScrape: "true", annotationPort: strconv.Itoa(port), annotationPath: "/metrics",
+		annotationDefaultContainer: containerName}
 	for a, v := range wantAnnotations {
 		if tmpl.Annotations[a] != v {
 			t.Errorf("pod annotation %s=%q, want %q", a, tmpl.Annotations[a], v)

@@ -179,13 +179,20 @@ func (c *Cluster) Labelled(ctx context.Context, label, value string) ([]string, 
 	return found, nil
 }
 
-// PodLog returns the log of the first pod in ns labelled label=value, for a failing test's message.
+// PodLog returns the log of the first container of the first pod in ns labelled label=value, for a failing
+// test's message: a proxy's Squid, also beside its metrics sidecars (the API server wants a container named
+// when a pod has more than one).
 func (c *Cluster) PodLog(ctx context.Context, ns, label, value string) string {
 	pods, err := c.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: label + "=" + value})
 	if err != nil || len(pods.Items) == 0 {
 		return fmt.Sprintf("(no pod: %v)", err)
 	}
-	raw, err := c.cs.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	pod := pods.Items[0]
+	opts := &corev1.PodLogOptions{}
+	if len(pod.Spec.Containers) > 0 {
+		opts.Container = pod.Spec.Containers[0].Name
+	}
+	raw, err := c.cs.CoreV1().Pods(ns).GetLogs(pod.Name, opts).DoRaw(ctx)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
