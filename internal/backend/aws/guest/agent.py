@@ -343,15 +343,19 @@ def line_time_ms(line, now_ms):
         return now_ms
 
 
-def batch(events):
-    # How many of the events, from the first, make one PutLogEvents batch within its limits.
+def batch(events, cap=MAX_EVENTS):
+    # How many of the events, from the first, make one PutLogEvents batch within its limits (and cap).
     size, n = 0, 0
-    for ts, msg in events[:MAX_EVENTS]:
+    for ts, msg in events[:cap]:
         size += len(msg.encode()) + EVENT_OVERHEAD
         if size > MAX_BATCH or ts - events[0][0] > MAX_SPAN_MS:
             break
         n += 1
     return n
+
+
+class Refused(AgentError):
+    pass
 
 
 class Shipper:
@@ -366,6 +370,7 @@ class Shipper:
         self.state = os.path.join(cfg["state_dir"], "logs.position")
         self.events, self.ends = [], []  # lines read and not yet taken, and where each ends in the file
         self.size, self.last_ms = 0, 0  # the events' size as PutLogEvents counts it
+        self.cap = MAX_EVENTS  # the most lines the next batch holds: fewer after a batch refused
 
     def saved(self):
         try:
@@ -385,20 +390,26 @@ class Shipper:
             self.size += len(msg.encode()) + EVENT_OVERHEAD
 
     def send(self, ino):
-        n = batch(self.events)
+        n = batch(self.events, self.cap)
         payload = {"logGroupName": self.group, "logStreamName": self.stream,
                    "logEvents": [{"timestamp": ts, "message": m} for ts, m in self.events[:n]]}
         try:
             out = self.api.call("PutLogEvents", payload)
         except SSMError as e:
-            if e.code != "ResourceNotFoundException" or "stream" not in e.message:
+            if e.code == "InvalidParameterException" and n > 1:
+                # A batch CloudWatch Logs will never take, which no retry mends: half of it next, at once,
+                # until the line it refuses is alone.
+                self.cap = n // 2
+                raise Refused(str(e)) from None
+            if e.code == "InvalidParameterException":
+                log("CloudWatch Logs refused a line, which is skipped: %s: %.200s" % (e, self.events[0][1]))
+                out = {}
+            elif e.code != "ResourceNotFoundException" or "stream" not in e.message:
                 raise
-            try:
-                self.api.call("CreateLogStream", {"logGroupName": self.group, "logStreamName": self.stream})
-            except SSMError as e2:
-                if e2.code != "ResourceAlreadyExistsException":
-                    raise
-            out = self.api.call("PutLogEvents", payload)
+            else:
+                self.create_stream()
+                out = self.api.call("PutLogEvents", payload)
+        self.cap = MAX_EVENTS
         rejected = out.get("rejectedLogEventsInfo")
         if rejected:
             log("CloudWatch Logs rejected some of %d lines as too old or too new: %s" % (n, json.dumps(rejected)))
@@ -407,6 +418,13 @@ class Shipper:
         os.replace(self.state + ".new", self.state)
         self.size -= sum(len(m.encode()) + EVENT_OVERHEAD for _, m in self.events[:n])
         del self.events[:n], self.ends[:n]
+
+    def create_stream(self):
+        try:
+            self.api.call("CreateLogStream", {"logGroupName": self.group, "logStreamName": self.stream})
+        except SSMError as e:
+            if e.code != "ResourceAlreadyExistsException":
+                raise
 
     def run(self):
         f, ino, partial, first, failures, retry_at = None, None, b"", None, 0, 0.0
@@ -437,6 +455,8 @@ class Shipper:
                 try:
                     self.send(ino)
                     failures, first = 0, (time.monotonic() if self.events else None)
+                except Refused as e:
+                    log("CloudWatch Logs refused a batch (%s): trying %d lines at most" % (e, self.cap))
                 except (AgentError, OSError) as e:
                     failures += 1
                     retry_at = now + min(2 ** failures, 300) * random.uniform(0.8, 1.2)

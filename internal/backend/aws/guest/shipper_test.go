@@ -21,7 +21,7 @@ import (
 // limits: a log of more lines than one batch holds (1 MB, with 26 bytes a line), then of lines large enough that
 // a few fill a batch, and one line longer than the agent sends (cut), all arrive, once each, in the file's order, in
 // batches none of which CloudWatch Logs refused; then the file is rotated as logrotate does (renamed, a new one
-// made) and the new file's lines follow. The agent runs as on the instance, its Shipper in a thread, signing
+// made) and the new file's lines follow, through two batches refused as invalid (halved until one is taken). The agent runs as on the instance, its Shipper in a thread, signing
 // with a role session's credentials; only Squid and systemd are not there.
 func TestShipperBatchesWithinLimits(t *testing.T) {
 	t.Parallel()
@@ -109,6 +109,8 @@ agent.Shipper(json.loads(sys.argv[2]), Creds()).run()
 			token = page.NextForwardToken
 		}
 	}
+	// refusals is how many batches CloudWatch Logs may have refused as invalid: those the test makes it refuse.
+	refusals := 0
 	waitFor := func(what string, n int) []string {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -119,10 +121,14 @@ agent.Shipper(json.loads(sys.argv[2]), Creds()).run()
 			if got := read(); len(got) >= n {
 				return got
 			}
+			invalid := 0
 			for _, r := range fake.Requests() {
 				if r.Action == "PutLogEvents" && r.Code == "InvalidParameterException" {
-					t.Fatalf("%s: CloudWatch Logs refused a batch\n%s", what, out.String())
+					invalid++
 				}
+			}
+			if invalid > refusals {
+				t.Fatalf("%s: CloudWatch Logs refused a batch\n%s", what, out.String())
 			}
 			select {
 			case <-wctx.Done():
@@ -136,7 +142,11 @@ agent.Shipper(json.loads(sys.argv[2]), Creds()).run()
 		t.Errorf("the stream holds %d events, want the file's %d lines in order, the long one cut", len(got), len(want))
 	}
 
-	// logrotate: the file renamed, a new one made, which the agent reads from its start.
+	// logrotate: the file renamed, a new one made, which the agent reads from its start. And CloudWatch Logs
+	// refuses the first two batches as invalid, which no retry mends: the agent halves the batch until one is
+	// taken, and loses nothing.
+	refusals = 2
+	fake.AddFault(ec2fake.Fault{Action: "PutLogEvents", Code: "InvalidParameterException", Times: refusals})
 	if err := os.Rename(logPath, logPath+".1"); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +173,11 @@ agent.Shipper(json.loads(sys.argv[2]), Creds()).run()
 		}
 	}
 	// 12,000 small lines are two batches at least, 40 of 60 KB two more (1 MB a batch).
-	if puts < 4 || refused != 1 {
-		t.Errorf("%d PutLogEvents, %d refused; want at least 4, and only the first refused (the stream did not exist yet)\n%s", puts, refused, out.String())
+	if puts < 4 || refused != 1+refusals {
+		t.Errorf("%d PutLogEvents, %d refused; want at least 4, refused the first (the stream did not exist yet) and the %d the test refused\n%s",
+			puts, refused, refusals, out.String())
+	}
+	if !strings.Contains(out.String(), "trying 2 lines at most") || !strings.Contains(out.String(), "trying 1 lines at most") {
+		t.Errorf("the agent did not halve the refused batch:\n%s", out.String())
 	}
 }
