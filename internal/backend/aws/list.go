@@ -17,8 +17,9 @@ import (
 const listPageSize = 1000
 
 // ListByTag lists each region's proxies of sel.Owner with one paged DescribeInstances filtered by tags, and
-// the leftovers of proxies whose instance is gone or was never launched with one paged DescribeSecurityGroups
-// and one DescribeAddresses (listLeftovers), so that nothing the backend made is lost. Regions side by side; a
+// the leftovers of proxies whose instance is gone or was never launched with one paged DescribeSecurityGroups,
+// one DescribeAddresses and one paged DescribeLogGroups (listLeftovers), so that nothing the backend made is
+// lost. Regions side by side; a
 // region that fails is a failed scope beside what the others hold. The settings are not read (one more
 // request per proxy): the instances carry none.
 func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backend.Instance, error) {
