@@ -161,6 +161,16 @@ func TestGuestShipsAccessLogToCloudLogging(t *testing.T) {
 
 	t.Logf("%d lines logged and shipped; writes answered %v", len(shipped), statuses)
 
+	// The shipper's user is in group proxy to read Squid's log, which would let it read the password file and
+	// the TLS key too: /etc/squid is empty where it runs.
+	mine, err := guest.Exec(t, "sh", "-c", "nsenter -t \"$(systemctl show -p MainPID --value "+gcpguest.CloudLoggingUnit+")\" -m -- ls -A /etc/squid")
+	if err != nil || strings.TrimSpace(mine) != "" {
+		t.Errorf("/etc/squid as the shipper sees it (%v): %q, want it empty", err, mine)
+	}
+	if all, _ := guest.Exec(t, "ls", "-A", "/etc/squid"); !strings.Contains(all, "squid.conf") {
+		t.Errorf("/etc/squid in the guest: %q, want squid.conf there", all)
+	}
+
 	// Off in place: the metadata key goes, the guest's watcher stops the shipper, and the VM stays.
 	spec.Placement.Options = &Options{ServiceAccount: email}
 	if _, err := b.Update(ctx, inst.ID, spec); err != nil {

@@ -352,7 +352,8 @@ apply() {
 }
 
 # Cloud Logging: while the metadata names a log, the shipper (cloudlogging.py) runs as its own unit, with
-# a user of its own that may read Squid's log (group proxy) and nothing of the proxy's; when the key goes,
+# a user of its own that may read Squid's log (group proxy) but not /etc/squid, where group proxy reads the
+# password file and the TLS key; when the key goes,
 # it stops. So turning it on or off is a metadata change the watcher applies in place. A metadata server
 # that does not answer changes nothing either way.
 sync_cloud_logging() {
@@ -391,6 +392,7 @@ ExecStart=/usr/bin/python3 $STATE/cloud-logging.py $MD '{{.Logging}}' '{{.Access
 DynamicUser=yes
 SupplementaryGroups=proxy
 StateDirectory=egress-cloud-logging
+InaccessiblePaths=/etc/squid
 NoNewPrivileges=yes
 ProtectSystem=strict
 ProtectHome=yes

@@ -32,7 +32,7 @@ func TestRenderStartupScript(t *testing.T) {
 			"load_backstop() {",
 			// The shipper, in full, and the unit that runs it while the metadata names a log.
 			"/instance/attributes/" + MetadataCloudLogging + "\"", strings.TrimRight(cloudLoggingShipper, "\n"), "'https://logging.googleapis.com'",
-			"/etc/systemd/system/$unit", "DynamicUser=yes", "SupplementaryGroups=proxy", "locked_apply\n\t\tsync_cloud_logging",
+			"/etc/systemd/system/$unit", "DynamicUser=yes", "SupplementaryGroups=proxy", "InaccessiblePaths=/etc/squid", "locked_apply\n\t\tsync_cloud_logging",
 		}},
 		"test metadata server": {opts: StartupScriptOptions{MetadataURL: "http://127.0.0.1:8080/computeMetadata/v1", StateDir: "/tmp/x", WatchInterval: 3},
 			want: []string{"MD='http://127.0.0.1:8080/computeMetadata/v1'", "sleep 3"}},
