@@ -181,7 +181,7 @@ func awsLogsSchema() schema.SingleNestedAttribute {
 			"the stream, so the role needs `logs:CreateLogStream` and `logs:PutLogEvents` on it (`create_instance_role` grants exactly these " +
 			"on the proxy's own stream; the instance role policy in the provider's documentation, on the proxies' own groups). `{}` gives the " +
 			"proxy a group of its own, `" + aws.LogGroupPrefix + "<name>`, tagged like everything the provider makes and deleted with the proxy, " +
-			"its lines with it. Changing it replaces the proxy.",
+			"its lines with it (with `name` set, a replacement keeps it for the new proxy). Changing it replaces the proxy.",
 		Attributes: map[string]schema.Attribute{
 			"log_group": schema.StringAttribute{
 				Optional: true,

@@ -38,8 +38,8 @@ resource "egress_proxy" "test" {
 // The access log in CloudWatch Logs, on the EC2 fake with the documented caller policy: a proxy's own log
 // group made with the retention asked for and the proxy's tags, read back and imported as configured; values
 // CloudWatch Logs would refuse stopped at plan time on the attribute at fault; a move to a shared group
-// replaces the proxy, deletes its own group and leaves the shared one as it was; destroy leaves no group of
-// the provider's.
+// replaces the proxy, keeps its former group (and lines) and leaves the shared one as it was; destroy leaves
+// no group of the provider's.
 func TestAccProxyAWS_cloudWatchLogs(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
@@ -106,14 +106,15 @@ func TestAccProxyAWS_cloudWatchLogs(t *testing.T) {
 			},
 			{
 				// To a shared group: the guest is told where to write when its instance starts, so the proxy is
-				// replaced; its own group goes with the old proxy, the shared one is not touched.
+				// replaced; its own group, with its lines, is kept for the proxy of its name until it is
+				// destroyed (CheckDestroy), the shared one is not touched.
 				Config: config(`{ log_group = "` + shared + `" }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionDestroyBeforeCreate),
 				}},
 				Check: func(*terraform.State) error {
-					if names := fake.LogGroupNames(awsTestRegion); !slices.Equal(names, []string{shared}) {
-						return fmt.Errorf("log groups after the move: %v, want the shared one alone", names)
+					if names := fake.LogGroupNames(awsTestRegion); !slices.Equal(names, []string{own, shared}) {
+						return fmt.Errorf("log groups after the move: %v, want the proxy's former one kept and the shared one", names)
 					}
 					if days, tags, err := group(shared); err != nil || days != 0 || len(tags) != 0 {
 						return fmt.Errorf("the shared group was changed: %d days, tags %v, %w", days, tags, err)

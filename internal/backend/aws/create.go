@@ -307,7 +307,7 @@ func (b *Backend) giveBack(ctx context.Context, r *region, name string, withRole
 	if withRole {
 		roleErr = b.deleteInstanceRole(cctx, r, name)
 	}
-	if err := errors.Join(roleErr, b.deleteLogGroup(cctx, r, name), b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
+	if err := errors.Join(roleErr, b.deleteLogGroup(cctx, r, name, false), b.deleteSecurityGroup(cctx, r, name), b.deleteParameters(cctx, r, name, false)); err != nil {
 		return fmt.Errorf("%w (and what was made for it could not all be removed: %w; egress_proxy_orphans lists the leftovers)", launch, err)
 	}
 	return launch

@@ -20,9 +20,10 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	return b.delete(ctx, id, false)
 }
 
-// DeleteForReplacement deletes as Delete does but keeps the Elastic IP the backend allocated, tagged with the
-// proxy's name, for the successor of that name to adopt; ListByTag does not list it as a proxy, and the
-// successor's destroy releases it.
+// DeleteForReplacement deletes as Delete does but keeps the Elastic IP the backend allocated and the proxy's own
+// log group with its lines, tagged with the proxy's name, for the successor of that name to adopt; ListByTag does
+// not list them as a proxy, and the successor's destroy releases and deletes them (a successor without
+// CloudWatch Logs too).
 func (b *Backend) DeleteForReplacement(ctx context.Context, id backend.ProviderID) error {
 	return b.delete(ctx, id, true)
 }
@@ -69,8 +70,8 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 		return err
 	}
 	// Its own log group, before the group that lists a leftover: a crash in between is listed and deleted
-	// again. The lines go with it.
-	if err := b.deleteLogGroup(ctx, r, id.Name); err != nil {
+	// again. The lines go with it, but for a replacement's successor of the same name, which adopts the group.
+	if err := b.deleteLogGroup(ctx, r, id.Name, keepAddress); err != nil {
 		return err
 	}
 	if !keepAddress {

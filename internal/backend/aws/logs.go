@@ -168,8 +168,10 @@ func (b *Backend) ensureLogGroup(ctx context.Context, r *region, spec backend.Sp
 
 // deleteLogGroup deletes the proxy's own log group, with its lines, when there is one and it is this owner's;
 // a group of the name the provider did not make, or another owner's, is left as it is. A shared group is never
-// touched: the proxy's stream stays in it, with its lines, for as long as its owner keeps them.
-func (b *Backend) deleteLogGroup(ctx context.Context, r *region, name string) error {
+// touched: the proxy's stream stays in it, with its lines, for as long as its owner keeps them. forSuccessor
+// (the delete half of a replacement) keeps the group for the successor of the same name, unless the name is
+// the one derived from the proxy's UID (backend.NameFromUID), which the successor does not share.
+func (b *Backend) deleteLogGroup(ctx context.Context, r *region, name string, forSuccessor bool) error {
 	group := ownLogGroup(name)
 	obj := logGroupObject(r.name, group)
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -185,6 +187,9 @@ func (b *Backend) deleteLogGroup(ctx context.Context, r *region, name string) er
 			return classify(obj, err)
 		}
 		if !managed(out.Tags) || out.Tags[tagName] != name || !sameOwner(ctx, out.Tags) {
+			return nil
+		}
+		if forSuccessor && backend.NameFromUID(out.Tags[backend.LabelUID]) != name {
 			return nil
 		}
 		_, err = r.logs.DeleteLogGroup(ctx, &cloudwatchlogs.DeleteLogGroupInput{LogGroupName: awssdk.String(group)})

@@ -221,3 +221,73 @@ func TestCloudWatchLogsOptions(t *testing.T) {
 		})
 	}
 }
+
+// A replacement keeps the proxy's own log group and its lines for the successor of its name, which adopts it
+// (its UID, its retention); the successor's destroy deletes it.
+func TestCloudWatchLogsKeptForTheSuccessor(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	ctx := t.Context()
+	admin := cloudwatchlogs.NewFromConfig(fake.AdminAWSConfig(testRegion))
+	first := logsSpec(fake, "kept", &CloudWatchLogs{RetentionDays: 7})
+	inst, err := b.Create(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := awssdk.String(ownLogGroup("kept"))
+	if _, err := admin.CreateLogStream(ctx, &cloudwatchlogs.CreateLogStreamInput{LogGroupName: group, LogStreamName: awssdk.String("kept")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.PutLogEvents(ctx, &cloudwatchlogs.PutLogEventsInput{LogGroupName: group, LogStreamName: awssdk.String("kept"),
+		LogEvents: []cwltypes.InputLogEvent{{Timestamp: awssdk.Int64(fake.Now().UnixMilli()), Message: awssdk.String("the first proxy's line")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteForReplacement(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := describedGroup(t, admin, *group); !ok {
+		t.Fatal("the replacement deleted the proxy's log group")
+	}
+	second := logsSpec(fake, "kept", &CloudWatchLogs{RetentionDays: 14})
+	second.UID = "uid-kept-2"
+	inst, err = b.Create(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	days, tags, ok := describedGroup(t, admin, *group)
+	if !ok || days != 14 || tags[backend.LabelUID] != second.UID {
+		t.Errorf("the successor's group: %v, %d days, tags %v; want it adopted, 14 days, the successor's UID", ok, days, tags)
+	}
+	if events := fake.LogEvents(testRegion, *group, "kept"); len(events) != 1 || events[0].Message != "the first proxy's line" {
+		t.Errorf("the kept group's lines: %+v", events)
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := describedGroup(t, admin, *group); ok {
+		t.Error("the successor's destroy left the log group")
+	}
+}
+
+// A proxy whose name is derived from its UID gets another name when replaced: its group is not kept, since no
+// successor would adopt it.
+func TestCloudWatchLogsNotKeptForAnotherName(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	ctx := t.Context()
+	spec := logsSpec(fake, "", &CloudWatchLogs{})
+	spec.Name = backend.NameFromUID(spec.UID)
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := fake.LogGroupNames(testRegion); !slices.Equal(names, []string{ownLogGroup(spec.Name)}) {
+		t.Fatalf("log groups %v, want the proxy's", names)
+	}
+	if err := b.DeleteForReplacement(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if names := fake.LogGroupNames(testRegion); len(names) != 0 {
+		t.Errorf("the replacement of a proxy named after its UID kept %v", names)
+	}
+}
