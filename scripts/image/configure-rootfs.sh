@@ -78,4 +78,9 @@ expect masked systemctl is-enabled systemd-timesyncd.service
 expect masked systemctl is-enabled apt-daily.timer
 expect masked systemctl is-enabled apt-daily-upgrade.timer
 expect 'root L *' passwd -S root
+# rsyslog starts at boot and takes the image's rsyslog.conf with the journal-only access log drop-in the image
+# ships (internal/backend/kvm/guest: TestImageShipsTheJournalDropIn); without an output it would not start.
+expect enabled systemctl is-enabled rsyslog.service
+in_root rsyslogd -N1 -f /etc/rsyslog.conf >/dev/null 2>&1 ||
+	{ in_root rsyslogd -N1 -f /etc/rsyslog.conf >&2 || true; echo "configure-rootfs: rsyslogd refuses /etc/rsyslog.conf" >&2; exit 1; }
 [[ ! -s $root/etc/machine-id ]] || { echo "configure-rootfs: machine-id not empty" >&2; exit 1; }

@@ -100,3 +100,30 @@ func TestSyslogTargetRefusedAtCreate(t *testing.T) {
 		t.Errorf("Create made %d domains", len(f.domains))
 	}
 }
+
+// TestCreateWithSyslogTarget: a proxy created with a target boots forwarding to it (the seed's drop-in), and
+// Get reads the target back.
+func TestCreateWithSyslogTarget(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	spec := fakeSpec("made-with-syslog", "o")
+	optionsOf(spec.Placement).SyslogTarget = "tcp://198.18.0.1:6514"
+	if _, err := b.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	d := f.domains[spec.Name]
+	a := f.agent(spec.Name)
+	f.bootFromSeed(d, a)
+	onDisk := a.files[guest.RsyslogConfPath]
+	f.mu.Unlock()
+	want := guest.RenderAccessLog(&guest.SyslogTarget{Protocol: "tcp", Host: "198.18.0.1", Port: 6514})
+	if !bytes.Equal(onDisk, want) {
+		t.Errorf("the guest booted with drop-in\n%s\nwant\n%s", onDisk, want)
+	}
+	got, err := b.Get(context.Background(), idOf(spec))
+	if err != nil || optionsOf(got.Placement).SyslogTarget != "tcp://198.18.0.1:6514" {
+		t.Errorf("Get reads target %q (%v)", optionsOf(got.Placement).SyslogTarget, err)
+	}
+}

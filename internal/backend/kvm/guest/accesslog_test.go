@@ -2,6 +2,8 @@ package guest
 
 import (
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,4 +99,18 @@ func TestRenderUserDataWithSyslogTarget(t *testing.T) {
 		}
 	}
 	t.Errorf("user-data writes no %s", RsyslogConfPath)
+}
+
+// TestImageShipsTheJournalDropIn: the project's image carries the journal-only drop-in user-data writes, so its
+// rsyslog runs (it refuses a configuration without any output) and follows the access log from the first boot,
+// before cloud-init writes the proxy's own.
+func TestImageShipsTheJournalDropIn(t *testing.T) {
+	t.Parallel()
+	shipped, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "scripts", "image", "rootfs", RsyslogConfPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := RenderAccessLog(nil); string(shipped) != string(want) {
+		t.Errorf("the image's %s is\n%s\nRenderAccessLog(nil) renders\n%s", RsyslogConfPath, shipped, want)
+	}
 }
