@@ -28,10 +28,11 @@ func PrometheusInNetns(t testing.TB, netns string, ruleFiles []string, targets .
 		t.Fatal(err)
 	}
 	url := forwardIntoNetns(t, netns, inside)
-	args := append([]string{"netns", "exec", netns, Binary(t, "prometheus", "/usr/bin/prometheus")},
+	// nsenter enters the network namespace alone (ip netns exec would remount /sys as well) and then execs
+	// Prometheus in its own place: killing the process kills Prometheus.
+	args := append([]string{"--net=/run/netns/" + netns, Binary(t, "prometheus", "/usr/bin/prometheus")},
 		prometheusArgs(t, inside, ruleFiles, targets)...)
-	// ip netns exec execs Prometheus in its own place: killing the process kills Prometheus.
-	return Start(t, "prometheus", exec.Command("ip", args...), url, "/-/ready")
+	return Start(t, "prometheus", exec.Command("nsenter", args...), url, "/-/ready")
 }
 
 // forwardIntoNetns listens on a free port of 127.0.0.1 and forwards each connection to address inside netns,
