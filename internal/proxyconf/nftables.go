@@ -3,6 +3,8 @@ package proxyconf
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -41,7 +43,14 @@ const (
 	nftRefusedV6   = "refused_v6"
 	squidUser      = "proxy"
 	nftReject      = "counter reject with icmpx admin-prohibited"
+	nftMetricsV4   = "metrics_clients_v4"
+	nftMetricsV6   = "metrics_clients_v6"
 )
+
+// NftablesMetricsChain is the backstop's chain that keeps a proxy's metrics ports (Settings.Metrics) to the
+// metrics clients' ranges; a proxy without metrics has none. The guest starts the metrics programs only
+// while it is loaded.
+const NftablesMetricsChain = "metrics_input"
 
 // RenderNftables renders the backstop ruleset for s. It replaces the table whole in one transaction ("table"
 // then "delete table" makes the deletion succeed whether or not the table exists), so loading it again, as
@@ -79,8 +88,51 @@ func RenderNftables(s Settings) ([]byte, error) {
 	} {
 		fmt.Fprintf(&b, "\t\t%s daddr @%s %s\n", r.family, r.set, nftReject)
 	}
-	b.WriteString("\t}\n}\n")
+	b.WriteString("\t}\n")
+	if s.Metrics != nil {
+		nftMetrics(&b, *s.Metrics)
+	}
+	b.WriteString("}\n")
 	return b.Bytes(), nil
+}
+
+// nftMetrics writes the sets and the input chain that admit the metrics ports only from m's ranges: anyone
+// else's connection is reset (the proxy's own clients too, unless listed), so a scrape from elsewhere fails at
+// once. Nothing else reaching the VM is touched. The ranges (Validate refused host bits) go into interval sets
+// that merge overlapping ones.
+func nftMetrics(b *bytes.Buffer, m MetricsSettings) {
+	var v4, v6 []string
+	for _, c := range m.AllowedClientCIDRs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue // Validate checked every range; none is skipped
+		}
+		if p.Addr().Is4() {
+			v4 = append(v4, p.String())
+		} else {
+			v6 = append(v6, p.String())
+		}
+	}
+	nftMergedSet(b, nftMetricsV4, "ipv4_addr", v4)
+	nftMergedSet(b, nftMetricsV6, "ipv6_addr", v6)
+	metrics, squid := m.Ports()
+	ports := "{ " + strconv.Itoa(metrics) + ", " + strconv.Itoa(squid) + " }"
+	fmt.Fprintf(b, "\tchain %s {\n", NftablesMetricsChain)
+	b.WriteString("\t\ttype filter hook input priority filter; policy accept;\n")
+	b.WriteString("\t\t# The metrics ports (mtail's, the Squid exporter's) admit the metrics clients alone.\n")
+	fmt.Fprintf(b, "\t\ttcp dport %s ip saddr @%s accept\n", ports, nftMetricsV4)
+	fmt.Fprintf(b, "\t\ttcp dport %s ip6 saddr @%s accept\n", ports, nftMetricsV6)
+	fmt.Fprintf(b, "\t\ttcp dport %s counter reject with tcp reset\n", ports)
+	b.WriteString("\t}\n")
+}
+
+// nftMergedSet is an interval set whose overlapping elements nft merges (two metrics ranges may overlap).
+func nftMergedSet(b *bytes.Buffer, name, typ string, elements []string) {
+	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tflags interval\n\t\tauto-merge\n", name, typ)
+	if len(elements) > 0 {
+		fmt.Fprintf(b, "\t\telements = {\n\t\t\t%s,\n\t\t}\n", strings.Join(elements, ",\n\t\t\t"))
+	}
+	b.WriteString("\t}\n")
 }
 
 func nftSet(b *bytes.Buffer, name, typ string, interval bool, elements []string) {

@@ -37,6 +37,10 @@ done
 # Squid: installed, not started at boot until cloud-init has written the proxy's configuration (the user-data
 # runs "systemctl enable squid" and "systemctl restart squid").
 in_root systemctl disable squid.service 2>&1 | sed 's/^/  /' >&2 || true
+# The metrics programs: installed, not started at boot. Their packages enable them, and the exporter would
+# listen on every address; a proxy with metrics gets drop-ins that run them on its ports, behind its backstop's
+# metrics rule, and enables them (internal/backend/kvm/guest/metrics.go).
+in_root systemctl disable mtail.service prometheus-squid-exporter.service 2>&1 | sed 's/^/  /' >&2 || true
 # Nothing periodic reaches out: no package list refresh or upgrade, no time sync.
 for unit in apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-daily-upgrade.service \
 	systemd-timesyncd.service; do
@@ -74,6 +78,8 @@ expect() { # PATTERN COMMAND...: the first line COMMAND prints in the guest tree
 	[[ $got == $want ]] || { echo "configure-rootfs: $* gave '$got', want '$want'" >&2; exit 1; }
 }
 expect disabled systemctl is-enabled squid.service
+expect disabled systemctl is-enabled mtail.service
+expect disabled systemctl is-enabled prometheus-squid-exporter.service
 expect masked systemctl is-enabled systemd-timesyncd.service
 expect masked systemctl is-enabled apt-daily.timer
 expect masked systemctl is-enabled apt-daily-upgrade.timer
