@@ -30,6 +30,8 @@ imagedir=$here/image
 
 # shellcheck source=log.sh
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"
+# shellcheck source=debcache.sh
+. "$(dirname "${BASH_SOURCE[0]}")/debcache.sh"
 
 # install_tools installs the packages of the programs (and GRUB's boot sector file) the build runs, those missing.
 install_tools() {
@@ -143,10 +145,13 @@ in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DE
 
 log "debootstrap $suite (minbase) from $mirror into $work"
 include=$(IFS=,; echo "${packages[*]}")
-# Downloaded packages are kept for the next build (a changed script rebuilds without downloading them again).
-debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
-mkdir -p "$debs"
-find "$debs" -name '*.deb' -mtime +60 -delete
+# Downloaded packages are kept for the next build (a changed script rebuilds without downloading them again), in a
+# cache this build copies from and gives back to (debcache.sh), never shares while it runs.
+shared_debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
+debs=$work/debs
+mkdir -p "$shared_debs"
+find "$shared_debs" -name '*.deb' -mtime +60 -delete 2>/dev/null || true
+debcache_take "$shared_debs" "$debs"
 if ! debootstrap --variant=minbase --cache-dir="$debs" --include="$include" "$suite" "$root" "$mirror" \
 	>"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
@@ -184,6 +189,7 @@ in_root apt-get "${apt_opts[@]}" dist-upgrade >&2
 in_root apt-get "${apt_opts[@]}" install "$kernel" "${packages[@]}" >&2
 umount "$root/proc"
 cp -n -t "$debs" "$root"/var/cache/apt/archives/*.deb 2>/dev/null || true
+debcache_give "$debs" "$shared_debs"
 if in_root dpkg --audit | grep -q .; then
 	in_root dpkg --audit >&2
 	echo "build-image: packages left unconfigured" >&2

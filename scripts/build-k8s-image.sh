@@ -50,6 +50,8 @@ esac
 
 # shellcheck source=log.sh
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"
+# shellcheck source=debcache.sh
+. "$(dirname "${BASH_SOURCE[0]}")/debcache.sh"
 
 # The same script builds a different archive per architecture: both go into the stamp.
 want="$(sha256sum "$0" | cut -d' ' -f1) $arch"
@@ -68,13 +70,17 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/egress-k8s-image.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/rootfs
-debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
-mkdir -p "$debs" "$(dirname "$out")"
+# The packages are kept for the next build in a cache this build copies from and gives back to (debcache.sh).
+shared_debs=${EGRESS_IMAGE_DEB_CACHE:-$cache/images/debs}
+debs=$work/debs
+mkdir -p "$(dirname "$out")"
+debcache_take "$shared_debs" "$debs"
 log "debootstrap $suite $arch (minbase, squid-openssl) from $mirror"
 if ! debootstrap --arch="$arch" --variant=minbase --cache-dir="$debs" --include=squid-openssl,mtail "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 40 "$work/debootstrap.log" >&2
 	exit 1
 fi
+debcache_give "$debs" "$shared_debs"
 # The exporter's program alone (see above), from the same suite and mirror as the rest of the tree.
 log "prometheus-squid-exporter's program"
 echo "deb $mirror $suite main" >"$root/etc/apt/sources.list"
