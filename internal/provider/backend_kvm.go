@@ -20,6 +20,20 @@ func (kvmDescriptor) kind() backend.Kind     { return kvm.Kind }
 func (kvmDescriptor) idForm() backend.IDForm { return kvm.IDForm }
 func (kvmDescriptor) title() string          { return "KVM/libvirt" }
 
+// servesMetrics: the proxy VM runs mtail and the Squid exporter beside Squid, their ports behind its backstop
+// (metricsServer; internal/backend/kvm/guest/metrics.go).
+func (kvmDescriptor) servesMetrics() {}
+
+// refusesMetrics: QEMU's user-mode networking forwards the proxy port alone, so nothing could scrape the
+// metrics ports (the backend refuses it too: internal/backend/kvm/placement.go).
+func (kvmDescriptor) refusesMetrics(ctx context.Context, placement types.Object) string {
+	k, diags := readObject[kvmPlacementModel](ctx, placement)
+	if !diags.HasError() && k.UserNet.ValueBool() {
+		return "a proxy on kvm.user_net cannot serve metrics: QEMU forwards the proxy port alone. Use a network or a bridge, or remove metrics."
+	}
+	return ""
+}
+
 func (kvmDescriptor) providerSchema() providerschema.SingleNestedAttribute {
 	return kvmProviderSchema()
 }

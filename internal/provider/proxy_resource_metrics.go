@@ -34,6 +34,12 @@ type metricsServer interface {
 	servesMetrics()
 }
 
+// metricsPlacementRefuser is a metricsServer whose placement may still rule metrics out: refusesMetrics reads
+// the configured placement and says why, or "".
+type metricsPlacementRefuser interface {
+	refusesMetrics(ctx context.Context, placement types.Object) string
+}
+
 // metricsModel is the metrics attribute.
 type metricsModel struct {
 	AllowedClientCIDRs types.Set   `tfsdk:"allowed_client_cidrs"`
@@ -49,10 +55,13 @@ func metricsBackends() string {
 			names = append(names, "`"+string(d.kind())+"`")
 		}
 	}
-	if len(names) == 0 {
+	switch len(names) {
+	case 0:
 		return "no backend yet"
+	case 1:
+		return names[0]
 	}
-	return orList(names)
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 func metricsAttributes() map[string]schema.Attribute {
@@ -140,6 +149,12 @@ func (metricsChecks) ValidateResource(ctx context.Context, req resource.Validate
 				"Attribute metrics: proxies on %s do not serve metrics yet; metrics are served on %s. Remove metrics, or place the proxy there.",
 				d.title(), metricsBackends()))
 			return
+		}
+		if r, ok := d.(metricsPlacementRefuser); ok {
+			if why := r.refusesMetrics(ctx, placement); why != "" {
+				resp.Diagnostics.AddAttributeError(path.Root("metrics"), "Metrics not served here", "Attribute metrics: "+why)
+				return
+			}
 		}
 	}
 	var proxyPort types.Int64

@@ -12,7 +12,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kubernetes"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
@@ -20,14 +22,23 @@ import (
 // backend is given exactly the planned metrics each time; the URLs follow the ports, are kept by a plan that
 // changes nothing of theirs, and are null without metrics.
 func TestAccProxy_metrics(t *testing.T) {
+	for kind, placement := range map[backend.Kind]string{
+		kubernetes.Kind: `kubernetes = { cluster = "default", namespace = "egress" }`,
+		kvm.Kind:        `kvm = { host = "hv1" }`,
+	} {
+		t.Run(string(kind), func(t *testing.T) { testAccProxyMetrics(t, kind, placement) })
+	}
+}
+
+func testAccProxyMetrics(t *testing.T, kind backend.Kind, placement string) {
 	mem := newMemoryBackends()
 	config := func(metrics string) string {
 		return proxyConfig(fmt.Sprintf(`
-  kubernetes           = { cluster = "default", namespace = "egress" }
+  %s
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = ["api.example.com"]
   %s
-`, metrics))
+`, placement, metrics))
 	}
 	urls := func(metrics, squid knownvalue.Check) []statecheck.StateCheck {
 		return []statecheck.StateCheck{
@@ -45,13 +56,13 @@ func TestAccProxy_metrics(t *testing.T) {
 			{
 				Config:            config(""),
 				ConfigStateChecks: urls(knownvalue.Null(), knownvalue.Null()),
-				Check:             checkBackendMetrics(mem, nil, 0),
+				Check:             checkBackendMetrics(mem, kind, nil, 0),
 			},
 			{
 				Config:            config(`metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`),
 				ConfigPlanChecks:  update,
 				ConfigStateChecks: urls(knownvalue.StringExact("http://"+host+":3903/metrics"), knownvalue.StringExact("http://"+host+":9301/metrics")),
-				Check:             checkBackendMetrics(mem, &proxyconf.MetricsSettings{Port: 3903, SquidPort: 9301, AllowedClientCIDRs: []string{"192.168.7.0/24"}}, 1),
+				Check:             checkBackendMetrics(mem, kind, &proxyconf.MetricsSettings{Port: 3903, SquidPort: 9301, AllowedClientCIDRs: []string{"192.168.7.0/24"}}, 1),
 			},
 			{
 				// Another range: the URLs stay, and are known in the plan.
@@ -60,7 +71,7 @@ func TestAccProxy_metrics(t *testing.T) {
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("metrics_url"), knownvalue.StringExact("http://"+host+":3903/metrics")),
 				}},
-				Check: checkBackendMetrics(mem, &proxyconf.MetricsSettings{Port: 3903, SquidPort: 9301, AllowedClientCIDRs: []string{"172.16.0.0/12", "192.168.7.0/24"}}, 2),
+				Check: checkBackendMetrics(mem, kind, &proxyconf.MetricsSettings{Port: 3903, SquidPort: 9301, AllowedClientCIDRs: []string{"172.16.0.0/12", "192.168.7.0/24"}}, 2),
 			},
 			{
 				Config: config(`metrics = { allowed_client_cidrs = ["192.168.7.0/24"], port = 9100, squid_port = 9101 }`),
@@ -69,23 +80,23 @@ func TestAccProxy_metrics(t *testing.T) {
 					plancheck.ExpectUnknownValue("egress_proxy.test", tfjsonpath.New("metrics_url")),
 				}},
 				ConfigStateChecks: urls(knownvalue.StringExact("http://"+host+":9100/metrics"), knownvalue.StringExact("http://"+host+":9101/metrics")),
-				Check:             checkBackendMetrics(mem, &proxyconf.MetricsSettings{Port: 9100, SquidPort: 9101, AllowedClientCIDRs: []string{"192.168.7.0/24"}}, 3),
+				Check:             checkBackendMetrics(mem, kind, &proxyconf.MetricsSettings{Port: 9100, SquidPort: 9101, AllowedClientCIDRs: []string{"192.168.7.0/24"}}, 3),
 			},
 			{
 				Config:            config(""),
 				ConfigPlanChecks:  update,
 				ConfigStateChecks: urls(knownvalue.Null(), knownvalue.Null()),
-				Check:             checkBackendMetrics(mem, nil, 4),
+				Check:             checkBackendMetrics(mem, kind, nil, 4),
 			},
 		},
 	})
 }
 
-// checkBackendMetrics: the one proxy the kubernetes memory backend holds was given want, after reconfigures
+// checkBackendMetrics: the one proxy the memory backend of kind holds was given want, after reconfigures
 // in-place changes (none replaced it).
-func checkBackendMetrics(mem memoryBackends, want *proxyconf.MetricsSettings, reconfigures int) tfresource.TestCheckFunc {
+func checkBackendMetrics(mem memoryBackends, kind backend.Kind, want *proxyconf.MetricsSettings, reconfigures int) tfresource.TestCheckFunc {
 	return func(*terraform.State) error {
-		held := mem[kubernetes.Kind].Instances()
+		held := mem[kind].Instances()
 		if len(held) != 1 || held[0].Proxy == nil {
 			return fmt.Errorf("the backend holds %d proxies, want 1 with settings", len(held))
 		}
@@ -96,10 +107,10 @@ func checkBackendMetrics(mem memoryBackends, want *proxyconf.MetricsSettings, re
 		case got != nil && (got.Port != want.Port || got.SquidPort != want.SquidPort || !slices.Equal(got.AllowedClientCIDRs, want.AllowedClientCIDRs)):
 			return fmt.Errorf("the backend was given metrics %+v, want %+v", *got, *want)
 		}
-		if n := mem[kubernetes.Kind].Calls("reconfigure"); n != reconfigures {
+		if n := mem[kind].Calls("reconfigure"); n != reconfigures {
 			return fmt.Errorf("reconfigure was called %d times, want %d", n, reconfigures)
 		}
-		if n := mem[kubernetes.Kind].Calls("create"); n != 1 {
+		if n := mem[kind].Calls("create"); n != 1 {
 			return fmt.Errorf("create was called %d times, want 1: metrics change in place", n)
 		}
 		return nil
@@ -113,8 +124,10 @@ func TestAccProxy_metricsRefusedAtPlan(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body, want string
 	}{
-		"a backend that serves none": {`kvm = { host = "hv1" }
-  metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, `Attribute metrics: proxies on KVM/libvirt do not serve metrics yet`},
+		"a backend that serves none": {`gcp = { project = "proj-1", zone = "europe-west1-b" }
+  metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, "Attribute metrics: proxies on GCP Compute Engine do not serve metrics yet; metrics are served on `kubernetes` and `kvm`"},
+		"kvm on user-mode networking": {`kvm = { host = "hv1", user_net = true }
+  metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, `Attribute metrics: a proxy on kvm.user_net cannot serve metrics`},
 		"the text log": {k8s + `
   log_format = "text"
   metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, `Attribute metrics: the metrics count the JSON access log`},

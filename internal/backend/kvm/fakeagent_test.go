@@ -37,6 +37,10 @@ type fakeAgent struct {
 	// last (re)started with.
 	rsyslogRefuses bool
 	rsyslogLoaded  []byte
+	// metricsRunning: mtail and the Squid exporter run (guest.MetricsIfMissing started them, systemctl
+	// disable --now stopped them); metricsBackstop is the backstop loaded when they last started.
+	metricsRunning  bool
+	metricsBackstop []byte
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 	// loseAnswerOf makes the next guest-exec of a program line starting with it run, and its answer be lost
@@ -341,6 +345,22 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		return fakeExec{}
 	case cmd == "/bin/systemctl restart rsyslog.service":
 		a.rsyslogLoaded = a.files[guest.RsyslogConfPath]
+		return fakeExec{}
+	case argv[0] == "/bin/mkdir" || cmd == "/bin/systemctl daemon-reload":
+		return fakeExec{}
+	case cmd == "/bin/systemctl disable --now "+strings.Join(guest.MetricsUnits, " "):
+		a.metricsRunning = false
+		return fakeExec{}
+	case cmd == "/bin/systemctl is-active --quiet "+strings.Join(guest.MetricsUnits, " "):
+		if !a.metricsRunning {
+			return fakeExec{code: 3}
+		}
+		return fakeExec{}
+	case cmd == "/bin/sh -c "+guest.MetricsIfMissing:
+		if p := missing([]string{guest.MtailProgramPath, guest.MtailDropInPath, guest.SquidExporterDropInPath}); p != "" {
+			return fakeExec{code: 1, errs: "mtail.service: " + p + " missing"}
+		}
+		a.metricsRunning, a.metricsBackstop = true, a.backstopLoaded
 		return fakeExec{}
 	case cmd == squidBin+" -k check":
 		if a.squidStopped {

@@ -58,7 +58,7 @@ func TestLiveReconfigure(t *testing.T) {
 	})
 	// Name the upstream in the guest (its own /etc/hosts, which Squid reads on every reload): the libvirt
 	// network's DNS is shared with other tests' names.
-	hosts := liveGateway + " allowed.test denied.test"
+	hosts := liveGateway + " allowed.test denied.test blocked.test"
 	runInGuest(t, b, spec.Name, "/bin/sh", "-c", "grep -q allowed.test /etc/hosts || echo '"+hosts+"' >> /etc/hosts; "+squidBin+" -k reconfigure")
 	allowed := fmt.Sprintf("http://allowed.test:%d/", upstreamPort)
 	denied := fmt.Sprintf("http://denied.test:%d/", upstreamPort)
@@ -66,11 +66,6 @@ func TestLiveReconfigure(t *testing.T) {
 	expectStatuses(t, "as created", proxy, map[[2]string]string{{allowed, ""}: "200", {denied, ""}: "403"})
 	checkAccessLogOnVM(t, b, spec, proxy, []string{allowed, denied})
 
-	// Swap the lists and require a password: in force when Reconfigure returns, same address.
-	first := []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
-	swapped := spec.Proxy
-	swapped.AllowedDestinations = []string{"denied.test"}
-	swapped.Users = first
 	timed := func(what string, s proxyconf.Settings) backend.Instance {
 		t.Helper()
 		start := time.Now()
@@ -84,7 +79,16 @@ func TestLiveReconfigure(t *testing.T) {
 		}
 		return got
 	}
-	got := timed("swap the lists, add a password", swapped)
+	// Metrics on, widened, moved (checkMetricsOnVM) before the swap below turns them off again.
+	withMetrics := checkMetricsOnVM(t, b, spec, inst, proxy, allowed, denied, timed)
+
+	// Swap the lists and require a password: in force when Reconfigure returns, same address; metrics off.
+	first := []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
+	swapped := spec.Proxy
+	swapped.AllowedDestinations = []string{"denied.test"}
+	swapped.Users = first
+	got := timed("swap the lists, add a password, metrics off", swapped)
+	checkMetricsOff(t, b, spec, inst, withMetrics.Metrics)
 	alice1 := "alice:first-password"
 	expectStatuses(t, "lists swapped", proxy, map[[2]string]string{
 		{denied, alice1}: "200", {allowed, alice1}: "403", {denied, ""}: "407",

@@ -3,6 +3,7 @@ package kvm
 import (
 	"encoding/xml"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -78,6 +79,40 @@ type metaProxy struct {
 	// LogFormat is proxyconf.Settings.LogFormat; absent for the text line, so a domain made before the JSON
 	// line existed reads back as it logs.
 	LogFormat string `xml:"log-format,attr,omitempty"`
+	// Metrics is proxyconf.Settings.Metrics, with its ports filled in; absent without metrics, so a domain
+	// made before metrics existed reads back without them.
+	Metrics *metaMetrics `xml:"metrics,omitempty"`
+}
+
+// metaMetrics records proxyconf.MetricsSettings.
+type metaMetrics struct {
+	Port      int      `xml:"port,attr"`
+	SquidPort int      `xml:"squid-port,attr"`
+	Clients   []string `xml:"client"`
+}
+
+// settings are the recorded metrics as settings (nil for none).
+func (m *metaMetrics) settings() *proxyconf.MetricsSettings {
+	if m == nil {
+		return nil
+	}
+	return &proxyconf.MetricsSettings{Port: m.Port, SquidPort: m.SquidPort, AllowedClientCIDRs: m.Clients}
+}
+
+// metaMetricsOf is the metadata form of s (nil for none).
+func metaMetricsOf(s *proxyconf.MetricsSettings) *metaMetrics {
+	if s == nil {
+		return nil
+	}
+	port, squidPort := s.Ports()
+	return &metaMetrics{Port: port, SquidPort: squidPort, Clients: s.AllowedClientCIDRs}
+}
+
+func sameMetaMetrics(a, b *metaMetrics) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Port == b.Port && a.SquidPort == b.SquidPort && slices.Equal(a.Clients, b.Clients)
 }
 
 // metaRuleSet records one proxyconf.RuleSet, so that Get reads back the rule sets the guest enforces.
@@ -184,7 +219,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,
 			AllowedDestinations: m.Proxy.Destinations, AllowedPorts: m.Proxy.Ports,
 			DeniedDestinations: m.Proxy.Denied, RuleSets: m.Proxy.ruleSets(),
-			LogFormat: proxyconf.LogFormat(m.Proxy.LogFormat),
+			LogFormat: proxyconf.LogFormat(m.Proxy.LogFormat), Metrics: m.Proxy.Metrics.settings(),
 		},
 	}
 	for _, u := range m.Proxy.users() {

@@ -84,6 +84,10 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	if p.UserNet && p.ForwardPort == 0 {
 		p.ForwardPort = spec.Proxy.Port
 	}
+	if p.UserNet && spec.Proxy.Metrics != nil {
+		// QEMU forwards the proxy's port alone: nothing could scrape the metrics ports.
+		return placement{}, backend.Permanent(object, "metrics need a network or a bridge: user-mode networking forwards the proxy's port alone, so nothing could reach the metrics ports")
+	}
 	if err := ValidateSyslogTarget(p.SyslogTarget); err != nil {
 		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
 	}

@@ -14,6 +14,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
@@ -57,6 +58,8 @@ var reloadWait = 60 * time.Second
 //     reconfigure`, checking every exit status, then wait for Squid's log to say it reopened its ports, and
 //     for its health endpoint to answer. A failure before the rename removes the temporary files, one of
 //     the reload puts the copies back: the old configuration stays in force, and on the guest's disk.
+//     Metrics turned on, off or moved: the old metrics programs stop before the backstop changes, the new
+//     ones start once Squid took the new config (reconfigure_metrics.go).
 //  5. Rewrite the seed ISO's user-data, so that the seed describes what the guest runs (cloud-init writes
 //     the files only on an instance's first boot; the guest's own disk keeps them over a reboot), and last
 //     the domain's metadata, from which Get reports the settings.
@@ -69,7 +72,8 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	object := domainObject(id.Target, id.Name)
-	conf, err := proxyconf.RenderSquidConf(settings, vmguest.RenderOptions())
+	opts := guest.SquidOptions(settings, vmguest.RenderOptions())
+	conf, err := proxyconf.RenderSquidConf(settings, opts)
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
@@ -84,7 +88,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		}
 	}
 	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop,
-		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions())}
+		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions()), metricsFiles: guest.MetricsFiles(settings, opts.ManagerPort)}
 	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
 	if err != nil {
 		return backend.Instance{}, err
@@ -109,6 +113,10 @@ type reconfiguration struct {
 	// caFiles are the client CA and CRL the guest is to hold (none without them). Squid reads them while it
 	// parses a config, so they are staged in place, the old ones backed up, before the new config is checked.
 	caFiles []vmguest.File
+	// metricsFiles are the metrics programs' files the guest is to hold (none without metrics), and
+	// metricsPending is set once stopMetrics removed the old ones and cleared once startMetrics is done.
+	metricsFiles   []vmguest.File
+	metricsPending bool
 	// backstopPending is set once the new backstop may be in place and cleared once it is loaded: a load
 	// whose answer was lost is run again, though the file is current.
 	backstopPending bool
@@ -166,6 +174,9 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.stopMetrics(ctx, dom); err != nil {
+		return err
+	}
 	if err := r.syncBackstop(ctx, dom); err != nil {
 		return err
 	}
@@ -180,6 +191,9 @@ func (r *reconfiguration) attempt(ctx context.Context) error {
 			return err
 		}
 		r.guestChanged = true
+	}
+	if err := r.startMetrics(ctx, dom); err != nil {
+		return err
 	}
 	if err := r.confirmHealth(ctx, dom, m); err != nil {
 		return err

@@ -113,7 +113,8 @@ func userDataFiles(ud []byte) map[string][]byte {
 // metaProxyOf is the metadata form of settings, without the password.
 func metaProxyOf(s proxyconf.Settings) metaProxy {
 	p := metaProxy{Port: s.Port, Users: proxyconf.Usernames(s.Users), Clients: s.AllowedClientCIDRs,
-		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts, Denied: s.DeniedDestinations, LogFormat: string(s.LogFormat)}
+		Destinations: s.AllowedDestinations, Ports: s.AllowedPorts, Denied: s.DeniedDestinations, LogFormat: string(s.LogFormat),
+		Metrics: metaMetricsOf(s.Metrics)}
 	for _, rs := range s.RuleSets {
 		p.RuleSets = append(p.RuleSets, metaRuleSet{Name: rs.Name, Mode: string(rs.Mode), Clients: rs.Clients.SourceCIDRs,
 			Users: rs.Clients.Users, Subjects: rs.Clients.CertificateSubjects, Destinations: rs.Destinations, Ports: rs.Ports})
@@ -155,7 +156,7 @@ func (p metaProxy) users() []string {
 func sameMetaProxy(a, b metaProxy) bool {
 	return a.Port == b.Port && slices.Equal(a.users(), b.users()) && slices.Equal(a.Clients, b.Clients) &&
 		slices.Equal(a.Denied, b.Denied) && slices.EqualFunc(a.RuleSets, b.RuleSets, sameMetaRuleSet) &&
-		a.ClientCA == b.ClientCA && a.ClientCRL == b.ClientCRL &&
+		a.ClientCA == b.ClientCA && a.ClientCRL == b.ClientCRL && sameMetaMetrics(a.Metrics, b.Metrics) &&
 		slices.Equal(a.Destinations, b.Destinations) && slices.Equal(a.Ports, b.Ports)
 }
 
