@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // The agent's shipper against ec2fake's CloudWatch Logs, whose PutLogEvents refuses a batch over its documented
@@ -84,7 +85,8 @@ class Creds:
 agent.Shipper(json.loads(sys.argv[2]), Creds()).run()
 `, k, sk, tok)
 	cmd := exec.CommandContext(ctx, py, "-c", code, dir, cfg)
-	var out strings.Builder
+	// Read while the agent runs (the failure messages): exec writes into it from a goroutine of its own.
+	var out testutil.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
