@@ -2,7 +2,6 @@ package kvm
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
@@ -178,24 +175,13 @@ func receiveSyslogInNetns(t *testing.T, protocol string) *syslogReceiver {
 	return r
 }
 
-// outputInGuest runs a program in the guest through its agent and returns its standard output; the test
-// fails unless it exits 0.
+// outputInGuest runs a program in the guest of the proxy name through its agent and returns its standard
+// output; the test fails unless it exits 0.
 func outputInGuest(t *testing.T, b *Backend, name string, argv ...string) string {
 	t.Helper()
-	c := b.conns[liveHost]
-	var dom libvirt.Domain
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := c.do(ctx, func(l api) error {
-		var err error
-		dom, err = l.DomainLookupByName(name)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := guestExec(ctx, c, dom, argv[0], argv[1:]...)
-	if err != nil || res.exitCode != 0 {
-		t.Fatalf("%v in the guest: exit %d, %v: %s", argv, res.exitCode, err, res.stderr)
+	res := execInGuest(t, b, lookupDomain(t, b, name), argv...)
+	if res.exitCode != 0 {
+		t.Fatalf("%v in the guest: exit %d: %s %s", argv, res.exitCode, res.stdout, res.stderr)
 	}
 	return res.stdout
 }

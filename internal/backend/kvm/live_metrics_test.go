@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	libvirt "github.com/digitalocean/go-libvirt"
-
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/metrics"
@@ -226,23 +224,9 @@ func checkMoves(t *testing.T, what string, base, after metricstest.Samples, move
 	}
 }
 
-// outputInGuestAnyStatus is outputInGuest for a program whose exit status is part of its answer (systemctl
-// is-active): its output, whatever the status.
+// outputInGuestAnyStatus is outputInGuest whatever the exit status, for a program whose exit status is part
+// of its answer (systemctl is-active).
 func outputInGuestAnyStatus(t *testing.T, b *Backend, name string, argv ...string) string {
 	t.Helper()
-	c := b.conns[liveHost]
-	var dom libvirt.Domain
-	ctx := ctxFor(t, time.Minute)
-	if err := c.do(ctx, func(l api) error {
-		var err error
-		dom, err = l.DomainLookupByName(name)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := guestExec(ctx, c, dom, argv[0], argv[1:]...)
-	if err != nil {
-		t.Fatalf("%v in the guest: %v", argv, err)
-	}
-	return res.stdout
+	return execInGuest(t, b, lookupDomain(t, b, name), argv...).stdout
 }

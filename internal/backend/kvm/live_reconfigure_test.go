@@ -172,19 +172,7 @@ func expectStatuses(t *testing.T, when, proxy string, want map[[2]string]string)
 // runInGuest runs a program in the guest through its agent and fails the test unless it exits 0.
 func runInGuest(t *testing.T, b *Backend, name string, argv ...string) {
 	t.Helper()
-	c := b.conns[liveHost]
-	var dom libvirt.Domain
-	if err := c.do(ctxFor(t, time.Minute), func(l api) error {
-		var err error
-		dom, err = l.DomainLookupByName(name)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := guestExec(ctxFor(t, time.Minute), c, dom, argv[0], argv[1:]...)
-	if err != nil || res.exitCode != 0 {
-		t.Fatalf("%v in the guest: exit %d, %v: %s %s", argv, res.exitCode, err, res.stdout, res.stderr)
-	}
+	outputInGuest(t, b, name, argv...)
 }
 
 // serveUpstreamInNetns listens on the bridge address inside the test namespace (the socket is made on a
