@@ -126,20 +126,11 @@ func TestMetricsBackstopInKernel(t *testing.T) {
 		}
 		for _, c := range cases {
 			hostPort := net.JoinHostPort(server, strconv.Itoa(c.port))
-			l, err := net.Listen("tcp", hostPort)
+			l, err := acceptAndClose(hostPort)
 			if err != nil {
 				t.Errorf("listen %s: %v", hostPort, err)
 				continue
 			}
-			go func() {
-				for {
-					conn, err := l.Accept()
-					if err != nil {
-						return
-					}
-					_ = conn.Close()
-				}
-			}()
 			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(c.from)}}
 			conn, err := d.Dial("tcp", hostPort)
 			if err == nil {

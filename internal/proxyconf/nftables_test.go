@@ -277,20 +277,11 @@ func TestBackstopInKernel(t *testing.T) {
 		}
 		for _, c := range cases {
 			hostPort := net.JoinHostPort(c.addr, strconv.Itoa(c.port))
-			l, err := net.Listen("tcp", hostPort)
+			l, err := acceptAndClose(hostPort)
 			if err != nil {
 				t.Errorf("listen %s: %v", hostPort, err)
 				continue
 			}
-			go func() {
-				for {
-					conn, err := l.Accept()
-					if err != nil {
-						return
-					}
-					_ = conn.Close()
-				}
-			}()
 			rootErr := connectAs(hostPort, 0, 0)
 			proxyErr := connectAs(hostPort, proxyUID, proxyGID)
 			_ = l.Close()
@@ -306,6 +297,25 @@ func TestBackstopInKernel(t *testing.T) {
 			t.Errorf("no packet counted as refused:\n%s", out)
 		}
 	})
+}
+
+// acceptAndClose listens on hostPort and closes each connection it accepts until the listener is closed: a
+// port a client connects to unless a rule refuses it.
+func acceptAndClose(hostPort string) (net.Listener, error) {
+	l, err := net.Listen("tcp", hostPort)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.Close()
+		}
+	}()
+	return l, nil
 }
 
 // connectAs opens one TCP connection to hostPort from a program running as uid and gid (bash's /dev/tcp:
