@@ -435,14 +435,13 @@ func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID 
 	return &found[0], nil
 }
 
-// setIngress makes the group admit exactly the allowed clients on the proxy port: what is missing is
-// authorized, what is no longer allowed is revoked.
+// setIngress makes the group admit exactly what ingressRules wants: the allowed clients on the proxy port and,
+// with metrics, the metrics clients on the two metrics ports. What is missing is authorized, what is no longer
+// wanted (a metrics port turned off or moved, a range dropped) is revoked.
 // A group made moments ago may be unknown to these calls for a while: fresh says so, and its NotFound is
 // retried (defaultPropagation); an older group's is not, it is gone.
 func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings, fresh bool) error {
-	want := ingressRule(s)
-	have := group.IpPermissions
-	add, remove := diffPermissions(have, want)
+	add, remove := diffPermissions(group.IpPermissions, ingressRules(s))
 	classifyErr := classify
 	if fresh {
 		classifyErr = b.propagationWindow().classify
@@ -464,10 +463,22 @@ func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *
 	})
 }
 
-// ingressRule is the one rule the proxy's group holds: TCP on the proxy port from each allowed range.
-func ingressRule(s proxyconf.Settings) ec2types.IpPermission {
-	rule := ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(int32(s.Port)), ToPort: awssdk.Int32(int32(s.Port))}
-	for _, c := range s.AllowedClientCIDRs {
+// ingressRules are the rules the proxy's group holds: TCP on the proxy port from each allowed client range
+// and, with metrics, TCP on each metrics port from each metrics range alone (proxyconf.MetricsSettings: the
+// proxy's clients reach the metrics ports only when listed there too).
+func ingressRules(s proxyconf.Settings) []ec2types.IpPermission {
+	rules := []ec2types.IpPermission{tcpRule(s.Port, s.AllowedClientCIDRs)}
+	if s.Metrics != nil {
+		port, squidPort := s.Metrics.Ports()
+		rules = append(rules, tcpRule(port, s.Metrics.AllowedClientCIDRs), tcpRule(squidPort, s.Metrics.AllowedClientCIDRs))
+	}
+	return rules
+}
+
+// tcpRule admits TCP on port from each range.
+func tcpRule(port int, ranges []string) ec2types.IpPermission {
+	rule := ec2types.IpPermission{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(int32(port)), ToPort: awssdk.Int32(int32(port))}
+	for _, c := range ranges {
 		if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is6() {
 			rule.Ipv6Ranges = append(rule.Ipv6Ranges, ec2types.Ipv6Range{CidrIpv6: awssdk.String(c)})
 		} else {
@@ -477,8 +488,8 @@ func ingressRule(s proxyconf.Settings) ec2types.IpPermission {
 	return rule
 }
 
-// diffPermissions returns, per range, what want has that have lacks and what have has that want lacks.
-func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (add, remove []ec2types.IpPermission) {
+// diffPermissions returns, per port and range, what want has that have lacks and what have has that want lacks.
+func diffPermissions(have, want []ec2types.IpPermission) (add, remove []ec2types.IpPermission) {
 	type key struct {
 		proto      string
 		from, to   int32
@@ -486,21 +497,19 @@ func diffPermissions(have []ec2types.IpPermission, want ec2types.IpPermission) (
 		ipv6       bool
 		groupOrNot bool
 	}
-	keys := func(p ec2types.IpPermission) []key {
+	keys := func(perms []ec2types.IpPermission) []key {
 		var ks []key
-		for _, r := range p.IpRanges {
-			ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIp), false, false})
-		}
-		for _, r := range p.Ipv6Ranges {
-			ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIpv6), true, false})
+		for _, p := range perms {
+			for _, r := range p.IpRanges {
+				ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIp), false, false})
+			}
+			for _, r := range p.Ipv6Ranges {
+				ks = append(ks, key{awssdk.ToString(p.IpProtocol), awssdk.ToInt32(p.FromPort), awssdk.ToInt32(p.ToPort), awssdk.ToString(r.CidrIpv6), true, false})
+			}
 		}
 		return ks
 	}
-	var haveKeys []key
-	for _, p := range have {
-		haveKeys = append(haveKeys, keys(p)...)
-	}
-	wantKeys := keys(want)
+	haveKeys, wantKeys := keys(have), keys(want)
 	perm := func(k key) ec2types.IpPermission {
 		p := ec2types.IpPermission{IpProtocol: awssdk.String(k.proto), FromPort: awssdk.Int32(k.from), ToPort: awssdk.Int32(k.to)}
 		if k.ipv6 {

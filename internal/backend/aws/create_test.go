@@ -43,20 +43,24 @@ func TestTierFor(t *testing.T) {
 func TestIngressDiff(t *testing.T) {
 	t.Parallel()
 	s := proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}}
-	want := ingressRule(s)
+	rules := ingressRules(s)
+	if len(rules) != 1 {
+		t.Fatalf("rules %+v: want the proxy port's alone without metrics", rules)
+	}
+	want := rules[0]
 	if len(want.IpRanges) != 1 || len(want.Ipv6Ranges) != 1 || awssdk.ToInt32(want.FromPort) != 3128 {
 		t.Fatalf("rule %+v: want one IPv4 and one IPv6 range on port 3128", want)
 	}
 	have := []ec2types.IpPermission{{IpProtocol: awssdk.String("tcp"), FromPort: awssdk.Int32(3128), ToPort: awssdk.Int32(3128),
 		IpRanges: []ec2types.IpRange{{CidrIp: awssdk.String("10.0.0.0/8")}, {CidrIp: awssdk.String("192.168.0.0/16")}}}}
-	add, remove := diffPermissions(have, want)
+	add, remove := diffPermissions(have, []ec2types.IpPermission{want})
 	if len(add) != 1 || awssdk.ToString(add[0].Ipv6Ranges[0].CidrIpv6) != "2001:db8::/32" {
 		t.Errorf("add = %+v, want the IPv6 range only", add)
 	}
 	if len(remove) != 1 || awssdk.ToString(remove[0].IpRanges[0].CidrIp) != "192.168.0.0/16" {
 		t.Errorf("remove = %+v, want 192.168.0.0/16 only", remove)
 	}
-	if add, remove := diffPermissions([]ec2types.IpPermission{want}, want); len(add)+len(remove) != 0 {
+	if add, remove := diffPermissions(rules, rules); len(add)+len(remove) != 0 {
 		t.Errorf("the same rule again: add %v, remove %v, want nothing", add, remove)
 	}
 }

@@ -46,7 +46,8 @@ const IAMQuotaAdvice = "The account's IAM quotas are reached (roles and instance
 	"(iam_instance_profile instead of create_instance_role), then apply again."
 
 // RulesAdvice is what a user can do when the proxy's clients do not fit in its security group.
-const RulesAdvice = "Each range of allowed_client_cidrs is one inbound rule of the proxy's security group, and the region's quota " +
+const RulesAdvice = "Each range of allowed_client_cidrs is one inbound rule of the proxy's security group (each range of " +
+	"metrics.allowed_client_cidrs two, one per metrics port), and the region's quota " +
 	"\"Inbound or outbound rules per security group\" (Service Quotas, VPC, L-0EA8095F; 60 by default, counted apart for IPv4 and " +
 	"IPv6) is reached: list fewer, wider ranges, split the clients across proxies, or ask for an increase, then apply again."
 

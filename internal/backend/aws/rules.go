@@ -44,10 +44,23 @@ func (b *Backend) rulesQuota(ctx context.Context, r *region) int {
 	return int(*out.Quota.Value)
 }
 
-// checkClientRules refuses, before anything is made or changed, clients that do not fit in the proxy's
-// group under the region's quota: EC2 would refuse the rules only after the group exists.
+// IngressRuleCounts are the inbound rules the proxy's group needs for settings s: each client range on the
+// proxy port and, with metrics, each metrics range on each of the two metrics ports (ingressRules), IPv4 and
+// IPv6 apart. A range on two ports is two rules: the quota counts each range of each permission ("Amazon VPC
+// quotas", Security groups), as the fake does (ec2fake R18, R49).
+func IngressRuleCounts(s proxyconf.Settings) (ipv4, ipv6 int) {
+	ipv4, ipv6 = ClientRuleCounts(s.AllowedClientCIDRs)
+	if s.Metrics != nil {
+		m4, m6 := ClientRuleCounts(s.Metrics.AllowedClientCIDRs)
+		ipv4, ipv6 = ipv4+2*m4, ipv6+2*m6
+	}
+	return ipv4, ipv6
+}
+
+// checkClientRules refuses, before anything is made or changed, clients (and metrics clients) that do not fit
+// in the proxy's group under the region's quota: EC2 would refuse the rules only after the group exists.
 func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s proxyconf.Settings) error {
-	ipv4, ipv6 := ClientRuleCounts(s.AllowedClientCIDRs)
+	ipv4, ipv6 := IngressRuleCounts(s)
 	if ipv4 <= 1 && ipv6 <= 1 {
 		return nil // one range of each fits any quota: no request
 	}
@@ -56,5 +69,5 @@ func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s
 		return nil
 	}
 	return &backend.Error{Class: backend.ClassQuota, Object: obj, Advice: RulesAdvice,
-		Err: fmt.Errorf("allowed_client_cidrs has %d IPv4 and %d IPv6 ranges, each an inbound rule of the proxy's security group, and the region's quota is %d rules of each per group", ipv4, ipv6, quota)}
+		Err: fmt.Errorf("allowed_client_cidrs (and each range of metrics.allowed_client_cidrs, on two ports) need %d IPv4 and %d IPv6 inbound rules of the proxy's security group, and the region's quota is %d rules of each per group", ipv4, ipv6, quota)}
 }
