@@ -3,6 +3,7 @@ package proxyconf
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -10,6 +11,19 @@ import (
 // htpasswdCost is bcrypt's work factor: its default, which the helper checks in tens of milliseconds, and
 // Squid caches a good login for credentialsttl, so a check happens about once per client every few minutes.
 const htpasswdCost = bcrypt.DefaultCost
+
+// cheapHashes, set by CheapHashesForTests, makes RenderHtpasswd hash at bcrypt's minimum cost.
+var cheapHashes atomic.Bool
+
+// CheapHashesForTests makes RenderHtpasswd hash at bcrypt's minimum cost from now on in this process, for
+// tests alone: a test that renders the largest settings hashes MaxUsers passwords per render, seconds of CPU
+// each time under the race detector. The hashes keep their form and length ("$2a$04$" and 53 characters
+// instead of "$2a$10$"), so sizes, HtpasswdMatches and Squid's helper treat them as they treat real ones;
+// proxyconf's own tests keep the real cost and check it. Only _test.go files may call it
+// (TestTestHooksOnlyInTests).
+func CheapHashesForTests() {
+	cheapHashes.Store(true)
+}
 
 // RenderHtpasswd renders the htpasswd file basic_ncsa_auth reads, one line per user in the order given. bcrypt is the strongest hash that
 // helper understands: it checks passwords with crypt(3), and Debian's libxcrypt implements bcrypt ("$2b$",
@@ -24,9 +38,13 @@ func RenderHtpasswd(users []BasicAuth) ([]byte, error) {
 	if err := ValidateUsers(users); err != nil {
 		return nil, err
 	}
+	cost := htpasswdCost
+	if cheapHashes.Load() {
+		cost = bcrypt.MinCost
+	}
 	var out []byte
 	for _, a := range users {
-		hash, err := bcrypt.GenerateFromPassword([]byte(a.Password), htpasswdCost)
+		hash, err := bcrypt.GenerateFromPassword([]byte(a.Password), cost)
 		if err != nil {
 			return nil, fmt.Errorf("hashing the password of proxy user %q: %w", a.Username, err)
 		}

@@ -53,6 +53,10 @@ func TestHtpasswdWithSquidHelper(t *testing.T) {
 			if err := bcrypt.CompareHashAndPassword([]byte(hash), []byte(a.Password)); err != nil {
 				t.Fatalf("hash does not verify: %v", err)
 			}
+			// The backends' tests hash at the minimum cost (CheapHashesForTests); what ships is the default.
+			if cost, err := bcrypt.Cost([]byte(hash)); err != nil || cost != bcrypt.DefaultCost {
+				t.Fatalf("hash cost %d (%v), want bcrypt's default %d", cost, err, bcrypt.DefaultCost)
+			}
 			file := filepath.Join(t.TempDir(), "passwd")
 			squidtest.WriteSecretFile(t, file, htpasswd)
 			// One helper process answers a line per query, as under Squid.

@@ -11,11 +11,15 @@ import (
 	"testing"
 )
 
-// TestLoopbackGuardLiftedOnlyByTests keeps RenderOptions.WithLoopbackDestinationsForTests a test's tool: no
-// file of the module but a _test.go file calls it, so no backend can render a proxy that reaches loopback.
-func TestLoopbackGuardLiftedOnlyByTests(t *testing.T) {
+// TestTestHooksOnlyInTests keeps proxyconf's test hooks tests' tools: no file of the module but a _test.go
+// file calls RenderOptions.WithLoopbackDestinationsForTests, so no backend can render a proxy that reaches
+// loopback, or CheapHashesForTests, so no backend writes passwords hashed at bcrypt's minimum cost.
+func TestTestHooksOnlyInTests(t *testing.T) {
 	t.Parallel()
-	const method = "WithLoopbackDestinationsForTests"
+	hooks := map[string]string{
+		"WithLoopbackDestinationsForTests": "only tests may lift the loopback guard",
+		"CheapHashesForTests":              "only tests may lower the bcrypt cost",
+	}
 	root := filepath.Join("..", "..")
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("the module root is not %s: %v", root, err)
@@ -41,8 +45,8 @@ func TestLoopbackGuardLiftedOnlyByTests(t *testing.T) {
 			return err
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == method {
-				t.Errorf("%s calls %s: only tests may lift the loopback guard", path, method)
+			if sel, ok := n.(*ast.SelectorExpr); ok && hooks[sel.Sel.Name] != "" {
+				t.Errorf("%s calls %s: %s", path, sel.Sel.Name, hooks[sel.Sel.Name])
 			}
 			return true
 		})

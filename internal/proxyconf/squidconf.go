@@ -133,7 +133,7 @@ func (o RenderOptions) WithDefaults() RenderOptions {
 
 // WithLoopbackDestinationsForTests is o with the loopback destination guard lifted, for tests alone: outside a
 // network namespace of their own, the servers behind a test's proxy can only listen on loopback. The guards
-// themselves are tested without it. Only _test.go files may call it (TestLoopbackGuardLiftedOnlyByTests).
+// themselves are tested without it. Only _test.go files may call it (TestTestHooksOnlyInTests).
 func (o RenderOptions) WithLoopbackDestinationsForTests() RenderOptions {
 	o.allowLoopbackDestinations = true
 	return o
