@@ -58,6 +58,16 @@ func TestGuestStartupScriptOnRealSquid(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake.MetadataInstance(testProject, "us-central1-a", spec.Name)
+	// The script differs from the one Create wrote only in its watch interval (the default's "sleep 10" is
+	// TestRenderStartupScript's): 2 seconds, so that each in-place change at boot 3 is applied by the second or
+	// third of the backend's polls. At 10 seconds the two changes took 16 and 15 seconds to apply, and their
+	// polls used up the ration of guest queries, so that the second Reconfigure then waited 29 more seconds
+	// for it. Set before boot 1: at every later boot the watch service starts from the copy an earlier boot made.
+	fastWatch, err := gcpguest.RenderStartupScript(gcpguest.StartupScriptOptions{WatchInterval: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.SetInstanceMetadata(testProject, "us-central1-a", spec.Name, gcpguest.MetadataStartupScript, string(fastWatch))
 	configID, _ := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataConfigID)
 	applied := func() string {
 		return fake.GuestAttribute(testProject, "us-central1-a", spec.Name, gcpguest.GuestAttributeNamespace+"/"+gcpguest.GuestAttributeApplied)
