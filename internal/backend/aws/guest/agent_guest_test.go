@@ -81,9 +81,11 @@ func TestAgentOnRealSquid(t *testing.T) {
 	})
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/public-ipv4s", publicIP)
 	imds.SetMetadata("network/interfaces/macs/"+guestMAC+"/local-ipv4s", guestIP)
+	// The agent polls every second: each step below waits for a poll, and after a refused or half-written
+	// config for the agent's backoff, which is counted in intervals (at 2 seconds, 5 applies took 8 to 14 s).
 	userData, err := guest.RenderUserDataWith(
 		guest.UserDataOptions{Region: region, ParameterPrefix: guest.ParameterPath(name, "")},
-		guest.Overrides{WatchInterval: 2, TokenTTL: 60, PlainSSMEndpoint: "http://" + ssmIP})
+		guest.Overrides{WatchInterval: 1, TokenTTL: 60, PlainSSMEndpoint: "http://" + ssmIP})
 	if err != nil {
 		t.Fatal(err)
 	}
