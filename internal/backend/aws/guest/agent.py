@@ -189,12 +189,22 @@ def with_client_ca(cid, ca, crl):
     return h.hexdigest()[:16]
 
 
+def with_metrics(cid, ports):
+    # guest.WithMetrics: the id also names the metrics ports, which no file the id covers holds.
+    if ports is None:
+        return cid
+    return hashlib.sha256(b"%s\nmetrics %d %d %d\n" % (cid.encode(), ports.get("port", 0), ports.get("squid_port", 0), ports.get("manager_port", 0))).hexdigest()[:16]
+
+
 def config_mac(key, prefix, config):
     # guest.ConfigMAC: HMAC-SHA256 of the config's fields, each after its length as 8 bytes big-endian.
     m = hmac.new(key, b"egress-proxy config v1\n", hashlib.sha256)
     fields = [prefix, config.get("config_id", ""), config.get("squid_conf", ""), config.get("backstop", ""), config.get("tls_cert", "")]
     if config.get("client_ca") or config.get("client_crl"):
         fields += [config.get("client_ca", ""), config.get("client_crl", "")]
+    ports = config.get("metrics")
+    if ports is not None:
+        fields.append("metrics %d %d %d" % (ports.get("port", 0), ports.get("squid_port", 0), ports.get("manager_port", 0)))
     for field in fields:
         b = field.encode()
         m.update(len(b).to_bytes(8, "big"))
@@ -628,9 +638,10 @@ class Agent:
             if config is None:
                 log("config %s: its parts are not all written yet; reading them again" % manifest["config_id"])
                 return False
-            got = with_client_ca(config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
-                                           secrets.get("tls_key", "").encode(), config["backstop"].encode()),
-                                 config.get("client_ca", "").encode(), config.get("client_crl", "").encode())
+            got = with_metrics(with_client_ca(config_id(config["squid_conf"].encode(), secrets.get("htpasswd", "").encode(), config.get("tls_cert", "").encode(),
+                                                        secrets.get("tls_key", "").encode(), config["backstop"].encode()),
+                                              config.get("client_ca", "").encode(), config.get("client_crl", "").encode()),
+                               config.get("metrics"))
             if got != config["config_id"]:
                 # The backend writes the two parameters one after the other: this is half of a change.
                 log("config %s and the secrets read with it do not belong together yet; reading them again" % config["config_id"])

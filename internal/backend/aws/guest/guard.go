@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -34,6 +35,44 @@ type guard struct {
 	BackstopLines []string `json:"backstop_lines"`
 }
 
-// guardOnce learns the guard from the renderer itself (proxyconf.VocabularyOf), with the guest's options, so
-// the two cannot drift apart.
-var guardOnce = sync.OnceValue(func() guard { return guard(proxyconf.VocabularyOf(vmguest.RenderOptions())) })
+// guardOnce learns the guard from the renderer itself (proxyconf.VocabularyOf), with the guest's options
+// without metrics and with them (the cache manager's port, renderOptions), so the two cannot drift apart.
+var guardOnce = sync.OnceValue(func() guard {
+	return guard(mergeVocabularies(proxyconf.VocabularyOf(vmguest.RenderOptions()), proxyconf.VocabularyOf(renderOptions(withMetrics))))
+})
+
+// withMetrics stands for any settings with metrics: renderOptions reads only whether there are.
+var withMetrics = proxyconf.Settings{Metrics: &proxyconf.MetricsSettings{}}
+
+// mergeVocabularies is what either of a and b admits: their directives, ACL types and port options; a
+// directive pinned in both is pinned to the lines of either, one pinned in a single one is left free, as
+// the other renders it with lines that depend on the settings.
+func mergeVocabularies(a, b proxyconf.Vocabulary) proxyconf.Vocabulary {
+	union := func(x, y []string) []string {
+		out := slices.Clone(x)
+		for _, e := range y {
+			if !slices.Contains(out, e) {
+				out = append(out, e)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	out := a
+	out.Directives, out.ACLTypes, out.PortOptions = union(a.Directives, b.Directives), union(a.ACLTypes, b.ACLTypes), union(a.PortOptions, b.PortOptions)
+	out.QuotedFiles = union(a.QuotedFiles, b.QuotedFiles)
+	out.Pinned = map[string][]string{}
+	for d, lines := range a.Pinned {
+		if other, ok := b.Pinned[d]; ok {
+			out.Pinned[d] = union(lines, other)
+		} else if !slices.Contains(b.Directives, d) {
+			out.Pinned[d] = lines
+		}
+	}
+	for d, lines := range b.Pinned {
+		if _, ok := a.Pinned[d]; !ok && !slices.Contains(a.Directives, d) {
+			out.Pinned[d] = lines
+		}
+	}
+	return out
+}

@@ -49,6 +49,10 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 	byCert.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: certKey, ClientCAPEM: clientCA.PEM, ClientCRLPEM: clientCA.CRL(t, 1)}
 	byCert.RuleSets = []proxyconf.RuleSet{{Name: "payments", Clients: proxyconf.RuleSetClients{CertificateSubjects: []string{"payments"}}, Destinations: []string{"a.example"}}}
 	settings["client ca"] = byCert
+	// With metrics: the cache manager's port in squid.conf, the metrics chain in the backstop, the ports in
+	// the config, which the MAC covers.
+	settings["metrics"] = proxyconf.Settings{Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"x.example"},
+		LogFormat: proxyconf.LogFormatJSON, Metrics: &proxyconf.MetricsSettings{Port: 9100, AllowedClientCIDRs: []string{"192.0.2.0/24"}}}
 	type input struct {
 		Name    string
 		Config  Config
@@ -86,6 +90,19 @@ func TestAgentRefusesWhatTheProviderDidNotWrite(t *testing.T) {
 			noCRL.ClientCRL = ""
 			add("the CRL dropped without the key", noCRL, sec, want{})
 			add("the client CA re-signed with the key", resign(other, key), sec, want{authentic: true})
+		}
+		if name == "metrics" {
+			if c.Metrics == nil || *c.Metrics != (MetricsPorts{Port: 9100, SquidPort: proxyconf.DefaultSquidMetricsPort, ManagerPort: proxyconf.DefaultManagerPort}) {
+				t.Fatalf("the config's metrics = %+v, want ports 9100, %d and the manager's %d", c.Metrics, proxyconf.DefaultSquidMetricsPort, proxyconf.DefaultManagerPort)
+			}
+			// Which ports the programs open is the provider's to say.
+			moved := c
+			moved.Metrics = &MetricsPorts{Port: 22, SquidPort: c.Metrics.SquidPort, ManagerPort: c.Metrics.ManagerPort}
+			add("metrics moved without the key", moved, sec, want{})
+			dropped := c
+			dropped.Metrics = nil
+			add("metrics dropped without the key", dropped, sec, want{})
+			add("metrics moved and re-signed with the key", resign(moved, key), sec, want{authentic: true})
 		}
 		if name != "tls" {
 			continue

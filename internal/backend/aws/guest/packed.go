@@ -160,12 +160,15 @@ type configFiles struct {
 	TLSCert   string `json:"tls_cert,omitempty"`
 	ClientCA  string `json:"client_ca,omitempty"`
 	ClientCRL string `json:"client_crl,omitempty"`
+	// Metrics are the metrics ports (Config.Metrics), as the agent reads them from the unpacked config.
+	Metrics *MetricsPorts `json:"metrics,omitempty"`
 }
 
 // PackConfig packs c (as RenderParameters renders it, MAC included) in FormatParts: the config parameter's
 // value (a Manifest) and its parts' values.
 func PackConfig(c Config) (manifest []byte, parts []string, err error) {
-	files, err := json.Marshal(configFiles{SquidConf: c.SquidConf, Backstop: c.Backstop, TLSCert: c.TLSCert, ClientCA: c.ClientCA, ClientCRL: c.ClientCRL})
+	files, err := json.Marshal(configFiles{SquidConf: c.SquidConf, Backstop: c.Backstop, TLSCert: c.TLSCert, ClientCA: c.ClientCA, ClientCRL: c.ClientCRL,
+		Metrics: c.Metrics})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding the config's files: %w", err)
 	}
@@ -212,7 +215,7 @@ func LoadConfig(value string, part func(i int) (string, bool)) (Config, ConfigFo
 		return Config{}, FormatParts, fmt.Errorf("the config's parts do not hold its files: %w", err)
 	}
 	return Config{ConfigID: m.ConfigID, SquidConf: f.SquidConf, Backstop: f.Backstop, TLSCert: f.TLSCert,
-		ClientCA: f.ClientCA, ClientCRL: f.ClientCRL, MAC: m.MAC}, FormatParts, nil
+		ClientCA: f.ClientCA, ClientCRL: f.ClientCRL, Metrics: f.Metrics, MAC: m.MAC}, FormatParts, nil
 }
 
 // ParameterPaths are the full names of every parameter a proxy may have, whatever wrote them: its config,

@@ -91,7 +91,41 @@ type Config struct {
 	// one who may only write the String parameters chooses whom the proxy trusts.
 	ClientCA  string `json:"client_ca,omitempty"`
 	ClientCRL string `json:"client_crl,omitempty"`
-	MAC       string `json:"mac"`
+	// Metrics are the proxy's metrics ports (proxyconf.Settings.Metrics), absent without metrics: the agent
+	// runs mtail and the Squid exporter on them, from units it writes itself. Ports alone, in the config so
+	// that the MAC covers them; the ranges that may scrape them are the backstop's and the security group's.
+	Metrics *MetricsPorts `json:"metrics,omitempty"`
+	MAC     string        `json:"mac"`
+}
+
+// MetricsPorts are the ports mtail (egress_proxy_*) and the Squid exporter (squid_*) listen on, and the
+// cache manager's on 127.0.0.1, which the exporter reads.
+type MetricsPorts struct {
+	Port        int `json:"port"`
+	SquidPort   int `json:"squid_port"`
+	ManagerPort int `json:"manager_port"`
+}
+
+// WithMetrics is the config id id (vmguest.ConfigID, WithClientCA) of a config that also carries metrics
+// ports m: the ports are in no file the id covers, and the agent must apply a config whose ports moved. id
+// itself without metrics, so a config without them keeps the id it had. The agent computes the same
+// (with_metrics in agent.py).
+func WithMetrics(id string, m *MetricsPorts) string {
+	if m == nil {
+		return id
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "%s\nmetrics %d %d %d\n", id, m.Port, m.SquidPort, m.ManagerPort))
+	return hex.EncodeToString(h[:])[:16]
+}
+
+// renderOptions are the guest's squid.conf options for settings s: with metrics, Squid's cache manager opens
+// on proxyconf.DefaultManagerPort of 127.0.0.1 for the exporter, as on kvm.
+func renderOptions(s proxyconf.Settings) proxyconf.RenderOptions {
+	opts := vmguest.RenderOptions()
+	if s.Metrics != nil {
+		opts.ManagerPort = proxyconf.DefaultManagerPort
+	}
+	return opts
 }
 
 // Secrets is the secrets parameter's value: the htpasswd file and the TLS key (empty when the proxy has
@@ -128,6 +162,10 @@ func ConfigMAC(key []byte, prefix string, c Config) string {
 	if c.ClientCA != "" || c.ClientCRL != "" {
 		fields = append(fields, c.ClientCA, c.ClientCRL)
 	}
+	// The metrics ports likewise, so a config without metrics has the MAC it had before.
+	if m := c.Metrics; m != nil {
+		fields = append(fields, fmt.Sprintf("metrics %d %d %d", m.Port, m.SquidPort, m.ManagerPort))
+	}
 	for _, f := range fields {
 		var n [8]byte
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
@@ -143,7 +181,8 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 	if len(key) != ConfigKeyBytes {
 		return nil, nil, "", fmt.Errorf("the config key has %d bytes, want %d", len(key), ConfigKeyBytes)
 	}
-	squid, err := proxyconf.RenderSquidConf(s, vmguest.RenderOptions())
+	opts := renderOptions(s)
+	squid, err := proxyconf.RenderSquidConf(s, opts)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -164,8 +203,14 @@ func RenderParameters(s proxyconf.Settings, prefix string, key []byte) (config, 
 	}
 	// The id names the client CA and CRL as the kvm and gcp guests' do: squid.conf names them by path only,
 	// so a new CA alone must still be a new config the agent applies.
-	configID = vmguest.WithClientCA(vmguest.ConfigID(squid, htpasswd, cert, tlsKey, backstop), clientCA, clientCRL)
-	c := Config{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert), ClientCA: clientCA, ClientCRL: clientCRL}
+	var metrics *MetricsPorts
+	if s.Metrics != nil {
+		port, squidPort := s.Metrics.Ports()
+		metrics = &MetricsPorts{Port: port, SquidPort: squidPort, ManagerPort: opts.ManagerPort}
+	}
+	configID = WithMetrics(vmguest.WithClientCA(vmguest.ConfigID(squid, htpasswd, cert, tlsKey, backstop), clientCA, clientCRL), metrics)
+	c := Config{ConfigID: configID, SquidConf: string(squid), Backstop: string(backstop), TLSCert: string(cert), ClientCA: clientCA, ClientCRL: clientCRL,
+		Metrics: metrics}
 	c.MAC = ConfigMAC(key, prefix, c)
 	config, err = json.Marshal(c)
 	if err != nil {

@@ -275,6 +275,52 @@ func TestAgentConfigIDNamesClientCA(t *testing.T) {
 	}
 }
 
+// The agent's id of a config with metrics ports is WithMetrics', as RenderParameters names it: otherwise the
+// agent would take every such config for half of a write, and a config whose ports alone moved would keep
+// the id the guest already runs.
+func TestAgentConfigIDNamesMetrics(t *testing.T) {
+	t.Parallel()
+	type input struct {
+		ID    string
+		Ports *MetricsPorts
+	}
+	s := proxyconf.Settings{Port: proxyconf.DefaultPort, AllowedClientCIDRs: []string{"10.0.0.0/8"}, LogFormat: proxyconf.LogFormatJSON,
+		Metrics: &proxyconf.MetricsSettings{AllowedClientCIDRs: []string{"192.0.2.0/24"}}}
+	config, _, id, err := RenderParameters(s, ParameterPath("p", ""), make([]byte, ConfigKeyBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	if json.Unmarshal(config, &c) != nil || c.Metrics == nil || id != c.ConfigID {
+		t.Fatalf("the rendered config does not carry its metrics ports under its id: %s", config)
+	}
+	files := vmguest.ConfigID([]byte(c.SquidConf), nil, nil, nil, []byte(c.Backstop))
+	if WithMetrics(files, c.Metrics) != id {
+		t.Error("RenderParameters' config id is not WithMetrics of its files and ports")
+	}
+	cases := map[string]input{
+		"none":     {ID: "0123456789abcdef"},
+		"rendered": {ID: files, Ports: c.Metrics},
+		"moved":    {ID: files, Ports: &MetricsPorts{Port: 9100, SquidPort: c.Metrics.SquidPort, ManagerPort: c.Metrics.ManagerPort}},
+	}
+	names := slices.Sorted(maps.Keys(cases))
+	var inputs []input
+	for _, name := range names {
+		inputs = append(inputs, cases[name])
+	}
+	out := python3(t, `for f in json.load(sys.stdin):
+    print(agent.with_metrics(f["ID"], f["Ports"] and {"port": f["Ports"]["port"], "squid_port": f["Ports"]["squid_port"], "manager_port": f["Ports"]["manager_port"]}))`, inputs)
+	got := strings.Fields(string(out))
+	for i, name := range names {
+		if want := WithMetrics(cases[name].ID, cases[name].Ports); i >= len(got) || got[i] != want {
+			t.Errorf("%s: the agent's id %v, WithMetrics %s", name, got, want)
+		}
+	}
+	if WithMetrics(files, cases["moved"].Ports) == id {
+		t.Error("moving a metrics port keeps the config id")
+	}
+}
+
 // The agent signs its SSM calls itself (no SDK on the image): its Signature Version 4 must be the AWS SDK's,
 // header for header, for the requests it sends.
 func TestAgentSignsAsTheSDK(t *testing.T) {
