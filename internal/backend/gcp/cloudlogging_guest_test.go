@@ -30,8 +30,9 @@ const (
 // service account, the guest's shipper writes to the Cloud Logging fake over TLS with the token the metadata
 // server hands the VM, and the entries the fake holds are the lines Squid logged, one for one: as many, with
 // the same host, decision and status, as jsonPayload on the VM's gce_instance resource. The fake refuses the
-// shipper's first writes (429), which it must retry. Then cloud logging is turned off in place (Update) and
-// the guest stops its shipper.
+// shipper's first writes (429), which it must retry. Then Prometheus metrics are turned on in place on the
+// same guest (checkMetricsInGuest), and cloud logging and metrics are turned off in place (Update, Reconfigure): the guest
+// stops its shipper and the metrics programs.
 func TestGuestShipsAccessLogToCloudLogging(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 10*time.Minute)
@@ -171,11 +172,20 @@ func TestGuestShipsAccessLogToCloudLogging(t *testing.T) {
 		t.Errorf("/etc/squid in the guest: %q, want squid.conf there", all)
 	}
 
-	// Off in place: the metadata key goes, the guest's watcher stops the shipper, and the VM stays.
+	// Prometheus metrics on the same guest (metrics_guest_test.go): on, counted, moved in place.
+	checkMetricsInGuest(ctx, t, b, guest, peer, inst, &spec, client)
+
+	// Off in place, with metrics: the metadata keys go, the guest's watcher stops the shipper and the metrics
+	// programs, and the VM stays.
 	spec.Placement.Options = &Options{ServiceAccount: email}
 	if _, err := b.Update(ctx, inst.ID, spec); err != nil {
 		t.Fatal(err)
 	}
+	spec.Proxy.Metrics = nil
+	if _, err := b.Reconfigure(ctx, inst.ID, spec.Proxy); err != nil {
+		t.Fatal(err)
+	}
+	checkMetricsOffInGuest(ctx, t, guest, peer)
 	if _, has := metadataValue(fake.Instance(testProject, "us-central1-a", spec.Name), gcpguest.MetadataCloudLogging); has {
 		t.Fatal("Update left the cloud logging key in metadata")
 	}

@@ -1,8 +1,11 @@
 package gcp
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -21,8 +24,10 @@ type rendered struct {
 	tlsCert, tlsKey     []byte
 	clientCA, clientCRL string // no secrets: in metadata on every VM
 	backstop            []byte
-	configID            string
-	spec                []byte
+	// metrics are the metrics programs' files (vmguest.MetricsFiles), by metadata key; none without metrics.
+	metrics  map[string]string
+	configID string
+	spec     []byte
 	// secret, when set, names the Secret Manager secret that holds htpasswd and tlsKey (secrets.go): the
 	// metadata then names it and holds neither.
 	secret string
@@ -33,9 +38,11 @@ type rendered struct {
 func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (rendered, error) {
 	var r rendered
 	var err error
-	if r.squidConf, err = proxyconf.RenderSquidConf(s, vmguest.RenderOptions()); err != nil {
+	opts := vmguest.MetricsSquidOptions(s, vmguest.RenderOptions())
+	if r.squidConf, err = proxyconf.RenderSquidConf(s, opts); err != nil {
 		return r, err
 	}
+	r.metrics = metricsItems(vmguest.MetricsFiles(s, opts.ManagerPort))
 	if r.backstop, err = proxyconf.RenderNftables(s); err != nil {
 		return r, err
 	}
@@ -48,7 +55,7 @@ func renderProxy(s proxyconf.Settings, stored storedSpec, secret string) (render
 		r.tlsCert, r.tlsKey = []byte(s.TLS.CertificatePEM), []byte(s.TLS.PrivateKeyPEM)
 		r.clientCA, r.clientCRL = s.TLS.ClientCAPEM, s.TLS.ClientCRLPEM
 	}
-	r.configID = vmguest.WithClientCA(vmguest.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop), r.clientCA, r.clientCRL)
+	r.configID = withMetrics(vmguest.WithClientCA(vmguest.ConfigID(r.squidConf, r.htpasswd, r.tlsCert, r.tlsKey, r.backstop), r.clientCA, r.clientCRL), r.metrics)
 	if stored.SecretManager && (r.htpasswd != nil || r.tlsKey != nil) {
 		r.secret = secret
 	}
@@ -82,6 +89,7 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 	if r.clientCRL != "" {
 		ours[gcpguest.MetadataClientCRL] = r.clientCRL
 	}
+	maps.Copy(ours, r.metrics)
 	switch {
 	case r.secret != "":
 		ours[metadataSecret] = r.secret
@@ -100,7 +108,8 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		// secrets a proxy once kept in metadata go once they are in Secret Manager.
 		switch it.GetKey() {
 		case gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSCert, gcpguest.MetadataTLSKey, metadataSecret,
-			gcpguest.MetadataClientCA, gcpguest.MetadataClientCRL:
+			gcpguest.MetadataClientCA, gcpguest.MetadataClientCRL, gcpguest.MetadataMtailProgram, gcpguest.MetadataMtailDropIn,
+			gcpguest.MetadataSquidExporterDropIn:
 			continue
 		}
 		if _, mine := ours[it.GetKey()]; mine {
@@ -112,6 +121,38 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		out = append(out, &computepb.Items{Key: proto.String(k), Value: proto.String(ours[k])})
 	}
 	return out
+}
+
+// metricsItems puts the metrics programs' files under their metadata keys, where the startup script reads them
+// (gcpguest.MetricsKeys).
+func metricsItems(files []vmguest.File) map[string]string {
+	if len(files) == 0 {
+		return nil
+	}
+	keys := map[string]string{}
+	for k, path := range gcpguest.MetricsKeys {
+		keys[path] = k
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		out[keys[f.Path]] = string(f.Content)
+	}
+	return out
+}
+
+// withMetrics is id, or with metrics an id that names the metrics files too, so that the guest applies a new
+// program. A proxy without metrics keeps the id it had before metrics existed: its guest applies nothing anew.
+func withMetrics(id string, items map[string]string) string {
+	if len(items) == 0 {
+		return id
+	}
+	h := sha256.New()
+	h.Write([]byte(id))
+	for _, k := range sortedKeys(items) {
+		_, _ = fmt.Fprintf(h, "\n%s %d\n", k, len(items[k])) // a hash never fails to write
+		h.Write([]byte(items[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func metadataValue(in *computepb.Instance, key string) (string, bool) {

@@ -45,6 +45,12 @@ const (
 	// MetadataCloudLogging, when set, names the Cloud Logging log (its LOG_ID) the VM ships its access log
 	// to, as its service account (cloudlogging.go); absent, nothing is shipped.
 	MetadataCloudLogging = "egress-cloud-logging"
+	// MetadataMtailProgram, MetadataMtailDropIn and MetadataSquidExporterDropIn hold the metrics programs'
+	// files (vmguest.MetricsFiles), only with metrics: the script installs them where MetricsKeys says and runs
+	// Debian's mtail and prometheus-squid-exporter with them (installing the packages when the image lacks them).
+	MetadataMtailProgram        = "egress-mtail-program"
+	MetadataMtailDropIn         = "egress-mtail-dropin"
+	MetadataSquidExporterDropIn = "egress-squid-exporter-dropin"
 	// MetadataBackstop holds the backstop ruleset (proxyconf.RenderNftables), which the guest loads before every start
 	// of Squid.
 	MetadataBackstop = "egress-backstop-nft"
@@ -54,6 +60,13 @@ const (
 	GuestAttributeApplied   = "applied"
 	GuestAttributeError     = "error"
 )
+
+// MetricsKeys are the metrics files' metadata keys and the paths the script installs them at.
+var MetricsKeys = map[string]string{
+	MetadataMtailProgram:        vmguest.MtailProgramPath,
+	MetadataMtailDropIn:         vmguest.MtailDropInPath,
+	MetadataSquidExporterDropIn: vmguest.SquidExporterDropInPath,
+}
 
 // StartupScriptOptions are where the script finds the metadata server and puts things; the zero value is a
 // GCE VM. Tests run the script in a chroot of their own with the metadata server on an address they chose.
@@ -137,6 +150,7 @@ func RenderStartupScript(opts StartupScriptOptions) ([]byte, error) {
 		"HealthPort": proxyconf.DefaultHealthPort,
 		"KeyLog":     MetadataCloudLogging, "Logging": opts.LoggingURL, "AccessLog": proxyconf.AccessLogPath,
 		"ShipperUnit": CloudLoggingUnit, "Shipper": strings.TrimRight(cloudLoggingShipper, "\n"),
+		"MetricsKeys": MetricsKeys, "MetricsUnits": strings.Join(vmguest.MetricsUnits, " "), "MetricsIfMissing": vmguest.MetricsIfMissing,
 		"LoadBackstop": proxyconf.BackstopLoader(proxyconf.NftablesPath, opts.OwnAddressesFile, proxyconf.ResolvConfPath),
 	})
 	if err != nil {
@@ -248,6 +262,61 @@ listening() {
 	done
 }
 
+# Metrics (only while the metadata holds the metrics files): Debian's mtail and prometheus-squid-exporter,
+# from their packages' units with the drop-ins from metadata. In two steps around Squid's restart, so that no
+# metrics port is ever open without the backstop's rule for its ranges: stop_metrics, before the new backstop
+# is loaded, stops both programs and removes their files when the files change; start_metrics, once Squid runs
+# the new config (with the cache manager the exporter reads), installs the new files and starts both. Each unit
+# also refuses to start while the backstop's metrics chain is not loaded (the drop-ins' ExecStartPre).
+# fetch_metrics puts the files of config $id in $1: 0 with metrics, 1 without, 2 when the metadata server
+# did not say.
+fetch_metrics() {
+	hasmetrics=0
+{{- range $key, $path := .MetricsKeys}}
+	code=$(curl -sS -o "$1/{{$key}}" -w '%{http_code}' -H 'Metadata-Flavor: Google' "$MD/instance/attributes/{{$key}}" 2>/dev/null)
+	case "$code" in
+	200) hasmetrics=1 ;;
+	404) rm -f "$1/{{$key}}" ;;
+	*) return 2 ;;
+	esac
+{{- end}}
+	[ "$hasmetrics" = 1 ]
+}
+# metrics_current: the installed files are those in $1 (none installed, none in $1, is current too).
+metrics_current() {
+{{- range $key, $path := .MetricsKeys}}
+	if [ -e "$1/{{$key}}" ]; then
+		cmp -s "$1/{{$key}}" '{{$path}}' || return 1
+	else
+		[ ! -e '{{$path}}' ] || return 1
+	fi
+{{- end}}
+}
+stop_metrics() {
+	metrics_pending=0
+	metrics_current "$1" && return 0
+	metrics_pending=1
+	for u in {{.MetricsUnits}}; do
+		systemctl disable --now "$u" >/dev/null 2>&1
+	done
+	rm -f{{range $key, $path := .MetricsKeys}} '{{$path}}'{{end}}
+}
+start_metrics() {
+	if [ "$hasmetrics" = 0 ]; then
+		[ "$metrics_pending" = 1 ] && systemctl daemon-reload
+		return 0
+	fi
+	# Current files: the programs only have to run.
+	[ "$metrics_pending" = 0 ] && systemctl is-active --quiet {{.MetricsUnits}} && return 0
+{{- range $key, $path := .MetricsKeys}}
+	mkdir -p "$(dirname '{{$path}}')" && install -m 0644 -o root -g root "$1/{{$key}}" '{{$path}}' || return 1
+{{- end}}
+	systemctl daemon-reload
+	# The packages' first start (when installed here) already takes the drop-ins.
+	sh -c '{{.MetricsIfMissing}}' || return 1
+	metrics_pending=0
+}
+
 # One apply at a time: at boot the startup script and the watch service both run one.
 locked_apply() {
 	mkdir -p "$STATE"
@@ -269,6 +338,10 @@ apply() {
 			systemctl reload squid || { report {{.Error}} "squid did not reload the VM's own addresses"; return 1; }
 		fi
 		listening || { report {{.Error}} "squid runs config $id but does not take connections"; return 1; }
+		# Programs that stopped (or a boot before they started) are started again.
+		if [ -e '{{index .MetricsKeys "egress-mtail-dropin"}}' ] && ! systemctl is-active --quiet {{.MetricsUnits}}; then
+			sh -c '{{.MetricsIfMissing}}' || { report {{.Error}} "the metrics programs of config $id did not start"; return 1; }
+		fi
 		report {{.Applied}} "$id"
 		return 0
 	fi
@@ -299,6 +372,8 @@ apply() {
 	if [ "$hastls" = 1 ] && md {{.KeyCA}} >"$tmp/client-ca.crt" 2>/dev/null; then hasca=1; fi
 	if [ "$hastls" = 1 ] && md {{.KeyCRL}} >"$tmp/client-ca.crl" 2>/dev/null; then hascrl=1; fi
 	md {{.KeyBackstop}} >"$tmp/backstop.nft" || { report {{.Error}} "config $id has no backstop ruleset ({{.KeyBackstop}})"; rm -rf "$tmp"; return 1; }
+	fetch_metrics "$tmp"
+	[ $? -le 1 ] || { rm -rf "$tmp"; return 1; }
 	mkdir -p /etc/squid "$STATE"
 	# The config names the TLS files where they are installed, so they are in place before it is checked;
 	# the ones they replace come back if Squid rejects it.
@@ -335,6 +410,8 @@ apply() {
 		rm -rf "$tmp"
 		return 1
 	fi
+	# The metrics programs stop before the backstop that keeps their ports changes.
+	stop_metrics "$tmp"
 	[ "$haspass" = 1 ] && install -m 0640 -o root -g proxy "$tmp/passwd" '{{.Htpasswd}}'
 	install -m 0640 -o root -g proxy "$tmp/squid.conf" '{{.Conf}}'
 	# Loaded by squid.service's drop-in at the restart below.
@@ -343,11 +420,14 @@ apply() {
 	[ "$hastls" = 0 ] && rm -f '{{.Cert}}' '{{.TLSKey}}'
 	[ "$hasca" = 0 ] && rm -f '{{.CA}}'
 	[ "$hascrl" = 0 ] && rm -f '{{.CRL}}'
-	rm -rf "$tmp"
 	systemctl enable squid >/dev/null 2>&1
-	systemctl restart squid || { report {{.Error}} "squid did not restart with config $id"; return 1; }
+	systemctl restart squid || { report {{.Error}} "squid did not restart with config $id"; rm -rf "$tmp"; return 1; }
 	printf '%s\n' "$id" >"$STATE/applied"
-	listening || { report {{.Error}} "squid restarted with config $id but does not take connections"; return 1; }
+	listening || { report {{.Error}} "squid restarted with config $id but does not take connections"; rm -rf "$tmp"; return 1; }
+	# Squid runs the new backstop and config: the metrics programs may start. Should they not, the next
+	# apply (the same id) starts them again.
+	start_metrics "$tmp" || { report {{.Error}} "the metrics programs of config $id did not start"; rm -rf "$tmp"; return 1; }
+	rm -rf "$tmp"
 	report {{.Applied}} "$id"
 }
 

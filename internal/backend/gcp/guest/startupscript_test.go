@@ -176,3 +176,42 @@ func TestStartupScriptListsOwnAddresses(t *testing.T) {
 		}
 	}
 }
+
+// The metrics programs never listen without the backstop's rule for their ranges: in apply, they stop (and
+// lose their files) before the new backstop is installed and loaded by Squid's restart, and start only once
+// Squid runs the new config. The real run is TestGuestShipsAccessLogToCloudLogging's (internal/backend/gcp).
+func TestStartupScriptMetricsOrder(t *testing.T) {
+	t.Parallel()
+	b, err := RenderStartupScript(StartupScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := string(b)
+	i := strings.Index(script, "\napply() {")
+	if i < 0 {
+		t.Fatal("no apply function")
+	}
+	apply := script[i : i+strings.Index(script[i:], "\n}\n")]
+	at := func(s string, from int) int {
+		j := strings.Index(apply[from:], s)
+		if j < 0 {
+			t.Fatalf("apply has no %q after offset %d", s, from)
+		}
+		return from + j
+	}
+	stop := at("\tstop_metrics \"$tmp\"", 0)
+	backstop := at("install -m 0640 -o root -g proxy \"$tmp/backstop.nft\" '"+proxyconf.NftablesPath+"'", stop)
+	restart := at("systemctl restart squid", backstop)
+	listening := at("\tlistening ||", restart)
+	at("\tstart_metrics \"$tmp\"", listening)
+	// The installed backstop before stop_metrics is only the first install's (Squid not there yet).
+	if first := strings.Index(apply, "\"$tmp/backstop.nft\" '"+proxyconf.NftablesPath+"'"); first < stop &&
+		!strings.Contains(apply[:stop], "if ! command -v squid >/dev/null || ! command -v nft >/dev/null; then") {
+		t.Errorf("apply installs the backstop before stopping the metrics programs")
+	}
+	for _, unit := range []string{"mtail.service", "prometheus-squid-exporter.service"} {
+		if !strings.Contains(script, unit) {
+			t.Errorf("the script never names %s", unit)
+		}
+	}
+}
