@@ -24,3 +24,18 @@ func oldGuestJSONLog(obj string) error {
 		Advice: "Replace the proxy (terraform apply -replace=<address>) to launch it with the current guest, or set log_format = \"text\". " +
 			"Nothing was changed: the proxy keeps its rules."}
 }
+
+// takesMetrics reports whether an agent that reads configs in format f runs the metrics s asks for: agents
+// older than guest.FormatMetrics run neither mtail nor the exporter, and refuse a config with metrics (its
+// MAC covers the ports theirs leaves out, its squid.conf opens the cache manager their guard never learnt).
+func takesMetrics(f guest.ConfigFormat, s proxyconf.Settings) bool {
+	return s.Metrics == nil || f >= guest.FormatMetrics
+}
+
+// oldGuestMetrics is Reconfigure's refusal of metrics for a proxy whose agent does not run them.
+func oldGuestMetrics(obj string) error {
+	return &backend.Error{Class: backend.ClassPermanent, Object: obj,
+		Err: errors.New("its guest was launched by an earlier version of this provider, whose agent does not run the metrics programs"),
+		Advice: "Replace the proxy (terraform apply -replace=<address>) to launch it with the current guest, or leave metrics unset. " +
+			"Nothing was changed: the proxy keeps its rules."}
+}

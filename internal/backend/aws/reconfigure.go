@@ -49,6 +49,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if !takesLogFormat(st.ConfigFormat, settings) {
 		return backend.Instance{}, oldGuestJSONLog(obj)
 	}
+	if !takesMetrics(st.ConfigFormat, settings) {
+		return backend.Instance{}, oldGuestMetrics(obj)
+	}
 	rendered, err := renderParameters(id.Name, settings, st.ConfigFormat)
 	if err == nil {
 		err = checkSizes(id.Name, settings, *opts, rendered)

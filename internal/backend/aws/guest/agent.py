@@ -294,15 +294,15 @@ def run(argv, **kw):
     return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
 
 
-def install(path, content, mode):
-    # Writes a file as root:proxy, in place at once (a rename), as the other backends' guests do.
+def install(path, content, mode, group="proxy"):
+    # Writes a file as root:proxy (or root:group), in place at once (a rename), as the other backends' guests do.
     d = os.path.dirname(path)
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".egress-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(content)
-        os.chown(tmp, 0, grp.getgrnam("proxy").gr_gid)
+        os.chown(tmp, 0, grp.getgrnam(group).gr_gid)
         os.chmod(tmp, mode)
         os.rename(tmp, path)
     except BaseException:
@@ -316,6 +316,21 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return None
+
+
+def metrics_files(metrics, ports):
+    # vmguest.MetricsFiles for the config's ports (guest/metrics.go): the templates the user-data carries,
+    # the ports in place of their tokens; none without metrics.
+    if ports is None:
+        return []
+    values = {"@port@": ports["port"], "@squid_port@": ports["squid_port"], "@manager_port@": ports["manager_port"]}
+    out = []
+    for f in metrics["files"]:
+        content = f["content"]
+        for token, port in values.items():
+            content = content.replace(token, str(int(port)))
+        out.append((f["path"], content.encode()))
+    return out
 
 
 def squid_state():
@@ -528,7 +543,8 @@ class Agent:
 
     def listening(self, config):
         # systemd calls Squid started a moment before it listens: applied is reported once the health port
-        # takes connections (any answer will do), so that whoever waits for it can use the proxy.
+        # takes connections (any answer will do), so that whoever waits for it can use the proxy. It asks for
+        # the health check itself, which the access log and mtail tell from a client's request.
         port = self.cfg["health_port"]
         for line in config.decode(errors="replace").splitlines():
             f = line.split()
@@ -537,7 +553,7 @@ class Agent:
         for _ in range(120):
             c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             try:
-                c.request("GET", "/")
+                c.request("GET", self.cfg["health_path"])
                 c.getresponse().read()
                 return True
             except (OSError, http.client.HTTPException):
@@ -586,6 +602,8 @@ class Agent:
                     why = [line for line in lines if "FATAL" in line or "ERROR" in line or "Error" in line] or lines
                     log("%s %s; the last good config stays: %s" % (what, cid, " / ".join(why[-3:])))
                     return False
+            metrics = metrics_files(self.cfg["metrics"], config.get("metrics"))
+            metrics_changed = self.stop_metrics(metrics)
             if passwd:
                 install(p["htpasswd"], passwd, 0o640)
             elif os.path.exists(p["htpasswd"]):
@@ -608,11 +626,50 @@ class Agent:
         r = run(["systemctl", "restart", "squid"])
         if r.returncode != 0:
             raise AgentError("squid did not restart with config %s: %s" % (cid, r.stdout.decode(errors="replace")))
+        self.start_metrics(metrics, metrics_changed, conf)
         with open(os.path.join(self.cfg["state_dir"], "applied.new"), "w") as f:
             f.write(cid + "\n")
         os.rename(os.path.join(self.cfg["state_dir"], "applied.new"), os.path.join(self.cfg["state_dir"], "applied"))
         log("applied config %s" % cid)
         return True
+
+    def stop_metrics(self, want):
+        # Before the backstop or Squid changes: when the metrics files want (path, content) differ from those on
+        # disk, the programs stop and are disabled and their files go, so no metrics port is ever open without
+        # the backstop's rule for its ranges (start_metrics writes the new ones). True when they differed.
+        m = self.cfg["metrics"]
+        wanted = dict(want)
+        if all(read(path) == wanted.get(path) for path in m["paths"]):
+            return False
+        if any(os.path.exists(path) for path in m["paths"]):
+            run(["systemctl", "disable", "--now"] + m["units"])
+        for path in m["paths"]:
+            if os.path.exists(path):
+                os.unlink(path)
+        return True
+
+    def start_metrics(self, want, changed, conf):
+        # Once Squid runs the config (its cache manager with it) and answers: writes the metrics files, has
+        # systemd read them, installs the programs where the image lacks them and (re)starts them; without
+        # metrics, has systemd forget the files stop_metrics removed. Files already in place: the programs
+        # are only started again if they do not run.
+        m = self.cfg["metrics"]
+        if not want:
+            if changed:
+                run(["systemctl", "daemon-reload"])
+            return
+        # One unit at a time: is-active with several succeeds when any one is active.
+        if not changed and all(run(["systemctl", "is-active", "--quiet", u]).returncode == 0 for u in m["units"]):
+            return
+        if not self.listening(conf):
+            raise AgentError("squid does not take connections: the metrics programs are not started")
+        for path, content in want:
+            install(path, content, 0o644, group="root")
+        for argv in (["systemctl", "daemon-reload"], ["sh", "-c", m["start"]]):
+            r = run(argv)
+            if r.returncode != 0:
+                raise AgentError("the metrics programs did not start: %s" % r.stdout.decode(errors="replace")[-2000:])
+        log("metrics programs started")
 
     def cycle(self):
         # One look at the parameters. Their values are read whole (decrypted) only when a version changed or

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -32,6 +33,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/imdsfake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/metricstest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
@@ -57,7 +59,8 @@ import (
 // config; issue 39's policy (rule sets, one reported, a deny list) passes the agent's guard and Squid judges
 // by it, the reported rule set's unlisted destination forwarded and logged would_deny; and a client CA with its
 // CRL is installed and enforced (no certificate and a revoked one refused, a rule set matched by subject), then
-// removed with the files.
+// removed with the files; and metrics turned on and off in place run and stop mtail and the Squid exporter
+// (checkMetrics).
 func TestAgentOnRealSquid(t *testing.T) {
 	tree := testutil.GuestRootPrerequisites(t)
 	ctx := testutil.GuestContext(t, 15*time.Minute)
@@ -429,12 +432,147 @@ func TestAgentOnRealSquid(t *testing.T) {
 			t.Errorf("%s stays in the guest without a client CA: %v %s", f, err, out)
 		}
 	}
+	id8, id9 := checkMetrics(ctx, t, g, params, s1, peer, upper, proxy)
 	checkAgentLog(t, g)
 	g.Stop(t)
 
 	checkIMDSUse(t, imds.Requests(), tokensEnded)
-	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4, id5, id6, id7}, []string{id3, leaked.id})
+	checkSSMUse(t, calls.all(), imds.IssuedCredentials(), []string{id1, id2, id4, id5, id6, id7, id8, id9}, []string{id3, leaked.id})
 	t.Logf("done in %s", time.Since(start).Round(time.Second))
+}
+
+// checkMetrics (issue 40 item 3): config 8 turns metrics on (s with the JSON log, the scraper's range the
+// client's address alone), and the agent runs mtail and the Squid exporter once Squid answers; N requests move
+// egress_proxy_requests_total by exactly N, by decision; the exporter answers with squid_up 1; an address
+// outside the metrics range is refused on both ports, though it may use the proxy. Config 9 turns metrics
+// off: both ports close, the units are disabled and their files gone. It returns the two configs' ids.
+func checkMetrics(ctx context.Context, t *testing.T, g *testutil.Guest, params paramWriter, s proxyconf.Settings, peer, upper string, proxy testutil.ProxyClient) (id8, id9 string) {
+	t.Helper()
+	start := time.Now()
+	s8 := s
+	s8.LogFormat = proxyconf.LogFormatJSON
+	s8.Metrics = &proxyconf.MetricsSettings{AllowedClientCIDRs: []string{clientIP + "/32"}}
+	r8 := params.render(s8)
+	params.put(r8)
+	g.WaitFor(ctx, t, "the guest reports config "+r8.id+" (metrics on) applied", func() bool { return params.applied() == r8.id })
+	// The agent's own probes of Squid are health checks, which mtail counts apart: no line of the JSON log
+	// lacks a decision (a probe of any other path would log one, and count as a request).
+	log, _, _ := testutil.StatIn(t, upper, proxyconf.AccessLogPath)
+	for _, l := range strings.Split(log, "\n") {
+		if strings.HasPrefix(l, "{") && strings.Contains(l, `"decision":"-"`) {
+			t.Errorf("config 8: the access log holds a request without a decision, which mtail counts: %s", l)
+		}
+	}
+	scrape := func(from string, port int) (metricstest.Samples, error) {
+		c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return testutil.DialFromNetns(peer, from, fmt.Sprintf("%s:%d", guestIP, port))(ctx)
+			}}}
+		resp, err := c.Get(fmt.Sprintf("http://%s:%d/metrics", guestIP, port))
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return metricstest.ParseText(string(body), "prog", "host") // mtail's program, the exporter's Squid
+	}
+	// The requests counted, by decision, and in all.
+	requests := func() map[string]float64 {
+		got, err := scrape(clientIP, proxyconf.DefaultMetricsPort)
+		if err != nil {
+			return nil
+		}
+		out := map[string]float64{}
+		for series, v := range got {
+			if !strings.HasPrefix(series, "egress_proxy_requests_total{") {
+				continue
+			}
+			out[""] += v
+			for _, d := range []string{"allow", "deny"} {
+				if strings.Contains(series, `decision="`+d+`"`) {
+					out[d] += v
+				}
+			}
+		}
+		return out
+	}
+	// mtail reads the log from its end once it runs, so lines written before it opened the log never count: a
+	// request, then a few seconds for its line to count, then another, until one counts. From then on every
+	// line counts, and the earlier ones had their seconds (a line counted later would fail the test, not pass it).
+	var base map[string]float64
+	g.WaitFor(ctx, t, "mtail counts a request", func() bool {
+		proxy.Get(ctx, t, "http://allowed.example/", true)
+		for wait := time.Now().Add(3 * time.Second); time.Now().Before(wait); {
+			if base = requests(); base[""] > 0 {
+				return true
+			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		return false
+	})
+	want := map[string]float64{"allow": 2, "deny": 1, "": 3}
+	for _, c := range []struct {
+		url  string
+		want int
+	}{{"http://allowed.example/", http.StatusOK}, {"http://allowed.example/", http.StatusOK}, {"http://denied.example/", http.StatusForbidden}} {
+		if got := proxy.Get(ctx, t, c.url, true); got != c.want {
+			t.Errorf("config 8: %s = %d, want %d", c.url, got, c.want)
+		}
+	}
+	var now map[string]float64
+	g.WaitFor(ctx, t, "egress_proxy_requests_total moves by 3", func() bool {
+		now = requests()
+		return now[""] >= base[""]+want[""]
+	})
+	for k, n := range want {
+		if got := now[k] - base[k]; got != n {
+			t.Errorf("config 8: egress_proxy_requests_total (decision %q) moved by %v for %v requests", k, got, n)
+		}
+	}
+	g.WaitFor(ctx, t, "the Squid exporter serves squid_up 1", func() bool {
+		got, err := scrape(clientIP, proxyconf.DefaultSquidMetricsPort)
+		return err == nil && got["squid_up"] == 1
+	})
+	// upstreamIP is in the proxy's clients' range (198.18.0.0/24), not in the metrics range.
+	for _, port := range []int{proxyconf.DefaultMetricsPort, proxyconf.DefaultSquidMetricsPort} {
+		if _, err := scrape(upstreamIP, port); err == nil {
+			t.Errorf("config 8: %s, outside the metrics range, scraped port %d", upstreamIP, port)
+		}
+	}
+
+	// Config 9: metrics off. Both ports close, the units are disabled, their files gone.
+	s9 := s8
+	s9.Metrics = nil
+	r9 := params.render(s9)
+	params.put(r9)
+	g.WaitFor(ctx, t, "the guest reports config "+r9.id+" (metrics off) applied", func() bool { return params.applied() == r9.id })
+	for _, port := range []int{proxyconf.DefaultMetricsPort, proxyconf.DefaultSquidMetricsPort} {
+		if _, err := scrape(clientIP, port); err == nil {
+			t.Errorf("config 9: port %d still serves with metrics off", port)
+		}
+	}
+	for _, u := range vmguest.MetricsUnits {
+		if out, _ := g.Exec(t, "systemctl", "is-enabled", u); strings.TrimSpace(out) != "disabled" {
+			t.Errorf("config 9: %s is %q, want disabled", u, strings.TrimSpace(out))
+		}
+	}
+	for _, f := range []string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath} {
+		if out, err := g.Exec(t, "test", "!", "-e", f); err != nil {
+			t.Errorf("config 9: %s stays with metrics off: %v %s", f, err, out)
+		}
+	}
+	t.Logf("metrics on, counted and off in %s", time.Since(start).Round(time.Second))
+	return r8.id, r9.id
 }
 
 // servedAfterHandshake sends one request through client's TLS connection and reads its answer: nil when

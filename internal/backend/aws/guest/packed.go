@@ -47,8 +47,12 @@ const (
 	// carries (Config.ClientCA, ClientCRL). A config without them is the same in both; an agent of
 	// FormatParts would find one with them not authenticated (its MAC leaves them out) and never apply it.
 	FormatClientCA
+	// FormatMetrics is FormatClientCA read by an agent that also runs mtail and the Squid exporter on the
+	// ports the config carries (Config.Metrics). An earlier agent's guard refuses the cache manager's line
+	// in squid.conf, and its MAC leaves the ports out: it would never apply a config with metrics.
+	FormatMetrics
 	// FormatLatest is the format of the agent this provider launches.
-	FormatLatest = FormatClientCA
+	FormatLatest = FormatMetrics
 )
 
 const (

@@ -92,12 +92,14 @@ type agentSettings struct {
 	TokenTTL       int               `json:"token_ttl"`
 	StateDir       string            `json:"state_dir"`
 	HealthPort     int               `json:"health_port"`
+	HealthPath     string            `json:"health_path"`
 	InstallCommand string            `json:"install_command"`
 	Paths          map[string]string `json:"paths"`
 	Guard          guard             `json:"guard"`
 	MaxParts       int               `json:"max_parts"`
 	MaxConfigBytes int               `json:"max_config_bytes"`
 	Logs           *agentLogs        `json:"logs,omitempty"`
+	Metrics        agentMetrics      `json:"metrics"`
 }
 
 // agentLogs is where the agent sends the access log it follows (LogsTarget), every flush seconds.
@@ -177,13 +179,14 @@ func RenderUserDataWith(opts UserDataOptions, o Overrides) ([]byte, error) {
 		},
 		MaxParts: MaxParts, MaxConfigBytes: MaxUnpackedBytes,
 		SSMEndpoint: opts.SSMEndpoint, IMDSEndpoint: o.IMDSEndpoint, Interval: o.WatchInterval, TokenTTL: o.TokenTTL,
-		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, InstallCommand: vmguest.InstallIfMissing,
+		StateDir: StateDir, HealthPort: proxyconf.DefaultHealthPort, HealthPath: proxyconf.HealthPath, InstallCommand: vmguest.InstallIfMissing,
 		Paths: map[string]string{
 			"conf": proxyconf.ConfPath, "htpasswd": proxyconf.HtpasswdPath, "cert": proxyconf.TLSCertPath, "key": proxyconf.TLSKeyPath,
 			"client_ca": renderOptions.ClientCAPath, "client_crl": renderOptions.ClientCRLPath,
 			"backstop": proxyconf.NftablesPath, "own": proxyconf.OwnAddressesPath, "prestart": vmguest.PrestartPath,
 		},
-		Guard: guardOnce(),
+		Guard:   guardOnce(),
+		Metrics: metricsSettings(),
 	}
 	if s.SSMEndpoint == "" {
 		s.SSMEndpoint = "https://ssm." + opts.Region + "." + DNSSuffix(opts.Region)

@@ -35,7 +35,7 @@ func TestRenderUserData(t *testing.T) {
 	}{
 		"defaults": {opts: base, want: map[string]any{
 			"region": "eu-west-1", "prefix": "/egress-proxy/proxy-1/", "ssm_endpoint": "https://ssm.eu-west-1.amazonaws.com",
-			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(proxyconf.DefaultHealthPort),
+			"imds_endpoint": "http://169.254.169.254", "interval": 30.0, "token_ttl": 21600.0, "health_port": float64(proxyconf.DefaultHealthPort), "health_path": proxyconf.HealthPath,
 		}},
 		"test endpoints": {
 			opts:      UserDataOptions{Region: "us-east-1", ParameterPrefix: "/egress-proxy/p/"},
