@@ -31,7 +31,9 @@
 //     (propagation.go#window.classify).
 //   - Each allowed client range is one inbound rule of the proxy's group. Ranges beyond the region's
 //     rules-per-group quota are refused before anything is made or changed (rules.go#Backend.checkClientRules), and
-//     at plan time (internal/provider/client_rules_aws.go#awsClientRules). The plan also refuses settings whose
+//     at plan time (internal/provider/client_rules_aws.go#awsClientRules). With metrics, each metrics range is
+//     one more rule on each of the two metrics ports (rules.go#IngressRuleCounts), and the agent runs mtail and
+//     the Squid exporter on them (internal/backend/aws/guest/metrics.go#metricsSettings). The plan also refuses settings whose
 //     parameters SSM cannot hold (sizes.go#CheckParameterSizes), naming what to reduce.
 //   - The config and the settings are packed: compressed and cut into Standard parameters of 4 KB, at most nine,
 //     behind a small head (internal/backend/aws/guest/packed.go#Pack), the parts written first
