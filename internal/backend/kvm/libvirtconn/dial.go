@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -64,10 +65,14 @@ func Dial(ctx context.Context, e Endpoint) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watchedConn{Conn: nc, lost: make(chan struct{})}
+	w := &watchedConn{Conn: nc, lost: make(chan struct{}), connectReturned: make(chan struct{})}
 	l := libvirt.NewWithDialer(dialers.NewAlreadyConnected(w))
 	done := make(chan error, 1)
-	go func() { done <- l.ConnectToURI(libvirt.ConnectURI(e.Name)) }()
+	go func() {
+		err := l.ConnectToURI(libvirt.ConnectURI(e.Name))
+		close(w.connectReturned)
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -88,10 +93,20 @@ func Dial(ctx context.Context, e Endpoint) (*Session, error) {
 
 // watchedConn notices a broken connection itself: go-libvirt's own Disconnected channel can miss a drop that
 // happens during its handshake.
+//
+// It also keeps a drop right after the handshake from racing go-libvirt: ConnectToURI sets its disconnected
+// channel after ConnectOpen's reply, while the goroutine it started at the connect reads that field as soon as
+// a read fails (a data race the race detector reports, go-libvirt issue 167). So once ConnectOpen's whole reply
+// has been read, a read error waits for ConnectToURI to return before go-libvirt sees it. Before that reply the
+// error goes through at once: the handshake then fails, and ConnectToURI returns without setting the field.
 type watchedConn struct {
 	net.Conn
 	once sync.Once
 	lost chan struct{}
+	// connectReturned is closed once ConnectToURI has returned.
+	connectReturned chan struct{}
+	// handshake follows the packets read until ConnectOpen's reply; only Read uses it.
+	handshake handshakeReader
 
 	mu      sync.Mutex
 	readErr error // the first read error, which says why the stream ended
@@ -99,6 +114,7 @@ type watchedConn struct {
 
 func (w *watchedConn) Read(b []byte) (int, error) {
 	n, err := w.Conn.Read(b)
+	w.handshake.consume(b[:n])
 	if err != nil {
 		w.mu.Lock()
 		if w.readErr == nil {
@@ -106,8 +122,52 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 		}
 		w.mu.Unlock()
 		w.markLost()
+		if w.handshake.opened && w.connectReturned != nil {
+			<-w.connectReturned
+		}
 	}
 	return n, err
+}
+
+// The packet fields handshakeReader reads, from libvirt's remote protocol (src/rpc/virnetprotocol.x and
+// src/remote/remote_protocol.x): every packet is a 4-byte length (itself included) and a header of program,
+// version, procedure, type, serial and status, each 4 bytes, big-endian.
+const (
+	remoteProgram         = 0x20008086
+	procConnectOpen       = 1
+	packetTypeReply       = 1
+	packetLengthAndHeader = 4 + 6*4
+)
+
+// handshakeReader follows the packets of a stream until the reply to ConnectOpen has been read whole, then
+// sets opened and reads no further.
+type handshakeReader struct {
+	opened    bool
+	header    []byte // the current packet's length and header, as far as read
+	remaining int    // bytes of the current packet after its header still to read
+}
+
+func (h *handshakeReader) consume(b []byte) {
+	for len(b) > 0 && !h.opened {
+		if len(h.header) < packetLengthAndHeader {
+			k := min(packetLengthAndHeader-len(h.header), len(b))
+			h.header = append(h.header, b[:k]...)
+			b = b[k:]
+			if len(h.header) < packetLengthAndHeader {
+				return
+			}
+			h.remaining = max(0, int(binary.BigEndian.Uint32(h.header[0:4]))-packetLengthAndHeader)
+		}
+		k := min(h.remaining, len(b))
+		h.remaining -= k
+		b = b[k:]
+		if h.remaining > 0 {
+			return
+		}
+		field := func(i int) uint32 { return binary.BigEndian.Uint32(h.header[4+4*i:]) }
+		h.opened = field(0) == remoteProgram && field(2) == procConnectOpen && field(3) == packetTypeReply
+		h.header = h.header[:0]
+	}
 }
 
 func (w *watchedConn) readError() error {
