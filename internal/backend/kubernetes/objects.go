@@ -190,7 +190,7 @@ func podSpec(spec backend.Spec, p Options, k guest.Pod, resources corev1.Resourc
 		NodeSelector:                  p.NodeSelector,
 		Tolerations:                   podTolerations(p),
 		AutomountServiceAccountToken:  ptr.To(false),
-		TerminationGracePeriodSeconds: ptr.To(int64(10)),
+		TerminationGracePeriodSeconds: ptr.To(int64(terminationGraceSeconds)),
 		TopologySpreadConstraints:     spreadConstraints(spec),
 	}
 }
@@ -258,8 +258,13 @@ func squidContainer(p Options, k guest.Pod, resources corev1.ResourceRequirement
 // drainSeconds is how long a pod being deleted keeps serving before Squid is told to stop: the Service's
 // endpoints and every node's kube-proxy learn of the deletion at the same time as the kubelet, and until they
 // have, new connections still arrive. Squid then takes shutdown_lifetime (3 s) to finish what it serves, all
-// within the pod's 10 s grace period.
-const drainSeconds = 5
+// within the pod's grace period (terminationGracePeriodSeconds). 5 s was too short on a loaded node: in a cold
+// make test on two busy cores, TestFailoverLive saw a new connection routed to a deleted pod's address after
+// its sandbox was gone ("No route to host"), so kube-proxy had not caught up 8 s after the deletion.
+const drainSeconds = 10
+
+// terminationGraceSeconds leaves Squid its shutdown_lifetime after the drain, and a little more.
+const terminationGraceSeconds = drainSeconds + 5
 
 // drainBeforeStop is the pause before Squid gets SIGTERM. sleep, not the kubelet's own sleep action, which a
 // cluster before 1.30 refuses: every Debian-based image has /bin/sleep.
