@@ -20,6 +20,11 @@ func (awsDescriptor) kind() backend.Kind     { return aws.Kind }
 func (awsDescriptor) idForm() backend.IDForm { return aws.IDForm }
 func (awsDescriptor) title() string          { return "AWS EC2" }
 
+// servesMetrics: the instance's agent runs mtail and the Squid exporter beside Squid, their ports behind its
+// backstop and opened to the metrics ranges alone by its security group (metricsServer;
+// internal/backend/aws/guest/metrics.go).
+func (awsDescriptor) servesMetrics() {}
+
 func (awsDescriptor) providerSchema() providerschema.SingleNestedAttribute {
 	return awsProviderSchema()
 }

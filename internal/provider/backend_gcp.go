@@ -20,6 +20,10 @@ func (gcpDescriptor) kind() backend.Kind     { return gcp.Kind }
 func (gcpDescriptor) idForm() backend.IDForm { return gcp.IDForm }
 func (gcpDescriptor) title() string          { return "GCP Compute Engine" }
 
+// servesMetrics: the proxy VM's startup script runs mtail and the Squid exporter beside Squid, their ports
+// behind its backstop (metricsServer); the VPC firewall rule that lets a Prometheus reach them is the user's.
+func (gcpDescriptor) servesMetrics() {}
+
 func (gcpDescriptor) providerSchema() providerschema.SingleNestedAttribute {
 	return gcpProviderSchema()
 }

@@ -124,8 +124,6 @@ func TestAccProxy_metricsRefusedAtPlan(t *testing.T) {
 	for name, tc := range map[string]struct {
 		body, want string
 	}{
-		"a backend that serves none": {`gcp = { project = "proj-1", zone = "europe-west1-b" }
-  metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, "Attribute metrics: proxies on GCP Compute Engine do not serve metrics yet; metrics are served on `kubernetes` and `kvm`"},
 		"kvm on user-mode networking": {`kvm = { host = "hv1", user_net = true }
   metrics = { allowed_client_cidrs = ["192.168.7.0/24"] }`, `Attribute metrics: a proxy on kvm.user_net cannot serve metrics`},
 		"the text log": {k8s + `
