@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -170,27 +169,5 @@ func connectFrom(ctx context.Context, netns, localIP, address string) error {
 // scrapeFrom reads http://address/metrics from localIP in netns, without mtail's prog label and summed over
 // reason and rule_set (and the exporter's host label, the cache manager's address).
 func scrapeFrom(ctx context.Context, netns, localIP, address string) (metricstest.Samples, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	hc := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return testutil.DialFromNetns(netns, localIP, address)(ctx)
-	}}}
-	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+address+proxyconf.MetricsPath, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %d", address, resp.StatusCode)
-	}
-	return metricstest.ParseText(string(body), "prog", "reason", "rule_set", "host")
+	return metricstest.TryScrapeFromNetns(ctx, netns, localIP, address, "prog", "reason", "rule_set", "host")
 }

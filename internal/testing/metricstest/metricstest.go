@@ -4,8 +4,10 @@ package metricstest
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,7 +138,21 @@ func Scrape(t testing.TB, url string, drop ...string) Samples {
 
 // TryScrape is Scrape returning its error.
 func TryScrape(url string, drop ...string) (Samples, error) {
-	code, body, err := get(url)
+	return tryScrape(context.Background(), http.DefaultTransport, url, drop...)
+}
+
+// TryScrapeFromNetns is TryScrape of http://address/metrics as a client at localIP in network namespace netns
+// reaches it (a guest's metrics port, which admits some client ranges alone), within ctx.
+func TryScrapeFromNetns(ctx context.Context, netns, localIP, address string, drop ...string) (Samples, error) {
+	dial := testutil.DialFromNetns(netns, localIP, address)
+	transport := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return dial(ctx)
+	}}
+	return tryScrape(ctx, transport, "http://"+address+"/metrics", drop...)
+}
+
+func tryScrape(ctx context.Context, transport http.RoundTripper, url string, drop ...string) (Samples, error) {
+	code, body, err := getVia(ctx, transport, url)
 	if err != nil {
 		return nil, err
 	}
@@ -250,8 +266,17 @@ func Delta(before, after Samples) Samples {
 }
 
 func get(url string) (int, string, error) {
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url) //nolint:noctx // bounded by the client's timeout
+	return getVia(context.Background(), http.DefaultTransport, url)
+}
+
+// getVia GETs url within ctx and 10 seconds, over transport.
+func getVia(ctx context.Context, transport http.RoundTripper, url string) (int, string, error) {
+	c := http.Client{Timeout: 10 * time.Second, Transport: transport}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, "", err
 	}

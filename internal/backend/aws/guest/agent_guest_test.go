@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -464,23 +463,8 @@ func checkMetrics(ctx context.Context, t *testing.T, g *testutil.Guest, params p
 		}
 	}
 	scrape := func(from string, port int) (metricstest.Samples, error) {
-		c := http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return testutil.DialFromNetns(peer, from, fmt.Sprintf("%s:%d", guestIP, port))(ctx)
-			}}}
-		resp, err := c.Get(fmt.Sprintf("http://%s:%d/metrics", guestIP, port))
-		if err != nil {
-			return nil, err
-		}
-		defer func() { _ = resp.Body.Close() }()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return metricstest.ParseText(string(body), "prog", "host") // mtail's program, the exporter's Squid
+		// mtail's program, the exporter's Squid
+		return metricstest.TryScrapeFromNetns(context.Background(), peer, from, fmt.Sprintf("%s:%d", guestIP, port), "prog", "host")
 	}
 	// The requests counted, by decision, and in all.
 	requests := func() map[string]float64 {
