@@ -73,7 +73,7 @@ kernel=${EGRESS_IMAGE_KERNEL:-linux-image-amd64}
 # rsyslog: follows Squid's access log file into the journal (imfile, omjournal) and, when the proxy has a
 # syslog_target, forwards it there (omfwd) (internal/backend/kvm/guest/accesslog.go); its configuration is the
 # image's own rsyslog.conf (scripts/image/rootfs), which reads nothing else.
-# mtail, prometheus-squid-exporter: a proxy with metrics runs them (internal/backend/kvm/guest/metrics.go);
+# mtail, prometheus-squid-exporter: a proxy with metrics runs them (internal/proxyconf/vmguest/metrics.go);
 # installed but not started at boot (configure-rootfs.sh), so a proxy without metrics opens no port for them.
 packages=(
 	systemd-sysv udev kmod dbus initramfs-tools

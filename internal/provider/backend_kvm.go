@@ -21,7 +21,7 @@ func (kvmDescriptor) idForm() backend.IDForm { return kvm.IDForm }
 func (kvmDescriptor) title() string          { return "KVM/libvirt" }
 
 // servesMetrics: the proxy VM runs mtail and the Squid exporter beside Squid, their ports behind its backstop
-// (metricsServer; internal/backend/kvm/guest/metrics.go).
+// (metricsServer; internal/proxyconf/vmguest/metrics.go).
 func (kvmDescriptor) servesMetrics() {}
 
 // refusesMetrics: QEMU's user-mode networking forwards the proxy port alone, so nothing could scrape the

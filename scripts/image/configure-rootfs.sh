@@ -39,7 +39,7 @@ done
 in_root systemctl disable squid.service 2>&1 | sed 's/^/  /' >&2 || true
 # The metrics programs: installed, not started at boot. Their packages enable them, and the exporter would
 # listen on every address; a proxy with metrics gets drop-ins that run them on its ports, behind its backstop's
-# metrics rule, and enables them (internal/backend/kvm/guest/metrics.go).
+# metrics rule, and enables them (internal/proxyconf/vmguest/metrics.go).
 in_root systemctl disable mtail.service prometheus-squid-exporter.service 2>&1 | sed 's/^/  /' >&2 || true
 # Nothing periodic reaches out: no package list refresh or upgrade, no time sync.
 for unit in apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-daily-upgrade.service \

@@ -117,7 +117,7 @@ func applySyslogTarget(ctx context.Context, c *conn, dom libvirt.Domain, target 
 // the seed holds spec's rules: then it is rendered from them. When it does not, the rules change in the same
 // apply, and Reconfigure's record writes the seed, from the metadata that carries the target by then.
 func (b *Backend) recordSyslogTarget(l api, m metadata, spec backend.Spec) error {
-	conf, err := proxyconf.RenderSquidConf(spec.Proxy, guest.SquidOptions(spec.Proxy, vmguest.RenderOptions()))
+	conf, err := proxyconf.RenderSquidConf(spec.Proxy, vmguest.MetricsSquidOptions(spec.Proxy, vmguest.RenderOptions()))
 	if err != nil {
 		return nil //nolint:nilerr // settings Reconfigure will refuse, with its reason: the seed waits for it
 	}

@@ -37,7 +37,7 @@ type fakeAgent struct {
 	// last (re)started with.
 	rsyslogRefuses bool
 	rsyslogLoaded  []byte
-	// metricsRunning: mtail and the Squid exporter run (guest.MetricsIfMissing started them, systemctl
+	// metricsRunning: mtail and the Squid exporter run (vmguest.MetricsIfMissing started them, systemctl
 	// disable --now stopped them); metricsBackstop is the backstop loaded when they last started.
 	metricsRunning  bool
 	metricsBackstop []byte
@@ -348,16 +348,16 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		return fakeExec{}
 	case argv[0] == "/bin/mkdir" || cmd == "/bin/systemctl daemon-reload":
 		return fakeExec{}
-	case cmd == "/bin/systemctl disable --now "+strings.Join(guest.MetricsUnits, " "):
+	case cmd == "/bin/systemctl disable --now "+strings.Join(vmguest.MetricsUnits, " "):
 		a.metricsRunning = false
 		return fakeExec{}
-	case cmd == "/bin/systemctl is-active --quiet "+strings.Join(guest.MetricsUnits, " "):
+	case cmd == "/bin/systemctl is-active --quiet "+strings.Join(vmguest.MetricsUnits, " "):
 		if !a.metricsRunning {
 			return fakeExec{code: 3}
 		}
 		return fakeExec{}
-	case cmd == "/bin/sh -c "+guest.MetricsIfMissing:
-		if p := missing([]string{guest.MtailProgramPath, guest.MtailDropInPath, guest.SquidExporterDropInPath}); p != "" {
+	case cmd == "/bin/sh -c "+vmguest.MetricsIfMissing:
+		if p := missing([]string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath}); p != "" {
 			return fakeExec{code: 1, errs: "mtail.service: " + p + " missing"}
 		}
 		a.metricsRunning, a.metricsBackstop = true, a.backstopLoaded

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/metrics"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/metricstest"
 )
 
@@ -44,8 +44,8 @@ func checkMetricsOnVM(t *testing.T, b *Backend, spec backend.Spec, inst backend.
 		return true
 	}
 	unitsActive := func() bool {
-		out := outputInGuestAnyStatus(t, b, spec.Name, append([]string{"/bin/systemctl", "is-active"}, guest.MetricsUnits...)...)
-		return strings.Count(out, "active\n") == len(guest.MetricsUnits) && !strings.Contains(out, "inactive")
+		out := outputInGuestAnyStatus(t, b, spec.Name, append([]string{"/bin/systemctl", "is-active"}, vmguest.MetricsUnits...)...)
+		return strings.Count(out, "active\n") == len(vmguest.MetricsUnits) && !strings.Contains(out, "inactive")
 	}
 
 	// On, for a range the client is not in: both programs run, and neither port admits the client.
@@ -101,7 +101,7 @@ func checkMetricsOnVM(t *testing.T, b *Backend, spec backend.Spec, inst backend.
 			s, err := metricstest.TryQuery(prom.URL, metrics.RequestsTotal, "instance", "job", "prog")
 			t.Logf("Prometheus holds %v (%v)", s, err)
 			t.Logf("the access log's last lines:\n%s", outputInGuestAnyStatus(t, b, spec.Name, "/usr/bin/tail", "-n", "12", accessLogPath))
-			t.Logf("mtail:\n%s", outputInGuestAnyStatus(t, b, spec.Name, "/bin/journalctl", "--no-pager", "-n", "20", "-u", guest.MtailUnit))
+			t.Logf("mtail:\n%s", outputInGuestAnyStatus(t, b, spec.Name, "/bin/journalctl", "--no-pager", "-n", "20", "-u", vmguest.MtailUnit))
 		}
 	}()
 	const none = "-"
@@ -191,8 +191,8 @@ func checkMetricsOnVM(t *testing.T, b *Backend, spec backend.Spec, inst backend.
 // checkMetricsOff: metrics turned off in place leave neither program running nor either port open.
 func checkMetricsOff(t *testing.T, b *Backend, spec backend.Spec, inst backend.Instance, was *proxyconf.MetricsSettings) {
 	t.Helper()
-	out := outputInGuestAnyStatus(t, b, spec.Name, append([]string{"/bin/systemctl", "is-active"}, guest.MetricsUnits...)...)
-	if strings.Count(out, "inactive\n") != len(guest.MetricsUnits) {
+	out := outputInGuestAnyStatus(t, b, spec.Name, append([]string{"/bin/systemctl", "is-active"}, vmguest.MetricsUnits...)...)
+	if strings.Count(out, "inactive\n") != len(vmguest.MetricsUnits) {
 		t.Errorf("with metrics off the metrics units are %q, want inactive", out)
 	}
 	port, squidPort := was.Ports()

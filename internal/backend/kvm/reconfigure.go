@@ -14,7 +14,6 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
@@ -72,7 +71,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return backend.Instance{}, err
 	}
 	object := domainObject(id.Target, id.Name)
-	opts := guest.SquidOptions(settings, vmguest.RenderOptions())
+	opts := vmguest.MetricsSquidOptions(settings, vmguest.RenderOptions())
 	conf, err := proxyconf.RenderSquidConf(settings, opts)
 	if err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
@@ -88,7 +87,7 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		}
 	}
 	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop,
-		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions()), metricsFiles: guest.MetricsFiles(settings, opts.ManagerPort)}
+		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions()), metricsFiles: vmguest.MetricsFiles(settings, opts.ManagerPort)}
 	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
 	if err != nil {
 		return backend.Instance{}, err

@@ -7,17 +7,17 @@ import (
 
 	libvirt "github.com/digitalocean/go-libvirt"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
 
 // Metrics turned on, off or moved reach a running proxy in two steps around the rest of Reconfigure
-// (guest.MetricsFiles): stopMetrics, before the backstop changes, stops the programs whose files change and
+// (vmguest.MetricsFiles): stopMetrics, before the backstop changes, stops the programs whose files change and
 // removes those files, so no metrics port is ever open without the backstop's metrics chain for its ranges;
 // startMetrics, once Squid runs the new config (with its cache manager), writes the new files and starts both
 // programs. A proxy whose files are current only has its programs checked to be running.
 
-// metricsPaths are the files guest.MetricsFiles may write, whether or not the new settings have metrics.
-var metricsPaths = []string{guest.MtailProgramPath, guest.MtailDropInPath, guest.SquidExporterDropInPath}
+// metricsPaths are the files vmguest.MetricsFiles may write, whether or not the new settings have metrics.
+var metricsPaths = []string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath}
 
 // stopMetrics compares the guest's metrics files with r.metricsFiles; when they differ it stops the programs
 // (if the guest had metrics) and removes the files, and startMetrics writes the new ones.
@@ -36,7 +36,7 @@ func (r *reconfiguration) stopMetrics(ctx context.Context, dom libvirt.Domain) e
 				}
 				have = nil
 			} else {
-				had = had || p != guest.MtailProgramPath
+				had = had || p != vmguest.MtailProgramPath
 			}
 			w, ok := want[p]
 			if (err == nil) != ok || !bytes.Equal(have, w) {
@@ -54,7 +54,7 @@ func (r *reconfiguration) stopMetrics(ctx context.Context, dom libvirt.Domain) e
 	r.guestChanged = true
 	if had {
 		// Unit names the image or the packages know; a guest without them has no drop-in of ours either.
-		if err := r.mustRun(ctx, dom, append([]string{"/bin/systemctl", "disable", "--now"}, guest.MetricsUnits...)...); err != nil {
+		if err := r.mustRun(ctx, dom, append([]string{"/bin/systemctl", "disable", "--now"}, vmguest.MetricsUnits...)...); err != nil {
 			return err
 		}
 	}
@@ -75,7 +75,7 @@ func (r *reconfiguration) startMetrics(ctx context.Context, dom libvirt.Domain) 
 		return nil
 	}
 	if !r.metricsPending {
-		res, err := r.run(ctx, dom, append([]string{"/bin/systemctl", "is-active", "--quiet"}, guest.MetricsUnits...)...)
+		res, err := r.run(ctx, dom, append([]string{"/bin/systemctl", "is-active", "--quiet"}, vmguest.MetricsUnits...)...)
 		if err != nil || res.exitCode == 0 {
 			return err
 		}
@@ -105,7 +105,7 @@ func (r *reconfiguration) startMetrics(ctx context.Context, dom libvirt.Domain) 
 		append([]string{"/bin/chown", "root:root"}, files...),
 		append([]string{"/bin/chmod", "0644"}, files...),
 		{"/bin/systemctl", "daemon-reload"},
-		{"/bin/sh", "-c", guest.MetricsIfMissing},
+		{"/bin/sh", "-c", vmguest.MetricsIfMissing},
 	} {
 		if err := r.mustRun(ctx, dom, argv...); err != nil {
 			return refusal(err, "the guest did not start the metrics programs")

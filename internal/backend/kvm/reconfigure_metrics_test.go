@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
@@ -51,8 +50,8 @@ func TestFakeReconfigureMetrics(t *testing.T) {
 			ran = append(ran, strings.Join(argv, " "))
 		}
 		at := func(cmd string) int { return slices.Index(ran, cmd) }
-		stop := at("/bin/systemctl disable --now " + strings.Join(guest.MetricsUnits, " "))
-		start := at("/bin/sh -c " + guest.MetricsIfMissing)
+		stop := at("/bin/systemctl disable --now " + strings.Join(vmguest.MetricsUnits, " "))
+		start := at("/bin/sh -c " + vmguest.MetricsIfMissing)
 		load := at("/bin/sh " + vmguest.PrestartPath + " " + vmguest.PrestartBackstop)
 		reload := at(squidBin + " -k reconfigure")
 		if (stop >= 0) != st.stopsFirst || (st.stopsFirst && load >= 0 && stop > load) {
@@ -61,8 +60,8 @@ func TestFakeReconfigureMetrics(t *testing.T) {
 		if (start >= 0) != st.starts || (st.starts && reload >= 0 && start < reload) {
 			t.Errorf("%s: start at %d, Squid's reload at %d; want a start %v, after the reload:\n%s", st.name, start, reload, st.starts, strings.Join(ran, "\n"))
 		}
-		opts := guest.SquidOptions(s, vmguest.RenderOptions())
-		want := guest.MetricsFiles(s, opts.ManagerPort)
+		opts := vmguest.MetricsSquidOptions(s, vmguest.RenderOptions())
+		want := vmguest.MetricsFiles(s, opts.ManagerPort)
 		for _, p := range metricsPaths {
 			got, _, ok := x.guest(p)
 			i := slices.IndexFunc(want, func(f vmguest.File) bool { return f.Path == p })
@@ -86,7 +85,7 @@ func TestFakeReconfigureMetrics(t *testing.T) {
 			t.Errorf("%s: Get reads metrics %+v, want %+v", st.name, got, s.Metrics)
 		}
 		files, _ := x.seedFiles(t)
-		if _, ok := files[guest.MtailDropInPath]; ok != (s.Metrics != nil) {
+		if _, ok := files[vmguest.MtailDropInPath]; ok != (s.Metrics != nil) {
 			t.Errorf("%s: the seed's user-data has the mtail drop-in: %v", st.name, ok)
 		}
 	}

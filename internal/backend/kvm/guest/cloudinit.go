@@ -39,14 +39,14 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 }
 
 // RenderUserDataWith is RenderUserData for a proxy whose access log is also forwarded to syslogTarget (nil:
-// the journal only). A proxy with metrics also gets MetricsFiles, and its last command starts them
-// (MetricsIfMissing); without metrics the user-data is the one rendered before metrics existed. The access log reaches the journal on every proxy (RenderAccessLog): rsyslog, which
+// the journal only). A proxy with metrics also gets vmguest.MetricsFiles, and its last command starts them
+// (vmguest.MetricsIfMissing); without metrics the user-data is the one rendered before metrics existed. The access log reaches the journal on every proxy (RenderAccessLog): rsyslog, which
 // follows it, is restarted after Squid, and installed first where the image lacks it.
 func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, syslogTarget *SyslogTarget) ([]byte, error) {
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = proxyconf.OwnAddressesPath
 	}
-	opts = SquidOptions(s, opts)
+	opts = vmguest.MetricsSquidOptions(s, opts)
 	conf, err := proxyconf.RenderSquidConf(s, opts)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, sysl
 	writeFile(&b, vmguest.SquidDropInPath, systemFile, squidDropIn)
 	writeFile(&b, RsyslogConfPath, systemFile, RenderAccessLog(syslogTarget))
 	writeFile(&b, RsyslogDropInPath, systemFile, rsyslogDropIn)
-	for _, f := range MetricsFiles(s, opts.ManagerPort) {
+	for _, f := range vmguest.MetricsFiles(s, opts.ManagerPort) {
 		writeFile(&b, f.Path, systemFile, f.Content)
 	}
 	b.WriteString("runcmd:\n")
@@ -94,7 +94,7 @@ func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, sysl
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", RsyslogIfMissing)
 	if s.Metrics != nil {
 		// Last: Squid, and the backstop with its metrics chain, are up by now.
-		fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", MetricsIfMissing)
+		fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", vmguest.MetricsIfMissing)
 	}
 	if b.Len() > MaxUserDataBytes {
 		return nil, fmt.Errorf("user-data is %d bytes, more than the %d a seed may hold: allow fewer destinations", b.Len(), MaxUserDataBytes)

@@ -27,7 +27,7 @@ func parseUserData(t *testing.T, ud []byte) (testutil.CloudConfig, map[string][]
 		// of squid.service is the system's, as the distribution's units are.
 		want := [2]string{"root:proxy", "0640"}
 		if f.Path == vmguest.SquidDropInPath || f.Path == RsyslogConfPath || f.Path == RsyslogDropInPath ||
-			f.Path == MtailProgramPath || f.Path == MtailDropInPath || f.Path == SquidExporterDropInPath {
+			f.Path == vmguest.MtailProgramPath || f.Path == vmguest.MtailDropInPath || f.Path == vmguest.SquidExporterDropInPath {
 			want = [2]string{"root:root", "0644"}
 		}
 		if f.Owner != want[0] || f.Permissions != want[1] || f.Encoding != "b64" {
@@ -197,7 +197,7 @@ func TestRenderMetaData(t *testing.T) {
 // The guest-agent line is shell the guest runs as root: it must parse, and hold no quote that would end its
 // single-quoted YAML scalar.
 func TestGuestAgentIfMissingIsValidShell(t *testing.T) {
-	for _, line := range []string{GuestAgentIfMissing, RsyslogIfMissing, MetricsIfMissing} {
+	for _, line := range []string{GuestAgentIfMissing, RsyslogIfMissing, vmguest.MetricsIfMissing} {
 		if strings.ContainsAny(line, "'\"") {
 			t.Fatalf("holds a quote: %s", line)
 		}

@@ -41,10 +41,10 @@ func TestRenderUserDataMetrics(t *testing.T) {
 			cc, files := parseUserData(t, ud)
 			on := tc.s.Metrics != nil
 			last := cc.Runcmd[len(cc.Runcmd)-1]
-			if got := slices.Equal(last, []string{"sh", "-c", MetricsIfMissing}); got != on {
+			if got := slices.Equal(last, []string{"sh", "-c", vmguest.MetricsIfMissing}); got != on {
 				t.Errorf("last command %q: starts the metrics %v, want %v", last, got, on)
 			}
-			for _, p := range []string{MtailProgramPath, MtailDropInPath, SquidExporterDropInPath} {
+			for _, p := range []string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath} {
 				if _, ok := files[p]; ok != on {
 					t.Errorf("%s in user-data: %v, want %v", p, ok, on)
 				}
@@ -55,9 +55,9 @@ func TestRenderUserDataMetrics(t *testing.T) {
 			if manager != on {
 				t.Errorf("squid.conf opens the cache manager: %v, want %v", manager, on)
 			}
-			want, _ := proxyconf.RenderSquidConf(tc.s, SquidOptions(tc.s, vmguest.RenderOptions()))
+			want, _ := proxyconf.RenderSquidConf(tc.s, vmguest.MetricsSquidOptions(tc.s, vmguest.RenderOptions()))
 			if string(conf) != string(want) {
-				t.Errorf("squid.conf in user-data differs from RenderSquidConf with SquidOptions")
+				t.Errorf("squid.conf in user-data differs from RenderSquidConf with vmguest.MetricsSquidOptions")
 			}
 			if out, err := squidtest.Parse(t, conf); err != nil {
 				t.Errorf("squid -k parse: %v\n%s", err, out)
@@ -69,14 +69,14 @@ func TestRenderUserDataMetrics(t *testing.T) {
 			if !on {
 				return
 			}
-			if string(files[MtailProgramPath]) != string(metrics.Program) {
+			if string(files[vmguest.MtailProgramPath]) != string(metrics.Program) {
 				t.Errorf("the mtail program in user-data is not metrics.Program")
 			}
 			guard := "ExecStartPre=+/usr/sbin/nft list chain inet " + proxyconf.NftablesTable + " " + proxyconf.NftablesMetricsChain
 			for path, wants := range map[string][]string{
-				MtailDropInPath: {guard, "After=squid.service", "ExecCondition=", "ExecStart=",
+				vmguest.MtailDropInPath: {guard, "After=squid.service", "ExecCondition=", "ExecStart=",
 					"ExecStart=/usr/bin/mtail --progs /etc/mtail --logtostderr " + tc.mtailArgs, "SupplementaryGroups=proxy"},
-				SquidExporterDropInPath: {guard, "After=squid.service", "ExecStart=", "User=" + SquidExporterUser, "DynamicUser=yes",
+				vmguest.SquidExporterDropInPath: {guard, "After=squid.service", "ExecStart=", "User=" + vmguest.SquidExporterUser, "DynamicUser=yes",
 					"ExecStart=/usr/bin/prometheus-squid-exporter " + tc.exporterArg},
 			} {
 				lines := strings.Split(string(files[path]), "\n")
