@@ -122,7 +122,7 @@ func (w *watchedConn) Read(b []byte) (int, error) {
 		}
 		w.mu.Unlock()
 		w.markLost()
-		if w.handshake.opened && w.connectReturned != nil {
+		if w.handshake.opened {
 			<-w.connectReturned
 		}
 	}

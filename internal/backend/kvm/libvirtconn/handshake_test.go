@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -53,21 +52,7 @@ func TestHandshakeReaderFindsTheWholeConnectOpenReply(t *testing.T) {
 // closes, and under the race detector go-libvirt's disconnect watcher does not race ConnectToURI (it did: go-libvirt
 // issue 167, seen in make test's kvm acceptance tests under random connection cuts).
 func TestDialSurvivesADropRightAfterTheHandshake(t *testing.T) {
-	socket := filepath.Join(t.TempDir(), "libvirt-sock")
-	ln, err := net.Listen("unix", socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go serveHandshakeThenDrop(c)
-		}
-	}()
+	socket := serveSocket(t, serveHandshakeThenDrop)
 	const rounds = 20
 	for i := range rounds {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -148,6 +148,12 @@ func (s *sshServer) seen() (users, forwarded []string) {
 
 // echoSocket stands in for libvirtd's socket: it echoes what it reads, which proves the stream reached it.
 func echoSocket(t *testing.T) string {
+	return serveSocket(t, func(c net.Conn) { _, _ = io.Copy(c, c); _ = c.Close() })
+}
+
+// serveSocket listens on a unix socket of the test's own, as libvirtd's, and hands each connection to serve
+// in a goroutine of its own. It returns the socket's path.
+func serveSocket(t *testing.T, serve func(net.Conn)) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "libvirt-sock")
 	ln, err := net.Listen("unix", path)
@@ -161,7 +167,7 @@ func echoSocket(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+			go serve(c)
 		}
 	}()
 	return path
