@@ -193,7 +193,12 @@ def with_metrics(cid, ports):
     # guest.WithMetrics: the id also names the metrics ports, which no file the id covers holds.
     if ports is None:
         return cid
-    return hashlib.sha256(b"%s\nmetrics %d %d %d\n" % (cid.encode(), ports.get("port", 0), ports.get("squid_port", 0), ports.get("manager_port", 0))).hexdigest()[:16]
+    return hashlib.sha256(("%s\n%s\n" % (cid, metrics_line(ports))).encode()).hexdigest()[:16]
+
+
+def metrics_line(ports):
+    # The metrics ports as the config's id and its MAC both name them (guest.WithMetrics, the packed fields).
+    return "metrics %d %d %d" % (ports.get("port", 0), ports.get("squid_port", 0), ports.get("manager_port", 0))
 
 
 def config_mac(key, prefix, config):
@@ -204,7 +209,7 @@ def config_mac(key, prefix, config):
         fields += [config.get("client_ca", ""), config.get("client_crl", "")]
     ports = config.get("metrics")
     if ports is not None:
-        fields.append("metrics %d %d %d" % (ports.get("port", 0), ports.get("squid_port", 0), ports.get("manager_port", 0)))
+        fields.append(metrics_line(ports))
     for field in fields:
         b = field.encode()
         m.update(len(b).to_bytes(8, "big"))
