@@ -130,10 +130,13 @@ const (
 	StateFailed   State = "Failed"
 	StateDeleting State = "Deleting"
 	StateUnknown  State = "Unknown"
+	// StateDegraded: a proxy of several members (Instance.Members) serves through its one address, but not
+	// every member is healthy; the unhealthy members say why. A proxy with no healthy member is Failed.
+	StateDegraded State = "Degraded"
 )
 
 // States lists every State once, for documentation and validation.
-var States = []State{StatePending, StateRunning, StateStopped, StateFailed, StateDeleting, StateUnknown}
+var States = []State{StatePending, StateRunning, StateStopped, StateFailed, StateDeleting, StateUnknown, StateDegraded}
 
 // Instance is one proxy as the backend reports it.
 type Instance struct {
@@ -173,9 +176,52 @@ type Instance struct {
 	// (a config changed behind the provider's back, a guest that refused or lost it), although Proxy reads
 	// back as written. The provider plans the in-place update that writes them again (Reconfigure).
 	Drift string
+	// Members are the VMs or pods that serve the proxy behind InternalAddress, in a stable order, where the
+	// proxy has several (a placement's instances or replicas); empty for a proxy of one. A backend that
+	// reports members reports State Degraded while some of them are unhealthy, and Failed when none is healthy.
+	Members []Member
 	// Notes are what the user should know about an operation that succeeded, such as a readiness check the
 	// backend could not make from where the provider runs. The provider shows each as a warning.
 	Notes []string
+}
+
+// Member is one of the VMs or pods that together serve a proxy behind its one address.
+type Member struct {
+	// Name is the member's own object's name (a VM's, a pod's).
+	Name string
+	// Scope is where the member runs within the proxy's target: a zone, an availability zone, a host.
+	Scope string
+	// InternalAddress is the member's own address, which health checks and a scraping Prometheus reach; clients
+	// use the proxy's.
+	InternalAddress string
+	// EgressAddress is the source address destinations see on this member's connections, as
+	// Instance.EgressAddress means it: empty when the backend cannot know it.
+	EgressAddress string
+	// Healthy says whether the member serves: its health check passes where the backend has one.
+	Healthy bool
+	// Reason says why an unhealthy member does not serve, in the backend's words (a health check's state, a
+	// VM's status); empty when Healthy.
+	Reason string
+}
+
+// DegradedState is the State of a proxy of several members, of which healthy serve: Running when all do,
+// Degraded when some do, Failed when none does. Backends that report Members use it so that every backend
+// draws the line at the same place.
+func DegradedState(members []Member) State {
+	healthy := 0
+	for _, m := range members {
+		if m.Healthy {
+			healthy++
+		}
+	}
+	switch {
+	case healthy == len(members):
+		return StateRunning
+	case healthy == 0:
+		return StateFailed
+	default:
+		return StateDegraded
+	}
 }
 
 // Selector picks the instances ListByTag returns.

@@ -228,6 +228,7 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	resp.Diagnostics.Append(state.setInstance(inst, r.data.defaultLabels)...)
+	resp.Diagnostics.Append(degradedWarning(id.String(), inst)...)
 	if inst.Drift != "" {
 		state.markRulesDrifted()
 		resp.Diagnostics.AddWarning("Egress proxy's rules drifted",

@@ -54,6 +54,8 @@ type proxyResourceModel struct {
 	InternalAddress types.String   `tfsdk:"internal_address"`
 	EgressAddress   types.String   `tfsdk:"egress_address"`
 	IngressAddress  types.String   `tfsdk:"ingress_address"`
+	EgressAddresses types.List     `tfsdk:"egress_addresses"`
+	Members         types.List     `tfsdk:"members"`
 	ProxyURL        types.String   `tfsdk:"proxy_url"`
 	CreatedAt       types.String   `tfsdk:"created_at"`
 	Timeouts        timeouts.Value `tfsdk:"timeouts"`
@@ -304,6 +306,7 @@ func (m *proxyResourceModel) setInstance(inst backend.Instance, defaults map[str
 	// Null, not "", where the backend cannot know them: an unknown egress address is not an empty one.
 	m.EgressAddress = optionalString(inst.EgressAddress)
 	m.IngressAddress = optionalString(inst.IngressAddress)
+	diags.Append(m.setMembers(inst)...)
 	m.ProxyURL = types.StringValue(proxyURL(inst, m.TLS != nil || (inst.Proxy != nil && inst.Proxy.TLS != nil)))
 	m.CreatedAt = types.StringValue("")
 	if !inst.CreatedAt.IsZero() {

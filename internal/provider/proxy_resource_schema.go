@@ -119,6 +119,7 @@ func proxyResourceSchema(ctx context.Context) schema.Schema {
 			logFormatAttributes(),
 			metricsAttributes(),
 			computedAttributes(),
+			membersAttributes(),
 		),
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Read: true, Update: true, Delete: true}),

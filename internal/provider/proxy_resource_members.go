@@ -1,0 +1,94 @@
+package provider
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// memberAttrTypes are one element of `members`: a VM or pod of a proxy that several serve behind one address.
+var memberAttrTypes = map[string]attr.Type{
+	"name":             types.StringType,
+	"scope":            types.StringType,
+	"internal_address": types.StringType,
+	"egress_address":   types.StringType,
+	"healthy":          types.BoolType,
+	"reason":           types.StringType,
+}
+
+// membersAttributes are what a proxy of several instances reports of each: where it runs, its own addresses,
+// whether it serves. Computed alone, so a member's health never shows in a plan as a change of the user's.
+func membersAttributes() map[string]schema.Attribute {
+	return map[string]schema.Attribute{
+		"egress_addresses": schema.ListAttribute{Computed: true, ElementType: types.StringType,
+			MarkdownDescription: "Every source address destinations may see on the proxy's connections, one per instance that has one, in the order of `members`: " +
+				"what a partner's allow-list needs when the proxy has several `instances`. With one instance, `egress_address` alone (empty list where that is null)."},
+		"members": schema.ListNestedAttribute{Computed: true,
+			MarkdownDescription: "The VMs or pods that serve the proxy behind `internal_address`, when it has several (`instances` of a `kvm`, `gcp` or `aws` placement); empty for a proxy of one. " +
+				"While some are unhealthy `state` is `Degraded` and Read warns with each one's reason.",
+			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+				"name":             schema.StringAttribute{Computed: true, MarkdownDescription: "The member's own VM or pod."},
+				"scope":            schema.StringAttribute{Computed: true, MarkdownDescription: "Where it runs: a zone, an availability zone, a host."},
+				"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Its own address (health checks, a Prometheus); clients use `internal_address`."},
+				"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: "The source address destinations see on its connections; null where the backend cannot know it."},
+				"healthy":          schema.BoolAttribute{Computed: true, MarkdownDescription: "Whether it serves (its health check passes)."},
+				"reason":           schema.StringAttribute{Computed: true, MarkdownDescription: "Why it does not serve; empty when healthy."},
+			}},
+		},
+	}
+}
+
+// setMembers copies the backend's members and the egress addresses they give into the model. A proxy of one
+// member has its egress address, if any, as the list's one element.
+func (m *proxyResourceModel) setMembers(inst backend.Instance) diag.Diagnostics {
+	var diags diag.Diagnostics
+	addresses := []attr.Value{}
+	members := []attr.Value{}
+	for _, mem := range inst.Members {
+		if mem.EgressAddress != "" {
+			addresses = append(addresses, types.StringValue(mem.EgressAddress))
+		}
+		v, d := types.ObjectValue(memberAttrTypes, map[string]attr.Value{
+			"name": types.StringValue(mem.Name), "scope": types.StringValue(mem.Scope),
+			"internal_address": types.StringValue(mem.InternalAddress), "egress_address": optionalString(mem.EgressAddress),
+			"healthy": types.BoolValue(mem.Healthy), "reason": types.StringValue(mem.Reason),
+		})
+		diags.Append(d...)
+		members = append(members, v)
+	}
+	if len(inst.Members) == 0 && inst.EgressAddress != "" {
+		addresses = append(addresses, types.StringValue(inst.EgressAddress))
+	}
+	var d diag.Diagnostics
+	m.EgressAddresses, d = types.ListValue(types.StringType, addresses)
+	diags.Append(d...)
+	m.Members, d = types.ListValue(types.ObjectType{AttrTypes: memberAttrTypes}, members)
+	diags.Append(d...)
+	return diags
+}
+
+// degradedWarning says which members of a Degraded proxy do not serve and why, or nothing for a proxy that is
+// not Degraded: the proxy still serves, so it is a warning on every refresh until they recover, not an error.
+func degradedWarning(id string, inst backend.Instance) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if inst.State != backend.StateDegraded {
+		return diags
+	}
+	var down []string
+	for _, mem := range inst.Members {
+		if !mem.Healthy {
+			down = append(down, fmt.Sprintf("%s (%s): %s", mem.Name, mem.Scope, mem.Reason))
+		}
+	}
+	diags.AddWarning("Egress proxy is degraded",
+		fmt.Sprintf("%s serves through %d of its %d instances; not serving: %s. Clients are unaffected while the others carry the load; "+
+			"an instance that stays unhealthy is replaced by `terraform apply -replace` of the proxy, or repaired on the backend.",
+			id, len(inst.Members)-len(down), len(inst.Members), strings.Join(down, "; ")))
+	return diags
+}
