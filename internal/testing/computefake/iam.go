@@ -107,7 +107,7 @@ func (s *Server) required(r *http.Request, body []byte) []need {
 	case len(p) == 5 && p[1] == "regions" && p[3] == "addresses":
 		return one("compute.addresses.get")
 	}
-	return nil
+	return s.lbNeeds(r, p, body)
 }
 
 // insertNeeds is R30: instances.insert needs compute.instances.create, and a permission for each thing its
@@ -302,3 +302,88 @@ func ReadRole(path string) (Role, error) {
 	}
 	return r, nil
 }
+
+// lbNeeds is R41: the load balancers' methods, each its one permission, and an insert the use of what it
+// refers to (the backend service's health check and groups, the forwarding rule's backend service and
+// subnetwork, addInstances the instances). The caller holds s.mu.
+func (s *Server) lbNeeds(r *http.Request, p []string, body []byte) []need {
+	if len(p) < 4 {
+		return nil
+	}
+	project, kind, m := p[0], p[3], r.Method
+	res := "projects/" + strings.Join(p, "/")
+	verb := ""
+	if len(p) > 5 {
+		verb = p[5]
+	}
+	perm := map[string]string{"healthChecks": "compute.regionHealthChecks", "instanceGroups": "compute.instanceGroups",
+		"backendServices": "compute.regionBackendServices", "forwardingRules": "compute.forwardingRules"}[kind]
+	if perm == "" || (kind == "instanceGroups") != (p[1] == "zones") {
+		return nil
+	}
+	ref := func(link string) string {
+		if i := strings.Index(link, "projects/"); i >= 0 {
+			return link[i:]
+		}
+		return "projects/" + project + "/" + link
+	}
+	switch {
+	case len(p) == 4 && m == http.MethodPost:
+		var named struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(body, &named) // shapes were checked against the discovery document already
+		out := []need{{perm + ".create", res + "/" + named.Name}}
+		switch kind {
+		case "backendServices":
+			var bs computepb.BackendService
+			_ = protojson.Unmarshal(body, &bs)
+			for _, hc := range bs.GetHealthChecks() {
+				out = append(out, need{"compute.regionHealthChecks.useReadOnly", ref(hc)})
+			}
+			for _, be := range bs.GetBackends() {
+				out = append(out, need{"compute.instanceGroups.use", ref(be.GetGroup())})
+			}
+		case "forwardingRules":
+			var fr computepb.ForwardingRule
+			_ = protojson.Unmarshal(body, &fr)
+			if fr.GetBackendService() != "" {
+				out = append(out, need{"compute.regionBackendServices.use", ref(fr.GetBackendService())})
+			}
+			sub := lastPart(fr.GetSubnetwork())
+			if sub == "" {
+				sub = networkOf(fr.GetNetwork())
+			}
+			out = append(out, need{"compute.subnetworks.use", fmt.Sprintf("projects/%s/regions/%s/subnetworks/%s", project, p[2], sub)})
+			if len(fr.GetLabels()) > 0 {
+				out = append(out, need{"compute.forwardingRules.setLabels", res + "/" + fr.GetName()})
+			}
+		}
+		return out
+	case len(p) == 4:
+		return one(perm+".list", res)
+	case len(p) == 5 && m == http.MethodDelete:
+		return one(perm+".delete", res)
+	case len(p) == 5:
+		return one(perm+".get", res)
+	case verb == "addInstances":
+		var req computepb.InstanceGroupsAddInstancesRequest
+		_ = protojson.Unmarshal(body, &req)
+		out := []need{{"compute.instanceGroups.update", res[:strings.LastIndexByte(res, '/')]}}
+		for _, in := range req.GetInstances() {
+			out = append(out, need{"compute.instances.use", ref(in.GetInstance())})
+		}
+		return out
+	case verb == "removeInstances":
+		return one("compute.instanceGroups.update", res[:strings.LastIndexByte(res, '/')])
+	case verb == "listInstances":
+		return one("compute.instanceGroups.list", res[:strings.LastIndexByte(res, '/')])
+	case verb == "getHealth":
+		return one("compute.regionBackendServices.get", res[:strings.LastIndexByte(res, '/')])
+	case verb == "setLabels":
+		return one("compute.forwardingRules.setLabels", res[:strings.LastIndexByte(res, '/')])
+	}
+	return nil
+}
+
+func one(permission, resource string) []need { return []need{{permission, resource}} }

@@ -247,6 +247,7 @@ func (s *Server) deleteInstance(w http.ResponseWriter, project, zone, name strin
 	op := s.startOp(project, "zones/"+zone, "delete", "zones/"+zone+"/instances/"+name, func() *computepb.Error {
 		if cur, ok := s.instances[k]; ok && cur == in {
 			s.releaseAddresses(in)
+			s.dropMember(in.GetSelfLink())
 			delete(s.instances, k)
 			delete(s.guest, k)
 			delete(s.guestQueries, k)

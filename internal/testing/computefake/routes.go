@@ -144,7 +144,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 	case len(p) == 5 && p[1] == "regions" && p[3] == "addresses" && m == http.MethodDelete:
 		s.deleteAddress(w, project, p[2], p[4])
 	default:
-		notImplemented(w, r)
+		if !s.routeLB(w, r, p) {
+			notImplemented(w, r)
+		}
 	}
 }
 

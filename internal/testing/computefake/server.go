@@ -7,7 +7,8 @@
 // document (field names, types, enum values, required fields, parameter patterns; discovery.go), and the
 // documented rules are enforced: metadata and label limits, fingerprints, guest attributes off unless
 // enable-guest-attributes is TRUE and their query rate, operation and address states, aggregated lists, and
-// the caller's IAM permissions, one per method (iam.go), with Resource Manager's testIamPermissions beside.
+// the caller's IAM permissions, one per method (iam.go), with Resource Manager's testIamPermissions beside,
+// and the objects of an internal passthrough Network Load Balancer with their dependency rules (lb.go).
 // README.md lists each rule with its source, and says which could not be confirmed; rules_test.go proves each.
 package computefake
 
@@ -89,6 +90,8 @@ type Server struct {
 	refusedGuest    []string
 	// orgPolicies are the organization policy constraints in force on each project (orgpolicy.go).
 	orgPolicies map[string]orgPolicy
+	// lb holds the load balancers' objects (lb.go).
+	lb lbState
 }
 
 // New starts a fake on a loopback port. Close it when done.
@@ -230,6 +233,7 @@ func (s *Server) DeleteInstance(project, zone, name string) bool {
 	in, ok := s.instances[k]
 	if ok {
 		s.releaseAddresses(in)
+		s.dropMember(in.GetSelfLink())
 		delete(s.instances, k)
 		delete(s.guest, k)
 		delete(s.guestQueries, k)
