@@ -64,7 +64,7 @@ func authFailure(service, kind, detail string) *apiError {
 			return ssmErr("ExpiredTokenException", expired)
 		}
 		return ssmErr("InvalidSignatureException", "%s", badSig+detail)
-	case "sts", "iam":
+	case "sts", "iam", "elasticloadbalancing":
 		switch kind {
 		case "missing":
 			return stsErr("MissingAuthenticationToken", "Request is missing Authentication Token")

@@ -169,6 +169,8 @@ func (s *Server) denial(c *call, r authzRequest, why string, matched []policySta
 		return sqErr("AccessDeniedException", "%s", words)
 	case "iam":
 		return iamErr("AccessDenied", "%s", words)
+	case "elasticloadbalancing":
+		return elbErr("AccessDenied", "%s", words)
 	}
 	return ssmErr("AccessDeniedException", "%s", words)
 }

@@ -20,8 +20,8 @@ type call struct {
 }
 
 // serve is the one endpoint: it tells the service from the request's shape (an X-Amz-Target of Service
-// Quotas' prefix is Service Quotas, of CloudWatch Logs' prefix CloudWatch Logs, any other is SSM, a form with STS's API version is STS, any other form is
-// EC2), verifies the signature, whose credential
+// Quotas' prefix is Service Quotas, of CloudWatch Logs' prefix CloudWatch Logs, any other is SSM, a form with STS's API version is STS, with
+// IAM's IAM, with ELBv2's Elastic Load Balancing, any other form is EC2), verifies the signature, whose credential
 // scope must name that service and gives the region, then answers as that service does.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	// Room for CloudWatch Logs' largest batch (1 MB of messages, 10,000 events in JSON); a larger body is
@@ -57,6 +57,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			c.service = "sts"
 		case iamVersion:
 			c.service = "iam"
+		case elbVersion:
+			c.service = "elasticloadbalancing"
 		}
 	}
 	sc, aerr := s.verify(r, body, c.service)
@@ -142,6 +144,8 @@ func (s *Server) checkAction(c *call) *apiError {
 		return s.checkLogsAction(c)
 	case "iam":
 		return s.checkIAMAction(c)
+	case "elasticloadbalancing":
+		return s.checkELBAction(c)
 	case "sts":
 		if _, ok := stsActions[c.action]; !ok {
 			return stsErr("InvalidAction", "Could not find operation %s for version %s", c.action, stsVersion)
@@ -187,6 +191,8 @@ func (s *Server) handle(rg *region, c *call) (any, *apiError) {
 		return stsActions[c.action](s, rg, c)
 	case "iam":
 		return iamActions[c.action](s, c)
+	case "elasticloadbalancing":
+		return elbActions[c.action](s, rg, c)
 	}
 	return ec2Actions[c.action](s, rg, c.form)
 }
@@ -229,6 +235,12 @@ func (s *Server) write(w http.ResponseWriter, c *call, out any, e *apiError) {
 			writeQueryError(w, iamNamespace, e, c.requestID, true)
 		} else {
 			writeQueryAnswer(w, iamNamespace, c.action, out, c.requestID)
+		}
+	case "elasticloadbalancing":
+		if e != nil {
+			writeQueryError(w, elbNamespace, e, c.requestID, true)
+		} else {
+			writeQueryAnswer(w, elbNamespace, c.action, out, c.requestID)
 		}
 	default:
 		if e != nil {

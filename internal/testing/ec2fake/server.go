@@ -1,7 +1,8 @@
 // Package ec2fake is a stateful fake of the AWS APIs the aws backend calls, for tests: the EC2 Query API,
 // the SSM JSON 1.1 API, STS GetCallerIdentity and AssumeRole, Service Quotas' GetServiceQuota, IAM's
-// Query API for the roles and instance profiles the backend makes (iamapi.go), and CloudWatch Logs' JSON 1.1
-// API for a proxy's access log (logs.go), on one loopback endpoint. The real
+// Query API for the roles and instance profiles the backend makes (iamapi.go), CloudWatch Logs' JSON 1.1
+// API for a proxy's access log (logs.go), and Elastic Load Balancing v2's Query API for the load balancer of
+// a proxy of several instances (elbv2.go), on one loopback endpoint. The real
 // aws-sdk-go-v2 clients talk to it: requests are SigV4-signed and verified (with the fake's own credentials
 // or a role session's temporary ones), EC2 answers are the Query API's XML, SSM's and Service Quotas' are
 // JSON 1.1, errors carry
@@ -146,7 +147,7 @@ func DefaultTiming() Timing {
 
 // Request is one request the fake received.
 type Request struct {
-	Service string // ec2, ssm, sts, servicequotas, iam or logs
+	Service string // ec2, ssm, sts, servicequotas, iam, logs or elasticloadbalancing
 	Region  string
 	Action  string
 	Status  int
@@ -403,6 +404,8 @@ type region struct {
 	params       map[string]*parameter
 	logGroups    map[string]*logGroup // CloudWatch Logs' groups by name (logs.go)
 	guests       map[string]GuestMode // proxy name -> how its agent behaves (SetGuest); GuestApplies when absent
+	elbState     *elbState            // Elastic Load Balancing v2 (elbv2.go), made on first use
+	unhealthy    map[string]bool      // instance ids whose load balancer health checks fail (SetTargetHealth)
 	nextIP       int
 }
 
