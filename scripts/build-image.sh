@@ -75,6 +75,8 @@ kernel=${EGRESS_IMAGE_KERNEL:-linux-image-amd64}
 # image's own rsyslog.conf (scripts/image/rootfs), which reads nothing else.
 # mtail, prometheus-squid-exporter: a proxy with metrics runs them (internal/proxyconf/vmguest/metrics.go);
 # installed but not started at boot (configure-rootfs.sh), so a proxy without metrics opens no port for them.
+# keepalived: a proxy of several instances moves its virtual address between them by VRRP
+# (internal/backend/kvm/guest/vrrp.go); installed but not started at boot, so a proxy of one runs no VRRP.
 packages=(
 	systemd-sysv udev kmod dbus initramfs-tools
 	cloud-init cloud-guest-utils fdisk python3-cffi-backend
@@ -82,6 +84,7 @@ packages=(
 	nftables
 	rsyslog
 	mtail prometheus-squid-exporter
+	keepalived
 	ifupdown isc-dhcp-client iproute2 netbase
 	qemu-guest-agent
 )

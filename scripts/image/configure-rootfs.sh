@@ -41,6 +41,9 @@ in_root systemctl disable squid.service 2>&1 | sed 's/^/  /' >&2 || true
 # listen on every address; a proxy with metrics gets drop-ins that run them on its ports, behind its backstop's
 # metrics rule, and enables them (internal/proxyconf/vmguest/metrics.go).
 in_root systemctl disable mtail.service prometheus-squid-exporter.service 2>&1 | sed 's/^/  /' >&2 || true
+# keepalived: installed, not started at boot. A proxy of several instances gets its configuration and enables it
+# (internal/backend/kvm/guest/vrrp.go); a proxy of one never runs VRRP.
+in_root systemctl disable keepalived.service 2>&1 | sed 's/^/  /' >&2 || true
 # Nothing periodic reaches out: no package list refresh or upgrade, no time sync.
 for unit in apt-daily.timer apt-daily-upgrade.timer apt-daily.service apt-daily-upgrade.service \
 	systemd-timesyncd.service; do
@@ -80,6 +83,7 @@ expect() { # PATTERN COMMAND...: the first line COMMAND prints in the guest tree
 expect disabled systemctl is-enabled squid.service
 expect disabled systemctl is-enabled mtail.service
 expect disabled systemctl is-enabled prometheus-squid-exporter.service
+expect disabled systemctl is-enabled keepalived.service
 expect masked systemctl is-enabled systemd-timesyncd.service
 expect masked systemctl is-enabled apt-daily.timer
 expect masked systemctl is-enabled apt-daily-upgrade.timer

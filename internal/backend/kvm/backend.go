@@ -91,6 +91,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		return backend.Instance{}, err
 	}
 	var inst backend.Instance
+	var group *metadata
 	err = c.do(ctx, func(l api) error {
 		dom, m, err := lookupManaged(l, id.Name)
 		if err != nil {
@@ -104,6 +105,10 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 			return err
 		}
 		inst = m.instance(id.Target, stateOf(st, reason))
+		if m.HA != nil && m.HA.Index == 0 {
+			group = &m // the proxy of several instances: read below, with its members
+			return nil
+		}
 		if inst.State == backend.StateRunning {
 			addressFromHost(l, dom, m, &inst)
 			inst.Reconfigurable = reconfigurable(l, dom)
@@ -116,6 +121,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	if err != nil {
 		// inst is fn's, which may still run when c.do gave up on it (see conn.do): only a nil error says it ended.
 		return backend.Instance{}, classify(domainObject(id.Target, id.Name), err)
+	}
+	if group != nil {
+		return b.getGroup(ctx, c, id, *group, inst.State)
 	}
 	return inst, nil
 }
@@ -163,22 +171,40 @@ func writeMetadata(l api, dom libvirt.Domain, m metadata) error {
 // Update changes what changes in place besides the rules: the labels, which live in the domain's metadata,
 // and the access log's syslog target, which the guest's rsyslog takes through the guest agent
 // (applySyslogTarget) before the seed and the metadata record it, as Reconfigure records rules.
+//
+// A proxy of several instances is updated one instance after the other, instance 0 first.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	c, err := b.connFor(id)
+	ha, err := b.updateDomain(ctx, id, spec)
 	if err != nil {
 		return backend.Instance{}, err
+	}
+	if ha != nil && ha.Index == 0 {
+		for i := 1; i < len(ha.Members); i++ {
+			if _, err := b.updateDomain(ctx, memberID(id, ha, i), spec); err != nil {
+				return backend.Instance{}, err
+			}
+		}
+	}
+	return b.Get(ctx, id)
+}
+
+// updateDomain is Update of one domain. It returns the group the domain's metadata records, if any.
+func (b *Backend) updateDomain(ctx context.Context, id backend.ProviderID, spec backend.Spec) (*metaHA, error) {
+	c, err := b.connFor(id)
+	if err != nil {
+		return nil, err
 	}
 	object := domainObject(id.Target, id.Name)
 	opts, err := backend.OptionsOf[Options](spec.Placement)
 	if err != nil {
-		return backend.Instance{}, err
+		return nil, err
 	}
 	target := ""
 	if opts != nil {
 		target = opts.SyslogTarget
 	}
 	if err := ValidateSyslogTarget(target); err != nil {
-		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+		return nil, backend.NewError(backend.ClassPermanent, object, err)
 	}
 	var dom libvirt.Domain
 	var m metadata
@@ -206,14 +232,14 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		return writeMetadata(l, dom, m)
 	})
 	if err != nil {
-		return backend.Instance{}, classify(object, err)
+		return nil, classify(object, err)
 	}
 	if targetChanged {
 		err := backend.Retry(ctx, agentBackoff, func(ctx context.Context) error {
 			return classify(object, applySyslogTarget(ctx, c, dom, target))
 		})
 		if err != nil {
-			return backend.Instance{}, err
+			return nil, err
 		}
 		err = c.do(ctx, func(l api) error {
 			if err := lookup(l); err != nil {
@@ -227,8 +253,8 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			return writeMetadata(l, dom, m)
 		})
 		if err != nil {
-			return backend.Instance{}, classify(object, err)
+			return nil, classify(object, err)
 		}
 	}
-	return b.Get(ctx, id)
+	return m.HA, nil
 }

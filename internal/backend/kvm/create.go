@@ -29,6 +29,9 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if p.Instances > 1 {
+		return b.createGroup(ctx, spec, p)
+	}
 	c := b.conns[p.Host]
 	dom, m, fresh, err := b.adoptOrDefine(ctx, c, spec, p)
 	if err != nil {

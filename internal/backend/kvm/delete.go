@@ -31,16 +31,32 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	if err != nil {
 		return err
 	}
-	h := b.hosts[id.Target]
-	err = c.do(ctx, func(l api) error {
+	ha, err := b.deleteDomain(ctx, c, id.Target, id.Name, true)
+	if err != nil || ha == nil {
+		return err
+	}
+	// A proxy of several instances (ha.go): every instance goes, and the virtual address's reservation.
+	return b.deleteGroup(ctx, c, id, ha)
+}
+
+// deleteDomain is Delete of one domain and what Create made for it. With group set, a domain whose metadata
+// records a proxy of several instances is left as it is and its group returned, for deleteGroup.
+func (b *Backend) deleteDomain(ctx context.Context, c *conn, host, name string, group bool) (*metaHA, error) {
+	h := b.hosts[host]
+	var ha *metaHA
+	err := c.do(ctx, func(l api) error {
 		// Without metadata (the domain is gone) the host's defaults say where leftovers would be.
 		pool, network, mac := h.Pool, h.Network, ""
-		dom, m, err := lookupManaged(l, id.Name)
+		dom, m, err := lookupManaged(l, name)
 		found := err == nil
 		switch {
 		case found:
 			if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
 				return err
+			}
+			if group && m.HA != nil {
+				ha = m.HA
+				return nil
 			}
 			pool, network, mac = m.Placement.Pool, m.Placement.Network, m.Placement.MAC
 			if m.Placement.IP == "" {
@@ -53,14 +69,14 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 			if network == "" {
 				return nil
 			}
-			return unreserve(l, network, id.Name, mac)
+			return unreserve(l, network, name, mac)
 		}
-		root := func() error { return deleteVolume(l, pool, rootVolumeName(id.Name)) }
-		seed := func() error { return deleteVolume(l, pool, seedVolumeName(id.Name)) }
+		root := func() error { return deleteVolume(l, pool, rootVolumeName(name)) }
+		seed := func() error { return deleteVolume(l, pool, seedVolumeName(name)) }
 		if !found {
 			// Leftovers are found by name: the seed says whose they are. Another owner's, or another proxy's,
 			// are none of this proxy's, and stay (its owner's garbage collection lists them).
-			if sm, err := readSeedIdentity(l, volRef(pool, seedVolumeName(id.Name))); err == nil &&
+			if sm, err := readSeedIdentity(l, volRef(pool, seedVolumeName(name))); err == nil &&
 				!backend.OwnershipOf(ctx).Allows(sm.Owner, sm.UID) {
 				return nil
 			}
@@ -78,7 +94,10 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 		}
 		return undefineDomain(l, dom)
 	})
-	return classify(domainObject(id.Target, id.Name), err)
+	if err != nil {
+		return nil, classify(domainObject(host, name), err)
+	}
+	return ha, nil
 }
 
 // steps runs fns side by side over the operation's connection (go-libvirt matches answers to calls, and the

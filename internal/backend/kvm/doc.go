@@ -33,6 +33,17 @@
 //     behind NAT, unless the network pins its NAT to one address, which is reported instead; none with user_net or
 //     on an isolated network (network_mode.go#egressOfForward). Each network's mode is read once per host and
 //     provider process, concurrent reads sharing one (network_mode.go#networkEgresses).
+//   - A proxy of several instances (Options.Instances > 1) is that many domains on one host and one libvirt
+//     network, <name> and <name>-2 on, behind a virtual address that keepalived in the guests moves by VRRP
+//     (internal/backend/kvm/guest/vrrp.go#VRRPFiles). The virtual address and each instance's address are DHCP
+//     host reservations, picked among the network's addresses no reservation or lease holds
+//     (ha.go#reserveGroup), recorded in every instance's metadata (ha.go#metaHA). Get reports one Member per
+//     instance, healthy when its domain runs and its Squid answers (ha_ops.go#Backend.getGroup); Reconfigure
+//     reaches the instances one at a time, each confirmed before the next (reconfigure.go#Backend.Reconfigure);
+//     Delete removes every instance and the reservations (ha_ops.go#Backend.deleteGroup); ListByTag reports the
+//     proxy once with its members, and an instance whose instance 0 is gone by its own id
+//     (list.go#groupListed). A proxy of one has no group and runs no VRRP: its metadata and seed are what they
+//     were before instances existed.
 //   - Errors: libvirt's codes first (errors.go#codeClasses), text only where QEMU or the host speaks through
 //     libvirt (errors.go#quotaPhrases). A proxy asking for more memory than the host has at all is refused before
 //     anything is made (create.go#checkMemory), and a Quota error says what to free (placement.go#QuotaAdvice,

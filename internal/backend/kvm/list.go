@@ -34,7 +34,7 @@ func (b *Backend) ListByTag(ctx context.Context, sel backend.Selector) ([]backen
 func (b *Backend) listHost(ctx context.Context, host, owner string) ([]backend.Instance, error) {
 	c := b.conns[host]
 	h := b.hosts[host]
-	var found []backend.Instance
+	var found []listed
 	err := c.do(ctx, func(l api) error {
 		stats, err := l.ConnectGetAllDomainStats(nil, uint32(libvirt.DomainStatsState), 0)
 		if err != nil {
@@ -51,17 +51,89 @@ func (b *Backend) listHost(ctx context.Context, host, owner string) ([]backend.I
 				return err
 			}
 			if m.managedBy(owner) {
-				found = append(found, m.instance(host, stateFromStats(s.Params)))
+				found = append(found, listed{m: m, state: stateFromStats(s.Params), domain: true})
 			}
 		}
-		leftovers, err := leftoverSeeds(l, h.Pool, domains, owner, host)
+		leftovers, err := leftoverSeeds(l, h.Pool, domains, owner)
 		found = append(found, leftovers...)
 		return err
 	})
 	if err != nil {
 		return nil, classify("kvm host "+host, err) // found is fn's, which may still run: see Get
 	}
-	return found, nil
+	return groupListed(host, found), nil
+}
+
+// listed is a domain, or a seed volume without its domain, that ListByTag found, with its state.
+type listed struct {
+	m      metadata
+	state  backend.State
+	domain bool
+}
+
+// groupListed reports what listHost found: each proxy of one as before; a proxy of several instances whose
+// instance 0's domain is there as one instance with its members (each healthy when its domain runs: a list
+// asks no guest); an instance whose instance 0 is gone by its own id, for Delete to remove with the rest of
+// its group.
+func groupListed(host string, found []listed) []backend.Instance {
+	groups := map[string][]listed{}
+	for _, f := range found {
+		if f.m.HA != nil && f.domain && f.m.HA.Index == 0 && f.m.Name == f.m.HA.Proxy {
+			groups[f.m.Name] = nil
+		}
+	}
+	for _, f := range found {
+		if f.m.HA == nil {
+			continue
+		}
+		if _, ok := groups[f.m.HA.Proxy]; ok {
+			groups[f.m.HA.Proxy] = append(groups[f.m.HA.Proxy], f)
+		}
+	}
+	var out []backend.Instance
+	for _, f := range found {
+		switch {
+		case f.m.HA == nil:
+			out = append(out, f.m.instance(host, f.state))
+		case groups[f.m.HA.Proxy] == nil:
+			out = append(out, f.m.instance(host, f.state)) // its instance 0 is gone
+		case f.domain && f.m.HA.Index == 0 && f.m.Name == f.m.HA.Proxy:
+			out = append(out, groupInstance(host, f, groups[f.m.HA.Proxy]))
+		}
+	}
+	return out
+}
+
+// groupInstance is ListByTag's report of a proxy of several instances from its instances found.
+func groupInstance(host string, primary listed, found []listed) backend.Instance {
+	inst := primary.m.instance(host, primary.state)
+	ha := primary.m.HA
+	inst.InternalAddress, inst.IngressAddress = ha.Virtual, ha.Virtual
+	if o, ok := inst.Placement.Options.(*Options); ok {
+		o.IP = ""
+	}
+	for _, mm := range ha.Members {
+		member := backend.Member{Name: mm.Name, Scope: host, InternalAddress: mm.IP, Reason: "its domain is gone"}
+		for _, f := range found {
+			if f.m.Name != mm.Name {
+				continue
+			}
+			switch {
+			case !f.domain:
+				member.Reason = "only its seed volume is left"
+			case f.state == backend.StateRunning:
+				member.Healthy, member.Reason = true, ""
+			default:
+				member.Reason = "its domain is " + string(f.state)
+			}
+			if f.domain {
+				break
+			}
+		}
+		inst.Members = append(inst.Members, member)
+	}
+	inst.State = backend.DegradedState(inst.Members)
+	return inst
 }
 
 // stateFromStats reads state.state and state.reason from a domain's stats record.
@@ -86,7 +158,7 @@ func stateFromStats(params []libvirt.TypedParam) backend.State {
 }
 
 // leftoverSeeds finds seed volumes in pool whose proxy has no domain, and reads whose they are.
-func leftoverSeeds(l api, poolName string, domains map[string]bool, owner, host string) ([]backend.Instance, error) {
+func leftoverSeeds(l api, poolName string, domains map[string]bool, owner string) ([]listed, error) {
 	pool, err := l.StoragePoolLookupByName(poolName)
 	if err != nil {
 		return nil, err
@@ -95,7 +167,7 @@ func leftoverSeeds(l api, poolName string, domains map[string]bool, owner, host 
 	if err != nil {
 		return nil, err
 	}
-	var found []backend.Instance
+	var found []listed
 	for _, v := range vols {
 		name, ok := strings.CutSuffix(v.Name, seedVolumeName(""))
 		if !ok || domains[name] {
@@ -109,7 +181,7 @@ func leftoverSeeds(l api, poolName string, domains map[string]bool, owner, host 
 			continue // not a seed this provider made
 		}
 		if m.managedBy(owner) && m.Name == name {
-			found = append(found, m.instance(host, backend.StateFailed))
+			found = append(found, listed{m: m, state: backend.StateFailed})
 		}
 	}
 	return found, nil

@@ -35,6 +35,8 @@ type metadata struct {
 	Placement metaPlacement   `xml:"placement"`
 	Proxy     metaProxy       `xml:"settings"`
 	Volumes   metaVolumeNames `xml:"volumes"`
+	// HA records the group of a proxy of several instances (ha.go); absent for a proxy of one.
+	HA *metaHA `xml:"instances,omitempty"`
 }
 
 type metaLabel struct {
@@ -149,6 +151,7 @@ func newMetadata(spec backend.Spec, p placement, created time.Time) metadata {
 		},
 		Proxy:   metaProxyOf(spec.Proxy),
 		Volumes: metaVolumeNames{Root: rootVolumeName(spec.Name), Seed: seedVolumeName(spec.Name)},
+		HA:      p.ha,
 	}
 	return m
 }
@@ -214,6 +217,7 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 			Pool: p.Pool, BaseVolume: p.BaseVolume, ImageFile: p.ImageFile, Network: p.Network, Bridge: p.Bridge,
 			UserNet: p.UserNet, ForwardAddress: p.ForwardAddress, ForwardPort: p.ForwardPort, MAC: p.MAC, IP: p.IP,
 			WaitForAddress: p.WaitForAddress, WaitForProxy: p.WaitForProxy, SyslogTarget: p.SyslogTarget,
+			Instances: m.instances(),
 		}},
 		Proxy: &proxyconf.Settings{
 			Port: m.Proxy.Port, AllowedClientCIDRs: m.Proxy.Clients,
@@ -237,4 +241,12 @@ func (m metadata) instance(host string, state backend.State) backend.Instance {
 		inst.IngressAddress = inst.InternalAddress
 	}
 	return inst
+}
+
+// instances is how many instances the proxy m describes has: one unless it records a group.
+func (m metadata) instances() int {
+	if m.HA == nil {
+		return DefaultInstances
+	}
+	return len(m.HA.Members)
 }

@@ -56,6 +56,13 @@ type Options struct {
 	// probed at its address. Both flags are stored as given and read back as given.
 	WaitForProxy bool
 
+	// Instances is how many VMs serve the proxy (0 or 1: one, as before instances existed). More than one
+	// are that many domains on the host, on one libvirt network, behind a virtual address of that network
+	// which keepalived in the guests moves by VRRP to a VM whose Squid answers (ha.go). Each VM gets a fixed
+	// address reserved on the network, as does the virtual address, so MAC, IP, Bridge and UserNet are
+	// refused with it. The name of instance i > 0 is the proxy's name followed by -<i+1>.
+	Instances int
+
 	// SyslogTarget, when set, is where the guest forwards Squid's access log besides its journal:
 	// "udp://HOST:PORT" or "tcp://HOST:PORT" (ValidateSyslogTarget). Update changes it in place through the
 	// guest agent.

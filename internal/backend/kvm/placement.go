@@ -18,6 +18,8 @@ type placement struct {
 	// slirp makes user-mode networking QEMU's own (slirp with hostfwd) instead of libvirt's passt
 	// backend, for daemons built without passt (see userNetXML).
 	slirp bool
+	// ha, for one instance of a proxy of several, is the group recorded in its metadata (ha.go).
+	ha *metaHA
 }
 
 // Defaults of a proxy VM's size: Squid for a few clients fits comfortably. The provider's schema shows
@@ -63,6 +65,9 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	if opts != nil {
 		p.Options = *opts
 	}
+	if err := checkInstances(spec.Name, p.Options); err != nil {
+		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
 	p.Host = pl.Target
 	if p.VCPUs <= 0 {
 		p.VCPUs = DefaultVCPUs
@@ -80,6 +85,9 @@ func resolvePlacement(spec backend.Spec, hosts map[string]HostConfig) (placement
 	}
 	if err := p.chooseInterface(h, spec.UID); err != nil {
 		return placement{}, backend.NewError(backend.ClassPermanent, object, err)
+	}
+	if p.Instances > 1 && p.Network == "" {
+		return placement{}, backend.Permanent(object, "instances > 1 needs a libvirt network, and kvm host %q's default is bridge %q: set network on the proxy", p.Host, p.Bridge)
 	}
 	if p.UserNet && p.ForwardPort == 0 {
 		p.ForwardPort = spec.Proxy.Port

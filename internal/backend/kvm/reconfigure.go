@@ -65,36 +65,64 @@ var reloadWait = 60 * time.Second
 //
 // Agent errors are classified: an agent that does not answer is Transient, and the whole sequence is tried
 // again until ctx ends; a domain without an agent channel is Permanent, as is a config Squid refuses.
+//
+// A proxy of several instances (ha.go) is reconfigured one instance at a time, instance 0 first, each
+// confirmed (its Squid reloaded and answering its health endpoint) before the next is touched: the others
+// serve meanwhile, and a refusal stops the rollout with the instances not yet reached on the old rules.
 func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
 	c, err := b.connFor(id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	ha, err := b.groupOf(ctx, c, id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	ids := []backend.ProviderID{id}
+	if ha != nil {
+		ids = ids[:0]
+		for i := range ha.Members {
+			ids = append(ids, memberID(id, ha, i))
+		}
+	}
+	var notes []string
+	for _, mid := range ids {
+		n, err := b.reconfigureDomain(ctx, c, mid, settings)
+		if err != nil {
+			return backend.Instance{}, err
+		}
+		notes = append(notes, n...)
+	}
+	inst, err := b.Get(ctx, id)
+	inst.Notes = append(inst.Notes, notes...)
+	return inst, err
+}
+
+// reconfigureDomain is Reconfigure of one domain; it returns the notes of what it could not verify.
+func (b *Backend) reconfigureDomain(ctx context.Context, c *conn, id backend.ProviderID, settings proxyconf.Settings) ([]string, error) {
 	object := domainObject(id.Target, id.Name)
 	opts := vmguest.MetricsSquidOptions(settings, vmguest.RenderOptions())
 	conf, err := proxyconf.RenderSquidConf(settings, opts)
 	if err != nil {
-		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
+		return nil, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
 	backstop, err := proxyconf.RenderNftables(settings)
 	if err != nil {
-		return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
+		return nil, backend.NewError(backend.ClassPermanent, object, fmt.Errorf("the new proxy settings: %w", err))
 	}
 	var htpasswd []byte
 	if len(settings.Users) > 0 {
 		if htpasswd, err = proxyconf.RenderHtpasswd(settings.Users); err != nil {
-			return backend.Instance{}, backend.NewError(backend.ClassPermanent, object, err)
+			return nil, backend.NewError(backend.ClassPermanent, object, err)
 		}
 	}
 	r := &reconfiguration{b: b, c: c, id: id, settings: settings, conf: conf, htpasswd: htpasswd, backstop: backstop,
 		caFiles: vmguest.ClientCAFiles(settings, vmguest.RenderOptions()), metricsFiles: vmguest.MetricsFiles(settings, opts.ManagerPort)}
 	err = backend.Retry(ctx, agentBackoff, func(ctx context.Context) error { return classify(object, r.attempt(ctx)) })
 	if err != nil {
-		return backend.Instance{}, err
+		return nil, err
 	}
-	inst, err := b.Get(ctx, id)
-	inst.Notes = append(inst.Notes, r.notes...)
-	return inst, err
+	return r.notes, nil
 }
 
 // agentBackoff spaces attempts while the agent does not answer: it may be restarting, or the guest busy.

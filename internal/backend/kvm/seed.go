@@ -28,7 +28,11 @@ func seedImage(spec backend.Spec, m metadata, at time.Time) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	userData, err := guest.RenderUserDataWith(spec.Proxy, vmguest.RenderOptions(), target)
+	vrrp, err := m.HA.vrrp(0)
+	if err != nil {
+		return nil, err
+	}
+	userData, err := guest.RenderUserDataFor(spec.Proxy, vmguest.RenderOptions(), target, vrrp)
 	if err != nil {
 		return nil, fmt.Errorf("rendering user-data: %w", err)
 	}

@@ -43,6 +43,20 @@ func RenderUserData(s proxyconf.Settings, opts proxyconf.RenderOptions) ([]byte,
 // (vmguest.MetricsIfMissing); without metrics the user-data is the one rendered before metrics existed. The access log reaches the journal on every proxy (RenderAccessLog): rsyslog, which
 // follows it, is restarted after Squid, and installed first where the image lacks it.
 func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, syslogTarget *SyslogTarget) ([]byte, error) {
+	return RenderUserDataFor(s, opts, syslogTarget, nil)
+}
+
+// RenderUserDataFor is RenderUserDataWith for one member of a proxy of several instances (vrrp not nil): the
+// user-data also writes the member's VRRP files (VRRPFiles) and, last, starts keepalived with them. With a nil
+// vrrp it is RenderUserDataWith's, byte for byte.
+func RenderUserDataFor(s proxyconf.Settings, opts proxyconf.RenderOptions, syslogTarget *SyslogTarget, vrrp *VRRP) ([]byte, error) {
+	var vrrpFiles []File
+	if vrrp != nil {
+		var err error
+		if vrrpFiles, err = VRRPFiles(*vrrp); err != nil {
+			return nil, err
+		}
+	}
 	if opts.OwnAddressesFile == "" {
 		opts.OwnAddressesFile = proxyconf.OwnAddressesPath
 	}
@@ -84,6 +98,9 @@ func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, sysl
 	for _, f := range vmguest.MetricsFiles(s, opts.ManagerPort) {
 		writeFile(&b, f.Path, systemFile, f.Content)
 	}
+	for _, f := range vrrpFiles {
+		writeFile(&b, f.Path, systemFile, f.Content)
+	}
 	b.WriteString("runcmd:\n")
 	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", vmguest.PrestartPath, vmguest.PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
@@ -95,6 +112,10 @@ func RenderUserDataWith(s proxyconf.Settings, opts proxyconf.RenderOptions, sysl
 	if s.Metrics != nil {
 		// Last: Squid, and the backstop with its metrics chain, are up by now.
 		fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", vmguest.MetricsIfMissing)
+	}
+	if vrrp != nil {
+		// After Squid: the track script asks its health endpoint, and the address goes to a VM that serves.
+		fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", KeepalivedIfMissing)
 	}
 	if b.Len() > MaxUserDataBytes {
 		return nil, fmt.Errorf("user-data is %d bytes, more than the %d a seed may hold: allow fewer destinations", b.Len(), MaxUserDataBytes)

@@ -1,0 +1,168 @@
+package guest
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
+)
+
+func testVRRP(healthPort int) VRRP {
+	return VRRP{
+		RouterID: 7, Self: netip.MustParseAddr("198.18.0.10"), Peers: []netip.Addr{netip.MustParseAddr("198.18.0.11")},
+		Virtual: netip.MustParseAddr("198.18.0.9"), PrefixLen: 24, HealthPort: healthPort,
+	}
+}
+
+func vrrpFile(t *testing.T, v VRRP, path string) []byte {
+	t.Helper()
+	files, err := VRRPFiles(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path == path {
+			return f.Content
+		}
+	}
+	t.Fatalf("no %s among the VRRP files", path)
+	return nil
+}
+
+// The track script, run by the bash it names, against a health endpoint that answers 200, one that answers
+// 503 and a port where nothing listens: only the first keeps the address.
+func TestVRRPCheckScript(t *testing.T) {
+	t.Parallel()
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != proxyconf.HealthPath {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(status)
+	}))
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	script := filepath.Join(t.TempDir(), "check")
+	if err := os.WriteFile(script, vrrpFile(t, testVRRP(p), VRRPCheckPath), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func() error { return exec.Command("/bin/bash", script).Run() }
+	if err := run(); err != nil {
+		t.Errorf("track script with Squid answering 200: %v, want success", err)
+	}
+	status = http.StatusServiceUnavailable
+	if err := run(); err == nil {
+		t.Error("track script with the health endpoint answering 503 succeeded")
+	}
+	srv.Close()
+	if err := run(); err == nil {
+		t.Error("track script with nothing listening succeeded")
+	}
+}
+
+// The VRRP table loads (in a network namespace of the test's own) and admits the peers alone.
+func TestVRRPNftablesLoads(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a network namespace of its own (make test runs as root)")
+	}
+	if _, err := exec.LookPath("nft"); err != nil {
+		t.Fatalf("nft: %v (scripts/install-deps.sh installs nftables)", err)
+	}
+	v := testVRRP(0)
+	v.Peers = append(v.Peers, netip.MustParseAddr("198.18.0.12"))
+	f := filepath.Join(t.TempDir(), "vrrp.nft")
+	if err := os.WriteFile(f, vrrpFile(t, v, VRRPNftablesPath), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, namespace and all
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		// Twice: the guest loads it before every start of keepalived.
+		for range 2 {
+			if out, err := exec.Command("nft", "-f", f).CombinedOutput(); err != nil {
+				t.Errorf("nft -f: %v\n%s", err, out)
+				return
+			}
+		}
+		out, err := exec.Command("nft", "list", "table", "ip", VRRPTable).CombinedOutput()
+		if err != nil {
+			t.Errorf("nft list: %v\n%s", err, out)
+			return
+		}
+		if !strings.Contains(string(out), "198.18.0.11, 198.18.0.12") || strings.Count(string(out), "} accept") != 1 ||
+			!strings.Contains(string(out), "drop") {
+			t.Errorf("the loaded table does not admit the two peers alone:\n%s", out)
+		}
+	}()
+	<-done
+}
+
+func TestVRRPRefusesBadGroups(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*VRRP){
+		"router id 0":         func(v *VRRP) { v.RouterID = 0 },
+		"no peer":             func(v *VRRP) { v.Peers = nil },
+		"virtual is a peer":   func(v *VRRP) { v.Virtual = v.Peers[0] },
+		"self is a peer":      func(v *VRRP) { v.Peers = append(v.Peers, v.Self) },
+		"ipv6 virtual":        func(v *VRRP) { v.Virtual = netip.MustParseAddr("fd00::9") },
+		"prefix length of 33": func(v *VRRP) { v.PrefixLen = 33 },
+	} {
+		v := testVRRP(0)
+		mutate(&v)
+		if _, err := VRRPFiles(v); err == nil {
+			t.Errorf("%s: VRRPFiles accepted %+v", name, v)
+		}
+	}
+}
+
+// The user-data of a member writes the VRRP files and starts keepalived after Squid; without VRRP it is
+// RenderUserDataWith's, byte for byte.
+func TestUserDataForVRRP(t *testing.T) {
+	t.Parallel()
+	s := proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8"}, AllowedDestinations: []string{"example.com"}}
+	plain, err := RenderUserDataWith(s, vmguest.RenderOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := RenderUserDataFor(s, vmguest.RenderOptions(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(plain) != string(none) || strings.Contains(string(plain), "keepalived") {
+		t.Error("user-data without VRRP differs from RenderUserDataWith's, or names keepalived")
+	}
+	v := testVRRP(0)
+	ud, err := RenderUserDataFor(s, vmguest.RenderOptions(), nil, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(ud)
+	for _, path := range []string{KeepalivedTemplatePath, VRRPCheckPath, VRRPNftablesPath, VRRPPrestartPath, KeepalivedDropInPath} {
+		if !strings.Contains(text, "path: '"+path+"'") {
+			t.Errorf("user-data does not write %s", path)
+		}
+	}
+	squid, keepalived := strings.Index(text, "[systemctl, restart, squid]"), strings.Index(text, KeepalivedIfMissing)
+	if squid < 0 || keepalived < squid {
+		t.Errorf("keepalived starts at %d, Squid at %d: want keepalived after Squid", keepalived, squid)
+	}
+}

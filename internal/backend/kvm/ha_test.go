@@ -1,0 +1,396 @@
+package kvm
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// Tests of a proxy of several instances (ha.go) on the fake host.
+
+// haFixture is a fake host whose network already has a lease and another proxy's reservation at the
+// addresses the allocation would try first, and a dial that reaches a health endpoint for each address
+// except those marked down.
+type haFixture struct {
+	f    *fakeHost
+	b    *Backend
+	cnt  *counter
+	mu   sync.Mutex
+	down map[string]bool
+	// dialed lists the addresses whose health port was dialled, in order.
+	dialed []string
+}
+
+const (
+	haLeased   = "198.18.0.254" // a dynamic lease of some other guest
+	haReserved = "198.18.0.253" // some other proxy's fixed address
+)
+
+func newHAFixture(t *testing.T) *haFixture {
+	t.Helper()
+	f := newFakeHost()
+	b, cnt := fakeBackend(f)
+	f.networks["net"].leases = append(f.networks["net"].leases, libvirt.NetworkDhcpLease{
+		Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{"52:54:00:99:99:99"}, Ipaddr: haLeased, Expirytime: 1,
+	})
+	f.networks["net"].hosts = append(f.networks["net"].hosts, libvirtxml.NetworkDHCPHost{MAC: "52:54:00:99:99:98", Name: "other", IP: haReserved})
+	x := &haFixture{f: f, b: b, cnt: cnt, down: map[string]bool{}}
+	health := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != proxyconf.HealthPath {
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(health.Close)
+	proxy := listen(t)
+	routes := routeTo(map[int]string{3128: proxy.Addr().String(), proxyconf.DefaultHealthPort: health.Listener.Addr().String()}, nil)
+	b.readiness.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, _ := net.SplitHostPort(addr)
+		x.mu.Lock()
+		down := x.down[host]
+		if port == "3129" {
+			x.dialed = append(x.dialed, host)
+		}
+		x.mu.Unlock()
+		if down {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+		}
+		return routes(ctx, network, addr)
+	}
+	b.readiness.attached = nil
+	return x
+}
+
+func (x *haFixture) setDown(addr string, down bool) {
+	x.mu.Lock()
+	x.down[addr] = down
+	x.mu.Unlock()
+}
+
+func haSpec(uid string, n int) backend.Spec {
+	spec := fakeSpec(uid, "o")
+	optionsOf(spec.Placement).Instances = n
+	return spec
+}
+
+// hostsOf lists the fake network's reservations by name.
+func (x *haFixture) hostsOf() map[string]string {
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	out := map[string]string{}
+	for _, h := range x.f.networks["net"].hosts {
+		out[h.Name] = h.IP
+	}
+	return out
+}
+
+// seedUserData reads the user-data files of the domain's seed volume.
+func (x *haFixture) seedUserData(t *testing.T, name string) map[string][]byte {
+	t.Helper()
+	x.f.mu.Lock()
+	img := bytes.Clone(x.f.pools["pool"].vols[seedVolumeName(name)].data)
+	x.f.mu.Unlock()
+	ud, err := iso9660.ReadFile(img, "user-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return userDataFiles(ud)
+}
+
+func TestFakeGroupCreateReservesAndWritesVRRP(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-1", 2)
+	inst, err := x.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := x.hostsOf()
+	vip, ip0, ip1 := hosts[spec.Name+"-vip"], hosts[spec.Name], hosts[spec.Name+"-2"]
+	seen := map[string]bool{haLeased: true, haReserved: true, "198.18.0.1": true}
+	for _, a := range []string{vip, ip0, ip1} {
+		if a == "" || seen[a] || !strings.HasPrefix(a, "198.18.0.") {
+			t.Fatalf("reservations %v: want three new addresses of 198.18.0.0/24, none the gateway's, the lease's %s or the other reservation's %s", hosts, haLeased, haReserved)
+		}
+		seen[a] = true
+	}
+	if inst.ID != idOf(spec) || inst.InternalAddress != vip || inst.EgressAddress != "" || inst.State != backend.StateRunning {
+		t.Errorf("Create = id %s, address %q, egress %q, state %s; want %s at the virtual address %s, no egress address, Running",
+			inst.ID, inst.InternalAddress, inst.EgressAddress, inst.State, idOf(spec), vip)
+	}
+	want := []backend.Member{
+		{Name: spec.Name, Scope: "h", InternalAddress: ip0, Healthy: true},
+		{Name: spec.Name + "-2", Scope: "h", InternalAddress: ip1, Healthy: true},
+	}
+	if len(inst.Members) != 2 || inst.Members[0] != want[0] || inst.Members[1] != want[1] {
+		t.Errorf("Members = %+v, want %+v", inst.Members, want)
+	}
+	if o, _ := inst.Placement.Options.(*Options); o == nil || o.Instances != 2 || o.IP != "" {
+		t.Errorf("Placement = %+v, want Instances 2 and no ip", inst.Placement.Options)
+	}
+	// Each instance's seed: keepalived with its own address as the source, the other as its peer, the
+	// virtual address; the VRRP table admitting the peer alone.
+	for _, self := range []struct{ name, ip, peer string }{{spec.Name, ip0, ip1}, {spec.Name + "-2", ip1, ip0}} {
+		files := x.seedUserData(t, self.name)
+		conf := string(files[guest.KeepalivedTemplatePath])
+		for _, line := range []string{"unicast_src_ip " + self.ip, "\t\t" + self.peer + "\n", vip + "/24 dev @INTERFACE@", "nopreempt", "track_script"} {
+			if !strings.Contains(conf, line) {
+				t.Errorf("%s's keepalived.conf lacks %q:\n%s", self.name, line, conf)
+			}
+		}
+		if strings.Contains(conf, "\t\t"+self.ip+"\n") {
+			t.Errorf("%s's keepalived.conf names itself as a peer:\n%s", self.name, conf)
+		}
+		nft := string(files[guest.VRRPNftablesPath])
+		if !strings.Contains(nft, "ip protocol 112 ip saddr { "+self.peer+" } accept") || !strings.Contains(nft, "ip protocol 112 counter drop") {
+			t.Errorf("%s's VRRP table does not admit %s alone:\n%s", self.name, self.peer, nft)
+		}
+	}
+}
+
+func TestFakeGroupCreateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-2", 2)
+	first, err := x.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := x.hostsOf()
+	x.cnt.take()
+	again, err := x.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, per := x.cnt.take()
+	if per["DomainDefineXMLFlags"] != 0 || per["StorageVolCreateXML"] != 0 || again.InternalAddress != first.InternalAddress {
+		t.Errorf("second Create defined %d domains and made %d volumes, address %s; want none and %s", per["DomainDefineXMLFlags"], per["StorageVolCreateXML"], again.InternalAddress, first.InternalAddress)
+	}
+	if got := x.hostsOf(); len(got) != len(hosts) || got[spec.Name+"-vip"] != hosts[spec.Name+"-vip"] {
+		t.Errorf("reservations after the second Create = %v, want %v", got, hosts)
+	}
+}
+
+func TestFakeGroupDegradedWhenAnInstanceIsDown(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-3", 2)
+	inst, err := x.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Squid of instance 2 stops answering.
+	x.setDown(inst.Members[1].InternalAddress, true)
+	got, err := x.b.Get(ctx, idOf(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != backend.StateDegraded || !got.Members[0].Healthy || got.Members[1].Healthy || got.Members[1].Reason == "" {
+		t.Errorf("Get with instance 2's Squid down = %s, members %+v; want Degraded, instance 2 unhealthy with a reason", got.State, got.Members)
+	}
+	// Instance 1's domain is destroyed, instance 2's Squid answers again.
+	x.setDown(inst.Members[1].InternalAddress, false)
+	x.f.mu.Lock()
+	x.f.domains[spec.Name].state = int32(libvirt.DomainShutoff)
+	x.f.mu.Unlock()
+	got, err = x.b.Get(ctx, idOf(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != backend.StateDegraded || got.Members[0].Healthy || !strings.Contains(got.Members[0].Reason, "Stopped") || !got.Members[1].Healthy {
+		t.Errorf("Get with instance 1 destroyed = %s, members %+v; want Degraded, instance 1 unhealthy as Stopped", got.State, got.Members)
+	}
+	x.setDown(inst.Members[1].InternalAddress, true)
+	if got, _ = x.b.Get(ctx, idOf(spec)); got.State != backend.StateFailed {
+		t.Errorf("Get with no instance serving = %s, want Failed", got.State)
+	}
+}
+
+func TestFakeGroupListAndDelete(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-4", 3)
+	if _, err := x.b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	list, err := x.b.ListByTag(ctx, backend.Selector{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != idOf(spec) || len(list[0].Members) != 3 || list[0].State != backend.StateRunning {
+		t.Fatalf("ListByTag = %+v, want the one proxy with its 3 members", list)
+	}
+	// A Delete of instance 2 alone is refused while instance 1 is there.
+	id2 := backend.ProviderID{Backend: Kind, Target: "h", Name: spec.Name + "-2"}
+	if err := x.b.Delete(ctx, id2); backend.ClassOf(err) != backend.ClassPermanent {
+		t.Errorf("Delete of instance 2 = %v, want Permanent", err)
+	}
+	if err := x.b.Delete(ctx, idOf(spec)); err != nil {
+		t.Fatal(err)
+	}
+	x.f.mu.Lock()
+	domains := len(x.f.domains)
+	x.f.mu.Unlock()
+	if domains != 0 || len(volNames(x.f)) != 0 {
+		t.Errorf("after Delete: %d domains, volumes %v; want none", domains, volNames(x.f))
+	}
+	if hosts := x.hostsOf(); len(hosts) != 1 || hosts["other"] != haReserved {
+		t.Errorf("reservations after Delete = %v, want only the other proxy's", hosts)
+	}
+}
+
+// An instance left without instance 1 (its domain undefined by hand) is listed by its own id, and its Delete
+// removes every instance left and the virtual address's reservation.
+func TestFakeGroupLeftoverInstanceListedAndDeleted(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-5", 2)
+	if _, err := x.b.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	x.f.mu.Lock()
+	delete(x.f.domains, spec.Name)
+	x.f.mu.Unlock()
+	list, err := x.b.ListByTag(ctx, backend.Selector{Owner: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, inst := range list {
+		ids = append(ids, inst.ID.String())
+	}
+	if !strings.Contains(strings.Join(ids, " "), "kvm/h/"+spec.Name+"-2") {
+		t.Fatalf("ListByTag = %v, want instance 2 listed by its own id", ids)
+	}
+	if err := x.b.Delete(ctx, backend.ProviderID{Backend: Kind, Target: "h", Name: spec.Name + "-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if hosts := x.hostsOf(); hosts[spec.Name+"-vip"] != "" || hosts[spec.Name+"-2"] != "" {
+		t.Errorf("reservations after the leftover's Delete = %v, want the group's gone", hosts)
+	}
+}
+
+func TestFakeGroupRefusals(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string]Options{
+		"user_net":      {Instances: 2, UserNet: true, ForwardPort: 3128},
+		"bridge":        {Instances: 2, Bridge: "br0"},
+		"mac":           {Instances: 2, MAC: "52:54:00:12:34:56"},
+		"ip":            {Instances: 2, IP: "198.18.0.9"},
+		"too many":      {Instances: MaxInstances + 1},
+		"name too long": {Instances: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newHAFixture(t)
+			spec := fakeSpec("uid-ha-refused", "o")
+			if name == "name too long" {
+				spec.Name = strings.Repeat("a", 62)
+			}
+			o := opts
+			spec.Placement.Options = &o
+			if _, err := x.b.Create(context.Background(), spec); backend.ClassOf(err) != backend.ClassPermanent {
+				t.Errorf("Create = %v, want Permanent", err)
+			}
+			if len(volNames(x.f)) != 0 || len(x.hostsOf()) != 1 {
+				t.Errorf("a refused Create left volumes %v, reservations %v", volNames(x.f), x.hostsOf())
+			}
+		})
+	}
+}
+
+// A proxy of one is what it was before instances existed: no group in its metadata, no VRRP in its seed.
+func TestFakeOneInstanceHasNoVRRP(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	spec := haSpec("uid-ha-6", 1)
+	inst, err := x.b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.f.mu.Lock()
+	meta := x.f.domains[spec.Name].meta
+	x.f.mu.Unlock()
+	if strings.Contains(meta, "instances") || len(inst.Members) != 0 || len(x.hostsOf()) != 1 {
+		t.Errorf("a proxy of one: metadata %s, members %v, reservations %v; want no group, no members, no reservation", meta, inst.Members, x.hostsOf())
+	}
+	for path := range x.seedUserData(t, spec.Name) {
+		if strings.Contains(path, "keepalived") {
+			t.Errorf("a proxy of one's seed writes %s", path)
+		}
+	}
+}
+
+// Reconfigure reaches the instances one at a time: instance 2 is not touched before instance 1's Squid
+// answers its health endpoint with the new rules.
+func TestFakeGroupReconfigureOneAtATime(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	spec := haSpec("uid-ha-7", 2)
+	inst, err := x.b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := spec.Proxy
+	next.AllowedDestinations = []string{"other.test"}
+	// Instance 1's health endpoint stops answering: its reconfiguration cannot be confirmed, and the
+	// rollout must stop there, before instance 2.
+	ip0 := inst.Members[0].InternalAddress
+	x.setDown(ip0, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dial := x.b.readiness.dial
+	var asked int
+	x.b.readiness.dial = func(c context.Context, network, addr string) (net.Conn, error) {
+		if host, _, _ := net.SplitHostPort(addr); host == ip0 {
+			if asked++; asked == 3 {
+				cancel() // instance 1 was asked three times and never answered
+			}
+		}
+		return dial(c, network, addr)
+	}
+	if _, err := x.b.Reconfigure(ctx, idOf(spec), next); err == nil {
+		t.Fatal("Reconfigure succeeded although instance 1 never answered its health check")
+	}
+	x.f.mu.Lock()
+	first, second := len(x.f.agent(spec.Name).ran), len(x.f.agent(spec.Name+"-2").ran)
+	x.f.mu.Unlock()
+	if first == 0 || second != 0 {
+		t.Errorf("programs run in instance 1: %d, in instance 2: %d; want instance 1 reconfigured and instance 2 untouched", first, second)
+	}
+	// Once instance 1 answers, the rollout reaches both.
+	x.b.readiness.dial = dial
+	x.setDown(ip0, false)
+	got, err := x.b.Reconfigure(context.Background(), idOf(spec), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Proxy == nil || len(got.Proxy.AllowedDestinations) != 1 || got.Proxy.AllowedDestinations[0] != "other.test" {
+		t.Errorf("Reconfigure = %+v", got.Proxy)
+	}
+	x.f.mu.Lock()
+	second = len(x.f.agent(spec.Name + "-2").ran)
+	x.f.mu.Unlock()
+	if second == 0 {
+		t.Error("instance 2 was never reconfigured")
+	}
+}
