@@ -48,6 +48,11 @@ type project struct {
 	addresses *compute.AddressesClient
 	zones     *compute.ZonesClient
 	regions   *compute.RegionsClient
+	// The load balancer of a proxy of several VMs (ha.go).
+	healthChecks    *compute.RegionHealthChecksClient
+	groups          *compute.InstanceGroupsClient
+	backendServices *compute.RegionBackendServicesClient
+	forwardingRules *compute.ForwardingRulesClient
 	// secrets is Secret Manager's REST client: the proxies' secrets, for VMs with a service account.
 	secrets *secretmanager.Client
 	// resources is Cloud Resource Manager's client, for the health check's testIamPermissions (permissions.go).
@@ -93,6 +98,10 @@ func (b *Backend) Close() error {
 			_ = p.addresses.Close()
 			_ = p.zones.Close()
 			_ = p.regions.Close()
+			_ = p.healthChecks.Close()
+			_ = p.groups.Close()
+			_ = p.backendServices.Close()
+			_ = p.forwardingRules.Close()
 			_ = p.secrets.Close()
 		}
 	}
@@ -122,6 +131,18 @@ func (b *Backend) clients(ctx context.Context, id string) (*project, error) {
 		}
 		if err == nil {
 			p.regions, err = compute.NewRegionsRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.healthChecks, err = compute.NewRegionHealthChecksRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.groups, err = compute.NewInstanceGroupsRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.backendServices, err = compute.NewRegionBackendServicesRESTClient(bctx, opts...)
+		}
+		if err == nil {
+			p.forwardingRules, err = compute.NewForwardingRulesRESTClient(bctx, opts...)
 		}
 		if err == nil {
 			p.secrets, err = secretmanager.NewRESTClient(bctx, withEndpoint(auth, p.settings.SecretManagerEndpoint)...)
@@ -182,6 +203,10 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	}
 	in, err := b.getInstance(ctx, p, id.Scope, id.Name)
 	if backend.IsNotFound(err) {
+		// No VM bears the name of a proxy of several (ha.go): read it from its members and load balancer.
+		if inst, herr := b.getHA(ctx, p, id); !backend.IsNotFound(herr) {
+			return inst, herr
+		}
 		// The VM was deleted behind the provider's back. Terraform will forget the proxy and make a new one:
 		// under the same name when the user chose it, and that one adopts the address; under a new name when
 		// it was derived from the UID, and then the address reserved for this one is left to nobody. A read
@@ -213,8 +238,19 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if _, err := b.getInstance(ctx, p, id.Scope, id.Name); backend.IsNotFound(err) {
+		return b.updateHA(ctx, p, id, spec, opts)
+	}
+	if err := b.updateVM(ctx, p, id, spec, opts); err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}
+
+// updateVM is Update of one VM: the proxy's own or a member of a proxy of several.
+func (b *Backend) updateVM(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options) error {
 	obj := instanceObject(id.Target, id.Scope, id.Name)
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		in, err := b.getInstance(ctx, p, id.Scope, id.Name)
 		if err != nil {
 			return err
@@ -270,10 +306,6 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		}
 		return b.wait(ctx, op, obj)
 	})
-	if err != nil {
-		return backend.Instance{}, err
-	}
-	return b.Get(ctx, id)
 }
 
 // withIdentity fills the bookkeeping fields Update's spec may leave empty from the labels the instance carries.

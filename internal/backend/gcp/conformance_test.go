@@ -38,6 +38,22 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestConformanceHA runs the same suite against proxies of three VMs behind a load balancer (ha.go): every
+// rule of the contract holds for them too.
+func TestConformanceHA(t *testing.T) {
+	t.Parallel()
+	backendtest.Run(t, backendtest.Harness{
+		New:    newConformanceWorld,
+		IDForm: IDForm,
+		Spec: func(name string) backend.Spec {
+			spec := testSpec("unset", conformanceZone)
+			spec.Name, spec.Proxy.Users = name, nil
+			optionsOf(spec.Placement).Instances = 3
+			return spec
+		},
+	})
+}
+
 func newConformanceWorld(t *testing.T) backendtest.World {
 	// The guest answers every metadata change of the VM the operation changed, as Reconfigure waits for it to.
 	var (

@@ -118,6 +118,9 @@ func (b *Backend) resolve(pl backend.Placement) (backend.Placement, *Options, er
 	if err := ValidateCloudLogging(g); err != nil {
 		return pl, nil, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
 	}
+	if err := ValidateInstances(g); err != nil {
+		return pl, nil, backend.NewError(backend.ClassPermanent, "gcp project "+pl.Target, err)
+	}
 	pl.Options = &g
 	return pl, &g, nil
 }
@@ -142,11 +145,21 @@ func ValidateStaticAddressOwner(name string) error {
 
 // Create inserts the VM (after reserving its static address, when asked) and waits until it runs. A 409 on
 // the insert is adopted when the instance carries spec.UID, so a retry after a lost answer never duplicates.
+// With Options.Instances above one, it makes the proxy's VMs and their load balancer instead (ha.go).
 func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instance, error) {
 	pl, g, err := b.resolve(spec.Placement)
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if g.Instances > 1 {
+		return b.createHA(ctx, spec, pl, g)
+	}
+	return b.createVM(ctx, spec, pl, g, haMember{})
+}
+
+// createVM makes one VM: the proxy's own, or, with member set, one member of a proxy of several (ha.go).
+func (b *Backend) createVM(ctx context.Context, spec backend.Spec, pl backend.Placement, g *Options, member haMember) (backend.Instance, error) {
+	var err error
 	project, zone, region := pl.Target, pl.Scope, regionOf(pl.Scope)
 	obj := instanceObject(project, zone, spec.Name)
 	stored := storedSpec{Image: g.Image, StaticEgressIP: g.StaticEgressIP, EgressAddressName: g.EgressAddressName, SecretManager: usesSecretManager(g)}
@@ -182,10 +195,18 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	in := instanceResource(spec, pl, g, r, natIP)
+	member.apply(in)
+	configID := r.configID
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		op, err := p.instances.Insert(ctx, &computepb.InsertInstanceRequest{Project: project, Zone: zone, InstanceResource: in})
 		if isConflict(err) {
-			return b.adopt(ctx, p, zone, spec)
+			// The VM an earlier attempt made runs the config it was given then (a password's hash is salted
+			// anew at each rendering): that is the one its guest reports.
+			cur, err := b.adopted(ctx, p, zone, spec)
+			if id, ok := metadataValue(cur, gcpguest.MetadataConfigID); ok {
+				configID = id
+			}
+			return err
 		}
 		if err != nil {
 			return missingOnCreate(project, classify(obj, err))
@@ -209,7 +230,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 		}
 	}
 	id := backend.ProviderID{Backend: Kind, Target: project, Scope: zone, Name: spec.Name}
-	inst, err := b.waitRunning(ctx, p, zone, spec.Name, g.WaitForProxy, r.configID)
+	inst, err := b.waitRunning(ctx, p, zone, spec.Name, g.WaitForProxy, configID)
 	if err != nil {
 		inst.ID = id
 		return inst, err
@@ -247,15 +268,15 @@ func (b *Backend) partial(ctx context.Context, p *project, zone, name string, er
 	return inst, err
 }
 
-// adopt takes an existing instance of the same name when it is this proxy's, and refuses it otherwise.
-func (b *Backend) adopt(ctx context.Context, p *project, zone string, spec backend.Spec) error {
+// adopted takes an existing instance of the same name when it is this proxy's, and refuses it otherwise.
+func (b *Backend) adopted(ctx context.Context, p *project, zone string, spec backend.Spec) (*computepb.Instance, error) {
 	in, err := b.getInstance(ctx, p, zone, spec.Name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The owner too, not the UID alone: a UID is no secret (it is on every label), and an instance another
 	// owner made under this proxy's UID is still not this configuration's to adopt.
-	return ownedBy(backend.OwnershipOfSpec(spec), instanceObject(p.id, zone, spec.Name), in.GetLabels())
+	return in, ownedBy(backend.OwnershipOfSpec(spec), instanceObject(p.id, zone, spec.Name), in.GetLabels())
 }
 
 // ownedBy checks the provider's labels of an object against the ownership expected of it.

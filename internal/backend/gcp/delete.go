@@ -66,6 +66,10 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, forSuccesso
 		return err
 	}
 	if backend.IsNotFound(err) {
+		// No VM bears the name of a proxy of several: delete its load balancer and members (ha.go).
+		if err := b.deleteHA(ctx, p, id); err != nil {
+			return err
+		}
 		// Gone already, perhaps by an earlier attempt that did not release the address: look for it anyway.
 		reserved = true
 	}

@@ -43,8 +43,10 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 	}
 	var found []backend.Instance
 	var failed []backend.ScopeError
+	// The VMs of proxies of several, by the proxy's id: each such proxy is listed once, under its own id.
+	var members map[backend.ProviderID][]*computepb.Instance
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		found, failed = nil, nil
+		found, failed, members = nil, nil, map[backend.ProviderID][]*computepb.Instance{}
 		it := p.instances.AggregatedList(ctx, &computepb.AggregatedListInstancesRequest{
 			Project: id, Filter: proto.String(labelFilter(owner)), MaxResults: proto.Uint32(listPageSize),
 		})
@@ -67,6 +69,11 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 					Err: backend.Transient("gcp zone "+scope, "%s: %s", w.GetCode(), w.GetMessage())})
 			}
 			for _, in := range pair.Value.GetInstances() {
+				if zone, name, _, ok := memberOf(in); ok {
+					pid := backend.ProviderID{Backend: Kind, Target: id, Scope: zone, Name: name}
+					members[pid] = append(members[pid], in)
+					continue
+				}
 				inst, err := toInstance(id, in)
 				if err != nil {
 					continue // the filter only lets managed instances through; a forged label is not ours
@@ -81,11 +88,15 @@ func (b *Backend) listProject(ctx context.Context, id, owner string) ([]backend.
 	if err := ctx.Err(); err != nil {
 		return nil, fail(id, err)
 	}
+	found, memberIDs, err := b.listHA(ctx, p, owner, found, members)
+	if err != nil {
+		failed = append(failed, fail(id+" forwarding rules", err)...)
+	}
 	kept, err := b.listKeptAddresses(ctx, p, owner)
 	if err != nil {
 		failed = append(failed, fail(id+" addresses", err)...)
 	}
-	left, err := b.listOrphanSecrets(ctx, p, owner, found, failed)
+	left, err := b.listOrphanSecrets(ctx, p, owner, append(found, memberIDs...), failed)
 	if err != nil {
 		failed = append(failed, fail(id+" secrets", err)...)
 	}
@@ -222,4 +233,59 @@ func orphanSecret(projectID, zone string, sec *secretmanagerpb.Secret) backend.I
 		inst.CreatedAt = t.AsTime()
 	}
 	return inst
+}
+
+// listHA adds to found each proxy of several VMs, once, under its own id: from its members (grouped by the
+// proxy their metadata names) and from the owner's forwarding rules (one paged aggregatedList), so that a
+// forwarding rule whose VMs are gone is listed too, and its id deletes it. It returns, apart, one entry per
+// member VM, whose secrets are no orphans.
+func (b *Backend) listHA(ctx context.Context, p *project, owner string, found []backend.Instance,
+	members map[backend.ProviderID][]*computepb.Instance) ([]backend.Instance, []backend.Instance, error) {
+	rules := map[backend.ProviderID]*computepb.ForwardingRule{}
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		clear(rules)
+		it := p.forwardingRules.AggregatedList(ctx, &computepb.AggregatedListForwardingRulesRequest{
+			Project: p.id, Filter: proto.String(labelFilter(owner)), MaxResults: proto.Uint32(listPageSize),
+		})
+		for {
+			if err := ctx.Err(); err != nil {
+				return classify("gcp forwarding rules in project "+p.id, err)
+			}
+			pair, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				return nil
+			}
+			if err != nil {
+				return classify("gcp forwarding rules in project "+p.id, err)
+			}
+			for _, fr := range pair.Value.GetForwardingRules() {
+				if m := haDescriptionRE.FindStringSubmatch(fr.GetDescription()); m != nil && m[1] == fr.GetName() {
+					rules[backend.ProviderID{Backend: Kind, Target: p.id, Scope: m[2], Name: m[1]}] = fr
+				}
+			}
+		}
+	})
+	var memberIDs []backend.Instance
+	ids := map[backend.ProviderID]bool{}
+	for pid, vms := range members {
+		ids[pid] = true
+		for _, in := range vms {
+			memberIDs = append(memberIDs, backend.Instance{ID: backend.ProviderID{Backend: Kind, Target: p.id, Scope: lastSegment(in.GetZone()), Name: in.GetName()}})
+		}
+	}
+	for pid := range rules {
+		ids[pid] = true
+	}
+	for pid := range ids {
+		vms := members[pid]
+		health := map[string]string{}
+		for _, in := range vms {
+			if in.GetStatus() == "RUNNING" {
+				// A listing asks no backend service: a running member counts as serving.
+				health[in.GetName()+"@"+lastSegment(in.GetZone())] = "HEALTHY"
+			}
+		}
+		found = append(found, haInstance(p.id, pid, vms, rules[pid], health))
+	}
+	return found, memberIDs, err
 }

@@ -38,4 +38,15 @@ type Options struct {
 	DisableShieldedVM   bool
 	AllowProjectSSHKeys bool
 	DisableOSLogin      bool
+	// Instances is how many VMs serve the proxy; 0 and 1 are one VM, as before there was a choice. More are
+	// spread over the zones of the placement's region behind an internal passthrough Network Load Balancer
+	// whose address is the proxy's (ha.go); each VM keeps its own egress address.
+	Instances int
 }
+
+// DefaultInstances and MaxInstances bound Options.Instances. The maximum keeps every member's name (the
+// proxy's and "-N") and the members' metadata writes of one change within what a plan can wait for.
+const (
+	DefaultInstances = 1
+	MaxInstances     = 9
+)

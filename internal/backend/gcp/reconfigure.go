@@ -27,8 +27,21 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	if _, err := b.getInstance(ctx, p, id.Scope, id.Name); backend.IsNotFound(err) {
+		return b.reconfigureHA(ctx, p, id, settings)
+	}
+	if err := b.reconfigureVM(ctx, p, id, settings); err != nil {
+		return backend.Instance{}, err
+	}
+	return b.Get(ctx, id)
+}
+
+// reconfigureVM is Reconfigure of one VM, the proxy's own or a member of a proxy of several: it returns once
+// the VM's guest reports the new config applied.
+func (b *Backend) reconfigureVM(ctx context.Context, p *project, id backend.ProviderID, settings proxyconf.Settings) error {
+	obj := instanceObject(id.Target, id.Scope, id.Name)
 	var configID string
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		in, err := b.getInstance(ctx, p, id.Scope, id.Name)
 		if err != nil {
 			return err
@@ -79,12 +92,9 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 		return b.wait(ctx, op, obj)
 	})
 	if err != nil {
-		return backend.Instance{}, err
+		return err
 	}
-	if err := b.waitApplied(ctx, p, id.Scope, id.Name, configID); err != nil {
-		return backend.Instance{}, err
-	}
-	return b.Get(ctx, id)
+	return b.waitApplied(ctx, p, id.Scope, id.Name, configID)
 }
 
 // currentHtpasswd reads the password file the proxy has now: from its secret, or from metadata for a VM

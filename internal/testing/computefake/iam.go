@@ -64,6 +64,8 @@ func (s *Server) required(r *http.Request, body []byte) []need {
 		return []need{{"compute.instances.list", "projects/" + project}}
 	case len(p) == 3 && p[1] == "aggregated" && p[2] == "addresses":
 		return []need{{"compute.addresses.list", "projects/" + project}}
+	case len(p) == 3 && p[1] == "aggregated" && p[2] == "forwardingRules":
+		return []need{{"compute.forwardingRules.list", "projects/" + project}}
 	case len(p) == 3 && p[1] == "zones":
 		return one("compute.zones.get")
 	case len(p) == 3 && p[1] == "regions":

@@ -985,3 +985,45 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request, project, regi
 	}
 	writeProto(w, out)
 }
+
+// aggregatedRules lists the project's forwarding rules matching the filter, by region, as R22 lists instances.
+func (s *Server) aggregatedRules(w http.ResponseWriter, r *http.Request, project string) {
+	f, err := parseFilter(r.URL.Query().Get("filter"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "Invalid value for field 'filter': "+err.Error())
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance()
+	s.lb.init()
+	var all []*computepb.ForwardingRule
+	for k, fr := range s.lb.rules {
+		if strings.HasPrefix(k, project+"/") && f.match(ruleFilterable{fr}) {
+			all = append(all, fr)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].GetSelfLink() < all[j].GetSelfLink() })
+	from, to, next, ok := pageOf(w, r, len(all))
+	if !ok {
+		return
+	}
+	out := &computepb.ForwardingRuleAggregatedList{Kind: proto.String("compute#forwardingRuleAggregatedList"), Items: map[string]*computepb.ForwardingRulesScopedList{}}
+	for _, region := range s.zones {
+		out.Items["regions/"+region] = &computepb.ForwardingRulesScopedList{}
+	}
+	for _, fr := range all[from:to] {
+		region := "regions/" + lastPart(fr.GetRegion())
+		out.Items[region].ForwardingRules = append(out.Items[region].ForwardingRules, fr)
+	}
+	for region, scope := range out.Items {
+		if len(scope.ForwardingRules) == 0 {
+			scope.Warning = &computepb.Warning{Code: proto.String("NO_RESULTS_ON_PAGE"), Message: proto.String("There are no results for scope '" + region + "' on this page."),
+				Data: []*computepb.Data{{Key: proto.String("scope"), Value: proto.String(region)}}}
+		}
+	}
+	if next != "" {
+		out.NextPageToken = proto.String(next)
+	}
+	writeProto(w, out)
+}

@@ -180,6 +180,7 @@ func TestLoadBalancerRules(t *testing.T) {
 				h.t.Errorf("two rules share %s", fr.GetIPAddress())
 			}
 			h.want("list by label", h.do(http.MethodGet, regionPath+"/forwardingRules?filter="+strings.ReplaceAll(`labels.egress-owner = "o"`, " ", "%20"), "", ""), 200, "", `"name":"all"`)
+			h.want("aggregated", h.do(http.MethodGet, "/compute/v1/projects/p/aggregated/forwardingRules?filter="+strings.ReplaceAll(`labels.egress-owner = "o"`, " ", "%20"), "", ""), 200, "", `"regions/us-central1":{"forwardingRules":[`)
 			h.want("list by another label", h.do(http.MethodGet, regionPath+"/forwardingRules?filter="+strings.ReplaceAll(`labels.egress-owner = "x"`, " ", "%20"), "", ""), 200, "", `{"kind":"compute#forwardingRuleList"}`)
 		},
 		"R40 forwarding rule labels": func(h *harness) {

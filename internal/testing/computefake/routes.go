@@ -111,6 +111,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) {
 		s.aggregatedInstances(w, r, project)
 	case len(p) == 3 && p[1] == "aggregated" && p[2] == "addresses" && m == http.MethodGet:
 		s.aggregatedAddresses(w, r, project)
+	case len(p) == 3 && p[1] == "aggregated" && p[2] == "forwardingRules" && m == http.MethodGet:
+		s.aggregatedRules(w, r, project)
 	case len(p) == 3 && p[1] == "zones" && m == http.MethodGet:
 		s.getZone(w, project, p[2])
 	case len(p) == 3 && p[1] == "regions" && m == http.MethodGet:

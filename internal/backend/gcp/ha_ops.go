@@ -1,0 +1,178 @@
+package gcp
+
+// Deleting, reconfiguring and relabelling a proxy of several VMs (ha.go).
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	compute "cloud.google.com/go/compute/apiv1"
+	"cloud.google.com/go/compute/apiv1/computepb"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+)
+
+// deleteHA deletes what a proxy of several VMs has, in the order the API allows (forwarding rule, backend
+// service, health check and groups, then the VMs), each step treating NotFound as done. When neither a member
+// nor the forwarding rule is left, nothing of such a proxy is (they are made first and deleted last).
+func (b *Backend) deleteHA(ctx context.Context, p *project, id backend.ProviderID) error {
+	region, own := regionOf(id.Scope), backend.OwnershipOf(ctx)
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	fr, err := b.getForwardingRule(ctx, p, region, id.Name)
+	if err != nil {
+		return err
+	}
+	if len(vms) == 0 && fr == nil {
+		return nil
+	}
+	for _, in := range vms {
+		if err := ownedBy(own, instanceObject(p.id, lastSegment(in.GetZone()), in.GetName()), in.GetLabels()); err != nil {
+			return err
+		}
+	}
+	steps := []haStep{
+		{"forwarding rule", region, func(ctx context.Context) (string, error) {
+			cur, err := p.forwardingRules.Get(ctx, &computepb.GetForwardingRuleRequest{Project: p.id, Region: region, ForwardingRule: id.Name})
+			return cur.GetDescription(), err
+		}, func(ctx context.Context) (*compute.Operation, error) {
+			return p.forwardingRules.Delete(ctx, &computepb.DeleteForwardingRuleRequest{Project: p.id, Region: region, ForwardingRule: id.Name})
+		}},
+		{"backend service", region, func(ctx context.Context) (string, error) {
+			cur, err := p.backendServices.Get(ctx, &computepb.GetRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: id.Name})
+			return cur.GetDescription(), err
+		}, func(ctx context.Context) (*compute.Operation, error) {
+			return p.backendServices.Delete(ctx, &computepb.DeleteRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: id.Name})
+		}},
+		{"health check", region, func(ctx context.Context) (string, error) {
+			cur, err := p.healthChecks.Get(ctx, &computepb.GetRegionHealthCheckRequest{Project: p.id, Region: region, HealthCheck: id.Name})
+			return cur.GetDescription(), err
+		}, func(ctx context.Context) (*compute.Operation, error) {
+			return p.healthChecks.Delete(ctx, &computepb.DeleteRegionHealthCheckRequest{Project: p.id, Region: region, HealthCheck: id.Name})
+		}},
+	}
+	zones, err := b.regionZones(ctx, p, region, id.Scope)
+	if err != nil {
+		return err
+	}
+	for _, z := range zones {
+		steps = append(steps, haStep{"instance group", z, func(ctx context.Context) (string, error) {
+			cur, err := p.groups.Get(ctx, &computepb.GetInstanceGroupRequest{Project: p.id, Zone: z, InstanceGroup: id.Name})
+			return cur.GetDescription(), err
+		}, func(ctx context.Context) (*compute.Operation, error) {
+			return p.groups.Delete(ctx, &computepb.DeleteInstanceGroupRequest{Project: p.id, Zone: z, InstanceGroup: id.Name})
+		}})
+	}
+	for _, s := range steps {
+		if err := b.haDeleteStep(ctx, p, id, own, s); err != nil {
+			return err
+		}
+	}
+	errs := make([]error, len(vms))
+	var wg sync.WaitGroup
+	for i, in := range vms {
+		wg.Go(func() {
+			errs[i] = b.delete(ctx, backend.ProviderID{Backend: Kind, Target: p.id, Scope: lastSegment(in.GetZone()), Name: in.GetName()}, false)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconfigureHA reaches the members one at a time: each confirms through its guest that Squid runs the new
+// config (reconfigureVM waits for it) before the next is changed, so a config a guest refuses stops the change
+// with the other members still on the last good one.
+func (b *Backend) reconfigureHA(ctx context.Context, p *project, id backend.ProviderID, settings proxyconf.Settings) (backend.Instance, error) {
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if len(vms) == 0 {
+		return backend.Instance{}, backend.NewError(backend.ClassNotFound, instanceObject(p.id, id.Scope, id.Name), errors.New("no VM of the proxy is left"))
+	}
+	for _, in := range vms {
+		if err := b.reconfigureVM(ctx, p, backend.ProviderID{Backend: Kind, Target: p.id, Scope: lastSegment(in.GetZone()), Name: in.GetName()}, settings); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	return b.getHA(ctx, p, id)
+}
+
+// updateHA changes the labels of every member and of the forwarding rule, and the members' Cloud Logging.
+func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options) (backend.Instance, error) {
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if len(vms) == 0 {
+		return backend.Instance{}, backend.NewError(backend.ClassNotFound, instanceObject(p.id, id.Scope, id.Name), errors.New("no VM of the proxy is left"))
+	}
+	for _, in := range vms {
+		mid := backend.ProviderID{Backend: Kind, Target: p.id, Scope: lastSegment(in.GetZone()), Name: in.GetName()}
+		if err := b.updateVM(ctx, p, mid, spec, opts); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	region := regionOf(id.Scope)
+	obj := haObject("forwarding rule", p.id, region, id.Name)
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		fr, err := p.forwardingRules.Get(ctx, &computepb.GetForwardingRuleRequest{Project: p.id, Region: region, ForwardingRule: id.Name})
+		if err != nil {
+			return classify(obj, err)
+		}
+		want := backend.ManagedLabels(withIdentity(spec, fr.GetLabels()))
+		if equalMaps(fr.GetLabels(), want) {
+			return nil
+		}
+		op, err := p.forwardingRules.SetLabels(ctx, &computepb.SetLabelsForwardingRuleRequest{Project: p.id, Region: region, Resource: id.Name,
+			RegionSetLabelsRequestResource: &computepb.RegionSetLabelsRequest{Labels: want, LabelFingerprint: fr.LabelFingerprint}})
+		if err != nil {
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil && !backend.IsNotFound(err) {
+		return backend.Instance{}, err
+	}
+	return b.getHA(ctx, p, id)
+}
+
+// haStep is one of the load balancer's objects to delete: read its description, delete it.
+type haStep struct {
+	kind, scope string
+	get         func(context.Context) (string, error)
+	del         func(context.Context) (*compute.Operation, error)
+}
+
+// haDeleteStep deletes one object of the proxy's load balancer when its description names the proxy and an
+// owner own allows; NotFound is done.
+func (b *Backend) haDeleteStep(ctx context.Context, p *project, id backend.ProviderID, own backend.Ownership, s haStep) error {
+	obj := haObject(s.kind, p.id, s.scope, id.Name)
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		desc, err := s.get(ctx)
+		if err != nil {
+			return classify(obj, err)
+		}
+		if err := haOwned(own, obj, desc, id.Scope, id.Name); err != nil {
+			return err
+		}
+		op, err := s.del(ctx)
+		if err != nil {
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if backend.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
