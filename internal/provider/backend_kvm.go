@@ -58,7 +58,8 @@ func (kvmDescriptor) importedPlacement(p backend.Placement) placementModel {
 		k = *read
 	}
 	return &kvmPlacementModel{
-		Host: types.StringValue(p.Target), VCPUs: types.Int64Value(int64(k.VCPUs)),
+		Host: types.StringValue(p.Target), Instances: types.Int64Value(int64(max(k.Instances, kvm.DefaultInstances))),
+		VCPUs:     types.Int64Value(int64(k.VCPUs)),
 		MemoryMiB: types.Int64Value(int64(k.MemoryMiB)), DiskGiB: types.Int64Value(int64(k.DiskGiB)),
 		DomainType: optionalString(k.DomainType), Pool: optionalString(k.Pool), BaseVolume: optionalString(k.BaseVolume),
 		Network: optionalString(k.Network), Bridge: optionalString(k.Bridge), MAC: optionalString(k.MAC), IP: optionalString(k.IP),
@@ -95,6 +96,7 @@ func (m *kvmProviderModel) targets() ([]string, bool) { return kvmBackendConfig(
 
 type kvmPlacementModel struct {
 	Host           types.String `tfsdk:"host"`
+	Instances      types.Int64  `tfsdk:"instances"`
 	VCPUs          types.Int64  `tfsdk:"vcpus"`
 	MemoryMiB      types.Int64  `tfsdk:"memory_mib"`
 	DiskGiB        types.Int64  `tfsdk:"disk_gib"`
@@ -121,6 +123,7 @@ func (k *kvmPlacementModel) placement() backend.Placement {
 	return backend.Placement{
 		Backend: kvm.Kind, Target: k.Host.ValueString(),
 		Options: &kvm.Options{
+			Instances:      int(k.Instances.ValueInt64()),
 			VCPUs:          int(k.VCPUs.ValueInt64()),
 			MemoryMiB:      int(k.MemoryMiB.ValueInt64()),
 			DiskGiB:        int(k.DiskGiB.ValueInt64()),
@@ -150,6 +153,9 @@ func (k *kvmPlacementModel) setResolved(inst backend.Instance) {
 	p, ok := inst.Placement.Options.(*kvm.Options)
 	if !ok || p == nil {
 		return
+	}
+	if k.Instances.IsNull() || k.Instances.IsUnknown() {
+		k.Instances = types.Int64Value(int64(max(p.Instances, kvm.DefaultInstances)))
 	}
 	for _, f := range []struct {
 		attr     *types.String

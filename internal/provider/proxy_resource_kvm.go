@@ -36,7 +36,8 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 				inPlaceIfReconfigurable("syslog_target").
 				unlessSame("image_file", imageFileOfBaseVolume).
 				unlessSame("image_url", sameURLImage).
-				unlessSame("image_sha256", sameURLImage),
+				unlessSame("image_sha256", sameURLImage).
+				unlessSame("instances", sameInstances),
 		},
 		Attributes: map[string]schema.Attribute{
 			"host": schema.StringAttribute{
@@ -45,6 +46,19 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 				Default:             stringdefault.StaticString(defaultKVMHost),
 				MarkdownDescription: "Name of a host in the provider's `kvm.hosts`. Defaults to `" + kvm.DefaultHostName + "`.",
 				Validators:          []validator.String{kvmHost()},
+			},
+			"instances": schema.Int64Attribute{
+				Optional:      true,
+				Computed:      true,
+				Default:       int64default.StaticInt64(kvm.DefaultInstances),
+				PlanModifiers: []planmodifier.Int64{instancesAddedLater{}},
+				MarkdownDescription: fmt.Sprintf("How many VMs serve the proxy, from 1 to %d. Defaults to `%d`. "+
+					"More than one are that many domains on the host and its libvirt network (`<name>`, `<name>-2`, ...), each with "+
+					"an address of its own reserved on the network, behind one virtual address, also reserved there, that keepalived "+
+					"in the VMs moves by VRRP to a VM whose Squid answers: `internal_address` is the virtual address, `members` the VMs. "+
+					"Needs a libvirt network: not with `user_net`, `bridge`, `mac` or `ip`. Changing it replaces the proxy.",
+					kvm.MaxInstances, kvm.DefaultInstances),
+				Validators: []validator.Int64{int64validator.Between(1, kvm.MaxInstances), kvmInstances()},
 			},
 			"vcpus": schema.Int64Attribute{
 				Optional:            true,
