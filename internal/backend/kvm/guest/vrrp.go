@@ -187,9 +187,12 @@ mv '%s.new' '%s'
 		KeepalivedConfPath, KeepalivedConfPath)
 }
 
+// keepalivedDropIn resets Debian's ConditionFileNotEmpty on keepalived.conf: systemd checks it before
+// ExecStartPre, which writes that file, so without the reset keepalived's first start would be skipped.
 var keepalivedDropIn = []byte(`# Written by terraform-provider-egress: before every start of keepalived, load the VRRP firewall table and
 # write keepalived.conf for this VM's interface; start again when that fails (the address not there yet).
 [Unit]
+ConditionFileNotEmpty=
 StartLimitIntervalSec=0
 [Service]
 ExecStartPre=/bin/sh ` + VRRPPrestartPath + `

@@ -161,6 +161,10 @@ func TestUserDataForVRRP(t *testing.T) {
 			t.Errorf("user-data does not write %s", path)
 		}
 	}
+	// Debian's keepalived.service runs only with a keepalived.conf, which the drop-in's ExecStartPre writes.
+	if dropIn := string(vrrpFile(t, v, KeepalivedDropInPath)); !strings.Contains(dropIn, "[Unit]\nConditionFileNotEmpty=\n") {
+		t.Errorf("the keepalived drop-in does not reset Debian's ConditionFileNotEmpty:\n%s", dropIn)
+	}
 	squid, keepalived := strings.Index(text, "[systemctl, restart, squid]"), strings.Index(text, KeepalivedIfMissing)
 	if squid < 0 || keepalived < squid {
 		t.Errorf("keepalived starts at %d, Squid at %d: want keepalived after Squid", keepalived, squid)
