@@ -3,6 +3,8 @@ package aws
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatchlogs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
@@ -50,6 +53,7 @@ type region struct {
 	quotas quotasAPI
 	iam    iamAPI
 	logs   logsAPI
+	elb    elbAPI
 
 	// accountID is the credentials' account (account), asked once under accountOnce.
 	accountOnce sync.Mutex
@@ -107,6 +111,7 @@ func (b *Backend) clients(ctx context.Context, name string) (*region, error) {
 			o.BaseEndpoint = optionalString(r.settings.ServiceQuotasEndpoint)
 		})
 		r.logs = cloudwatchlogs.NewFromConfig(cfg, func(o *cloudwatchlogs.Options) { o.BaseEndpoint = optionalString(r.settings.LogsEndpoint) })
+		r.elb = elb.NewFromConfig(cfg, func(o *elb.Options) { o.BaseEndpoint = optionalString(r.settings.ELBEndpoint) })
 		r.iam = iam.NewFromConfig(cfg, func(o *iam.Options) {
 			// IAM is global: one endpoint per partition, signed for the partition's first region.
 			o.Region = iamRegion(name)
@@ -194,10 +199,18 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			stale = append(stale, k)
 		}
 	}
-	resources := []string{awssdk.ToString(in.InstanceId)}
-	for _, bd := range in.BlockDeviceMappings {
-		if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
-			resources = append(resources, *bd.Ebs.VolumeId)
+	// Every member of a proxy of several instances, and each one's root volume.
+	members, err := b.findMembers(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	var resources []string
+	for _, m := range append([]*ec2types.Instance{in}, slices.Collect(maps.Values(members))...) {
+		resources = append(resources, awssdk.ToString(m.InstanceId))
+		for _, bd := range m.BlockDeviceMappings {
+			if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
+				resources = append(resources, *bd.Ebs.VolumeId)
+			}
 		}
 	}
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {

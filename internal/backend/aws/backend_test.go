@@ -32,7 +32,7 @@ func newTest(t *testing.T, opts ec2fake.Options) (*ec2fake.Server, *Backend) {
 	}
 	region := RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey,
 		EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(),
-		LogsEndpoint: fake.URL()}
+		LogsEndpoint: fake.URL(), ELBEndpoint: fake.URL()}
 	b, err := New(Config{DefaultRegion: testRegion, Regions: map[string]RegionConfig{testRegion: region, otherRegion: region}})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ func newBenchBackend(tb testing.TB, opts ec2fake.Options) (*ec2fake.Server, *Bac
 	regions := map[string]RegionConfig{}
 	for _, name := range fake.RegionNames() {
 		regions[name] = RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey,
-			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), LogsEndpoint: fake.URL()}
+			EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), LogsEndpoint: fake.URL(), ELBEndpoint: fake.URL()}
 	}
 	b, err := New(Config{DefaultRegion: testRegion, Regions: regions})
 	if err != nil {

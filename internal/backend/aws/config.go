@@ -41,6 +41,8 @@ type RegionConfig struct {
 	IAMEndpoint string
 	// LogsEndpoint is CloudWatch Logs', for the backend's calls and, when it is HTTPS, the guest's.
 	LogsEndpoint string
+	// ELBEndpoint is Elastic Load Balancing's, for the load balancer of a proxy of several instances.
+	ELBEndpoint string
 }
 
 // AssumeRole is a role the backend assumes before calling EC2 and SSM.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,7 +59,7 @@ func (b *Backend) resolve(ctx context.Context, spec backend.Spec) (*region, Opti
 		o = *given
 	}
 	switch {
-	case o.SubnetID == "":
+	case o.SubnetID == "" && len(o.SubnetIDs) == 0:
 		return nil, o, backend.Permanent(object, "aws.subnet_id is required: the subnet's VPC holds the proxy's security group")
 	case o.IAMInstanceProfile == "" && !o.CreateInstanceRole:
 		return nil, o, backend.Permanent(object, "aws.iam_instance_profile or aws.create_instance_role is required: the instance's role reads the proxy's configuration from SSM")
@@ -66,6 +67,9 @@ func (b *Backend) resolve(ctx context.Context, spec backend.Spec) (*region, Opti
 		return nil, o, backend.Permanent(object, "aws.create_instance_role makes the proxy's own instance profile; it cannot be combined with iam_instance_profile")
 	case o.StaticEgressIP && o.EIPAllocationID != "":
 		return nil, o, backend.Permanent(object, "static_egress_ip allocates an address; it cannot be combined with eip_allocation_id")
+	}
+	if err := o.validateInstances(); err != nil {
+		return nil, o, backend.Permanent(object, "%v", err)
 	}
 	if err := o.CloudWatchLogs.validate(); err != nil {
 		return nil, o, backend.Permanent(object, "aws.cloudwatch_logs: %v", err)
@@ -163,7 +167,7 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	// The group first: it is made with its tags in one request, so that whatever a crash leaves of the
 	// proxy from here on is listed by ListByTag (as a leftover of its name) until a create adopts it or a
 	// delete of that id removes it, parameters included.
-	groupID, err := b.ensureSecurityGroup(ctx, r, spec, o.SubnetID)
+	groupID, place, err := b.ensureSecurityGroup(ctx, r, spec, o)
 	if err != nil {
 		return backend.Instance{}, err
 	}
@@ -187,6 +191,11 @@ func (b *Backend) Create(ctx context.Context, spec backend.Spec) (backend.Instan
 	}
 	if err := b.attachEgressAddress(ctx, r, spec, o, instanceID, kept); err != nil {
 		return made, err
+	}
+	if o.instances() > 1 {
+		if _, err := b.ensureMembers(ctx, r, spec, o, groupID, place, in); err != nil {
+			return made, err
+		}
 	}
 	if o.WaitForProxy {
 		if err := b.waitApplied(ctx, r, spec.Name, rendered); err != nil {
@@ -283,7 +292,7 @@ func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Op
 			return nil, b.giveBack(mine, r, spec.Name, true, err)
 		}
 	}
-	in, err := b.runInstance(ctx, r, spec, with, groupID)
+	in, err := b.runInstance(ctx, r, spec, with, groupID, 0)
 	if err != nil {
 		return nil, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
 	}
@@ -337,41 +346,34 @@ func securityGroupName(proxy string) string { return "egress-proxy-" + proxy }
 // ensureSecurityGroup finds or makes the proxy's security group in the subnet's VPC and sets its ingress
 // rules to the allowed clients on the proxy port. Create calls it only once no live instance of the name is
 // another proxy's, so a group of the provider's with another UID is a gone proxy's leftover.
-func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backend.Spec, subnetID string) (string, error) {
+//
+// With several instances it also admits the load balancer's health checks to the health port from the
+// placement's subnets, where the load balancer's nodes are, and returns the placement (placement.go).
+func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backend.Spec, o Options) (string, placement, error) {
 	name := securityGroupName(spec.Name)
 	obj := fmt.Sprintf("aws security group %s in region %s", name, r.name)
 	if err := b.checkClientRules(ctx, r, obj, spec.Proxy); err != nil {
-		return "", err
+		return "", placement{}, err
 	}
-	var vpcID string
-	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		out, err := r.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{subnetID}})
-		if err != nil {
-			return classify(fmt.Sprintf("aws subnet %s in region %s", subnetID, r.name), err)
-		}
-		if len(out.Subnets) == 0 {
-			return backend.Permanent(fmt.Sprintf("aws subnet %s in region %s", subnetID, r.name), "no such subnet: set aws.subnet_id to one of the region's")
-		}
-		vpcID = awssdk.ToString(out.Subnets[0].VpcId)
-		return nil
-	})
+	place, err := b.placementOf(ctx, r, o)
 	if err != nil {
-		return "", err
+		return "", placement{}, err
 	}
+	vpcID := place.vpcID
 	group, err := b.findSecurityGroup(ctx, r, name, vpcID)
 	if err != nil {
-		return "", err
+		return "", placement{}, err
 	}
 	made := false // by this call, moments ago: EC2 may not know its id everywhere yet
 	if group != nil {
 		tags := tagMap(group.Tags)
 		if !managed(tags) {
-			return "", backend.Permanent(obj, "a security group of this name already exists (%s) and was not made by this provider: delete it or choose another proxy name",
+			return "", placement{}, backend.Permanent(obj, "a security group of this name already exists (%s) and was not made by this provider: delete it or choose another proxy name",
 				awssdk.ToString(group.GroupId))
 		}
 		// Only the owner's own leftovers are adopted: another team's group of this name stays theirs.
 		if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
-			return "", err
+			return "", placement{}, err
 		}
 		if tags[backend.LabelUID] != spec.UID {
 			// Left by a proxy of this name that is gone (Create found no live instance of the name before
@@ -382,7 +384,7 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 				return classify(obj, err)
 			})
 			if err != nil {
-				return "", err
+				return "", placement{}, err
 			}
 		}
 	} else {
@@ -408,11 +410,11 @@ func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backe
 			return nil
 		})
 		if err != nil {
-			return "", err
+			return "", placement{}, err
 		}
 	}
 	groupID := awssdk.ToString(group.GroupId)
-	return groupID, b.setIngress(ctx, r, obj, group, spec.Proxy, made)
+	return groupID, place, b.setIngress(ctx, r, obj, group, spec.Proxy, place.healthRanges(), made)
 }
 
 func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID string) (*ec2types.SecurityGroup, error) {
@@ -440,8 +442,8 @@ func (b *Backend) findSecurityGroup(ctx context.Context, r *region, name, vpcID 
 // wanted (a metrics port turned off or moved, a range dropped) is revoked.
 // A group made moments ago may be unknown to these calls for a while: fresh says so, and its NotFound is
 // retried (defaultPropagation); an older group's is not, it is gone.
-func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings, fresh bool) error {
-	add, remove := diffPermissions(group.IpPermissions, ingressRules(s))
+func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *ec2types.SecurityGroup, s proxyconf.Settings, health []string, fresh bool) error {
+	add, remove := diffPermissions(group.IpPermissions, ingressRules(s, health))
 	classifyErr := classify
 	if fresh {
 		classifyErr = b.propagationWindow().classify
@@ -466,8 +468,14 @@ func (b *Backend) setIngress(ctx context.Context, r *region, obj string, group *
 // ingressRules are the rules the proxy's group holds: TCP on the proxy port from each allowed client range
 // and, with metrics, TCP on each metrics port from each metrics range alone (proxyconf.MetricsSettings: the
 // proxy's clients reach the metrics ports only when listed there too).
-func ingressRules(s proxyconf.Settings) []ec2types.IpPermission {
+//
+// A proxy of several instances also admits its load balancer's health checks on the health port from
+// health, the ranges of the subnets its nodes are in.
+func ingressRules(s proxyconf.Settings, health []string) []ec2types.IpPermission {
 	rules := []ec2types.IpPermission{tcpRule(s.Port, s.AllowedClientCIDRs)}
+	if len(health) > 0 {
+		rules = append(rules, tcpRule(proxyconf.DefaultHealthPort, health))
+	}
 	if s.Metrics != nil {
 		port, squidPort := s.Metrics.Ports()
 		rules = append(rules, tcpRule(port, s.Metrics.AllowedClientCIDRs), tcpRule(squidPort, s.Metrics.AllowedClientCIDRs))
@@ -534,10 +542,14 @@ func diffPermissions(have, want []ec2types.IpPermission) (add, remove []ec2types
 
 // runInstance launches the instance. The client token makes a retry after a lost answer return the same
 // instance instead of a second one.
-func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string) (*ec2types.Instance, error) {
-	obj := instanceObject(r.name, spec.Name)
+//
+// Member k of a proxy of several instances (k > 0; member 0 is the proxy's first instance, launched as a proxy
+// of one is) reads its own parameters (memberParameters), carries TagMember and runs in its own subnet
+// (Options.memberSubnet), with a client token of its own.
+func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int) (*ec2types.Instance, error) {
+	obj := memberObject(r.name, spec.Name, k)
 	opts := guest.UserDataOptions{
-		Region: r.name, ParameterPrefix: guest.ParameterPath(spec.Name, ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
+		Region: r.name, ParameterPrefix: guest.ParameterPath(memberParameters(spec.Name, k), ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
 	}
 	if o.CloudWatchLogs != nil {
 		group, stream := logTarget(spec.Name, o.CloudWatchLogs)
@@ -547,11 +559,20 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 	if err != nil {
 		return nil, backend.NewError(backend.ClassPermanent, obj, err)
 	}
-	tags := ec2Tags(objectTags(spec))
+	tagged := objectTags(spec)
+	if o.instances() > 1 {
+		tagged[TagInstances] = strconv.Itoa(o.instances())
+	}
+	uid := spec.UID
+	if k > 0 {
+		tagged[TagMember] = strconv.Itoa(k)
+		uid = spec.UID + "/member-" + strconv.Itoa(k)
+	}
+	tags := ec2Tags(tagged)
 	in := &ec2.RunInstancesInput{
 		ImageId: awssdk.String(o.AMI), InstanceType: ec2types.InstanceType(o.InstanceType),
-		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(clientToken(spec.UID)),
-		SubnetId: awssdk.String(o.SubnetID), SecurityGroupIds: append([]string{groupID}, o.SecurityGroupIDs...),
+		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(clientToken(uid)),
+		SubnetId: awssdk.String(o.memberSubnet(k)), SecurityGroupIds: append([]string{groupID}, o.SecurityGroupIDs...),
 		IamInstanceProfile: instanceProfile(o.IAMInstanceProfile),
 		// IMDSv2 only, one hop: a container or a forwarded request on the instance cannot reach the role's
 		// credentials ("Use IMDSv2": "Configure the instance metadata options").
@@ -576,7 +597,7 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 	// by the same apply: EC2 may not know them yet.
 	w := b.propagationWindow()
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		in.ClientToken = awssdk.String(clientTokenN(spec.UID, attempt))
+		in.ClientToken = awssdk.String(clientTokenN(uid, attempt))
 		out, err := r.ec2.RunInstances(ctx, in)
 		if errorCode(err) == "IdempotentInstanceTerminated" {
 			// This UID's instance of that token was terminated (a launch whose answer was lost, ended before

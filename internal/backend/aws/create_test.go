@@ -43,7 +43,7 @@ func TestTierFor(t *testing.T) {
 func TestIngressDiff(t *testing.T) {
 	t.Parallel()
 	s := proxyconf.Settings{Port: 3128, AllowedClientCIDRs: []string{"10.0.0.0/8", "2001:db8::/32"}}
-	rules := ingressRules(s)
+	rules := ingressRules(s, nil)
 	if len(rules) != 1 {
 		t.Fatalf("rules %+v: want the proxy port's alone without metrics", rules)
 	}

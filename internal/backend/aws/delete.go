@@ -41,6 +41,11 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 	if err != nil {
 		return err
 	}
+	// A proxy of several instances: the load balancer first, then the members beyond the first (members.go).
+	several, err := b.deleteMembers(ctx, r, id.Name, in)
+	if err != nil {
+		return err
+	}
 	if in != nil {
 		tags := tagMap(in.Tags)
 		if !managed(tags) {
@@ -82,9 +87,53 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 	if err := b.deleteSecurityGroup(ctx, r, id.Name); err != nil {
 		return err
 	}
+	// The members' parameters before the first's, whose settings say how many there were.
+	for k := 1; k < several; k++ {
+		if err := b.deleteParameters(ctx, r, memberParameters(id.Name, k), in != nil); err != nil {
+			return err
+		}
+	}
 	// The instance, when there was one, was this owner's: so are its parameters (another owner's Create of
 	// the name is refused while it lives), and their tags need no look.
 	return b.deleteParameters(ctx, r, id.Name, in != nil)
+}
+
+// deleteMembers deletes what a proxy of several instances has beyond its first instance: the load balancer
+// and target group, then members 1 to n-1. It returns how many members the proxy had (its settings say, or
+// the members found), 1 for a proxy of one, which it leaves alone without a call to Elastic Load Balancing:
+// its first instance has no TagInstances; without a first instance (a leftover), the settings and the members
+// say, since the load balancer is made after the members and the settings before them, so while it exists
+// one of the two does.
+func (b *Backend) deleteMembers(ctx context.Context, r *region, name string, first *ec2types.Instance) (int, error) {
+	if first != nil {
+		if _, several := tagMap(first.Tags)[TagInstances]; !several {
+			return 1, nil // a proxy of one, whose first instance says so: no more calls than before
+		}
+	}
+	st, _, _, err := b.readStoredSpec(ctx, r, name)
+	if err != nil {
+		return 0, err
+	}
+	members, err := b.findMembers(ctx, r, name)
+	if err != nil {
+		return 0, err
+	}
+	n := max(st.Instances, 1)
+	for k := range members {
+		n = max(n, k+1)
+	}
+	if n == 1 {
+		return 1, nil
+	}
+	if first != nil {
+		if err := backend.OwnershipOf(ctx).Check(instanceObject(r.name, name), tagMap(first.Tags)[backend.LabelOwner], tagMap(first.Tags)[backend.LabelUID]); err != nil {
+			return 0, err
+		}
+	}
+	if err := b.deleteLoadBalancer(ctx, r, name); err != nil {
+		return 0, err
+	}
+	return n, b.terminateMembers(ctx, r, name)
 }
 
 // deleteSecurityGroup deletes the proxy's own group. A terminated instance's network interface lets go of it

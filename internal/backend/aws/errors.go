@@ -58,6 +58,9 @@ var (
 		"InstanceLimitExceeded": true, "VcpuLimitExceeded": true, "AddressLimitExceeded": true,
 		"MaxSpotInstanceCountExceeded": true, "ParameterLimitExceeded": true, "ResourceLimitExceeded": true,
 		"RulesPerSecurityGroupLimitExceeded": true,
+		// Elastic Load Balancing's quotas ("ELBv2 API Reference": CreateLoadBalancer, CreateTargetGroup,
+		// CreateListener, RegisterTargets, Errors).
+		"TooManyLoadBalancers": true, "TooManyTargetGroups": true, "TooManyListeners": true, "TooManyTargets": true,
 		// IAM's quotas of roles and instance profiles per account ("IAM API Reference": CreateRole, Errors).
 		"LimitExceeded": true,
 		// CloudWatch Logs' quotas (log groups per region): "CloudWatch Logs API Reference", CreateLogGroup, Errors.

@@ -56,7 +56,10 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 			}
 			for _, res := range out.Reservations {
 				for i := range res.Instances {
-					found = append(found, toInstance(name, &res.Instances[i]))
+					// A proxy of several instances is listed once, by its first (members.go).
+					if memberOf(&res.Instances[i]) == 0 {
+						found = append(found, toInstance(name, &res.Instances[i]))
+					}
 				}
 			}
 		}
@@ -113,7 +116,7 @@ func (b *Backend) listLeftovers(ctx context.Context, r *region, owner string, li
 		for _, g := range out.SecurityGroups {
 			tags := tagMap(g.Tags)
 			if awssdk.ToString(g.GroupName) == securityGroupName(tags[tagName]) {
-				add(tags, "its security group and parameters, and its own instance role when it had one, are left without an instance: a create that did not finish, or an instance terminated behind the provider's back")
+				add(tags, "its security group and parameters, and its own instance role when it had one (and its other instances and load balancer when it had several), are left without an instance: a create that did not finish, or an instance terminated behind the provider's back")
 			}
 		}
 	}

@@ -85,12 +85,20 @@ func (b *Backend) findInstance(ctx context.Context, r *region, name string) (*ec
 	if err != nil || len(found) == 0 {
 		return nil, err
 	}
+	// Members 1 to n-1 of a proxy of several instances share its Name: the proxy is its member 0.
+	var first *ec2types.Instance
 	for i := range found {
+		if memberOf(&found[i]) != 0 {
+			continue
+		}
 		if managed(tagMap(found[i].Tags)) {
 			return &found[i], nil
 		}
+		if first == nil {
+			first = &found[i]
+		}
 	}
-	return &found[0], nil
+	return first, nil
 }
 
 // storedSpec is the settings parameter: what the instance itself cannot tell when read back, without any
@@ -107,7 +115,10 @@ type storedSpec struct {
 	WaitForProxy       bool               `json:"wait_for_proxy,omitempty"`
 	KMSKeyID           string             `json:"kms_key_id,omitempty"`
 	CloudWatchLogs     *CloudWatchLogs    `json:"cloudwatch_logs,omitempty"`
-	ConfigID           string             `json:"config_id"`
+	// Instances and SubnetIDs are a proxy of several instances' (absent for one).
+	Instances int      `json:"instances,omitempty"`
+	SubnetIDs []string `json:"subnet_ids,omitempty"`
+	ConfigID  string   `json:"config_id"`
 	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
 	// behind the provider's back by it, without reading the secrets its MAC needs (and a manifest's parts by
 	// the SHA-256 it names).
@@ -134,6 +145,9 @@ func newStoredSpec(s proxyconf.Settings, o Options, p parameters) storedSpec {
 		SecurityGroupIDs: o.SecurityGroupIDs, StaticEgressIP: o.StaticEgressIP, EIPAllocationID: o.EIPAllocationID,
 		WaitForProxy: o.WaitForProxy, KMSKeyID: o.KMSKeyID, CloudWatchLogs: o.CloudWatchLogs, ConfigID: p.configID, ConfigSHA256: hex.EncodeToString(sum[:]),
 		ConfigFormat: p.format}
+	if o.instances() > 1 {
+		st.Instances, st.SubnetIDs = o.Instances, o.SubnetIDs
+	}
 	st.Settings.TLS = nil
 	if s.TLS != nil {
 		f := s.TLS.Fingerprints()
@@ -225,6 +239,12 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		// The guest watches its parameters: every instance made by this backend can change its rules in place.
 		inst.Reconfigurable = true
 		inst.Drift = configDrift(name, st, values)
+		if st.Instances > 1 {
+			opts.Instances, opts.SubnetIDs, opts.SubnetID = st.Instances, st.SubnetIDs, ""
+		}
+	}
+	if err := b.readMembers(ctx, r, in, &inst, opts.instances()); err != nil {
+		return backend.Instance{}, err
 	}
 	return inst, nil
 }

@@ -12,6 +12,14 @@ var IDForm = backend.IDForm{Kind: Kind, Parts: []string{"region", "name"}}
 type Options struct {
 	// SubnetID is the subnet the instance runs in; its VPC holds the security group the backend makes.
 	SubnetID string
+	// Instances is how many instances serve the proxy (0 takes 1). One is the proxy as it always was: one
+	// instance, no load balancer. Several sit behind an internal Network Load Balancer (loadbalancer.go),
+	// spread over SubnetIDs, one subnet per Availability Zone.
+	Instances int
+	// SubnetIDs are, for several instances, the subnets they are spread over (member i in SubnetIDs[i mod n]),
+	// each in its own Availability Zone of one VPC: the load balancer has a node in each. SubnetID is then
+	// empty.
+	SubnetIDs []string
 	// InstanceType is the EC2 instance type; DefaultInstanceType when empty.
 	InstanceType string
 	// AMI is the image; empty takes the latest Debian 12 image of the instance type's architecture, read

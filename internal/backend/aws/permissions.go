@@ -32,7 +32,7 @@ var deniedCodes = map[string]bool{"UnauthorizedOperation": true, "AccessDenied":
 var deniedRE = regexp.MustCompile(`not authorized to perform: ([a-zA-Z0-9-]+:[A-Za-z0-9*]+)(?: on resource: ([^ ]+))?`)
 
 // iamPrefixes are the IAM service prefixes of the SDK clients' service ids.
-var iamPrefixes = map[string]string{"EC2": "ec2", "SSM": "ssm", "STS": "sts", "Service Quotas": "servicequotas", "IAM": "iam", "CloudWatch Logs": "logs"}
+var iamPrefixes = map[string]string{"EC2": "ec2", "SSM": "ssm", "STS": "sts", "Service Quotas": "servicequotas", "IAM": "iam", "CloudWatch Logs": "logs", "Elastic Load Balancing v2": "elasticloadbalancing"}
 
 // MissingPermission is the IAM action an AWS denial says the credentials lack, and the resource when it
 // names one; "" when err is no denial. Where the words name no action (EC2's older answers carry only the

@@ -88,9 +88,10 @@ func (p policy) json(t testing.TB) string {
 // instance profile, and putting the proxy's own role in its profile, pass the role (iam:PassRole); a
 // SecureString under a customer-managed key (kms_key_id) is encrypted by SSM as the caller, kms:Encrypt in the
 // Standard tier and kms:GenerateDataKey in the Advanced one; the proxy's own instance profile is made with its
-// tags (iam:TagInstanceProfile; its role's tags are iam:TagRole, a call of its own too). sts:GetCallerIdentity
-// needs no permission.
-var impliedActions = []string{"iam:PassRole", "iam:TagInstanceProfile", "kms:Encrypt", "kms:GenerateDataKey"}
+// tags (iam:TagInstanceProfile; its role's tags are iam:TagRole, a call of its own too); a load balancer and a
+// target group are made with their tags (elasticloadbalancing:AddTags, with elasticloadbalancing:CreateAction).
+// sts:GetCallerIdentity needs no permission.
+var impliedActions = []string{"elasticloadbalancing:AddTags", "iam:PassRole", "iam:TagInstanceProfile", "kms:Encrypt", "kms:GenerateDataKey"}
 
 // calledActions are the IAM actions of every call the backend makes: the methods of its narrow SDK seams
 // (api.go), with their services' prefixes, and impliedActions.
@@ -98,7 +99,7 @@ func calledActions() []string {
 	out := slices.Clone(impliedActions)
 	for prefix, seam := range map[string]reflect.Type{
 		"ec2": reflect.TypeFor[ec2API](), "ssm": reflect.TypeFor[ssmAPI](), "servicequotas": reflect.TypeFor[quotasAPI](),
-		"iam": reflect.TypeFor[iamAPI](), "logs": reflect.TypeFor[logsAPI](),
+		"iam": reflect.TypeFor[iamAPI](), "logs": reflect.TypeFor[logsAPI](), "elasticloadbalancing": reflect.TypeFor[elbAPI](),
 	} {
 		for i := range seam.NumMethod() {
 			out = append(out, prefix+":"+seam.Method(i).Name)
@@ -132,7 +133,7 @@ func TestSeamsAreCalled(t *testing.T) {
 		if slices.Contains(impliedActions, action) {
 			continue
 		}
-		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas", "iam": "iam", "logs": "logs"}[prefix]
+		field := map[string]string{"ec2": "ec2", "ssm": "ssm", "servicequotas": "quotas", "iam": "iam", "logs": "logs", "elasticloadbalancing": "elb"}[prefix]
 		if !regexp.MustCompile(`\.` + field + `\.` + name + `\(|New` + name + `Paginator\(r\.` + field).MatchString(code.String()) {
 			t.Errorf("%s is in the %s seam (api.go) but no code of the backend calls it: remove it, and its permission from %s", name, prefix, CallerPolicyFile)
 		}
@@ -226,7 +227,7 @@ const testKMSKey = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56
 // Check (with and without Service Quotas), Create of a Spot proxy with its own Elastic IP, two client ranges
 // (the rules quota), its secrets under a customer-managed key and its own CloudWatch Logs group, waited for; Create of a proxy with the user's
 // own Elastic IP; Create of a proxy with its own instance role (create_instance_role); an Update of labels; a
-// Reconfigure with a range fewer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
+// Reconfigure with a range fewer; Create and Reconfigure of a proxy of three instances behind a load balancer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
 // the three. It stops at the first failure and returns it, with its
 // advice. A Check that is not healthy, or that could not read Service Quotas, is a failure.
 func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
@@ -297,13 +298,26 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if err := b.deleteParameters(ctx, r, big.Name, false); err != nil {
 		return failed("delete parameters without an instance", err)
 	}
+	ha := testSpec(fake, "perm-ha")
+	ho := ha.Placement.Options.(*Options) //nolint:forcetypeassert // testSpec's own options
+	ho.SubnetID, ho.Instances = "", 3
+	for _, sn := range fake.Subnets(testRegion) {
+		ho.SubnetIDs = append(ho.SubnetIDs, sn.ID)
+	}
+	iha, err := b.Create(ctx, ha)
+	if err != nil {
+		return failed("create a proxy of three instances behind a load balancer", err)
+	}
+	if _, err := b.Reconfigure(ctx, iha.ID, s); err != nil {
+		return failed("reconfigure a proxy of three instances", err)
+	}
 	if _, err := b.Get(ctx, ia.ID); err != nil {
 		return failed("get", err)
 	}
 	if _, err := b.ListByTag(ctx, backend.Selector{Owner: a.Owner}); err != nil {
 		return failed("list", err)
 	}
-	for _, id := range []backend.ProviderID{ia.ID, ib.ID, ic.ID} {
+	for _, id := range []backend.ProviderID{ia.ID, ib.ID, ic.ID, iha.ID} {
 		if err := b.Delete(ctx, id); err != nil {
 			return failed("delete", err)
 		}
@@ -532,7 +546,7 @@ func TestAssumeRolePolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			region := RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, AssumeRole: AssumeRole{RoleARN: fake.RoleARN("egress-deployer")},
-				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(), LogsEndpoint: fake.URL()}
+				EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(), ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(), LogsEndpoint: fake.URL(), ELBEndpoint: fake.URL()}
 			b, err := New(Config{Regions: map[string]RegionConfig{testRegion: region}})
 			if err != nil {
 				t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
@@ -78,17 +79,98 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	if err := b.putParameters(ctx, r, spec, newStoredSpec(settings, *opts, rendered), rendered, arn); err != nil {
 		return backend.Instance{}, err
 	}
-	group, err := b.findSecurityGroup(ctx, r, securityGroupName(id.Name), awssdk.ToString(in.VpcId))
-	if err != nil {
+	if err := b.reconfigureGroup(ctx, r, id.Name, awssdk.ToString(in.VpcId), *opts, settings); err != nil {
 		return backend.Instance{}, err
-	}
-	if group != nil {
-		if err := b.setIngress(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, group, settings, false); err != nil {
-			return backend.Instance{}, err
-		}
 	}
 	if err := b.waitApplied(ctx, r, id.Name, rendered); err != nil {
 		return backend.Instance{}, err
 	}
+	if opts.instances() > 1 {
+		if err := b.reconfigureMembers(ctx, r, spec, *opts, settings, current); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	return b.Get(ctx, id)
+}
+
+// reconfigureGroup sets the proxy's security group's rules to settings' (and, for several instances, keeps
+// admitting the load balancer's health checks from the subnets).
+func (b *Backend) reconfigureGroup(ctx context.Context, r *region, name, vpcID string, o Options, settings proxyconf.Settings) error {
+	group, err := b.findSecurityGroup(ctx, r, securityGroupName(name), vpcID)
+	if err != nil || group == nil {
+		return err
+	}
+	var health []string
+	if o.instances() > 1 {
+		place, err := b.placementOf(ctx, r, o)
+		if err != nil {
+			return err
+		}
+		health = place.healthRanges()
+	}
+	return b.setIngress(ctx, r, "aws security group "+securityGroupName(name)+" in region "+r.name, group, settings, health, false)
+}
+
+// reconfigureMembers brings members 1 to n-1 of a proxy of several instances to the new settings, one at a
+// time: member 0 has applied them (Reconfigure), and each next member's parameters are written only once the
+// one before has applied its own and its target is healthy again, so that the load balancer always has
+// members serving. The listener's port is the one the proxy was made with: a new port is a replacement.
+func (b *Backend) reconfigureMembers(ctx context.Context, r *region, spec backend.Spec, o Options, settings proxyconf.Settings, current backend.Instance) error {
+	obj := instanceObject(r.name, spec.Name)
+	if current.Proxy != nil && settings.Port != current.Proxy.Port {
+		return backend.Permanent(obj, "the port of a proxy of several instances is its load balancer's listener's: changing it (%d to %d) replaces the proxy", current.Proxy.Port, settings.Port)
+	}
+	if err := b.waitHealthy(ctx, r, spec.Name, current.Members, 0); err != nil {
+		return err
+	}
+	members, err := b.findMembers(ctx, r, spec.Name)
+	if err != nil {
+		return err
+	}
+	for k := 1; k < o.instances(); k++ {
+		in := members[k]
+		if in == nil {
+			return backend.Permanent(memberObject(r.name, spec.Name, k), "is gone: replace the proxy to make it again")
+		}
+		ms := memberSpec(spec, k)
+		rendered, err := renderParameters(ms.Name, settings, guest.FormatLatest)
+		if err != nil {
+			return backend.NewError(backend.ClassPermanent, obj, err)
+		}
+		arn, err := b.instanceARN(ctx, r, awssdk.ToString(in.InstanceId))
+		if err != nil {
+			return err
+		}
+		if err := b.putParameters(ctx, r, ms, newStoredSpec(settings, o, rendered), rendered, arn); err != nil {
+			return err
+		}
+		if err := b.waitApplied(ctx, r, ms.Name, rendered); err != nil {
+			return err
+		}
+		if err := b.waitHealthy(ctx, r, spec.Name, current.Members, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitHealthy waits until member k's target is healthy in the load balancer's target group; members lists
+// the proxy's members as read, for member k's instance id.
+func (b *Backend) waitHealthy(ctx context.Context, r *region, proxy string, members []backend.Member, k int) error {
+	if k >= len(members) {
+		return nil
+	}
+	id := members[k].Name
+	obj := memberObject(r.name, proxy, k)
+	return b.pollUntil(ctx, obj, "its load balancer health check to pass", func(ctx context.Context) (bool, error) {
+		l, _, _, err := b.findLoadBalancer(ctx, r, proxy)
+		if err != nil {
+			return false, err
+		}
+		health, err := b.targetHealth(ctx, r, proxy, l.targetGroup)
+		if err != nil {
+			return false, err
+		}
+		return health[id].State == elbtypes.TargetHealthStateEnumHealthy, nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"encoding/base64"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -172,11 +173,17 @@ func (s *Server) SetGuest(region, proxy string, m GuestMode) {
 func proxyOfConfig(param string) (string, bool) {
 	rest, underPrefix := strings.CutPrefix(param, guest.ParameterPrefix)
 	proxy, isConfig := strings.CutSuffix(rest, "/"+guest.ParameterConfig)
-	if !underPrefix || !isConfig || proxy == "" || strings.Contains(proxy, "/") {
+	if !underPrefix || !isConfig || proxy == "" || strings.Contains(proxy, "/") && !memberRE.MatchString(proxy) {
 		return "", false
 	}
 	return proxy, true
 }
+
+// memberRE is the parameters' name of member k > 0 of a proxy of several instances, whose instance carries
+// the proxy's Name and memberTag = k (the aws backend's TagMember).
+var memberRE = regexp.MustCompile(`^([^/]+)/member-([1-9][0-9]*)$`)
+
+const memberTag = "egress-member"
 
 // RunsInstanceNamed reports whether an instance whose Name tag is name runs in region: for a proxy, whether
 // its guest is up.
@@ -188,9 +195,16 @@ func (s *Server) RunsInstanceNamed(region, name string) bool {
 }
 
 // runsNamed reports whether an instance whose Name tag is name runs in rg. The caller holds s.mu.
+//
+// A name of member k (memberRE) is its instance's: the proxy's Name with memberTag = k; a proxy's own name is
+// its first instance's, without memberTag.
 func (rg *region) runsNamed(name string) bool {
+	member := ""
+	if m := memberRE.FindStringSubmatch(name); m != nil {
+		name, member = m[1], m[2]
+	}
 	for _, in := range rg.instances {
-		if !in.gone && in.State == StateRunning && in.Tags[nameTag] == name {
+		if !in.gone && in.State == StateRunning && in.Tags[nameTag] == name && in.Tags[memberTag] == member {
 			return true
 		}
 	}

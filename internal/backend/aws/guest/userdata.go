@@ -77,7 +77,8 @@ const logsFlush = 5
 var (
 	regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 	// The prefix is ParameterPath(name, ""), with a proxy name as backend.ValidateName allows it.
-	prefixRE = regexp.MustCompile(`^` + regexp.QuoteMeta(ParameterPrefix) + `[a-z]([-a-z0-9]{0,61}[a-z0-9])?/$`)
+	// A proxy's own parameters, or those of member k > 0 of a proxy of several instances, under its own.
+	prefixRE = regexp.MustCompile(`^` + regexp.QuoteMeta(ParameterPrefix) + `[a-z]([-a-z0-9]{0,61}[a-z0-9])?/(member-[1-9][0-9]?/)?$`)
 )
 
 // agentSettings is agent.json, everything the agent knows of its proxy and of this package: the Go
