@@ -331,6 +331,12 @@ resource "egress_proxy" "k8s" {
 				ConfigStateChecks: []statecheck.StateCheck{
 					sameID.AddStateValue("egress_proxy.k8s", tfjsonpath.New("id")),
 					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("kubernetes").AtMapKey("replicas"), knownvalue.Int64Exact(2)),
+					// Both pods are members and serve: the update returned once the rollout ended.
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("members"), knownvalue.ListExact([]knownvalue.Check{
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{"healthy": knownvalue.Bool(true), "reason": knownvalue.StringExact("")}),
+						knownvalue.ObjectPartial(map[string]knownvalue.Check{"healthy": knownvalue.Bool(true), "reason": knownvalue.StringExact("")}),
+					})),
+					statecheck.ExpectKnownValue("egress_proxy.k8s", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
 				},
 				Check: resource.ComposeTestCheckFunc(
 					func(*terraform.State) error {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -27,7 +28,7 @@ var memberAttrTypes = map[string]attr.Type{
 func membersAttributes() map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"egress_addresses": schema.ListAttribute{Computed: true, ElementType: types.StringType,
-			MarkdownDescription: "Every source address destinations may see on the proxy's connections, one per instance that has one, in the order of `members`: " +
+			MarkdownDescription: "Every source address destinations may see on the proxy's connections, each once, in the order of `members`: " +
 				"what a partner's allow-list needs when the proxy has several `instances`. With one instance, `egress_address` alone (empty list where that is null)."},
 		"members": schema.ListNestedAttribute{Computed: true,
 			MarkdownDescription: "The VMs or pods that serve the proxy behind `internal_address`, when it has several (`instances` of a `kvm`, `gcp` or `aws` placement); empty for a proxy of one. " +
@@ -51,7 +52,8 @@ func (m *proxyResourceModel) setMembers(inst backend.Instance) diag.Diagnostics 
 	addresses := []attr.Value{}
 	members := []attr.Value{}
 	for _, mem := range inst.Members {
-		if mem.EgressAddress != "" {
+		if mem.EgressAddress != "" && !slices.Contains(addresses, attr.Value(types.StringValue(mem.EgressAddress))) {
+			// Once each: pods on one node, or VMs behind one NAT, share theirs.
 			addresses = append(addresses, types.StringValue(mem.EgressAddress))
 		}
 		v, d := types.ObjectValue(memberAttrTypes, map[string]attr.Value{

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -77,11 +78,73 @@ func (b *Backend) instance(ctx context.Context, c *client, id backend.ProviderID
 		return backend.Instance{}, err
 	}
 	inst.EgressAddress = egressAddressOf(pods, nodes)
+	if opts, _ := inst.Placement.Options.(*Options); opts != nil && opts.Replicas > 1 {
+		inst.Members = membersOf(pods, nodes)
+		if inst.State == backend.StateRunning {
+			inst.State = degradedState(d, inst.Members)
+		}
+	}
 	inst.Proxy = proxyOf(cm)
 	if inst.Proxy != nil && inst.Port == 0 {
 		inst.Port = inst.Proxy.Port
 	}
 	return inst, nil
+}
+
+// membersOf are a proxy's serving pods (servingNodes' rule: scheduled or about to be, not being deleted, not
+// ended) by name: each with its node as its scope, its own address, the node's public address as its egress
+// address, and whether it is ready, which is what puts it behind the Service.
+func membersOf(pods []corev1.Pod, nodes map[string][]corev1.NodeAddress) []backend.Member {
+	var out []backend.Member
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		m := backend.Member{Name: p.Name, Scope: p.Spec.NodeName, InternalAddress: p.Status.PodIP, EgressAddress: publicAddress(nodes[p.Spec.NodeName])}
+		m.Healthy, m.Reason = podReadiness(p)
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// podReadiness says whether p is ready, and if not why, in the words kubectl shows: a container's waiting
+// reason (ImagePullBackOff, CrashLoopBackOff), an unscheduled pod, or the Ready condition's message.
+func podReadiness(p corev1.Pod) (bool, string) {
+	if p.Spec.NodeName == "" {
+		return false, "not scheduled on a node yet"
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "" {
+			return false, "container " + c.Name + ": " + c.State.Waiting.Reason
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+			if c.Message != "" {
+				return false, "not ready: " + c.Message
+			}
+		}
+	}
+	return false, "not ready"
+}
+
+// degradedState is a running proxy's state by its members (backend.DegradedState), but a rollout in
+// progress counts the pods it surges in only once the Deployment wants them: while fewer than the wanted
+// replicas are available the proxy is Degraded even if every pod that exists is ready (one not yet made).
+func degradedState(d *appsv1.Deployment, members []backend.Member) backend.State {
+	state := backend.DegradedState(members)
+	if state == backend.StateRunning && d.Spec.Replicas != nil && d.Status.AvailableReplicas < *d.Spec.Replicas {
+		return backend.StateDegraded
+	}
+	if state == backend.StateDegraded && d.Spec.Replicas != nil && d.Status.AvailableReplicas >= *d.Spec.Replicas {
+		// A surge pod of a rollout not yet ready, beside as many ready pods as wanted: nothing is lost.
+		return backend.StateRunning
+	}
+	return state
 }
 
 // podsOf keeps the pods d selects: a proxy destroyed and made again under its name may leave pods of the old
