@@ -2,7 +2,6 @@ package kvm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -35,8 +34,7 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 			if m.HA == nil || m.HA.Index != 0 || len(m.HA.Members) != p.Instances {
 				return backend.Permanent("", "domain %s exists with another number of instances than %d: delete it or choose another name", spec.Name, p.Instances)
 			}
-			ha = *m.HA // an earlier attempt's group: its addresses are reserved
-			return nil
+			ha = *m.HA // an earlier attempt's group, whose addresses its reservations keep
 		case !isCode(err, libvirt.ErrNoDomain):
 			return err
 		}
@@ -44,8 +42,21 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 		if err != nil {
 			return err
 		}
-		ha, err = reserveGroup(l, network, spec, p.Instances)
-		return err
+		if ha.Proxy == "" {
+			ha, err = reserveGroup(l, network, spec, p.Instances)
+			return err
+		}
+		// An adopted group's reservations again (each a no-op when it is there): an attempt whose define's
+		// answer was lost gave them back although its domain was made.
+		if err := reserve(l, network, virtualReservationName(spec.Name), ha.VirtualMAC, ha.Virtual); err != nil {
+			return err
+		}
+		for _, mm := range ha.Members {
+			if err := reserve(l, network, mm.Name, mm.MAC, mm.IP); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return backend.Instance{}, classify(object, err)
@@ -57,8 +68,9 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 		ms := spec
 		ms.Name = mm.Name
 		doms[i], metas[i], fresh[i], err = b.adoptOrDefine(ctx, c, ms, memberPlacement(p, ha, i))
-		if err != nil && i == 0 {
-			// Nothing of the proxy's but its reservations: given back, as a refused create gives back what it made.
+		if err != nil && i == 0 && (backend.ClassOf(err) == backend.ClassPermanent || backend.ClassOf(err) == backend.ClassQuota) {
+			// Refused: nothing of the proxy's but its reservations, given back as a refused create gives back
+			// what it made. After any other error the domain may have been made, and keeps them.
 			cctx, cancel := backend.CleanupContext(ctx)
 			backend.BestEffort(cctx, Kind, "releasing the addresses reserved for "+spec.Name, c.do(cctx, func(l api) error {
 				return releaseGroup(l, p.Network, ha)
@@ -85,8 +97,8 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return groupPlaceholder(id, spec, ha), firstError(errs)
+	if err := firstError(errs); err != nil {
+		return groupPlaceholder(id, spec, ha), err
 	}
 	inst, err := b.Get(ctx, id)
 	if err != nil {
