@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +129,9 @@ func TestSeveralInstancesBehindALoadBalancer(t *testing.T) {
 	if got.State != backend.StateRunning || len(got.Members) != 3 || got.InternalName != awssdk.ToString(lb.DNSName) ||
 		got.InternalAddress != awssdk.ToString(lb.AvailabilityZones[0].LoadBalancerAddresses[0].PrivateIPv4Address) || got.EgressAddress != "" {
 		t.Fatalf("Get = %+v", got)
+	}
+	if !maps.Equal(got.Labels, spec.Labels) {
+		t.Errorf("labels read back %v, want %v: the members' own tags are not the user's", got.Labels, spec.Labels)
 	}
 	o := got.Placement.Options.(*Options)                                                                                //nolint:forcetypeassert // the backend's own options
 	if o.Instances != 3 || !slices.Equal(o.SubnetIDs, spec.Placement.Options.(*Options).SubnetIDs) || o.SubnetID != "" { //nolint:forcetypeassert // haSpec's

@@ -317,6 +317,8 @@ func userLabels(tags map[string]string) map[string]string {
 	out := backend.UserLabels(tags)
 	delete(out, tagName)
 	delete(out, tagCreated)
+	delete(out, TagInstances)
+	delete(out, TagMember)
 	for k := range out {
 		if isAWSTag(k) {
 			delete(out, k)
