@@ -44,11 +44,12 @@ func (gcpDescriptor) importedPlacement(p backend.Placement) placementModel {
 }
 
 func (gcpDescriptor) egressAddressNote() string {
-	return "`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`)."
+	return "`gcp`: the VM's external address (ephemeral, or the reserved one with `static_egress_ip` or `egress_address_name`); " +
+		"empty with `instances` above 1, where each VM has its own (`egress_addresses`)."
 }
 
 func (gcpDescriptor) ingressAddressNote() string {
-	return "`gcp`: the VM's external address, the same as `egress_address`."
+	return "`gcp`: the VM's external address, the same as `egress_address`; empty with `instances` above 1, whose load balancer is internal."
 }
 
 func (m *gcpProviderModel) factory() backend.Factory { return gcpFactory(m) }

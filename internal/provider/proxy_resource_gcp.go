@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/boolvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -45,18 +47,19 @@ type gcpPlacementModel struct {
 	ShieldedVM          types.Bool `tfsdk:"shielded_vm"`
 	OSLogin             types.Bool `tfsdk:"os_login"`
 	AllowProjectSSHKeys types.Bool `tfsdk:"allow_project_ssh_keys"`
+	// Instances is how many VMs serve the proxy behind one address (gcp.Options.Instances).
+	Instances types.Int64 `tfsdk:"instances"`
 }
 
 func gcpPlacementSchema() schema.SingleNestedAttribute {
-	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	gcpPath := path.MatchRoot("gcp")
+	keep, gcpPath := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}, path.MatchRoot("gcp")
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a Compute Engine VM, configured by a startup script from its metadata. " +
 			"Changing anything here but `wait_for_proxy` and `cloud_logging` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
 			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
 			"fails at plan time.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging")},
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", gcpSameInstances)},
 		Validators:    []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
@@ -113,6 +116,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 						"the access log is written to Cloud Logging as the VM's service account, and a VM without one has no identity to write with", gcp.ValidateServiceAccount),
 					gcpCloudLoggingScopes{},
 				}},
+			"instances": gcpInstancesSchema(),
 			"shielded_vm": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(gcp.DefaultShieldedVM),
 				MarkdownDescription: fmt.Sprintf("Shielded VM: secure boot, virtual TPM and integrity monitoring. Defaults to `%t`. "+
 					"Set `false` for an image that does not support it (one without UEFI); the project's defaults then apply.", gcp.DefaultShieldedVM)},
@@ -128,6 +132,19 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 					"with OS Login, Compute Engine ignores SSH keys in metadata, so project keys would still not reach the VM")}},
 		},
 	}
+}
+
+// gcpInstancesSchema is gcp.instances: how many VMs serve the proxy (gcp.Options.Instances).
+func gcpInstancesSchema() schema.Int64Attribute {
+	return schema.Int64Attribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.Int64{gcpInstancesDefault{}},
+		MarkdownDescription: fmt.Sprintf("How many VMs serve the proxy, from 1 to %d. Defaults to `%d`: one VM, whose addresses are the proxy's. "+
+			"With more, the VMs are named `NAME-1`, `NAME-2`, ... and spread over the zones of `zone`'s region (round-robin in the order "+
+			"Compute Engine lists them, from `zone`), each with its own egress address (`egress_addresses`), behind an internal passthrough "+
+			"Network Load Balancer whose address is `internal_address`: a regional health check on the health port (%d), an unmanaged "+
+			"instance group per zone, a regional backend service and a forwarding rule on the proxy's port, all named `NAME`. "+
+			"`static_egress_ip` and `egress_address_name` are for one VM. Changing it replaces the proxy. See the high availability guide for the "+
+			"firewall rules the health checks need and what the load balancer costs.", gcp.MaxInstances, gcp.DefaultInstances, proxyconf.DefaultHealthPort),
+		Validators: []validator.Int64{int64validator.Between(1, gcp.MaxInstances), gcpInstancesFit{}}}
 }
 
 // gcpMetadataFits refuses at plan time a proxy whose settings would not fit in a VM's metadata: it renders
@@ -223,6 +240,7 @@ func (g *gcpPlacementModel) options() *gcp.Options {
 		DisableShieldedVM:   !boolOr(g.ShieldedVM, gcp.DefaultShieldedVM),
 		DisableOSLogin:      !boolOr(g.OSLogin, gcp.DefaultOSLogin),
 		AllowProjectSSHKeys: boolOr(g.AllowProjectSSHKeys, gcp.DefaultAllowProjectSSHKeys),
+		Instances:           int(int64Or(g.Instances, gcp.DefaultInstances)),
 	}
 	p.NetworkTags, p.Scopes = stringsOf(g.NetworkTags), stringsOf(g.Scopes)
 	return p
@@ -268,6 +286,7 @@ func gcpPlacementFrom(p backend.Placement) *gcpPlacementModel {
 		CloudLogging: optionalTrue(g.CloudLogging),
 		ShieldedVM:   types.BoolValue(!g.DisableShieldedVM), OSLogin: types.BoolValue(!g.DisableOSLogin),
 		AllowProjectSSHKeys: types.BoolValue(g.AllowProjectSSHKeys),
+		Instances:           types.Int64Value(int64(max(gcp.DefaultInstances, g.Instances))),
 	}
 }
 
@@ -294,6 +313,52 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	fill(&g.ShieldedVM, !read.DisableShieldedVM)
 	fill(&g.OSLogin, !read.DisableOSLogin)
 	fill(&g.AllowProjectSSHKeys, read.AllowProjectSSHKeys)
+	if g.Instances.IsUnknown() {
+		g.Instances = types.Int64Value(int64(max(gcp.DefaultInstances, read.Instances)))
+	}
+}
+
+// gcpInstancesDefault plans gcp.DefaultInstances for a new proxy that leaves instances unset, and the state's
+// value for an existing one, null included: a proxy made before the attribute existed is of one VM, and
+// reads so without a plan to change anything (null and 1 are the same, gcpSameInstances).
+type gcpInstancesDefault struct{}
+
+func (gcpInstancesDefault) Description(context.Context) string {
+	return fmt.Sprintf("%d when unset", gcp.DefaultInstances)
+}
+
+func (m gcpInstancesDefault) MarkdownDescription(ctx context.Context) string {
+	return m.Description(ctx)
+}
+
+func (gcpInstancesDefault) PlanModifyInt64(_ context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	if req.State.Raw.IsNull() {
+		resp.PlanValue = types.Int64Value(gcp.DefaultInstances)
+		return
+	}
+	resp.PlanValue = req.StateValue
+}
+
+// gcpSameInstances finds an instances of null (a state from before the attribute) and one the same VM.
+func gcpSameInstances(_ context.Context, prior, planned map[string]attr.Value) bool {
+	count := func(v attr.Value) int64 {
+		if n, ok := v.(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
+			return n.ValueInt64()
+		}
+		return gcp.DefaultInstances
+	}
+	return count(prior["instances"]) == count(planned["instances"])
+}
+
+// int64Or is v's value, or def where v is null or unknown.
+func int64Or(v types.Int64, def int64) int64 {
+	if v.IsNull() || v.IsUnknown() {
+		return def
+	}
+	return v.ValueInt64()
 }
 
 // optionalTrue is true, or null for false: an optional switch that is off unless set.

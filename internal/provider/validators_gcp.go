@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
@@ -58,5 +59,39 @@ func (gcpCloudLoggingScopes) ValidateBool(ctx context.Context, req validator.Boo
 	// The service account's own check is TrueRequiresValid's: here one stands in, so only the scopes speak.
 	if err := gcp.ValidateCloudLogging(gcp.Options{CloudLogging: true, ServiceAccount: "x", Scopes: list}); err != nil {
 		resp.Diagnostics.AddAttributeError(req.Path, "Cloud logging needs a scope that writes logs", fmt.Sprintf("Attribute %s: %s.", req.Path, err))
+	}
+}
+
+// gcpInstancesFit refuses instances above one where the rest of the placement is for one VM (a static
+// address, gcp.ValidateInstances) or where the proxy's name leaves no room for its VMs' names
+// (gcp.ValidateHAName). Values not known yet are checked at the plan that knows them.
+type gcpInstancesFit struct{}
+
+const gcpInstancesFitDescription = "above 1, without static_egress_ip or egress_address_name, and with a name that leaves room for the VMs' suffixes"
+
+func (gcpInstancesFit) Description(context.Context) string { return gcpInstancesFitDescription }
+
+func (gcpInstancesFit) MarkdownDescription(context.Context) string { return gcpInstancesFitDescription }
+
+func (gcpInstancesFit) ValidateInt64(ctx context.Context, req validator.Int64Request, resp *validator.Int64Response) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() || req.ConfigValue.ValueInt64() <= 1 {
+		return
+	}
+	n := int(req.ConfigValue.ValueInt64())
+	var static types.Bool
+	var named, name types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, req.Path.ParentPath().AtName("static_egress_ip"), &static)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, req.Path.ParentPath().AtName("egress_address_name"), &named)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("name"), &name)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	opts := gcp.Options{Instances: n, StaticEgressIP: static.ValueBool(), EgressAddressName: named.ValueString()}
+	err := gcp.ValidateInstances(opts)
+	if err == nil && !name.IsNull() && !name.IsUnknown() {
+		err = gcp.ValidateHAName(name.ValueString(), n)
+	}
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(req.Path, "Proxy of several instances not possible", fmt.Sprintf("Attribute %s: %s.", req.Path, err))
 	}
 }
