@@ -135,6 +135,21 @@ func TestHAProxyLifecycle(t *testing.T) {
 		t.Fatalf("listed %+v, want the proxy once under %s", listed, id)
 	}
 
+	// Labels change in place on every member and on the forwarding rule, the one labelled part.
+	relabelled := spec
+	relabelled.Labels = map[string]string{"team": "sec"}
+	if _, err := b.Update(ctx, id, relabelled); err != nil {
+		t.Fatal(err)
+	}
+	if got := fake.ForwardingRule(testProject, "us-central1", "web").GetLabels()["team"]; got != "sec" {
+		t.Errorf("forwarding rule's label team = %q after the update", got)
+	}
+	for _, m := range inst.Members {
+		if got := fake.Instance(testProject, m.Scope, m.Name).GetLabels()["team"]; got != "sec" {
+			t.Errorf("%s's label team = %q after the update", m.Name, got)
+		}
+	}
+
 	settings := spec.Proxy
 	settings.AllowedDestinations = []string{".example.org"}
 	w.mu.Lock()
