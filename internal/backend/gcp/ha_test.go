@@ -244,6 +244,62 @@ func TestHAPartialCreateIsListedAndDeleted(t *testing.T) {
 	}
 }
 
+// TestHALeftoversAtEveryStep: a create stopped at each step of the load balancer, and a delete stopped at each
+// of its steps, leave what they made listed once under the proxy's id, and Delete of that id removes all of it.
+func TestHALeftoversAtEveryStep(t *testing.T) {
+	t.Parallel()
+	for _, stop := range []struct{ method, path string }{
+		{http.MethodPost, `/instanceGroups$`},
+		{http.MethodPost, `/addInstances$`},
+		{http.MethodPost, `/healthChecks$`},
+		{http.MethodPost, `/backendServices$`},
+		{http.MethodDelete, `/backendServices/web$`},
+		{http.MethodDelete, `/healthChecks/web$`},
+		{http.MethodDelete, `/instanceGroups/web$`},
+		{http.MethodDelete, `/instances/web-2$`},
+	} {
+		t.Run(stop.method+" "+stop.path, func(t *testing.T) {
+			t.Parallel()
+			w := newHAWorld(t)
+			fake, b, ctx := w.fake, w.b, ctxT(t)
+			spec := haSpec("uid-step", 3)
+			id := backend.ProviderID{Backend: Kind, Target: testProject, Scope: "us-central1-b", Name: "web"}
+			fault := computefake.Fault{Method: stop.method, PathRE: regexp.MustCompile(stop.path), Status: http.StatusBadRequest, Reason: "invalid"}
+			if stop.method == http.MethodPost {
+				fake.AddFault(fault)
+				if _, err := b.Create(ctx, spec); err == nil {
+					t.Fatal("create succeeded through the fault")
+				}
+			} else {
+				if _, err := b.Create(ctx, spec); err != nil {
+					t.Fatal(err)
+				}
+				fake.AddFault(fault)
+				if err := b.Delete(ctx, id); err == nil {
+					t.Fatal("delete succeeded through the fault")
+				}
+			}
+			if fake.Fired() == 0 {
+				t.Fatal("the fault never fired")
+			}
+			listed, err := b.ListByTag(ctx, backend.Selector{Owner: "owner-a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(listed) != 1 || listed[0].ID != id {
+				t.Fatalf("listed %v with %d VMs and %v left, want the proxy once under %s", listed, len(fake.Instances()), fake.LoadBalancerObjects(), id)
+			}
+			fake.ClearFaults()
+			if err := b.Delete(ctx, listed[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			if left := fake.LoadBalancerObjects(); len(left) != 0 || len(fake.Instances()) != 0 {
+				t.Fatalf("after delete: %v and %d VMs", left, len(fake.Instances()))
+			}
+		})
+	}
+}
+
 // TestHAForeignObjectsAreNeverTaken: a health check of the proxy's name that this provider did not make, or
 // that another proxy of that name in another zone of the region made, stops the create and is not deleted.
 func TestHAForeignObjectsAreNeverTaken(t *testing.T) {
