@@ -47,9 +47,9 @@ func (awsDescriptor) importedPlacement(p backend.Placement) placementModel {
 func (awsDescriptor) egressAddressNote() string {
 	return "`aws`: the instance's public address: its Elastic IP with `static_egress_ip` or `eip_allocation_id`, else the public " +
 		"address a public subnet gives it (which changes when the instance is replaced); null in a private subnet, where traffic " +
-		"leaves through the VPC's NAT gateway."
+		"leaves through the VPC's NAT gateway. With several `instances`, null: each instance's is in `members` and `egress_addresses`."
 }
 
 func (awsDescriptor) ingressAddressNote() string {
-	return "`aws`: the instance's public address, the same as `egress_address`."
+	return "`aws`: the instance's public address, the same as `egress_address`; null with several `instances`, whose load balancer is internal."
 }

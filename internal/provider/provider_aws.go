@@ -46,6 +46,7 @@ type awsEndpointsModel struct {
 	ServiceQuotas types.String `tfsdk:"servicequotas"`
 	IAM           types.String `tfsdk:"iam"`
 	Logs          types.String `tfsdk:"logs"`
+	ELB           types.String `tfsdk:"elasticloadbalancing"`
 }
 
 // awsRegionEnvVars are read, in this order, when the block sets no region, as the AWS CLI reads them.
@@ -89,7 +90,8 @@ func awsRegionAttributes(perRegion bool) map[string]schema.Attribute {
 		"endpoints": schema.SingleNestedAttribute{Optional: true,
 			MarkdownDescription: "Service endpoints instead of the region's public ones." + fallback(""),
 			Attributes: map[string]schema.Attribute{"ec2": endpoint("EC2"), "ssm": endpoint("SSM"), "sts": endpoint("STS"),
-				"servicequotas": endpoint("Service Quotas"),
+				"servicequotas":        endpoint("Service Quotas"),
+				"elasticloadbalancing": endpoint("Elastic Load Balancing (used only by proxies of several `instances`)"),
 				"logs": schema.StringAttribute{Optional: true,
 					MarkdownDescription: "The CloudWatch Logs endpoint, an `http` or `https` URL, for private endpoints and tests. A proxy's guest " +
 						"sends its access log there too when it is `https`; otherwise, to the region's public one.",
@@ -158,6 +160,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		AccessKey:              or(r.AccessKey, top.AccessKey), SecretKey: or(r.SecretKey, top.SecretKey), SessionToken: or(r.Token, top.SessionToken),
 		AssumeRole: top.AssumeRole, EC2Endpoint: top.EC2Endpoint, SSMEndpoint: top.SSMEndpoint, STSEndpoint: top.STSEndpoint,
 		ServiceQuotasEndpoint: top.ServiceQuotasEndpoint, IAMEndpoint: top.IAMEndpoint, LogsEndpoint: top.LogsEndpoint,
+		ELBEndpoint: top.ELBEndpoint,
 	}
 	if r.AssumeRole != nil {
 		out.AssumeRole = aws.AssumeRole{RoleARN: r.AssumeRole.RoleARN.ValueString(), SessionName: r.AssumeRole.SessionName.ValueString(),
@@ -170,6 +173,7 @@ func (r awsRegionModel) config(top aws.RegionConfig) aws.RegionConfig {
 		out.ServiceQuotasEndpoint = or(r.Endpoints.ServiceQuotas, top.ServiceQuotasEndpoint)
 		out.IAMEndpoint = or(r.Endpoints.IAM, top.IAMEndpoint)
 		out.LogsEndpoint = or(r.Endpoints.Logs, top.LogsEndpoint)
+		out.ELBEndpoint = or(r.Endpoints.ELB, top.ELBEndpoint)
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -21,12 +22,15 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws"
 	"github.com/egress-proxies/terraform-provider-egress/internal/provider/attribute_validator"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
 // awsPlacementModel is the resource's aws = { ... } attribute.
 type awsPlacementModel struct {
 	Region             types.String  `tfsdk:"region"`
 	SubnetID           types.String  `tfsdk:"subnet_id"`
+	SubnetIDs          types.List    `tfsdk:"subnet_ids"`
+	Instances          types.Int64   `tfsdk:"instances"`
 	InstanceType       types.String  `tfsdk:"instance_type"`
 	AMI                types.String  `tfsdk:"ami"`
 	SecurityGroupIDs   types.Set     `tfsdk:"security_group_ids"`
@@ -70,9 +74,34 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				Validators:          []validator.String{attribute_validator.Func("region", aws.ValidateRegion)},
 			},
 			"subnet_id": schema.StringAttribute{
-				Required:            true,
-				MarkdownDescription: "Subnet the instance runs in; the proxy's security group is made in its VPC. A public subnet gives the proxy a public address.",
-				Validators:          []validator.String{attribute_validator.Func("subnet id", aws.ValidateSubnetID)},
+				Optional: true,
+				MarkdownDescription: "Subnet the instance runs in; the proxy's security group is made in its VPC. A public subnet gives the proxy a public address. " +
+					"Exactly one of `subnet_id` (one instance) and `subnet_ids` (several) is set.",
+				Validators: []validator.String{attribute_validator.Func("subnet id", aws.ValidateSubnetID),
+					stringvalidator.ExactlyOneOf(inAWS("subnet_ids"))},
+			},
+			"subnet_ids": schema.ListAttribute{
+				Optional:    true,
+				ElementType: types.StringType,
+				MarkdownDescription: "With `instances` above 1, the subnets the instances are spread over, each in its own Availability Zone of one VPC " +
+					"(at least two): instance `i` runs in `subnet_ids[i % n]`, and the load balancer has a node in each.",
+				Validators: []validator.List{listvalidator.SizeAtLeast(2), listvalidator.UniqueValues(),
+					listvalidator.ValueStringsAre(attribute_validator.Func("subnet id", aws.ValidateSubnetID))},
+			},
+			"instances": schema.Int64Attribute{
+				Optional: true,
+				Computed: true,
+				MarkdownDescription: fmt.Sprintf("How many instances serve the proxy, 1 to %d. Defaults to 1: one instance, reached at its own "+
+					"address, as before. Above 1, the instances are spread over `subnet_ids` (one per Availability Zone) behind an internal "+
+					"Network Load Balancer of the proxy's own: a TCP listener on the proxy port forwards to a target group of the instances, "+
+					"health-checked over HTTP on the health port (%d), which the security group admits from the subnets' ranges. `proxy_url` "+
+					"names the load balancer's DNS name, which answers the nodes in service (use it: `internal_address`, the node in the first "+
+					"subnet, serves the instances of its zone alone); each instance keeps its own public address (`members`, `egress_addresses`), "+
+					"and `state` is `Degraded` while some fail their health check. Not with `static_egress_ip` or `eip_allocation_id`. A load "+
+					"balancer costs by the hour and by the capacity units it uses (the provider's documentation, High availability). Changing "+
+					"it replaces the proxy.", aws.MaxInstances, proxyconf.DefaultHealthPort),
+				Validators:    []validator.Int64{int64validator.Between(1, aws.MaxInstances), awsInstances{}},
+				PlanModifiers: []planmodifier.Int64{awsInstancesDefault{}},
 			},
 			"instance_type": schema.StringAttribute{
 				Optional:            true,
@@ -232,7 +261,8 @@ func awsLogsFrom(c *aws.CloudWatchLogs) *awsLogsModel {
 // placement maps the attribute onto the contract; empty values take the backend's defaults.
 func (a *awsPlacementModel) placement() backend.Placement {
 	o := &aws.Options{
-		SubnetID: a.SubnetID.ValueString(), InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
+		SubnetID: a.SubnetID.ValueString(), SubnetIDs: stringList(a.SubnetIDs), Instances: int(a.Instances.ValueInt64()),
+		InstanceType: a.InstanceType.ValueString(), AMI: a.AMI.ValueString(),
 		IAMInstanceProfile: a.IAMInstanceProfile.ValueString(), StaticEgressIP: a.StaticEgressIP.ValueBool(),
 		EIPAllocationID: a.EIPAllocationID.ValueString(), Spot: a.Spot.ValueBool(), WaitForProxy: a.WaitForProxy.ValueBool(),
 		KMSKeyID: a.KMSKeyID.ValueString(), CreateInstanceRole: a.CreateInstanceRole.ValueBool(), CloudWatchLogs: a.CloudWatchLogs.logs(),
@@ -258,6 +288,10 @@ func (a *awsPlacementModel) setResolved(inst backend.Instance) {
 	if a.CreateInstanceRole.IsNull() || a.CreateInstanceRole.IsUnknown() {
 		a.CreateInstanceRole = types.BoolValue(o.CreateInstanceRole)
 	}
+	// Likewise instances, which a state of before holds null for a proxy of one.
+	if a.Instances.IsNull() || a.Instances.IsUnknown() {
+		a.Instances = types.Int64Value(int64(max(o.Instances, 1)))
+	}
 }
 
 // awsPlacementFrom builds the attribute of an imported proxy from what the backend read back.
@@ -274,8 +308,13 @@ func awsPlacementFrom(p backend.Placement) *awsPlacementModel {
 	if instanceType == "" {
 		instanceType = aws.DefaultInstanceType
 	}
+	subnets := types.ListNull(types.StringType)
+	if len(o.SubnetIDs) > 0 {
+		subnets = types.ListValueMust(types.StringType, stringValues(o.SubnetIDs))
+	}
 	return &awsPlacementModel{
-		Region: types.StringValue(p.Target), SubnetID: types.StringValue(o.SubnetID), InstanceType: types.StringValue(instanceType),
+		Region: types.StringValue(p.Target), SubnetID: optionalString(o.SubnetID), SubnetIDs: subnets,
+		Instances: types.Int64Value(int64(max(o.Instances, 1))), InstanceType: types.StringValue(instanceType),
 		AMI: optionalString(o.AMI), SecurityGroupIDs: groups, IAMInstanceProfile: optionalString(o.IAMInstanceProfile),
 		StaticEgressIP: types.BoolValue(o.StaticEgressIP), EIPAllocationID: optionalString(o.EIPAllocationID),
 		Spot: types.BoolValue(o.Spot), WaitForProxy: types.BoolValue(o.WaitForProxy), KMSKeyID: optionalString(o.KMSKeyID),
@@ -302,4 +341,27 @@ func (defaultAddedLater) PlanModifyBool(_ context.Context, req planmodifier.Bool
 	if !req.PlanValue.IsUnknown() && !req.PlanValue.ValueBool() {
 		resp.PlanValue = req.StateValue
 	}
+}
+
+// awsInstancesDefault plans instances as 1 for a new proxy whose configuration leaves it unset, and as the state
+// holds it otherwise: null for a proxy of one whose state was written before the attribute existed, until a
+// refresh reads it (setResolved). Not a schema default, which would make the proposed value differ from such a
+// state and every computed attribute of the proxy unknown on a plan without refresh (TestAccUpgrade_aws).
+type awsInstancesDefault struct{}
+
+func (awsInstancesDefault) Description(context.Context) string { return "1 when unset" }
+
+func (d awsInstancesDefault) MarkdownDescription(ctx context.Context) string {
+	return d.Description(ctx)
+}
+
+func (awsInstancesDefault) PlanModifyInt64(_ context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
+	if !req.ConfigValue.IsNull() {
+		return
+	}
+	if req.State.Raw.IsNull() {
+		resp.PlanValue = types.Int64Value(1)
+		return
+	}
+	resp.PlanValue = req.StateValue
 }

@@ -64,7 +64,7 @@ provider "egress" {
     region     = %q
     access_key = %q
     secret_key = %q
-    endpoints  = { ec2 = %[5]q, ssm = %[5]q, sts = %[5]q, servicequotas = %[5]q, iam = %[5]q, logs = %[5]q }
+    endpoints  = { ec2 = %[5]q, ssm = %[5]q, sts = %[5]q, servicequotas = %[5]q, iam = %[5]q, logs = %[5]q, elasticloadbalancing = %[5]q }
     %[6]s
   }
 }
@@ -80,7 +80,7 @@ func awsTestBackend(t *testing.T, fake *ec2fake.Server) *aws.Backend {
 		t.Fatal(err)
 	}
 	region := aws.RegionConfig{AccessKey: creds.AccessKeyID, SecretKey: creds.SecretAccessKey, EC2Endpoint: fake.URL(), SSMEndpoint: fake.URL(), STSEndpoint: fake.URL(),
-		ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(), LogsEndpoint: fake.URL()}
+		ServiceQuotasEndpoint: fake.URL(), IAMEndpoint: fake.URL(), LogsEndpoint: fake.URL(), ELBEndpoint: fake.URL()}
 	b, err := aws.New(aws.Config{DefaultRegion: awsTestRegion, Regions: map[string]aws.RegionConfig{awsTestRegion: region}})
 	if err != nil {
 		t.Fatal(err)

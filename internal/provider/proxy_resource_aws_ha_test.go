@@ -1,0 +1,184 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+
+	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+)
+
+// An aws proxy of three instances on the EC2 fake: one instance in each of the region's three subnets (each
+// its own Availability Zone) behind an internal Network Load Balancer, read back as members with their own
+// egress addresses, the load balancer's first node as internal_address and its DNS name in proxy_url; the
+// target group health-checked on the health port, the listener on the proxy port; a member failing its
+// health check makes the proxy Degraded at the next refresh; import reads the same proxy back; destroy leaves
+// no instance and no part of the load balancer.
+func TestAccProxyAWS_instances(t *testing.T) {
+	fake := awsFake(t, ec2fake.Options{})
+	fake.PlayGuests()
+	const name = "egress-acc-ha"
+	var subnets []string
+	for _, sn := range fake.Subnets(awsTestRegion) {
+		subnets = append(subnets, strconv.Quote(sn.ID))
+	}
+	config := awsConfig(t, fake, "", fmt.Sprintf(`
+resource "egress_proxy" "test" {
+  name = %q
+  aws = {
+    subnet_ids           = [%s]
+    instances            = 3
+    iam_instance_profile = "egress-proxy"
+    wait_for_proxy       = true
+  }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+}
+`, name, strings.Join(subnets, ", ")))
+	root := func(attr string) tfjsonpath.Path { return tfjsonpath.New(attr) }
+	member := func(i int, attr string) tfjsonpath.Path {
+		return tfjsonpath.New("members").AtSliceIndex(i).AtMapKey(attr)
+	}
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	admin := elb.NewFromConfig(fake.AdminAWSConfig(awsTestRegion))
+	var secondMember string
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: awsProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if n, lbs, tgs := len(liveInstances(fake)), fake.LoadBalancers(awsTestRegion), fake.TargetGroups(awsTestRegion); n != 0 || len(lbs)+len(tgs) != 0 {
+				return fmt.Errorf("after destroy: %d instances, load balancers %v, target groups %v", n, lbs, tgs)
+			}
+			for _, g := range fake.SecurityGroups(awsTestRegion) {
+				if g.Name != "default" {
+					return fmt.Errorf("security group %s left after destroy", g.Name)
+				}
+			}
+			for _, p := range fake.Parameters(awsTestRegion) {
+				if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
+					return fmt.Errorf("parameter %s left after destroy", p.Name)
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue("egress_proxy.test", root("id"), knownvalue.StringExact("aws/"+awsTestRegion+"/"+name)),
+					sameID.AddStateValue("egress_proxy.test", root("id")),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("state"), knownvalue.StringExact("Running")),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("aws").AtMapKey("instances"), knownvalue.Int64Exact(3)),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("egress_address"), knownvalue.Null()),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("egress_addresses"), knownvalue.ListSizeExact(3)),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("members"), knownvalue.ListSizeExact(3)),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(0, "scope"), knownvalue.StringExact(awsTestRegion+"a")),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(1, "scope"), knownvalue.StringExact(awsTestRegion+"b")),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(2, "scope"), knownvalue.StringExact(awsTestRegion+"c")),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(2, "healthy"), knownvalue.Bool(true)),
+				},
+				Check: func(s *terraform.State) error {
+					a := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes
+					ctx := context.Background()
+					lbs, err := admin.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{})
+					if err != nil || len(lbs.LoadBalancers) != 1 {
+						return fmt.Errorf("load balancers %v, want one: %w", lbs, err)
+					}
+					lb := lbs.LoadBalancers[0]
+					if lb.Scheme != elbtypes.LoadBalancerSchemeEnumInternal || len(lb.AvailabilityZones) != 3 ||
+						a["internal_address"] != awssdk.ToString(lb.AvailabilityZones[0].LoadBalancerAddresses[0].PrivateIPv4Address) ||
+						!strings.Contains(a["proxy_url"], awssdk.ToString(lb.DNSName)) {
+						return fmt.Errorf("internal_address %q, proxy_url %q; load balancer %+v", a["internal_address"], a["proxy_url"], lb)
+					}
+					tgs, err := admin.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{LoadBalancerArn: lb.LoadBalancerArn})
+					if err != nil || len(tgs.TargetGroups) != 1 {
+						return fmt.Errorf("target groups %v, want one: %w", tgs, err)
+					}
+					tg := tgs.TargetGroups[0]
+					if awssdk.ToString(tg.HealthCheckPort) != strconv.Itoa(proxyconf.DefaultHealthPort) || awssdk.ToString(tg.HealthCheckPath) != proxyconf.HealthPath {
+						return fmt.Errorf("target group %+v, want its health checks on the health port %d", tg, proxyconf.DefaultHealthPort)
+					}
+					ls, err := admin.DescribeListeners(ctx, &elb.DescribeListenersInput{LoadBalancerArn: lb.LoadBalancerArn})
+					if err != nil || len(ls.Listeners) != 1 || awssdk.ToInt32(ls.Listeners[0].Port) != 3128 {
+						return fmt.Errorf("listeners %v, want one on 3128: %w", ls, err)
+					}
+					for i := range 3 {
+						in, ok := fake.Instance(awsTestRegion, a[fmt.Sprintf("members.%d.name", i)])
+						if !ok || in.PublicIP == "" || a[fmt.Sprintf("members.%d.egress_address", i)] != in.PublicIP || a[fmt.Sprintf("egress_addresses.%d", i)] != in.PublicIP {
+							return fmt.Errorf("member %d egresses from %q, its instance %+v", i, a[fmt.Sprintf("members.%d.egress_address", i)], in)
+						}
+					}
+					secondMember = a["members.1.name"]
+					if !slices.Contains(fake.TargetGroups(awsTestRegion), awssdk.ToString(tg.TargetGroupName)) {
+						return fmt.Errorf("target group %s not in the fake", awssdk.ToString(tg.TargetGroupName))
+					}
+					return nil
+				},
+			},
+			{Config: config, PlanOnly: true},
+			{
+				ResourceName:            "egress_proxy.test",
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts"},
+			},
+			{
+				// The second instance fails the load balancer's health check: the refresh reads the proxy
+				// Degraded, naming the member and why, under the same id.
+				PreConfig: func() { fake.SetTargetHealth(awsTestRegion, secondMember, false) },
+				Config:    config,
+				ConfigStateChecks: []statecheck.StateCheck{
+					sameID.AddStateValue("egress_proxy.test", root("id")),
+					statecheck.ExpectKnownValue("egress_proxy.test", root("state"), knownvalue.StringExact("Degraded")),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(1, "healthy"), knownvalue.Bool(false)),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(1, "reason"), knownvalue.StringRegexp(regexp.MustCompile(`^unhealthy \(Target\.FailedHealthChecks\)`))),
+					statecheck.ExpectKnownValue("egress_proxy.test", member(0, "healthy"), knownvalue.Bool(true)),
+				},
+			},
+		},
+	})
+}
+
+// aws.instances is checked at plan time, on the attribute: several need subnet_ids and no Elastic IP.
+func TestAccProxyAWS_instancesRefusedAtPlan(t *testing.T) {
+	fake := awsFake(t, ec2fake.Options{})
+	subnet := fake.Subnets(awsTestRegion)[0].ID
+	proxy := func(aws string) string {
+		return awsConfig(t, fake, "", fmt.Sprintf(`
+resource "egress_proxy" "test" {
+  name                 = "egress-acc-ha"
+  aws                  = { %s, iam_instance_profile = "egress-proxy" }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+}
+`, aws))
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: awsProviderFactories(),
+		Steps: []resource.TestStep{
+			{Config: proxy(fmt.Sprintf("subnet_id = %q, instances = 2", subnet)), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Several aws instances need subnet_ids`)},
+			{Config: proxy(fmt.Sprintf("subnet_ids = [%q, %q], instances = 2, static_egress_ip = true", subnet, fake.Subnets(awsTestRegion)[1].ID)), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Several aws instances have no Elastic IP`)},
+			{Config: proxy(fmt.Sprintf("subnet_ids = [%q, %q], instances = 11", subnet, fake.Subnets(awsTestRegion)[1].ID)), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`(?s)value must be between\s+1 and 10`)},
+		},
+	})
+}
