@@ -112,15 +112,16 @@ func TestAccProxyGCP_instances(t *testing.T) {
 	})
 }
 
-// instances is refused at plan time, on the attribute, outside 1 to gcp.MaxInstances, beside a static address,
-// and with a name that leaves its VMs' names no room.
+// instances is refused at plan time, on the attribute, outside 1 to gcp.MaxInstances, beside a static address or
+// metrics, and with a name that leaves its VMs' names no room.
 func TestAccProxyGCP_instancesRefusedAtPlan(t *testing.T) {
 	fake := gcpFake(t)
-	config := func(name, gcpBody string) string {
+	config := func(name, gcpBody string, more ...string) string {
 		return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
   gcp                  = { %s }
   allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name, gcpBody))
+  allowed_destinations = [".example.com"]
+  %s`, name, gcpBody, strings.Join(more, "\n  ")))
 	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
@@ -130,6 +131,8 @@ func TestAccProxyGCP_instancesRefusedAtPlan(t *testing.T) {
 			{Config: config("egress-acc", "instances = 0"), PlanOnly: true, ExpectError: regexp.MustCompile(`(?s)gcp.instances.*between\s+1\s+and\s+9`)},
 			{Config: config("egress-acc", "instances = 2, static_egress_ip = true"), PlanOnly: true,
 				ExpectError: regexp.MustCompile(`(?s)gcp.instances.*static_egress_ip\s+and\s+egress_address_name\s+are\s+for\s+a\s+proxy\s+of\s+one`)},
+			{Config: config("egress-acc", "instances = 2", `metrics = { allowed_client_cidrs = ["10.0.0.0/8"] }`), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`(?s)gcp.instances.*metrics\s+are\s+not\s+served`)},
 			{Config: config(strings.Repeat("a", 62), "instances = 3"), PlanOnly: true,
 				ExpectError: regexp.MustCompile(`(?s)gcp.instances.*would\s+be\s+named\s+up\s+to`)},
 		},

@@ -62,12 +62,12 @@ func (gcpCloudLoggingScopes) ValidateBool(ctx context.Context, req validator.Boo
 	}
 }
 
-// gcpInstancesFit refuses instances above one where the rest of the placement is for one VM (a static
-// address, gcp.ValidateInstances) or where the proxy's name leaves no room for its VMs' names
-// (gcp.ValidateHAName). Values not known yet are checked at the plan that knows them.
+// gcpInstancesFit refuses instances above one where the rest of the configuration is for one VM (a static
+// address, gcp.ValidateInstances; metrics, gcp.ErrHAMetrics) or where the proxy's name leaves no room for
+// its VMs' names (gcp.ValidateHAName). Values not known yet are checked at the plan that knows them.
 type gcpInstancesFit struct{}
 
-const gcpInstancesFitDescription = "above 1, without static_egress_ip or egress_address_name, and with a name that leaves room for the VMs' suffixes"
+const gcpInstancesFitDescription = "above 1, without static_egress_ip, egress_address_name or metrics, and with a name that leaves room for the VMs' suffixes"
 
 func (gcpInstancesFit) Description(context.Context) string { return gcpInstancesFitDescription }
 
@@ -86,8 +86,16 @@ func (gcpInstancesFit) ValidateInt64(ctx context.Context, req validator.Int64Req
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	var metrics types.Object
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("metrics"), &metrics)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
 	opts := gcp.Options{Instances: n, StaticEgressIP: static.ValueBool(), EgressAddressName: named.ValueString()}
 	err := gcp.ValidateInstances(opts)
+	if err == nil && !metrics.IsNull() {
+		err = gcp.ErrHAMetrics
+	}
 	if err == nil && !name.IsNull() && !name.IsUnknown() {
 		err = gcp.ValidateHAName(name.ValueString(), n)
 	}

@@ -72,6 +72,10 @@ func ValidateInstances(g Options) error {
 	return nil
 }
 
+// ErrHAMetrics refuses metrics on a proxy of several VMs: each VM serves its own on its own address, which the
+// proxy's one metrics_url cannot name, and the forwarding rule forwards the proxy's port alone.
+var ErrHAMetrics = errors.New("metrics are not served by a proxy of several instances yet: each VM would serve its own on its own address, and the load balancer forwards the proxy's port alone")
+
 // ValidateHAName accepts the name of a proxy of instances VMs: each VM is named after it with "-N", within
 // Compute Engine's limit.
 func ValidateHAName(name string, instances int) error {
@@ -156,6 +160,9 @@ func (b *Backend) createHA(ctx context.Context, spec backend.Spec, pl backend.Pl
 	id := backend.ProviderID{Backend: Kind, Target: project, Scope: zone, Name: spec.Name}
 	if err := ValidateHAName(spec.Name, g.Instances); err != nil {
 		return backend.Instance{}, backend.NewError(backend.ClassPermanent, "gcp project "+project, err)
+	}
+	if spec.Proxy.Metrics != nil {
+		return backend.Instance{}, backend.NewError(backend.ClassPermanent, "gcp project "+project, ErrHAMetrics)
 	}
 	p, err := b.clients(ctx, project)
 	if err != nil {

@@ -1,6 +1,7 @@
 package gcp
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -356,4 +357,19 @@ func TestValidateInstances(t *testing.T) {
 		}
 	}
 	_ = fmt.Sprint
+}
+
+// TestHAWithMetricsIsRefused: metrics on a proxy of several VMs are refused before anything is made.
+func TestHAWithMetricsIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newHAWorld(t)
+	spec := haSpec("uid-metrics", 2)
+	spec.Proxy.Metrics = &proxyconf.MetricsSettings{AllowedClientCIDRs: []string{"10.0.0.0/8"}}
+	spec.Proxy.LogFormat = proxyconf.LogFormatJSON // what metrics need: without the refusal, the create would go ahead
+	if _, err := w.b.Create(ctxT(t), spec); !errors.Is(err, ErrHAMetrics) || backend.ClassOf(err) != backend.ClassPermanent {
+		t.Fatalf("create with metrics: %v, want Permanent %v", err, ErrHAMetrics)
+	}
+	if n := len(w.fake.Instances()); n != 0 {
+		t.Fatalf("%d VMs made", n)
+	}
 }
