@@ -56,10 +56,13 @@ func TestAuthHelperOverload(t *testing.T) {
 
 	// The real user's name with a new wrong password each time: the costly case, as Squid keeps one record
 	// per user name and every new password sends it to a helper for a bcrypt check (an unknown user name is
-	// refused by the helper at once). The workers keep twice as many lookups in Squid's hands as the helpers
-	// and the queue limit hold, so the queue stays overloaded. Each has a source address of its own, as
-	// clients of a real flood would.
-	const workers = 2 * (authHelpers + authHelperQueue)
+	// refused by the helper at once). The workers keep four times as many lookups in Squid's hands as the
+	// helpers and the queue limit hold, so the queue stays overloaded: Squid's 3 minutes start again whenever
+	// the queue falls to its limit, which 120 answers in a row without a new lookup would take, as when a
+	// loaded machine leaves the workers without a core for seconds (with twice as many, in a cold run of the
+	// suite Squid did not act within 6 minutes: the overload lapsed). Each has a source address of its own,
+	// as clients of a real flood would.
+	const workers = 4 * (authHelpers + authHelperQueue)
 	var (
 		stop      atomic.Bool
 		sent      atomic.Int64
