@@ -7,6 +7,11 @@
 // account, a Secret Manager secret of its own. Its id is gcp/<project>/<zone>/<name>. What the VM runs (the startup
 // script and its metadata keys) is in the guest subpackage.
 //
+// With Options.Instances above one, a proxy is that many VMs, <name>-1 and on, over the zones of the region, behind
+// an internal passthrough Network Load Balancer of the proxy's name whose address is the proxy's (ha.go): same id
+// form, no VM of the proxy's own name. Its unlabelled parts carry the proxy's identity and ownership in their
+// description, and one that does not name this proxy is never adopted nor deleted (ha.go#haOwned).
+//
 // This comment holds the rules of this backend alone; the contract every backend keeps is in
 // internal/backend/CONTRACT.md. References are file#Symbol, from this directory unless they name one;
 // blueprint_test.go in internal/backend resolves them.
@@ -60,6 +65,13 @@
 //     325 KB (TestLargestSettingsFitMetadata). The provider checks the rendered size at plan time
 //     (internal/provider/proxy_resource_gcp.go#gcpMetadataFits, through metadatalimits.go#CheckMetadata), and
 //     Create and Reconfigure check it again before they send anything (metadatalimits.go#checkMetadataItems).
+//   - A health check or an instance group a backend service uses, and a backend service a forwarding rule uses,
+//     cannot be deleted (R36, R37): a proxy of several VMs is made VMs first, load balancer after
+//     (ha.go#Backend.createHA), and deleted forwarding rule, backend service, health check, groups, VMs last
+//     (ha_ops.go#Backend.deleteHA), so while any part is left a VM or the forwarding rule is too and ListByTag
+//     finds it (list.go#Backend.listHA; ha_test.go#TestHALeftoversAtEveryStep). Its members' health is the
+//     backend service's getHealth (R38; ha_get.go#Backend.memberHealth), and a rule change reaches one member at a
+//     time, each confirmed by its guest (ha_ops.go#Backend.reconfigureHA).
 //   - setMetadata and setLabels carry the fingerprint read just before (R12, R14); a 412 conditionNotMet is
 //     Transient, so the read and the write are retried together (reconfigure.go#Backend.Reconfigure,
 //     backend.go#Backend.Update).
