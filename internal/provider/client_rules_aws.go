@@ -37,12 +37,16 @@ func (awsClientRules) ValidateObject(ctx context.Context, req validator.ObjectRe
 		return
 	}
 	ipv4, ipv6 := aws.ClientRuleCounts(clients)
+	// A proxy of several instances also admits its load balancer's health checks, one rule per subnet.
+	health := awsHealthRules(req.ConfigValue)
+	ipv4 += health
 	limit := aws.DefaultRulesPerSecurityGroup
 	if ipv4 > limit || ipv6 > limit {
 		resp.Diagnostics.AddAttributeError(path.Root("allowed_client_cidrs"), "Too many client ranges for an aws proxy's security group",
 			fmt.Sprintf("allowed_client_cidrs has %d IPv4 and %d IPv6 ranges. On aws each range is one inbound rule of the proxy's "+
-				"security group, and VPC allows %d rules of each family per group by default (quota L-0EA8095F, \"Inbound or outbound "+
-				"rules per security group\"). List fewer, wider ranges, or split the clients across proxies.", ipv4, ipv6, limit))
+				"security group (and with several instances, each of aws.subnet_ids one more, %d here, for the load balancer's health "+
+				"checks), and VPC allows %d rules of each family per group by default (quota L-0EA8095F, \"Inbound or outbound "+
+				"rules per security group\"). List fewer, wider ranges, or split the clients across proxies.", ipv4-health, ipv6, health, limit))
 		return
 	}
 	// With metrics, each metrics range is one more rule on each of the two metrics ports (aws.IngressRuleCounts).
@@ -56,6 +60,7 @@ func (awsClientRules) ValidateObject(ctx context.Context, req validator.ObjectRe
 		return
 	}
 	ipv4, ipv6 = aws.IngressRuleCounts(proxyconf.Settings{AllowedClientCIDRs: clients, Metrics: &proxyconf.MetricsSettings{AllowedClientCIDRs: scrapers}})
+	ipv4 += health
 	if ipv4 > limit || ipv6 > limit {
 		resp.Diagnostics.AddAttributeError(at, "Too many client and metrics ranges for an aws proxy's security group",
 			fmt.Sprintf("allowed_client_cidrs and metrics.allowed_client_cidrs need %d IPv4 and %d IPv6 inbound rules of the proxy's "+
@@ -79,4 +84,16 @@ func configuredRanges(ctx context.Context, req validator.ObjectRequest, p path.P
 		}
 	}
 	return known, true
+}
+
+// awsHealthRules is how many rules a proxy of several instances adds for its load balancer's health checks:
+// one per subnet of aws.subnet_ids, when instances is above 1; 0 otherwise or while not known.
+func awsHealthRules(placement types.Object) int {
+	attrs := placement.Attributes()
+	n, ok := attrs["instances"].(types.Int64)
+	subnets, ok2 := attrs["subnet_ids"].(types.List)
+	if !ok || !ok2 || n.IsNull() || n.IsUnknown() || n.ValueInt64() <= 1 || subnets.IsNull() || subnets.IsUnknown() {
+		return 0
+	}
+	return len(subnets.Elements())
 }

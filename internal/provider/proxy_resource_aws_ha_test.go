@@ -179,6 +179,19 @@ resource "egress_proxy" "test" {
 				ExpectError: regexp.MustCompile(`Several aws instances have no Elastic IP`)},
 			{Config: proxy(fmt.Sprintf("subnet_ids = [%q, %q], instances = 11", subnet, fake.Subnets(awsTestRegion)[1].ID)), PlanOnly: true,
 				ExpectError: regexp.MustCompile(`(?s)value must be between\s+1 and 10`)},
+			// 59 client ranges fit one instance's group (59 of 60 rules), not two instances' (and a rule per subnet).
+			{Config: strings.Replace(proxy(fmt.Sprintf("subnet_ids = [%q, %q], instances = 2", subnet, fake.Subnets(awsTestRegion)[1].ID)),
+				`["10.0.0.0/8"]`, manyRanges(59), 1), PlanOnly: true,
+				ExpectError: regexp.MustCompile(`Too many client ranges for an aws proxy's security group`)},
 		},
 	})
+}
+
+// manyRanges is n IPv4 ranges as an HCL list.
+func manyRanges(n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Quote(fmt.Sprintf("10.%d.0.0/16", i))
+	}
+	return "[" + strings.Join(out, ", ") + "]"
 }

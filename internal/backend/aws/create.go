@@ -352,11 +352,11 @@ func securityGroupName(proxy string) string { return "egress-proxy-" + proxy }
 func (b *Backend) ensureSecurityGroup(ctx context.Context, r *region, spec backend.Spec, o Options) (string, placement, error) {
 	name := securityGroupName(spec.Name)
 	obj := fmt.Sprintf("aws security group %s in region %s", name, r.name)
-	if err := b.checkClientRules(ctx, r, obj, spec.Proxy); err != nil {
-		return "", placement{}, err
-	}
 	place, err := b.placementOf(ctx, r, o)
 	if err != nil {
+		return "", placement{}, err
+	}
+	if err := b.checkClientRules(ctx, r, obj, spec.Proxy, len(place.healthRanges())); err != nil {
 		return "", placement{}, err
 	}
 	vpcID := place.vpcID

@@ -425,3 +425,33 @@ func TestSeveralInstancesFirstGone(t *testing.T) {
 	}
 	assertNothingLeft(t, fake)
 }
+
+// The health checks' rules count against the group's quota of inbound rules: 58 client ranges fit a proxy of
+// one (58 rules) but not one of three (58 and a rule per subnet, 61 of 60), which is refused before anything
+// is made.
+func TestSeveralInstancesCountHealthRules(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	ctx := context.Background()
+	var clients []string
+	for i := range 58 {
+		clients = append(clients, "10."+strconv.Itoa(i)+".0.0/16")
+	}
+	spec := haSpec(fake, "crowded")
+	spec.Proxy.AllowedClientCIDRs = clients
+	_, err := b.Create(ctx, spec)
+	if backend.ClassOf(err) != backend.ClassQuota || !strings.Contains(err.Error(), "61 IPv4") {
+		t.Fatalf("a proxy of three with 58 client ranges: %v, want Quota naming 61 IPv4 rules", err)
+	}
+	assertNothingLeft(t, fake)
+	one := testSpec(fake, "crowded")
+	one.Proxy.AllowedClientCIDRs = clients
+	inst, err := b.Create(ctx, one)
+	if err != nil {
+		t.Fatalf("a proxy of one with 58 client ranges: %v", err)
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+}

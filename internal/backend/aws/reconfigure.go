@@ -71,7 +71,11 @@ func (b *Backend) Reconfigure(ctx context.Context, id backend.ProviderID, settin
 	}
 	spec := backend.Spec{Name: id.Name, UID: current.UID, Owner: current.Owner, Labels: current.Labels, Proxy: settings}
 	// Clients that cannot all be admitted change nothing: the proxy keeps its rules and its config.
-	if err := b.checkClientRules(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, settings); err != nil {
+	health := 0
+	if opts.instances() > 1 {
+		health = len(opts.SubnetIDs)
+	}
+	if err := b.checkClientRules(ctx, r, "aws security group "+securityGroupName(id.Name)+" in region "+r.name, settings, health); err != nil {
 		return backend.Instance{}, err
 	}
 	// Written even when the config id is the one stored: Reconfigure also puts back a config that drifted

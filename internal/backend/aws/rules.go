@@ -59,8 +59,11 @@ func IngressRuleCounts(s proxyconf.Settings) (ipv4, ipv6 int) {
 
 // checkClientRules refuses, before anything is made or changed, clients (and metrics clients) that do not fit
 // in the proxy's group under the region's quota: EC2 would refuse the rules only after the group exists.
-func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s proxyconf.Settings) error {
+// health is how many IPv4 ranges the group also admits the load balancer's health checks from (a proxy of
+// several instances: one per subnet).
+func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s proxyconf.Settings, health int) error {
 	ipv4, ipv6 := IngressRuleCounts(s)
+	ipv4 += health
 	if ipv4 <= 1 && ipv6 <= 1 {
 		return nil // one range of each fits any quota: no request
 	}
@@ -69,5 +72,5 @@ func (b *Backend) checkClientRules(ctx context.Context, r *region, obj string, s
 		return nil
 	}
 	return &backend.Error{Class: backend.ClassQuota, Object: obj, Advice: RulesAdvice,
-		Err: fmt.Errorf("allowed_client_cidrs (and each range of metrics.allowed_client_cidrs, on two ports) need %d IPv4 and %d IPv6 inbound rules of the proxy's security group, and the region's quota is %d rules of each per group", ipv4, ipv6, quota)}
+		Err: fmt.Errorf("allowed_client_cidrs (and each range of metrics.allowed_client_cidrs, on two ports, and with several instances each subnet, for the load balancer's health checks) need %d IPv4 and %d IPv6 inbound rules of the proxy's security group, and the region's quota is %d rules of each per group", ipv4, ipv6, quota)}
 }
