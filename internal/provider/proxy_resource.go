@@ -94,6 +94,7 @@ func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	all, d := types.MapValueFrom(ctx, types.StringType, mergeLabels(r.data.defaultLabels, own))
 	resp.Diagnostics.Append(d...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("all_labels"), all)...)
+	resp.Diagnostics.Append(keepVolatileOnNoOp(ctx, req.State, &resp.Plan)...)
 }
 
 // checkPlacement refuses at plan time what the provider configuration already tells cannot work: a backend

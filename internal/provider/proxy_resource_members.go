@@ -1,13 +1,16 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
@@ -92,5 +95,32 @@ func degradedWarning(id string, inst backend.Instance) diag.Diagnostics {
 		fmt.Sprintf("%s serves through %d of its %d instances; not serving: %s. Clients are unaffected while the others carry the load; "+
 			"an instance that stays unhealthy is replaced by `terraform apply -replace` of the proxy, or repaired on the backend.",
 			id, len(inst.Members)-len(down), len(inst.Members), strings.Join(down, "; ")))
+	return diags
+}
+
+// keepVolatileOnNoOp: state, members and egress_addresses are what the backend reports of a running proxy
+// that changes by itself between a plan and its apply (a member lost or recovered, a rollout ended). An update
+// cannot promise them, since Terraform refuses an apply whose result differs from a known planned value, so
+// they carry no UseStateForUnknown and the framework plans them unknown on every change. keepVolatileOnNoOp
+// plans them as the state holds them when nothing else changes, so that a plan with no change is empty (as for
+// a state written before these attributes existed, which holds them null) instead of an update that only
+// recomputes them.
+func keepVolatileOnNoOp(ctx context.Context, state tfsdk.State, plan *tfsdk.Plan) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if state.Raw.IsNull() || plan.Raw.IsNull() {
+		return diags
+	}
+	kept := tfsdk.Plan{Schema: plan.Schema, Raw: plan.Raw.Copy()}
+	var status types.String
+	var members, addresses types.List
+	diags.Append(state.GetAttribute(ctx, path.Root("state"), &status)...)
+	diags.Append(state.GetAttribute(ctx, path.Root("members"), &members)...)
+	diags.Append(state.GetAttribute(ctx, path.Root("egress_addresses"), &addresses)...)
+	diags.Append(kept.SetAttribute(ctx, path.Root("state"), status)...)
+	diags.Append(kept.SetAttribute(ctx, path.Root("members"), members)...)
+	diags.Append(kept.SetAttribute(ctx, path.Root("egress_addresses"), addresses)...)
+	if !diags.HasError() && kept.Raw.Equal(state.Raw) {
+		*plan = kept
+	}
 	return diags
 }

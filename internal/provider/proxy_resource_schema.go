@@ -274,7 +274,9 @@ func computedAttributes() map[string]schema.Attribute {
 		"uid": schema.StringAttribute{Computed: true, MarkdownDescription: "Unique ID written on every backend object; it is how garbage collection recognises them.", PlanModifiers: keep},
 		"all_labels": schema.MapAttribute{Computed: true, ElementType: types.StringType,
 			MarkdownDescription: "`labels` merged over the provider's `default_labels`: what the objects carry besides the provider's own bookkeeping labels."},
-		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + ".", PlanModifiers: keep},
+		// No UseStateForUnknown: a proxy's state moves by itself (a member lost, a rollout done), so an update
+		// plans it unknown, and only a plan with nothing to change keeps it (keepVolatileOnNoOp).
+		"state":            schema.StringAttribute{Computed: true, MarkdownDescription: "Lifecycle state: one of " + statesDescription() + "."},
 		"internal_address": schema.StringAttribute{Computed: true, MarkdownDescription: "Address clients in the placement use to reach the proxy.", PlanModifiers: keep},
 		"egress_address":   schema.StringAttribute{Computed: true, MarkdownDescription: egressAddressDescription(), PlanModifiers: []planmodifier.String{keepUnlessAddressMovesOf(backendDescriptors)}},
 		"ingress_address":  schema.StringAttribute{Computed: true, MarkdownDescription: ingressAddressDescription(), PlanModifiers: keep},
