@@ -34,7 +34,7 @@ func membersAttributes() map[string]schema.Attribute {
 			MarkdownDescription: "Every source address destinations may see on the proxy's connections, each once, in the order of `members`: " +
 				"what a partner's allow-list needs when the proxy has several `instances`. With one instance, `egress_address` alone (empty list where that is null)."},
 		"members": schema.ListNestedAttribute{Computed: true,
-			MarkdownDescription: "The VMs or pods that serve the proxy behind `internal_address`, when it has several (`instances` of a `kvm`, `gcp` or `aws` placement); empty for a proxy of one. " +
+			MarkdownDescription: "The VMs or pods that serve the proxy behind `internal_address`, when it has several (`instances` of a `kvm`, `gcp` or `aws` placement, two or more `kubernetes.replicas`); empty for a proxy of one. " +
 				"While some are unhealthy `state` is `Degraded` and Read warns with each one's reason.",
 			NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 				"name":             schema.StringAttribute{Computed: true, MarkdownDescription: "The member's own VM or pod."},
