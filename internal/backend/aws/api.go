@@ -72,7 +72,7 @@ type logsAPI interface {
 }
 
 // elbAPI is every Elastic Load Balancing call the backend makes, only for a proxy of several instances
-// (loadbalancer.go): its internal Network Load Balancer, target group and listener.
+// (ha_loadbalancer.go): its internal Network Load Balancer, target group and listener.
 type elbAPI interface {
 	CreateLoadBalancer(ctx context.Context, in *elb.CreateLoadBalancerInput, opts ...func(*elb.Options)) (*elb.CreateLoadBalancerOutput, error)
 	DescribeLoadBalancers(ctx context.Context, in *elb.DescribeLoadBalancersInput, opts ...func(*elb.Options)) (*elb.DescribeLoadBalancersOutput, error)

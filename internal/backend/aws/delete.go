@@ -41,7 +41,7 @@ func (b *Backend) delete(ctx context.Context, id backend.ProviderID, keepAddress
 	if err != nil {
 		return err
 	}
-	// A proxy of several instances: the load balancer first, then the members beyond the first (members.go).
+	// A proxy of several instances: the load balancer first, then the members beyond the first (ha.go).
 	several, err := b.deleteMembers(ctx, r, id.Name, in)
 	if err != nil {
 		return err

@@ -62,10 +62,10 @@
 //   - A proxy of several instances (Options.Instances above 1) is its first instance, made and read as a proxy of
 //     one, and members 1 to n-1 of its Name with TagMember, one per subnet of SubnetIDs, each in its own zone
 //     (placement.go#Backend.placementOf), each with its own parameters bound to it (placement.go#memberParameters),
-//     launched after the first and adopted by a retry of the same UID (members.go#Backend.ensureMembers); then a
+//     launched after the first and adopted by a retry of the same UID (ha.go#Backend.ensureMembers); then a
 //     target group health-checked on the health port, an internal Network Load Balancer and its listener
-//     (loadbalancer.go#Backend.ensureLoadBalancer). Get reports the members with the target group's health and
-//     State from them (members.go#Backend.readMembers); Reconfigure reaches them one at a time, each applied and
+//     (ha_loadbalancer.go#Backend.ensureLoadBalancer). Get reports the members with the target group's health and
+//     State from them (ha.go#Backend.readMembers); Reconfigure reaches them one at a time, each applied and
 //     healthy before the next (reconfigure.go#Backend.reconfigureMembers); Delete removes the load balancer, the
 //     target group and the members first (delete.go#Backend.deleteMembers). The security group is made before
 //     them all and deleted after, so ListByTag lists what a crash leaves by it. A proxy of one (no TagInstances)

@@ -56,7 +56,7 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 			}
 			for _, res := range out.Reservations {
 				for i := range res.Instances {
-					// A proxy of several instances is listed once, by its first (members.go).
+					// A proxy of several instances is listed once, by its first (ha.go).
 					if memberOf(&res.Instances[i]) == 0 {
 						found = append(found, toInstance(name, &res.Instances[i]))
 					}

@@ -13,7 +13,7 @@ type Options struct {
 	// SubnetID is the subnet the instance runs in; its VPC holds the security group the backend makes.
 	SubnetID string
 	// Instances is how many instances serve the proxy (0 takes 1). One is the proxy as it always was: one
-	// instance, no load balancer. Several sit behind an internal Network Load Balancer (loadbalancer.go),
+	// instance, no load balancer. Several sit behind an internal Network Load Balancer (ha_loadbalancer.go),
 	// spread over SubnetIDs, one subnet per Availability Zone.
 	Instances int
 	// SubnetIDs are, for several instances, the subnets they are spread over (member i in SubnetIDs[i mod n]),
