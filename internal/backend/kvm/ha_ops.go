@@ -23,41 +23,7 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 	object := domainObject(p.Host, spec.Name)
 	id := backend.ProviderID{Backend: Kind, Target: p.Host, Name: spec.Name}
 	c := b.conns[p.Host]
-	var ha metaHA
-	err := c.do(ctx, func(l api) error {
-		_, m, err := lookupManaged(l, spec.Name)
-		switch {
-		case err == nil:
-			if err := backend.OwnershipOfSpec(spec).Check("", m.Owner, m.UID); err != nil {
-				return err
-			}
-			if m.HA == nil || m.HA.Index != 0 || len(m.HA.Members) != p.Instances {
-				return backend.Permanent("", "domain %s exists with another number of instances than %d: delete it or choose another name", spec.Name, p.Instances)
-			}
-			ha = *m.HA // an earlier attempt's group, whose addresses its reservations keep
-		case !isCode(err, libvirt.ErrNoDomain):
-			return err
-		}
-		network, err := lookupNetwork(l, p.Network)
-		if err != nil {
-			return err
-		}
-		if ha.Proxy == "" {
-			ha, err = reserveGroup(l, network, spec, p.Instances)
-			return err
-		}
-		// An adopted group's reservations again (each a no-op when it is there): an attempt whose define's
-		// answer was lost gave them back although its domain was made.
-		if err := reserve(l, network, virtualReservationName(spec.Name), ha.VirtualMAC, ha.Virtual); err != nil {
-			return err
-		}
-		for _, mm := range ha.Members {
-			if err := reserve(l, network, mm.Name, mm.MAC, mm.IP); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	ha, err := b.groupFor(ctx, c, spec, p)
 	if err != nil {
 		return backend.Instance{}, classify(object, err)
 	}
@@ -100,11 +66,84 @@ func (b *Backend) createGroup(ctx context.Context, spec backend.Spec, p placemen
 	if err := firstError(errs); err != nil {
 		return groupPlaceholder(id, spec, ha), err
 	}
+	note, err := b.waitForVirtual(ctx, p, ha, spec.Proxy.Port)
+	if err != nil {
+		return groupPlaceholder(id, spec, ha), classify(object, err)
+	}
 	inst, err := b.Get(ctx, id)
 	if err != nil {
 		return groupPlaceholder(id, spec, ha), err
 	}
+	if note != "" {
+		inst.Notes = append(inst.Notes, note)
+	}
 	return inst, nil
+}
+
+// waitForVirtual waits, when the placement asks Create to wait for the proxy, until the proxy answers at its
+// virtual address, where its clients connect: each instance's keepalived starts after its Squid answers, and
+// takes the address a few seconds later. An address on no network of this machine is not probed (a note says
+// so), as waitForProxy does.
+func (b *Backend) waitForVirtual(ctx context.Context, p placement, ha metaHA, port int) (string, error) {
+	if !p.WaitForAddress || !p.WaitForProxy {
+		return "", nil
+	}
+	rd := b.readiness
+	if ip := net.ParseIP(ha.Virtual); rd.attached != nil && ip != nil && !rd.attached(ip) {
+		return fmt.Sprintf("readiness at the virtual address %s not verified: it is on no network this machine is attached to", ha.Virtual), nil
+	}
+	err := backend.Poll(ctx, b.pollInterval, func(ctx context.Context) (bool, error) {
+		res, err := rd.probeProxy(ctx, ha.Virtual, port)
+		if res == probeReady {
+			return true, nil
+		}
+		return false, backend.NewError(backend.ClassTransient, "", err)
+	})
+	if err != nil {
+		return "", fmt.Errorf("waiting for the proxy to answer at its virtual address %s: %w", ha.Virtual, err)
+	}
+	return "", nil
+}
+
+// groupFor is the group of the proxy spec: an earlier attempt's, read from instance 0's metadata and its
+// reservations made again, or a new one with its addresses reserved on the network.
+func (b *Backend) groupFor(ctx context.Context, c *conn, spec backend.Spec, p placement) (metaHA, error) {
+	var ha metaHA
+	err := c.do(ctx, func(l api) error {
+		_, m, err := lookupManaged(l, spec.Name)
+		switch {
+		case err == nil:
+			if err := backend.OwnershipOfSpec(spec).Check("", m.Owner, m.UID); err != nil {
+				return err
+			}
+			if m.HA == nil || m.HA.Index != 0 || len(m.HA.Members) != p.Instances {
+				return backend.Permanent("", "domain %s exists with another number of instances than %d: delete it or choose another name", spec.Name, p.Instances)
+			}
+			ha = *m.HA // an earlier attempt's group, whose addresses its reservations keep
+		case !isCode(err, libvirt.ErrNoDomain):
+			return err
+		}
+		network, err := lookupNetwork(l, p.Network)
+		if err != nil {
+			return err
+		}
+		if ha.Proxy == "" {
+			ha, err = reserveGroup(l, network, spec, p.Instances)
+			return err
+		}
+		// An adopted group's reservations again (each a no-op when it is there): an attempt whose define's
+		// answer was lost gave them back although its domain was made.
+		if err := reserve(l, network, virtualReservationName(spec.Name), ha.VirtualMAC, ha.Virtual); err != nil {
+			return err
+		}
+		for _, mm := range ha.Members {
+			if err := reserve(l, network, mm.Name, mm.MAC, mm.IP); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return ha, err
 }
 
 func firstError(errs []error) error {

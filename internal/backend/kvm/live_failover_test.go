@@ -1,0 +1,305 @@
+package kvm
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	libvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+)
+
+// failoverBound is what TestLiveFailoverVRRP asserts of the time from the destruction of the VM holding the
+// virtual address until requests through it succeed again. The target is under 5 s (a backup takes the
+// address about 3.6 s after the last advertisement, see guest.VRRPAdvertSeconds); the bound leaves room for
+// two VMs under emulation on a loaded machine, and the measured time is printed.
+const failoverBound = 30 * time.Second
+
+// TestLiveFailoverVRRP boots a proxy of two instances from the project's image (side by side), checks that
+// clients reach it at its virtual address, then, with a client in the test namespace sending a request
+// through the virtual address every 100 ms, destroys the VM holding the address and measures how long until
+// requests succeed again: the other VM must take the address and serve. Get then reports the proxy Degraded,
+// the destroyed VM as the unhealthy member.
+func TestLiveFailoverVRRP(t *testing.T) {
+	spec := bootedSpec(t, testOwner())
+	b := probeFromNamespace(liveBackend(t))
+	b.pollInterval = 2 * time.Second
+	upstreamPort := serveUpstreamInNetns(t)
+	optionsOf(spec.Placement).Instances = 2
+	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
+	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
+	cleanupProxy(t, b, spec.Name)
+	id := idOf(spec)
+
+	ctx := ctxFor(t, 25*time.Minute)
+	start := time.Now()
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Logf("Create of two instances (side by side, until both health endpoints answered): %s", time.Since(start).Round(time.Second))
+	if len(inst.Members) != 2 || inst.State != backend.StateRunning {
+		t.Fatalf("Create = %s with members %+v, want Running with two healthy members", inst.State, inst.Members)
+	}
+	vip := inst.InternalAddress
+	for _, m := range inst.Members {
+		if m.InternalAddress == vip || !m.Healthy {
+			t.Fatalf("member %+v: want its own address, not the virtual %s, and healthy", m, vip)
+		}
+	}
+	// Create waited until the proxy answered at the virtual address: its health endpoint there answers at once
+	// (three tries, each bounded by the probe's timeout, for a loaded machine).
+	answered := false
+	for i := 0; i < 3 && !answered; i++ {
+		res, err := b.readiness.probeProxy(ctx, vip, inst.Port)
+		answered = res == probeReady
+		if !answered {
+			t.Logf("the proxy at the virtual address %s right after Create: %v", vip, err)
+		}
+	}
+	if !answered {
+		t.Fatalf("the proxy did not answer at its virtual address %s right after Create", vip)
+	}
+	// Name the upstream in each guest (its own /etc/hosts, which Squid reads on every reload).
+	for _, m := range inst.Members {
+		runInGuest(t, b, m.Name, "/bin/sh", "-c", "grep -q allowed.test /etc/hosts || echo '"+liveGateway+" allowed.test' >> /etc/hosts; "+squidBin+" -k reconfigure")
+	}
+
+	client := &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{
+			Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: net.JoinHostPort(vip, strconv.Itoa(inst.Port))}),
+			DialContext:       netnsDial(liveNetns()),
+			DisableKeepAlives: true, // every request a new connection, as a fleet's clients make them
+		},
+	}
+	target := fmt.Sprintf("http://allowed.test:%d/", upstreamPort)
+	ok := func() bool {
+		resp, err := client.Get(target)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close() // only the status matters
+		return resp.StatusCode == http.StatusOK
+	}
+	// Squid's reload of the names just given takes a moment in the guest.
+	waitFor(t, time.Minute, "a request through the virtual address "+vip+" to succeed", ok)
+	// Both instances run keepalived (each starts it after its Squid answers): the one without the address is
+	// the backup the failover needs.
+	waitFor(t, 3*time.Minute, "keepalived active on both instances", func() bool {
+		for _, m := range inst.Members {
+			if strings.TrimSpace(outputInGuestAnyStatus(t, b, m.Name, "/bin/systemctl", "is-active", "keepalived.service")) != "active" {
+				return false
+			}
+		}
+		return true
+	})
+
+	holder := vipHolder(t, b, inst.Members, vip)
+	if holder == "" {
+		t.Fatalf("no instance holds the virtual address %s, though a request through it succeeded", vip)
+	}
+	t.Logf("instance %s holds the virtual address %s", holder, vip)
+
+	// The client loop, bounded in count and time: a request starts every 100 ms, each on a new connection and
+	// in its own goroutine, so a request hanging on the lost VM does not hold back the next.
+	type result struct {
+		started, ended time.Time
+		ok             bool
+	}
+	var (
+		mu      sync.Mutex
+		results []result
+		flying  sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer flying.Wait()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; i < 1200; i++ { // at most 2 minutes of requests
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			flying.Go(func() {
+				r := result{started: time.Now()}
+				r.ok = ok()
+				r.ended = time.Now()
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			})
+		}
+	}()
+	// succeeded is the earliest end of a successful request that started after after: when service was back.
+	succeeded := func(after time.Time) (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		var first time.Time
+		for _, r := range results {
+			if r.ok && r.started.After(after) && (first.IsZero() || r.ended.Before(first)) {
+				first = r.ended
+			}
+		}
+		return first, !first.IsZero()
+	}
+	// Requests succeed before anything is destroyed.
+	waitFor(t, time.Minute, "the client loop's first success", func() bool { _, ok := succeeded(time.Time{}); return ok })
+
+	destroyed := time.Now()
+	inspect(t, b, func(l api) error {
+		dom, err := l.DomainLookupByName(holder)
+		if err != nil {
+			return err
+		}
+		return l.DomainDestroyFlags(dom, libvirt.DomainDestroyDefault)
+	})
+	t.Logf("destroyed %s", holder)
+	// Service again: a request that started after the destruction and succeeded.
+	waitFor(t, 2*time.Minute, "a request through the virtual address to succeed after the holder was destroyed", func() bool {
+		_, ok := succeeded(destroyed)
+		return ok
+	})
+	close(stop)
+	<-done
+	back, _ := succeeded(destroyed) // every request has ended: the earliest success is final
+	failed := 0
+	for _, r := range results {
+		if !r.ok && r.started.After(destroyed) {
+			failed++
+		}
+	}
+	recovery := back.Sub(destroyed)
+	t.Logf("FAILOVER: service again %s after the VM holding the virtual address was destroyed (%d of the requests started after it failed; target under 5 s)",
+		recovery.Round(10*time.Millisecond), failed)
+	if recovery > failoverBound {
+		t.Errorf("service came back %s after the destruction, more than %s", recovery, failoverBound)
+	}
+	var survivor string
+	for _, m := range inst.Members {
+		if m.Name != holder {
+			survivor = m.Name
+		}
+	}
+	if got := vipHolder(t, b, nil, vip, survivor); got != survivor {
+		t.Errorf("after the failover %q holds the virtual address, want %s", got, survivor)
+	}
+
+	// Get reports the proxy Degraded, the destroyed instance unhealthy and why.
+	got, err := b.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Get after the failover: %s, members %+v", got.State, got.Members)
+	if got.State != backend.StateDegraded || got.InternalAddress != vip {
+		t.Errorf("Get = %s at %s, want Degraded at %s", got.State, got.InternalAddress, vip)
+	}
+	for _, m := range got.Members {
+		if (m.Name == holder) == m.Healthy || (m.Name == holder && m.Reason == "") {
+			t.Errorf("member %+v: want %s alone unhealthy, with a reason", m, holder)
+		}
+	}
+
+	// The track script: the survivor's Squid stopped, keepalived there gives up the address.
+	stopped := time.Now()
+	runInGuest(t, b, survivor, "/bin/systemctl", "stop", "squid.service")
+	waitFor(t, time.Minute, survivor+" to give up the virtual address once its Squid stopped", func() bool {
+		return vipHolder(t, b, nil, vip, survivor) == ""
+	})
+	t.Logf("%s gave up the virtual address within %s of the command stopping its Squid (asked through the agent)", survivor, time.Since(stopped).Round(100*time.Millisecond))
+	if got, err := b.Get(ctx, id); err != nil || got.State != backend.StateFailed {
+		t.Errorf("Get with no instance serving = %s (%v), want Failed", got.State, err)
+	}
+}
+
+// vipHolder asks the guests, through their agents, which holds vip: the members' names, or names given.
+func vipHolder(t *testing.T, b *Backend, members []backend.Member, vip string, names ...string) string {
+	t.Helper()
+	for _, m := range members {
+		names = append(names, m.Name)
+	}
+	for _, name := range names {
+		out := outputInGuest(t, b, name, "/sbin/ip", "-o", "-4", "addr", "show")
+		if strings.Contains(out, " "+vip+"/") {
+			return name
+		}
+	}
+	return ""
+}
+
+// TestLiveGroupReservations reserves a group's addresses on the test libvirtd's network (no domain is made):
+// libvirt takes reservations outside the network's DHCP range, a second reservation of the same group finds the
+// same addresses by their MACs, none is the network's gateway or in use already, and releasing the group removes
+// exactly its entries.
+func TestLiveGroupReservations(t *testing.T) {
+	b := liveBackend(t)
+	spec := liveSpec(testOwner())
+	network := b.hosts[liveHost].Network
+	var before []string
+	var first, second metaHA
+	inspect(t, b, func(l api) error {
+		n, err := lookupNetwork(l, network)
+		if err != nil {
+			return err
+		}
+		hosts, err := dhcpHosts(l, n)
+		for _, h := range hosts {
+			before = append(before, h.Name+"="+h.IP)
+		}
+		if err != nil {
+			return err
+		}
+		if first, err = reserveGroup(l, n, spec, 3); err != nil {
+			return err
+		}
+		second, err = reserveGroup(l, n, spec, 3)
+		return err
+	})
+	t.Cleanup(func() {
+		inspect(t, b, func(l api) error { return releaseGroup(l, network, first) })
+	})
+	t.Logf("reserved: virtual %s, members %+v", first.Virtual, first.Members)
+	if second.Virtual != first.Virtual || len(second.Members) != 3 || second.Members[2].IP != first.Members[2].IP {
+		t.Errorf("the second reservation took %s %+v, the first %s %+v: want the same", second.Virtual, second.Members, first.Virtual, first.Members)
+	}
+	seen := map[string]bool{liveGateway: true}
+	for _, h := range before {
+		_, ip, _ := strings.Cut(h, "=")
+		seen[ip] = true
+	}
+	for _, a := range append([]string{first.Virtual}, first.Members[0].IP, first.Members[1].IP, first.Members[2].IP) {
+		if seen[a] || !strings.HasPrefix(a, "198.18.0.") {
+			t.Errorf("address %s reserved twice, or the gateway's, or outside the network (reservations before: %v)", a, before)
+		}
+		seen[a] = true
+	}
+	var after []string
+	inspect(t, b, func(l api) error {
+		if err := releaseGroup(l, network, first); err != nil {
+			return err
+		}
+		n, err := lookupNetwork(l, network)
+		if err != nil {
+			return err
+		}
+		hosts, err := dhcpHosts(l, n)
+		for _, h := range hosts {
+			after = append(after, h.Name+"="+h.IP)
+		}
+		return err
+	})
+	if strings.Join(after, " ") != strings.Join(before, " ") {
+		t.Errorf("reservations after the release %v, before %v", after, before)
+	}
+}
