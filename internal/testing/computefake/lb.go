@@ -64,37 +64,29 @@ func (s *Server) SetHealthy(project, zone, name string, healthy bool) {
 
 // HealthCheck returns a copy of the stored regional health check, or nil.
 func (s *Server) HealthCheck(project, region, name string) *computepb.HealthCheck {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	return cloneOrNil(s.lb.healthChecks[key(project, region, name)])
 }
 
 // BackendService returns a copy of the stored regional backend service, or nil.
 func (s *Server) BackendService(project, region, name string) *computepb.BackendService {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	return cloneOrNil(s.lb.services[key(project, region, name)])
 }
 
 // ForwardingRule returns a copy of the stored regional forwarding rule, or nil.
 func (s *Server) ForwardingRule(project, region, name string) *computepb.ForwardingRule {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	return cloneOrNil(s.lb.rules[key(project, region, name)])
 }
 
 // InstanceGroup returns a copy of the stored instance group and its instances' self links, or nil.
 func (s *Server) InstanceGroup(project, zone, name string) (*computepb.InstanceGroup, []string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	g, ok := s.lb.groups[key(project, zone, name)]
 	if !ok {
 		return nil, nil
@@ -105,10 +97,8 @@ func (s *Server) InstanceGroup(project, zone, name string) (*computepb.InstanceG
 // LoadBalancerObjects lists every load balancer object the fake holds, as "kind project/scope/name", sorted:
 // what a test checks is left after a delete.
 func (s *Server) LoadBalancerObjects() []string {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	var out []string
 	for k := range s.lb.healthChecks {
 		out = append(out, "healthCheck "+k)
@@ -132,6 +122,60 @@ func cloneOrNil[T proto.Message](m T) T {
 		return zero
 	}
 	return clone(m)
+}
+
+// lockLB takes s.mu for a load balancer handler, with the clock advanced and the state ready; the caller
+// releases it.
+func (s *Server) lockLB() {
+	s.mu.Lock()
+	s.advance()
+	s.lb.init()
+}
+
+// lbRef names one load balancer object: its project, its scope ("regions" or "zones", and which), its kind
+// as the API's path spells it, and its name.
+type lbRef struct{ project, scopes, scope, kind, name string }
+
+func (r lbRef) key() string    { return key(r.project, r.scope, r.name) }
+func (r lbRef) where() string  { return r.scopes + "/" + r.scope }
+func (r lbRef) target() string { return r.where() + "/" + r.kind + "/" + r.name }
+func (r lbRef) path() string   { return "projects/" + r.project + "/" + r.target() }
+
+// findLB returns the object r names in m; when there is none it answers notFound. The caller holds s.mu.
+func findLB[T any](s *Server, w http.ResponseWriter, m map[string]T, r lbRef) (T, bool) {
+	v, ok := m[r.key()]
+	if !ok {
+		s.notFound(w, r.path())
+	}
+	return v, ok
+}
+
+// takenLB answers alreadyExists when m holds an object under r. The caller holds s.mu.
+func takenLB[T any](s *Server, w http.ResponseWriter, m map[string]T, r lbRef) bool {
+	if _, ok := m[r.key()]; ok {
+		s.alreadyExists(w, r.path())
+		return true
+	}
+	return false
+}
+
+// insertLB stores v under r in m and answers with its insert operation, done at once. The caller holds s.mu.
+func insertLB[T any](s *Server, w http.ResponseWriter, m map[string]T, r lbRef, v T) {
+	m[r.key()] = v
+	writeProto(w, s.startOp(r.project, r.where(), "insert", r.target(), func() *computepb.Error { return nil }))
+}
+
+// deleteLB answers with the delete operation of the object r names, v in m: when it finishes it removes v,
+// if v is still the object stored under r (not one deleted and inserted again meanwhile). The caller holds
+// s.mu.
+func deleteLB[T comparable](s *Server, w http.ResponseWriter, m map[string]T, r lbRef, v T) {
+	k := r.key()
+	writeProto(w, s.startOp(r.project, r.where(), "delete", r.target(), func() *computepb.Error {
+		if cur, ok := m[k]; ok && cur == v {
+			delete(m, k)
+		}
+		return nil
+	}))
 }
 
 // routeLB serves the load balancers' routes; false when the path is none of theirs. p are the path's segments
@@ -217,9 +261,7 @@ func (s *Server) routeLB(w http.ResponseWriter, r *http.Request, p []string) boo
 // begin takes the lock and checks the scope and the name every insert carries (R8's rule holds for each of
 // these objects' names). On false the answer is written and the lock released.
 func (s *Server) begin(w http.ResponseWriter, project, scopeKind, scope, name string) bool {
-	s.mu.Lock()
-	s.advance()
-	s.lb.init()
+	s.lockLB()
 	ok := false
 	if scopeKind == "zones" {
 		ok = s.knownZone(w, project, scope)
@@ -280,28 +322,23 @@ func (s *Server) insertHealthCheck(w http.ResponseWriter, r *http.Request, proje
 		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%sHealthCheck.port': '%d'. Must be between 1 and 65535.", strings.ToLower(hc.GetType()), port))
 		return
 	}
-	k := key(project, region, hc.GetName())
-	if _, ok := s.lb.healthChecks[k]; ok {
-		s.alreadyExists(w, "projects/"+project+"/regions/"+region+"/healthChecks/"+hc.GetName())
+	ref := lbRef{project, "regions", region, "healthChecks", hc.GetName()}
+	if takenLB(s, w, s.lb.healthChecks, ref) {
 		return
 	}
 	s.seq++
 	hc.Id = proto.Uint64(3_000_000 + s.seq)
 	hc.Kind = proto.String("compute#healthCheck")
 	hc.Region = proto.String(s.link(project, "regions/"+region))
-	hc.SelfLink = proto.String(s.link(project, "regions/"+region+"/healthChecks/"+hc.GetName()))
+	hc.SelfLink = proto.String(s.link(project, ref.target()))
 	hc.CreationTimestamp = proto.String(s.stamp())
-	target := "regions/" + region + "/healthChecks/" + hc.GetName()
-	s.lb.healthChecks[k] = hc
-	writeProto(w, s.startOp(project, "regions/"+region, "insert", target, func() *computepb.Error { return nil }))
+	insertLB(s, w, s.lb.healthChecks, ref, hc)
 }
 
 // getLB answers the get of any of the load balancers' objects.
 func (s *Server) getLB(w http.ResponseWriter, project, scope, kind, name string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	k := key(project, scope, name)
 	var m proto.Message
 	switch kind {
@@ -324,42 +361,33 @@ func (s *Server) getLB(w http.ResponseWriter, project, scope, kind, name string)
 		}
 	}
 	if m == nil {
-		where := "regions/"
+		scopes := "regions"
 		if kind == "instanceGroups" {
-			where = "zones/"
+			scopes = "zones"
 		}
-		s.notFound(w, "projects/"+project+"/"+where+scope+"/"+kind+"/"+name)
+		s.notFound(w, lbRef{project, scopes, scope, kind, name}.path())
 		return
 	}
 	writeProto(w, m)
 }
 
 func (s *Server) deleteHealthCheck(w http.ResponseWriter, project, region, name string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	k := key(project, region, name)
-	hc, ok := s.lb.healthChecks[k]
-	path := "projects/" + project + "/regions/" + region + "/healthChecks/" + name
+	ref := lbRef{project, "regions", region, "healthChecks", name}
+	hc, ok := findLB(s, w, s.lb.healthChecks, ref)
 	if !ok {
-		s.notFound(w, path)
 		return
 	}
 	for _, bs := range s.sortedServices() {
 		for _, h := range bs.GetHealthChecks() {
 			if sameLink(h, hc.GetSelfLink()) {
-				inUse(w, "healthCheck", path, bs.GetSelfLink())
+				inUse(w, "healthCheck", ref.path(), bs.GetSelfLink())
 				return
 			}
 		}
 	}
-	writeProto(w, s.startOp(project, "regions/"+region, "delete", "regions/"+region+"/healthChecks/"+name, func() *computepb.Error {
-		if cur, ok := s.lb.healthChecks[k]; ok && cur == hc {
-			delete(s.lb.healthChecks, k)
-		}
-		return nil
-	}))
+	deleteLB(s, w, s.lb.healthChecks, ref, hc)
 }
 
 // sameLink compares two references to one object: full URLs, or paths from "projects/" or from the scope.
@@ -399,24 +427,22 @@ func (s *Server) insertGroup(w http.ResponseWriter, r *http.Request, project, zo
 		return
 	}
 	defer s.mu.Unlock()
-	k := key(project, zone, ig.GetName())
-	if _, ok := s.lb.groups[k]; ok {
-		s.alreadyExists(w, "projects/"+project+"/zones/"+zone+"/instanceGroups/"+ig.GetName())
+	ref := lbRef{project, "zones", zone, "instanceGroups", ig.GetName()}
+	if takenLB(s, w, s.lb.groups, ref) {
 		return
 	}
 	s.seq++
 	ig.Id = proto.Uint64(4_000_000 + s.seq)
 	ig.Kind = proto.String("compute#instanceGroup")
 	ig.Zone = proto.String(s.link(project, "zones/"+zone))
-	ig.SelfLink = proto.String(s.link(project, "zones/"+zone+"/instanceGroups/"+ig.GetName()))
+	ig.SelfLink = proto.String(s.link(project, ref.target()))
 	ig.CreationTimestamp = proto.String(s.stamp())
 	ig.Fingerprint = proto.String(fingerprint(ig.GetNamedPorts()))
 	if ig.Network != nil {
 		ig.Network = proto.String(s.link(project, "global/networks/"+networkOf(ig.GetNetwork())))
 	}
 	g := &group{ig: ig}
-	s.lb.groups[k] = g
-	writeProto(w, s.startOp(project, "zones/"+zone, "insert", "zones/"+zone+"/instanceGroups/"+ig.GetName(), func() *computepb.Error { return nil }))
+	insertLB(s, w, s.lb.groups, ref, g)
 }
 
 // groupUser is the backend service that uses a group, "" when none does. The caller holds s.mu.
@@ -432,27 +458,18 @@ func (s *Server) groupUser(g *group) string {
 }
 
 func (s *Server) deleteGroup(w http.ResponseWriter, project, zone, name string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	k := key(project, zone, name)
-	path := "projects/" + project + "/zones/" + zone + "/instanceGroups/" + name
-	g, ok := s.lb.groups[k]
+	ref := lbRef{project, "zones", zone, "instanceGroups", name}
+	g, ok := findLB(s, w, s.lb.groups, ref)
 	if !ok {
-		s.notFound(w, path)
 		return
 	}
 	if user := s.groupUser(g); user != "" {
-		inUse(w, "instanceGroup", path, user)
+		inUse(w, "instanceGroup", ref.path(), user)
 		return
 	}
-	writeProto(w, s.startOp(project, "zones/"+zone, "delete", "zones/"+zone+"/instanceGroups/"+name, func() *computepb.Error {
-		if cur, ok := s.lb.groups[k]; ok && cur == g {
-			delete(s.lb.groups, k)
-		}
-		return nil
-	}))
+	deleteLB(s, w, s.lb.groups, ref, g)
 }
 
 // changeGroup is addInstances and removeInstances (R35): the instances must exist in the group's zone and
@@ -472,14 +489,10 @@ func (s *Server) changeGroup(w http.ResponseWriter, r *http.Request, project, zo
 		}
 		refs = req.GetInstances()
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	k := key(project, zone, name)
-	g, ok := s.lb.groups[k]
+	g, ok := findLB(s, w, s.lb.groups, lbRef{project, "zones", zone, "instanceGroups", name})
 	if !ok {
-		s.notFound(w, "projects/"+project+"/zones/"+zone+"/instanceGroups/"+name)
 		return
 	}
 	if len(refs) == 0 {
@@ -601,13 +614,10 @@ func (s *Server) listGroup(w http.ResponseWriter, r *http.Request, project, zone
 	if !readBody(w, r, req) {
 		return
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	g, ok := s.lb.groups[key(project, zone, name)]
+	g, ok := findLB(s, w, s.lb.groups, lbRef{project, "zones", zone, "instanceGroups", name})
 	if !ok {
-		s.notFound(w, "projects/"+project+"/zones/"+zone+"/instanceGroups/"+name)
 		return
 	}
 	out := &computepb.InstanceGroupsListInstances{Kind: proto.String("compute#instanceGroupsListInstances")}
@@ -691,46 +701,35 @@ func (s *Server) insertService(w http.ResponseWriter, r *http.Request, project, 
 			be.BalancingMode = proto.String("CONNECTION")
 		}
 	}
-	k := key(project, region, bs.GetName())
-	if _, ok := s.lb.services[k]; ok {
-		s.alreadyExists(w, "projects/"+project+"/regions/"+region+"/backendServices/"+bs.GetName())
+	ref := lbRef{project, "regions", region, "backendServices", bs.GetName()}
+	if takenLB(s, w, s.lb.services, ref) {
 		return
 	}
 	s.seq++
 	bs.Id = proto.Uint64(5_000_000 + s.seq)
 	bs.Kind = proto.String("compute#backendService")
 	bs.Region = proto.String(s.link(project, "regions/"+region))
-	bs.SelfLink = proto.String(s.link(project, "regions/"+region+"/backendServices/"+bs.GetName()))
+	bs.SelfLink = proto.String(s.link(project, ref.target()))
 	bs.CreationTimestamp = proto.String(s.stamp())
 	bs.Fingerprint = proto.String(fingerprint(bs.GetBackends()))
-	s.lb.services[k] = bs
-	writeProto(w, s.startOp(project, "regions/"+region, "insert", "regions/"+region+"/backendServices/"+bs.GetName(), func() *computepb.Error { return nil }))
+	insertLB(s, w, s.lb.services, ref, bs)
 }
 
 func (s *Server) deleteService(w http.ResponseWriter, project, region, name string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	k := key(project, region, name)
-	path := "projects/" + project + "/regions/" + region + "/backendServices/" + name
-	bs, ok := s.lb.services[k]
+	ref := lbRef{project, "regions", region, "backendServices", name}
+	bs, ok := findLB(s, w, s.lb.services, ref)
 	if !ok {
-		s.notFound(w, path)
 		return
 	}
 	for _, rk := range sortedKeys(s.lb.rules) {
 		if fr := s.lb.rules[rk]; sameLink(fr.GetBackendService(), bs.GetSelfLink()) {
-			inUse(w, "backendService", path, fr.GetSelfLink())
+			inUse(w, "backendService", ref.path(), fr.GetSelfLink())
 			return
 		}
 	}
-	writeProto(w, s.startOp(project, "regions/"+region, "delete", "regions/"+region+"/backendServices/"+name, func() *computepb.Error {
-		if cur, ok := s.lb.services[k]; ok && cur == bs {
-			delete(s.lb.services, k)
-		}
-		return nil
-	}))
+	deleteLB(s, w, s.lb.services, ref, bs)
 }
 
 // getHealth is R38: each instance of the group, HEALTHY when it is RUNNING and not marked unhealthy
@@ -740,13 +739,10 @@ func (s *Server) getHealth(w http.ResponseWriter, r *http.Request, project, regi
 	if !readBody(w, r, req) {
 		return
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	bs, ok := s.lb.services[key(project, region, name)]
+	bs, ok := findLB(s, w, s.lb.services, lbRef{project, "regions", region, "backendServices", name})
 	if !ok {
-		s.notFound(w, "projects/"+project+"/regions/"+region+"/backendServices/"+name)
 		return
 	}
 	var g *group
@@ -841,9 +837,8 @@ func (s *Server) insertRule(w http.ResponseWriter, r *http.Request, project, reg
 		writeError(w, e.status, e.reason, e.message)
 		return
 	}
-	k := key(project, region, fr.GetName())
-	if _, ok := s.lb.rules[k]; ok {
-		s.alreadyExists(w, "projects/"+project+"/regions/"+region+"/forwardingRules/"+fr.GetName())
+	ref := lbRef{project, "regions", region, "forwardingRules", fr.GetName()}
+	if takenLB(s, w, s.lb.rules, ref) {
 		return
 	}
 	if ip := fr.GetIPAddress(); ip != "" {
@@ -871,7 +866,7 @@ func (s *Server) insertRule(w http.ResponseWriter, r *http.Request, project, reg
 	fr.Kind = proto.String("compute#forwardingRule")
 	fr.IPProtocol = proto.String(bs.GetProtocol())
 	fr.Region = proto.String(s.link(project, "regions/"+region))
-	fr.SelfLink = proto.String(s.link(project, "regions/"+region+"/forwardingRules/"+fr.GetName()))
+	fr.SelfLink = proto.String(s.link(project, ref.target()))
 	fr.CreationTimestamp = proto.String(s.stamp())
 	fr.BackendService = proto.String(bs.GetSelfLink())
 	fr.LabelFingerprint = proto.String(labelFingerprint(fr.GetLabels()))
@@ -879,8 +874,7 @@ func (s *Server) insertRule(w http.ResponseWriter, r *http.Request, project, reg
 	if fr.Network == nil {
 		fr.Network = proto.String(s.link(project, "global/networks/default"))
 	}
-	s.lb.rules[k] = fr
-	writeProto(w, s.startOp(project, "regions/"+region, "insert", "regions/"+region+"/forwardingRules/"+fr.GetName(), func() *computepb.Error { return nil }))
+	insertLB(s, w, s.lb.rules, ref, fr)
 }
 
 // internalInUse reports whether an instance or a forwarding rule has the internal address. The caller holds s.mu.
@@ -901,22 +895,14 @@ func (s *Server) internalInUse(ip string) bool {
 }
 
 func (s *Server) deleteRule(w http.ResponseWriter, project, region, name string) {
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	k := key(project, region, name)
-	fr, ok := s.lb.rules[k]
+	ref := lbRef{project, "regions", region, "forwardingRules", name}
+	fr, ok := findLB(s, w, s.lb.rules, ref)
 	if !ok {
-		s.notFound(w, "projects/"+project+"/regions/"+region+"/forwardingRules/"+name)
 		return
 	}
-	writeProto(w, s.startOp(project, "regions/"+region, "delete", "regions/"+region+"/forwardingRules/"+name, func() *computepb.Error {
-		if cur, ok := s.lb.rules[k]; ok && cur == fr {
-			delete(s.lb.rules, k)
-		}
-		return nil
-	}))
+	deleteLB(s, w, s.lb.rules, ref, fr)
 }
 
 // setRuleLabels is R40: the labels' rules of R13, with the current label fingerprint.
@@ -925,13 +911,11 @@ func (s *Server) setRuleLabels(w http.ResponseWriter, r *http.Request, project, 
 	if !readBody(w, r, req) {
 		return
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
-	fr, ok := s.lb.rules[key(project, region, name)]
+	ref := lbRef{project, "regions", region, "forwardingRules", name}
+	fr, ok := findLB(s, w, s.lb.rules, ref)
 	if !ok {
-		s.notFound(w, "projects/"+project+"/regions/"+region+"/forwardingRules/"+name)
 		return
 	}
 	if e := checkLabels(req.GetLabels(), "resource.labels"); e != nil {
@@ -943,7 +927,7 @@ func (s *Server) setRuleLabels(w http.ResponseWriter, r *http.Request, project, 
 		return
 	}
 	labels := req.GetLabels()
-	writeProto(w, s.startOp(project, "regions/"+region, "setLabels", "regions/"+region+"/forwardingRules/"+name, func() *computepb.Error {
+	writeProto(w, s.startOp(project, ref.where(), "setLabels", ref.target(), func() *computepb.Error {
 		fr.Labels = labels
 		fr.LabelFingerprint = proto.String(labelFingerprint(labels))
 		return nil
@@ -961,10 +945,8 @@ func (s *Server) listRules(w http.ResponseWriter, r *http.Request, project, regi
 		writeError(w, http.StatusBadRequest, "invalid", "Invalid value for field 'filter': "+err.Error())
 		return
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	if !s.knownRegion(w, project, region) {
 		return
 	}
@@ -993,10 +975,8 @@ func (s *Server) aggregatedRules(w http.ResponseWriter, r *http.Request, project
 		writeError(w, http.StatusBadRequest, "invalid", "Invalid value for field 'filter': "+err.Error())
 		return
 	}
-	s.mu.Lock()
+	s.lockLB()
 	defer s.mu.Unlock()
-	s.advance()
-	s.lb.init()
 	var all []*computepb.ForwardingRule
 	for k, fr := range s.lb.rules {
 		if strings.HasPrefix(k, project+"/") && f.match(ruleFilterable{fr}) {

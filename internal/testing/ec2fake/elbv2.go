@@ -85,24 +85,50 @@ type elbState struct {
 }
 
 type loadBalancer struct {
-	arn, name, dnsName, vpcID, scheme string
-	created                           time.Time
-	zones                             []lbZone
-	tags                              map[string]string
-	// request is the create's settings in a stable form: a create of the same name and settings answers this
-	// one (R70).
-	request string
+	made
+	arn, dnsName, vpcID, scheme string
+	created                     time.Time
+	zones                       []lbZone
+	tags                        map[string]string
+}
+
+// made is what a create of a named object keeps: its name and request, the create's settings in a stable
+// form, so that a create of the same name and settings answers the same object (R70, R71).
+type made struct{ name, request string }
+
+func (m made) madeBy() made { return m }
+
+// byName finds the object of the name in objs, its value's zero when none has it. Names are unique within
+// a kind: a create of a taken name answers the object or is refused.
+func byName[T interface{ madeBy() made }](objs map[string]T, name string) (T, bool) {
+	for _, v := range objs {
+		if v.madeBy().name == name {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+// sortedNames are the objects' names, sorted (nil when there are none).
+func sortedNames[T interface{ madeBy() made }](objs map[string]T) []string {
+	var out []string
+	for _, v := range objs {
+		out = append(out, v.madeBy().name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 type lbZone struct{ subnetID, zone, privateIP string }
 
 type targetGroup struct {
-	arn, name, protocol, vpcID, targetType string
-	port                                   int
-	hc                                     healthCheck
-	tags                                   map[string]string
-	targets                                map[string]*target // by instance id
-	request                                string
+	made
+	arn, protocol, vpcID, targetType string
+	port                             int
+	hc                               healthCheck
+	tags                             map[string]string
+	targets                          map[string]*target // by instance id
 }
 
 type healthCheck struct {
@@ -263,10 +289,7 @@ func (s *Server) elbCreateLoadBalancer(rg *region, c *call) (any, *apiError) {
 		return nil, e
 	}
 	request := f.canonical("Action", "Version")
-	for _, lb := range rg.elb().lbs {
-		if lb.name != name {
-			continue
-		}
+	if lb, ok := byName(rg.elb().lbs, name); ok {
 		if lb.request == request {
 			return &elbLoadBalancersResult{LoadBalancers: []lbXML{s.lbXML(lb)}}, nil // idempotent (R70)
 		}
@@ -277,8 +300,8 @@ func (s *Server) elbCreateLoadBalancer(rg *region, c *call) (any, *apiError) {
 	}
 	id := s.elbID()
 	lb := &loadBalancer{
-		arn: s.elbARN(rg, "loadbalancer/net/"+name+"/"+id), name: name, vpcID: vpc, scheme: "internal", created: s.now(),
-		zones: zones, tags: tags, request: request,
+		arn: s.elbARN(rg, "loadbalancer/net/"+name+"/"+id), vpcID: vpc, scheme: "internal", created: s.now(),
+		zones: zones, tags: tags, made: made{name: name, request: request},
 		dnsName: name + "-" + id + ".elb." + rg.name + ".amazonaws.com",
 	}
 	rg.elb().lbs[lb.arn] = lb
@@ -296,17 +319,14 @@ func (s *Server) elbDescribeLoadBalancers(rg *region, c *call) (any, *apiError) 
 	var out []*loadBalancer
 	switch {
 	case len(arns) > 0:
-		for _, a := range arns {
-			lb := rg.elb().lbs[a]
-			if lb == nil {
-				return nil, elbErr("LoadBalancerNotFound", "One or more load balancers not found")
-			}
-			out = append(out, lb)
+		var e *apiError
+		if out, e = byARNs(rg.elb().lbs, arns, "LoadBalancerNotFound", "load balancers"); e != nil {
+			return nil, e
 		}
 	case len(names) > 0:
 		for _, n := range names {
-			lb := rg.elb().lbByName(n)
-			if lb == nil {
+			lb, ok := byName(rg.elb().lbs, n)
+			if !ok {
 				return nil, elbErr("LoadBalancerNotFound", "Load balancers '[%s]' not found", n)
 			}
 			out = append(out, lb)
@@ -327,13 +347,18 @@ func (s *Server) elbDescribeLoadBalancers(rg *region, c *call) (any, *apiError) 
 	return res, nil
 }
 
-func (st *elbState) lbByName(name string) *loadBalancer {
-	for _, lb := range st.lbs {
-		if lb.name == name {
-			return lb
+// byARNs are the objects of the ARNs, in their order: a Describe by ARNs answers code, "One or more <what>
+// not found", when one of them does not exist.
+func byARNs[T any](objs map[string]*T, arns []string, code, what string) ([]*T, *apiError) {
+	var out []*T
+	for _, a := range arns {
+		v := objs[a]
+		if v == nil {
+			return nil, elbErr(code, "One or more %s not found", what)
 		}
+		out = append(out, v)
 	}
-	return nil
+	return out, nil
 }
 
 // elbPage pages a list by Marker (the index to go on from, the fake's own form) and PageSize (1 to 400,
@@ -415,18 +440,15 @@ func (s *Server) elbCreateTargetGroup(rg *region, c *call) (any, *apiError) {
 		return nil, e
 	}
 	request := f.canonical("Action", "Version")
-	for _, tg := range rg.elb().tgs {
-		if tg.name != name {
-			continue
-		}
+	if tg, ok := byName(rg.elb().tgs, name); ok {
 		if tg.request == request {
 			return &elbTargetGroupsResult{TargetGroups: []tgXML{s.tgXML(rg, tg)}}, nil // idempotent (R71)
 		}
 		return nil, elbErr("DuplicateTargetGroupName", "A target group with the same name '%s' exists, but with different settings", name)
 	}
 	tg := &targetGroup{
-		arn: s.elbARN(rg, "targetgroup/"+name+"/"+s.elbID()), name: name, protocol: "TCP", vpcID: vpc, targetType: "instance",
-		port: port, hc: hc, tags: tags, targets: map[string]*target{}, request: request,
+		arn: s.elbARN(rg, "targetgroup/"+name+"/"+s.elbID()), protocol: "TCP", vpcID: vpc, targetType: "instance",
+		port: port, hc: hc, tags: tags, targets: map[string]*target{}, made: made{name: name, request: request},
 	}
 	rg.elb().tgs[tg.arn] = tg
 	return &elbTargetGroupsResult{TargetGroups: []tgXML{s.tgXML(rg, tg)}}, nil
@@ -538,21 +560,14 @@ func (s *Server) elbDescribeTargetGroups(rg *region, c *call) (any, *apiError) {
 			}
 		}
 	case len(arns) > 0:
-		for _, a := range arns {
-			if st.tgs[a] == nil {
-				return nil, elbErr("TargetGroupNotFound", "One or more target groups not found")
-			}
-			out = append(out, st.tgs[a])
+		var e *apiError
+		if out, e = byARNs(st.tgs, arns, "TargetGroupNotFound", "target groups"); e != nil {
+			return nil, e
 		}
 	case len(names) > 0:
 		for _, n := range names {
-			var tg *targetGroup
-			for _, t := range st.tgs {
-				if t.name == n {
-					tg = t
-				}
-			}
-			if tg == nil {
+			tg, ok := byName(st.tgs, n)
+			if !ok {
 				return nil, elbErr("TargetGroupNotFound", "Target groups '[%s]' not found", n)
 			}
 			out = append(out, tg)
@@ -827,11 +842,9 @@ func (s *Server) elbDescribeListeners(rg *region, c *call) (any, *apiError) {
 			}
 		}
 	case len(arns) > 0:
-		for _, a := range arns {
-			if st.listeners[a] == nil {
-				return nil, elbErr("ListenerNotFound", "One or more listeners not found")
-			}
-			out = append(out, st.listeners[a])
+		var e *apiError
+		if out, e = byARNs(st.listeners, arns, "ListenerNotFound", "listeners"); e != nil {
+			return nil, e
 		}
 	default:
 		return nil, elbErr("ValidationError", "You must specify either listener ARNs or a load balancer ARN")
@@ -1080,24 +1093,14 @@ type elbTagXML struct {
 func (s *Server) LoadBalancers(region string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for _, lb := range s.mustRegion(region).elb().lbs {
-		out = append(out, lb.name)
-	}
-	slices.Sort(out)
-	return out
+	return sortedNames(s.mustRegion(region).elb().lbs)
 }
 
 // TargetGroups are the region's target groups' names, sorted.
 func (s *Server) TargetGroups(region string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []string
-	for _, tg := range s.mustRegion(region).elb().tgs {
-		out = append(out, tg.name)
-	}
-	slices.Sort(out)
-	return out
+	return sortedNames(s.mustRegion(region).elb().tgs)
 }
 
 // Listeners is how many listeners the region's load balancers have.
