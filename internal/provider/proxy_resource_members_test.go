@@ -1,0 +1,39 @@
+package provider
+
+import (
+	"regexp"
+
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+)
+
+// memberPath is members[i].attr in egress_proxy.test's state.
+func memberPath(i int, attr string) tfjsonpath.Path {
+	return tfjsonpath.New("members").AtSliceIndex(i).AtMapKey(attr)
+}
+
+// severalInstancesRead is what egress_proxy.test of n instances on backend kind, every one serving, reads back
+// whatever the backend: Running, the placement's instances, no single egress address but n of them, n members,
+// the last of them healthy.
+func severalInstancesRead(kind string, n int) []statecheck.StateCheck {
+	return []statecheck.StateCheck{
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New(kind).AtMapKey("instances"), knownvalue.Int64Exact(int64(n))),
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_address"), knownvalue.Null()),
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("egress_addresses"), knownvalue.ListSizeExact(n)),
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("members"), knownvalue.ListSizeExact(n)),
+		statecheck.ExpectKnownValue("egress_proxy.test", memberPath(n-1, "healthy"), knownvalue.Bool(true)),
+	}
+}
+
+// secondMemberFailing is what egress_proxy.test reads back once its second member fails its health check:
+// Degraded, that member unhealthy for a reason reason matches, the first still healthy.
+func secondMemberFailing(reason *regexp.Regexp) []statecheck.StateCheck {
+	return []statecheck.StateCheck{
+		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Degraded")),
+		statecheck.ExpectKnownValue("egress_proxy.test", memberPath(1, "healthy"), knownvalue.Bool(false)),
+		statecheck.ExpectKnownValue("egress_proxy.test", memberPath(1, "reason"), knownvalue.StringRegexp(reason)),
+		statecheck.ExpectKnownValue("egress_proxy.test", memberPath(0, "healthy"), knownvalue.Bool(true)),
+	}
+}
