@@ -41,13 +41,18 @@ func egressAddressOf(pods []corev1.Pod, addresses map[string][]corev1.NodeAddres
 	return out
 }
 
+// serving says whether p serves or will: not being deleted (a finished rollout's old pods are), not ended.
+func serving(p corev1.Pod) bool {
+	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
 // servingNodes names, once each and sorted, the nodes of the pods that serve or will: scheduled, not being
 // deleted (a finished rollout's old pods are), not ended.
 func servingNodes(pods []corev1.Pod) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.NodeName == "" || !serving(p) {
 			continue
 		}
 		if !seen[p.Spec.NodeName] {

@@ -91,13 +91,13 @@ func (b *Backend) instance(ctx context.Context, c *client, id backend.ProviderID
 	return inst, nil
 }
 
-// membersOf are a proxy's serving pods (servingNodes' rule: scheduled or about to be, not being deleted, not
-// ended) by name: each with its node as its scope, its own address, the node's public address as its egress
-// address, and whether it is ready, which is what puts it behind the Service.
+// membersOf are a proxy's serving pods, scheduled or not yet, by name: each with its node as its scope, its own
+// address, the node's public address as its egress address, and whether it is ready, which is what puts it
+// behind the Service.
 func membersOf(pods []corev1.Pod, nodes map[string][]corev1.NodeAddress) []backend.Member {
 	var out []backend.Member
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !serving(p) {
 			continue
 		}
 		m := backend.Member{Name: p.Name, Scope: p.Spec.NodeName, InternalAddress: p.Status.PodIP, EgressAddress: publicAddress(nodes[p.Spec.NodeName])}
