@@ -101,7 +101,7 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 					"balancer costs by the hour and by the capacity units it uses (the provider's documentation, High availability). Changing "+
 					"it replaces the proxy.", aws.MaxInstances, proxyconf.DefaultHealthPort),
 				Validators:    []validator.Int64{int64validator.Between(1, aws.MaxInstances), awsInstances{}},
-				PlanModifiers: []planmodifier.Int64{awsInstancesDefault{}},
+				PlanModifiers: []planmodifier.Int64{instancesDefault{def: 1}},
 			},
 			"instance_type": schema.StringAttribute{
 				Optional:            true,
@@ -341,27 +341,4 @@ func (defaultAddedLater) PlanModifyBool(_ context.Context, req planmodifier.Bool
 	if !req.PlanValue.IsUnknown() && !req.PlanValue.ValueBool() {
 		resp.PlanValue = req.StateValue
 	}
-}
-
-// awsInstancesDefault plans instances as 1 for a new proxy whose configuration leaves it unset, and as the state
-// holds it otherwise: null for a proxy of one whose state was written before the attribute existed, until a
-// refresh reads it (setResolved). Not a schema default, which would make the proposed value differ from such a
-// state and every computed attribute of the proxy unknown on a plan without refresh (TestAccUpgrade_aws).
-type awsInstancesDefault struct{}
-
-func (awsInstancesDefault) Description(context.Context) string { return "1 when unset" }
-
-func (d awsInstancesDefault) MarkdownDescription(ctx context.Context) string {
-	return d.Description(ctx)
-}
-
-func (awsInstancesDefault) PlanModifyInt64(_ context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
-	if !req.ConfigValue.IsNull() {
-		return
-	}
-	if req.State.Raw.IsNull() {
-		resp.PlanValue = types.Int64Value(1)
-		return
-	}
-	resp.PlanValue = req.StateValue
 }

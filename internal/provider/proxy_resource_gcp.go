@@ -136,7 +136,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 
 // gcpInstancesSchema is gcp.instances: how many VMs serve the proxy (gcp.Options.Instances).
 func gcpInstancesSchema() schema.Int64Attribute {
-	return schema.Int64Attribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.Int64{gcpInstancesDefault{}},
+	return schema.Int64Attribute{Optional: true, Computed: true, PlanModifiers: []planmodifier.Int64{instancesDefault{def: gcp.DefaultInstances}},
 		MarkdownDescription: fmt.Sprintf("How many VMs serve the proxy, from 1 to %d. Defaults to `%d`: one VM, whose addresses are the proxy's. "+
 			"With more, the VMs are named `NAME-1`, `NAME-2`, ... and spread over the zones of `zone`'s region (round-robin in the order "+
 			"Compute Engine lists them, from `zone`), each with its own egress address (`egress_addresses`), behind an internal passthrough "+
@@ -316,30 +316,6 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	if g.Instances.IsUnknown() {
 		g.Instances = types.Int64Value(int64(max(gcp.DefaultInstances, read.Instances)))
 	}
-}
-
-// gcpInstancesDefault plans gcp.DefaultInstances for a new proxy that leaves instances unset, and the state's
-// value for an existing one, null included: a proxy made before the attribute existed is of one VM, and
-// reads so without a plan to change anything (null and 1 are the same, gcpSameInstances).
-type gcpInstancesDefault struct{}
-
-func (gcpInstancesDefault) Description(context.Context) string {
-	return fmt.Sprintf("%d when unset", gcp.DefaultInstances)
-}
-
-func (m gcpInstancesDefault) MarkdownDescription(ctx context.Context) string {
-	return m.Description(ctx)
-}
-
-func (gcpInstancesDefault) PlanModifyInt64(_ context.Context, req planmodifier.Int64Request, resp *planmodifier.Int64Response) {
-	if !req.ConfigValue.IsNull() {
-		return
-	}
-	if req.State.Raw.IsNull() {
-		resp.PlanValue = types.Int64Value(gcp.DefaultInstances)
-		return
-	}
-	resp.PlanValue = req.StateValue
 }
 
 // gcpSameInstances finds an instances of null (a state from before the attribute) and one the same VM.
