@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -45,13 +46,14 @@ func vrrpFile(t *testing.T, v VRRP, path string) []byte {
 // 503 and a port where nothing listens: only the first keeps the address.
 func TestVRRPCheckScript(t *testing.T) {
 	t.Parallel()
-	status := http.StatusOK
+	var status atomic.Int32 // the handler reads it while the test changes it
+	status.Store(http.StatusOK)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != proxyconf.HealthPath {
 			http.NotFound(w, r)
 			return
 		}
-		w.WriteHeader(status)
+		w.WriteHeader(int(status.Load()))
 	}))
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
@@ -59,11 +61,11 @@ func TestVRRPCheckScript(t *testing.T) {
 	if err := os.WriteFile(script, vrrpFile(t, testVRRP(p), VRRPCheckPath), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func() error { return exec.Command("/bin/bash", script).Run() }
+	run := func() error { return exec.Command("bash", script).Run() }
 	if err := run(); err != nil {
 		t.Errorf("track script with Squid answering 200: %v, want success", err)
 	}
-	status = http.StatusServiceUnavailable
+	status.Store(http.StatusServiceUnavailable)
 	if err := run(); err == nil {
 		t.Error("track script with the health endpoint answering 503 succeeded")
 	}
