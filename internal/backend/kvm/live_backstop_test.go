@@ -38,6 +38,7 @@ const (
 //     resolves to it is refused; after a reboot, with the list overwritten in between, the list is written
 //     anew at boot and the request still refused, and the backstop is loaded again.
 func TestLiveGuestHardening(t *testing.T) {
+	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
 	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second

@@ -22,6 +22,7 @@ import (
 // test namespace, so Create's readiness check (WaitForProxy) runs as on the libvirt host itself: it must
 // verify that the proxy answers, not merely note that it could not.
 func TestLiveBootedGuest(t *testing.T) {
+	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
 	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second

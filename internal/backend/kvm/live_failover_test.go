@@ -28,6 +28,7 @@ const failoverBound = 30 * time.Second
 // requests succeed again: the other VM must take the address and serve. Get then reports the proxy Degraded,
 // the destroyed VM as the unhealthy member.
 func TestLiveFailoverVRRP(t *testing.T) {
+	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
 	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second

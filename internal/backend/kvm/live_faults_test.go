@@ -533,6 +533,7 @@ func seedsOnly(b *Backend) *Backend {
 // metadata saying the same. An agent exchange polls (a program's exit, Squid's log), so a run may make fewer
 // calls than the uncut one did: a case whose k it never reached is shown as such and proves nothing.
 func TestLiveReconfigureSurvivesACutAtEveryCall(t *testing.T) {
+	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
 	keep := cutsKept(t, reconfigureCutStride)
 	ref := seedsOnly(probeFromNamespace(liveBackend(t)))

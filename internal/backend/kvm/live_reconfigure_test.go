@@ -30,6 +30,7 @@ const liveGateway = "198.18.0.1"
 // On the way, the access log is checked in the guest's journal and at syslog targets set in place
 // (checkAccessLogOnVM).
 func TestLiveReconfigure(t *testing.T) {
+	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
 	b := probeFromNamespace(liveBackend(t))
 	b.pollInterval = 2 * time.Second

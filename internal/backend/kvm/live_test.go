@@ -229,3 +229,11 @@ func cleanupProxy(t testing.TB, b *Backend, name string) {
 		}
 	})
 }
+
+// parallelBoot runs a test that boots the image beside the package's other booting tests, two at a time (go
+// test's -parallel, GOMAXPROCS): a VM under emulation keeps one core busy while it boots, and the booting tests
+// run one after another left the second core idle for the last quarter hour of make test. Go runs them once the
+// package's sequential tests have ended, so no fault-injection or leak check of those sees their VMs.
+func parallelBoot(t *testing.T) {
+	t.Parallel()
+}
