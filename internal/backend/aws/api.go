@@ -85,6 +85,8 @@ type elbAPI interface {
 	CreateListener(ctx context.Context, in *elb.CreateListenerInput, opts ...func(*elb.Options)) (*elb.CreateListenerOutput, error)
 	DescribeListeners(ctx context.Context, in *elb.DescribeListenersInput, opts ...func(*elb.Options)) (*elb.DescribeListenersOutput, error)
 	DescribeTags(ctx context.Context, in *elb.DescribeTagsInput, opts ...func(*elb.Options)) (*elb.DescribeTagsOutput, error)
+	AddTags(ctx context.Context, in *elb.AddTagsInput, opts ...func(*elb.Options)) (*elb.AddTagsOutput, error)
+	RemoveTags(ctx context.Context, in *elb.RemoveTagsInput, opts ...func(*elb.Options)) (*elb.RemoveTagsOutput, error)
 }
 
 // stsAPI is the one STS call Check makes.

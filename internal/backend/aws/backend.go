@@ -174,7 +174,8 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	return b.readBack(ctx, r, in)
 }
 
-// Update changes the tags in place, on the instance and everything made for it.
+// Update changes the tags in place, on the instance and everything made for it: every member's instance and
+// root volume, and for a proxy of several its load balancer and target group (retagLoadBalancer).
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	r, in, err := b.liveInstance(ctx, id)
 	if err != nil {
@@ -193,19 +194,22 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	}
 	spec.UID, spec.Owner = tags[backend.LabelUID], tags[backend.LabelOwner]
 	want := objectTags(spec)
-	var stale []string
-	for k := range tags {
-		if _, keep := want[k]; !keep && !isAWSTag(k) {
-			stale = append(stale, k)
-		}
-	}
 	// Every member of a proxy of several instances, and each one's root volume.
 	members, err := b.findMembers(ctx, r, id.Name)
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	// What goes is the user's labels that are no longer wanted, on any of the instances: never the provider's
+	// own tags (userLabels leaves them out), among them TagInstances, by which a delete knows a proxy of
+	// several from one, and TagMember.
+	var stale []string
 	var resources []string
 	for _, m := range append([]*ec2types.Instance{in}, slices.Collect(maps.Values(members))...) {
+		for k := range userLabels(tagMap(m.Tags)) {
+			if _, keep := want[k]; !keep && !slices.Contains(stale, k) {
+				stale = append(stale, k)
+			}
+		}
 		resources = append(resources, awssdk.ToString(m.InstanceId))
 		for _, bd := range m.BlockDeviceMappings {
 			if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
@@ -228,6 +232,11 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	})
 	if err != nil {
 		return backend.Instance{}, err
+	}
+	if _, several := tags[TagInstances]; several || len(members) > 0 {
+		if err := b.retagLoadBalancer(ctx, r, spec); err != nil {
+			return backend.Instance{}, err
+		}
 	}
 	in, err = b.findInstance(ctx, r, id.Name)
 	if err != nil {

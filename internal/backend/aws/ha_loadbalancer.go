@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -256,6 +257,67 @@ func (b *Backend) ensureListener(ctx context.Context, r *region, proxy string, l
 		})
 		return classify(lbObj, err)
 	})
+}
+
+// retagLoadBalancer brings the user's labels on the proxy's load balancer and target group to spec's, as
+// Update does on its instances: the labels dropped go (RemoveTags), the new and changed ones are set
+// (AddTags). The provider's own tags (the ownership and ID tags, the Name, the creation time: what userLabels
+// leaves out) are neither sent nor removed, so no label update can change whose they are; and only this
+// proxy's are changed (adoptable: spec's UID and owner are its first instance's). One that is missing is left
+// so (Get reports what is there). The listener carries no tags: ensureListener makes it without.
+func (b *Backend) retagLoadBalancer(ctx context.Context, r *region, spec backend.Spec) error {
+	l, lbTags, tgTags, err := b.findLoadBalancer(ctx, r, spec.Name)
+	if err != nil {
+		return err
+	}
+	labels := userLabels(spec.Labels)
+	type tagged struct {
+		obj  string
+		arn  *string
+		tags map[string]string
+	}
+	var all []tagged
+	if l.lb != nil {
+		all = append(all, tagged{lbObject(r.name, spec.Name), l.lb.LoadBalancerArn, lbTags})
+	}
+	if l.targetGroup != nil {
+		all = append(all, tagged{targetGroupObject(r.name, spec.Name), l.targetGroup.TargetGroupArn, tgTags})
+	}
+	for _, t := range all {
+		if err := adoptable(spec, t.obj, t.tags); err != nil {
+			return err
+		}
+		var stale []string
+		for k := range userLabels(t.tags) {
+			if _, keep := labels[k]; !keep {
+				stale = append(stale, k)
+			}
+		}
+		sort.Strings(stale)
+		set := map[string]string{}
+		for k, v := range labels {
+			if old, ok := t.tags[k]; !ok || old != v {
+				set[k] = v
+			}
+		}
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			if len(stale) > 0 {
+				_, err := r.elb.RemoveTags(ctx, &elb.RemoveTagsInput{ResourceArns: []string{awssdk.ToString(t.arn)}, TagKeys: stale})
+				if err != nil {
+					return classify(t.obj, err)
+				}
+			}
+			if len(set) > 0 {
+				_, err := r.elb.AddTags(ctx, &elb.AddTagsInput{ResourceArns: []string{awssdk.ToString(t.arn)}, Tags: elbTags(set)})
+				return classify(t.obj, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // targetHealth is each registered instance's health, by instance id.

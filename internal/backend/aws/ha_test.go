@@ -188,6 +188,87 @@ func assertNothingLeft(t *testing.T, fake *ec2fake.Server) {
 	}
 }
 
+// A label update of a proxy of three retags its load balancer and target group as it does its instances: a
+// label dropped is gone, a new one and a changed value are there, and the provider's own tags (ownership, ID,
+// name, creation time) are as they were, whatever owner the update's spec says. The instances keep
+// egress-instances and egress-member, so that the delete after still finds the load balancer and every
+// member and leaves nothing.
+func TestLabelUpdateRetagsTheLoadBalancer(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	ctx := context.Background()
+	spec := haSpec(fake, "relabel")
+	spec.Labels = map[string]string{"env": "test", "tier": "a"}
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := adminELB(fake)
+	name := lbName("relabel")
+	lbs, err := c.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{Names: []string{name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgs, err := c.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{Names: []string{name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arns := map[string]string{"load balancer": awssdk.ToString(lbs.LoadBalancers[0].LoadBalancerArn), "target group": awssdk.ToString(tgs.TargetGroups[0].TargetGroupArn)}
+	tagsOf := func() map[string]map[string]string {
+		out := map[string]map[string]string{}
+		for what, arn := range arns {
+			res, err := c.DescribeTags(ctx, &elb.DescribeTagsInput{ResourceArns: []string{arn}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[what] = map[string]string{}
+			for _, tg := range res.TagDescriptions[0].Tags {
+				out[what][awssdk.ToString(tg.Key)] = awssdk.ToString(tg.Value)
+			}
+		}
+		return out
+	}
+	own := []string{backend.LabelManagedBy, backend.LabelUID, backend.LabelOwner, backend.LabelName, tagName, tagCreated}
+	before := tagsOf()
+	for what, tags := range before {
+		if tags["env"] != "test" || tags["tier"] != "a" || tags[backend.LabelUID] != spec.UID || tags[backend.LabelOwner] != spec.Owner || tags[tagCreated] == "" {
+			t.Fatalf("%s made with tags %v", what, tags)
+		}
+	}
+	update := spec
+	update.Labels = map[string]string{"tier": "b", "team": "net"}
+	update.Owner = "team-b" // not the proxy's: the update keeps the tags' owner
+	got, err := b.Update(ctx, inst.ID, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Labels, update.Labels) || got.Owner != spec.Owner {
+		t.Errorf("Update answered labels %v of owner %s, want %v of %s", got.Labels, got.Owner, update.Labels, spec.Owner)
+	}
+	for what, tags := range tagsOf() {
+		if _, ok := tags["env"]; ok || tags["tier"] != "b" || tags["team"] != "net" {
+			t.Errorf("%s after the update: %v, want env gone, tier=b, team=net", what, tags)
+		}
+		for _, k := range own {
+			if tags[k] != before[what][k] {
+				t.Errorf("%s: the update made %s %q, was %q", what, k, tags[k], before[what][k])
+			}
+		}
+	}
+	for _, in := range liveInstancesOf(fake) {
+		_, member := in.Tags[TagMember]
+		if in.Tags[TagInstances] != "3" || member != (in.ID != inst.Members[0].Name) || in.Tags["team"] != "net" || in.Tags["env"] != "" {
+			// Fatal: a delete would take the proxy for one of one instance and wait on its security group.
+			t.Fatalf("instance %s after the update: %v", in.ID, in.Tags)
+		}
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, fake)
+}
+
 // A proxy of one is as it always was: one instance, no load balancer, not one call to Elastic Load Balancing
 // in its whole life (so that a caller policy of before needs nothing new), and the same id.
 func TestOneInstanceMakesNoLoadBalancer(t *testing.T) {

@@ -88,10 +88,10 @@ func (p policy) json(t testing.TB) string {
 // instance profile, and putting the proxy's own role in its profile, pass the role (iam:PassRole); a
 // SecureString under a customer-managed key (kms_key_id) is encrypted by SSM as the caller, kms:Encrypt in the
 // Standard tier and kms:GenerateDataKey in the Advanced one; the proxy's own instance profile is made with its
-// tags (iam:TagInstanceProfile; its role's tags are iam:TagRole, a call of its own too); a load balancer and a
-// target group are made with their tags (elasticloadbalancing:AddTags, with elasticloadbalancing:CreateAction).
-// sts:GetCallerIdentity needs no permission.
-var impliedActions = []string{"elasticloadbalancing:AddTags", "iam:PassRole", "iam:TagInstanceProfile", "kms:Encrypt", "kms:GenerateDataKey"}
+// tags (iam:TagInstanceProfile; its role's tags are iam:TagRole, a call of its own too). A load balancer and a
+// target group are made with their tags (elasticloadbalancing:AddTags, with elasticloadbalancing:CreateAction),
+// a call of its own too, by a label update. sts:GetCallerIdentity needs no permission.
+var impliedActions = []string{"iam:PassRole", "iam:TagInstanceProfile", "kms:Encrypt", "kms:GenerateDataKey"}
 
 // calledActions are the IAM actions of every call the backend makes: the methods of its narrow SDK seams
 // (api.go), with their services' prefixes, and impliedActions.
@@ -227,7 +227,8 @@ const testKMSKey = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56
 // Check (with and without Service Quotas), Create of a Spot proxy with its own Elastic IP, two client ranges
 // (the rules quota), its secrets under a customer-managed key and its own CloudWatch Logs group, waited for; Create of a proxy with the user's
 // own Elastic IP; Create of a proxy with its own instance role (create_instance_role); an Update of labels; a
-// Reconfigure with a range fewer; Create and Reconfigure of a proxy of three instances behind a load balancer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
+// Reconfigure with a range fewer; Create, Reconfigure and an Update of labels of a proxy of three instances
+// behind a load balancer; a write of secrets too big for the Standard tier; Get; ListByTag; Delete of
 // the three. It stops at the first failure and returns it, with its
 // advice. A Check that is not healthy, or that could not read Service Quotas, is a failure.
 func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
@@ -311,6 +312,10 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if _, err := b.Reconfigure(ctx, iha.ID, s); err != nil {
 		return failed("reconfigure a proxy of three instances", err)
 	}
+	ha.Labels = map[string]string{"team": "net"} // env goes, team comes: RemoveTags and AddTags on the load balancer
+	if _, err := b.Update(ctx, iha.ID, ha); err != nil {
+		return failed("update the labels of a proxy of three instances", err)
+	}
 	if _, err := b.Get(ctx, ia.ID); err != nil {
 		return failed("get", err)
 	}
@@ -378,6 +383,13 @@ func TestEachPermissionIsNeeded(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), CallerPolicyFile) {
 				t.Errorf("the failure does not name %s:\n%v", CallerPolicyFile, err)
+			}
+			// What only a label update of the load balancer needs fails that step, classified as the denial it is.
+			if rm.name == "LoadBalancerChangeAndDeleteOnlyTheProviders without elasticloadbalancing:AddTags" ||
+				rm.name == "LoadBalancerChangeAndDeleteOnlyTheProviders without elasticloadbalancing:RemoveTags" {
+				if !strings.HasPrefix(err.Error(), "update the labels of a proxy of three instances: ") || backend.ClassOf(err) != backend.ClassPermanent {
+					t.Errorf("the failure is not the label update's, Permanent (%s):\n%v", backend.ClassOf(err), err)
+				}
 			}
 		})
 	}

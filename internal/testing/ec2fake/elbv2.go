@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Elastic Load Balancing v2's Query API ("Elastic Load Balancing API Reference version 2015-12-01"): a form
@@ -45,6 +46,7 @@ var elbActions = map[string]elbHandler{
 	"DescribeListeners":     (*Server).elbDescribeListeners,
 	"DeleteListener":        (*Server).elbDeleteListener,
 	"AddTags":               (*Server).elbAddTags,
+	"RemoveTags":            (*Server).elbRemoveTags,
 	"DescribeTags":          (*Server).elbDescribeTags,
 }
 
@@ -67,6 +69,7 @@ var (
 		"DescribeListeners":     {"ListenerArns", "LoadBalancerArn", "Marker", "PageSize"},
 		"DeleteListener":        {"ListenerArn"},
 		"AddTags":               {"ResourceArns", "Tags"},
+		"RemoveTags":            {"ResourceArns", "TagKeys"},
 		"DescribeTags":          {"ResourceArns"},
 	}
 	elbNotModelled = map[string][]string{
@@ -890,7 +893,10 @@ func (st *elbState) tagged(arn string) (*map[string]string, *apiError) {
 // elbAddTags adds tags to each resource named, overwriting a key it has; at most 50 a resource, all or none
 // (R75).
 func (s *Server) elbAddTags(rg *region, c *call) (any, *apiError) {
-	arns := c.form.list("ResourceArns.member")
+	arns, e := resourceARNs(c.form)
+	if e != nil {
+		return nil, e
+	}
 	add, e := elbTags(c.form)
 	if e != nil {
 		return nil, e
@@ -913,6 +919,49 @@ func (s *Server) elbAddTags(rg *region, c *call) (any, *apiError) {
 	}
 	for _, dst := range dsts {
 		*dst = mergeTags(*dst, add)
+	}
+	return &struct{}{}, nil
+}
+
+// resourceARNs are the ResourceArns of AddTags and RemoveTags, a required member ("AddTags", "RemoveTags":
+// ResourceArns, "This member is required"): ValidationError when there is none.
+func resourceARNs(f form) ([]string, *apiError) {
+	arns := f.list("ResourceArns.member")
+	if len(arns) == 0 {
+		return nil, elbErr("ValidationError", "1 validation error detected: Value null at 'resourceArns' failed to satisfy constraint: Member must not be null")
+	}
+	return arns, nil
+}
+
+// elbRemoveTags removes the keys from each resource named, a key it has not being nothing; every resource must
+// exist, all or none (R75). TagKeys is required, each key 1 to 128 characters ("RemoveTags", TagKeys; "Tag",
+// Key).
+func (s *Server) elbRemoveTags(rg *region, c *call) (any, *apiError) {
+	arns, e := resourceARNs(c.form)
+	if e != nil {
+		return nil, e
+	}
+	keys := c.form.list("TagKeys.member")
+	if len(keys) == 0 {
+		return nil, elbErr("ValidationError", "1 validation error detected: Value null at 'tagKeys' failed to satisfy constraint: Member must not be null")
+	}
+	for _, k := range keys {
+		if n := utf8.RuneCountInString(k); n < 1 || n > 128 {
+			return nil, elbErr("ValidationError", "1 validation error detected: Value '%s' at 'tagKeys' failed to satisfy constraint: Member must have length between 1 and 128", k)
+		}
+	}
+	var dsts []*map[string]string
+	for _, a := range arns {
+		dst, e := rg.elb().tagged(a)
+		if e != nil {
+			return nil, e
+		}
+		dsts = append(dsts, dst)
+	}
+	for _, dst := range dsts {
+		for _, k := range keys {
+			delete(*dst, k)
+		}
 	}
 	return &struct{}{}, nil
 }

@@ -14,8 +14,9 @@ import "strings"
 //     needs the AddTags permission too).
 //   - CreateListener: its action on the load balancer, with its tags; with tags also AddTags on the listener it
 //     makes, listener/net/<lb name>/<lb id>/*.
-//   - RegisterTargets, DeregisterTargets, DeleteTargetGroup, DeleteLoadBalancer, DeleteListener and AddTags:
-//     their action on each resource named, with its tags when it exists (AddTags with aws:RequestTag too).
+//   - RegisterTargets, DeregisterTargets, DeleteTargetGroup, DeleteLoadBalancer, DeleteListener, AddTags and
+//     RemoveTags: their action on each resource named, with its tags when it exists (AddTags with
+//     aws:RequestTag too; RemoveTags' aws:TagKeys, a set, is not set: R51's subset has no set qualifiers).
 //   - Describe actions have no resource-level permissions: "*".
 func (s *Server) elbAuthorizations(rg *region, c *call) []authzRequest {
 	base := s.baseContext(c)
@@ -68,7 +69,7 @@ func (s *Server) elbAuthorizations(rg *region, c *call) []authzRequest {
 		return []authzRequest{existing(action, f.str("LoadBalancerArn"), nil)}
 	case "DeleteListener":
 		return []authzRequest{existing(action, f.str("ListenerArn"), nil)}
-	case "AddTags":
+	case "AddTags", "RemoveTags":
 		var reqs []authzRequest
 		for _, arn := range f.list("ResourceArns.member") {
 			reqs = append(reqs, existing(action, arn, requested))

@@ -349,6 +349,32 @@ func TestDocumentedELBRules(t *testing.T) {
 			if got[lbARN] != "a=3 b=2 " || got[tgARN] != "a=1 b=2 " || got[listenerARN] != "l=1 " {
 				h.t.Errorf("tags %v", got)
 			}
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN, tgARN + "0"}, TagKeys: []string{"b"}})
+			h.fails("RemoveTags with a group that does not exist", err, "TargetGroupNotFound", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{listenerARN + "0"}, TagKeys: []string{"l"}})
+			h.fails("RemoveTags of a listener that does not exist", err, "ListenerNotFound", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN}, TagKeys: []string{strings.Repeat("k", 129)}})
+			h.fails("a key of 129 characters", err, "ValidationError", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN}, TagKeys: []string{}})
+			h.fails("no key", err, "ValidationError", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{}, TagKeys: []string{"a"}})
+			h.fails("no resource", err, "ValidationError", "")
+			_, err = c.AddTags(h.ctx, &elb.AddTagsInput{ResourceArns: []string{}, Tags: elbTagList("a", "4")})
+			h.fails("AddTags to no resource", err, "ValidationError", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN, tgARN, listenerARN}, TagKeys: []string{"a", "l", "absent"}})
+			h.ok("RemoveTags, a key absent from some", err)
+			tags, err = c.DescribeTags(h.ctx, &elb.DescribeTagsInput{ResourceArns: []string{lbARN, tgARN, listenerARN}})
+			h.ok("DescribeTags", err)
+			got = map[string]string{}
+			for _, d := range tags.TagDescriptions {
+				got[aws.ToString(d.ResourceArn)] += "|"
+				for _, t := range d.Tags {
+					got[aws.ToString(d.ResourceArn)] += aws.ToString(t.Key) + "=" + aws.ToString(t.Value) + " "
+				}
+			}
+			if got[lbARN] != "|b=2 " || got[tgARN] != "|b=2 " || got[listenerARN] != "|" {
+				h.t.Errorf("after RemoveTags (the refused ones changing nothing), tags %v", got)
+			}
 			_, err = c.DescribeTags(h.ctx, &elb.DescribeTagsInput{ResourceArns: []string{tgARN + "0"}})
 			h.fails("an unknown group's tags", err, "TargetGroupNotFound", "")
 			_, err = c.DeleteTargetGroup(h.ctx, &elb.DeleteTargetGroupInput{TargetGroupArn: aws.String(tgARN)})
@@ -387,7 +413,8 @@ func TestDocumentedELBRules(t *testing.T) {
 			 "Condition": {"StringEquals": {"aws:RequestTag/managed-by": "egress"}}},
 			{"Effect": "Allow", "Action": "elasticloadbalancing:AddTags", "Resource": "*",
 			 "Condition": {"StringEquals": {"elasticloadbalancing:CreateAction": ["CreateLoadBalancer", "CreateTargetGroup", "CreateListener"]}}},
-			{"Effect": "Allow", "Action": ["elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteTargetGroup"],
+			{"Effect": "Allow", "Action": ["elasticloadbalancing:CreateListener", "elasticloadbalancing:DeleteLoadBalancer", "elasticloadbalancing:DeleteTargetGroup",
+			 "elasticloadbalancing:RemoveTags"],
 			 "Resource": "*", "Condition": {"StringEquals": {"aws:ResourceTag/managed-by": "egress"}}},
 			{"Effect": "Allow", "Action": "elasticloadbalancing:Describe*", "Resource": "*"}]}`}}, run: func(h *harness) {
 			c := h.elb()
@@ -414,6 +441,16 @@ func TestDocumentedELBRules(t *testing.T) {
 			h.ok("another's load balancer, by the administrator", err)
 			_, err = c.DeleteLoadBalancer(h.ctx, &elb.DeleteLoadBalancerInput{LoadBalancerArn: other.LoadBalancers[0].LoadBalancerArn})
 			h.fails("a load balancer without the tag", err, "AccessDenied", "")
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN}, TagKeys: []string{"a"}})
+			h.ok("RemoveTags of a load balancer of the tag", err)
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{lbARN, aws.ToString(other.LoadBalancers[0].LoadBalancerArn)}, TagKeys: []string{"a"}})
+			h.fails("RemoveTags of one without the tag", err, "AccessDenied", "elasticloadbalancing:RemoveTags on resource: "+aws.ToString(other.LoadBalancers[0].LoadBalancerArn))
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{tgARN}, TagKeys: []string{"managed-by"}})
+			h.ok("RemoveTags of the very tag the statement asks for (the condition reads the tags before)", err)
+			_, err = c.RemoveTags(h.ctx, &elb.RemoveTagsInput{ResourceArns: []string{tgARN}, TagKeys: []string{"a"}})
+			h.fails("RemoveTags once the group lost the tag", err, "AccessDenied", "")
+			_, err = admin.AddTags(h.ctx, &elb.AddTagsInput{ResourceArns: []string{tgARN}, Tags: elbTagList("managed-by", "egress")})
+			h.ok("the tag again, by the administrator", err)
 			_, err = c.DescribeTargetHealth(h.ctx, &elb.DescribeTargetHealthInput{TargetGroupArn: aws.String(tgARN)})
 			h.ok("a Describe action", err)
 			_, err = c.DeleteLoadBalancer(h.ctx, &elb.DeleteLoadBalancerInput{LoadBalancerArn: aws.String(lbARN)})
@@ -472,6 +509,7 @@ func TestELBWireMatchesSDK(t *testing.T) {
 		"DescribeListeners":     "LoadBalancerArn=" + lbARN,
 		"DescribeTargetHealth":  "TargetGroupArn=" + tgARN,
 		"DescribeTags":          "ResourceArns.member.1=" + lbARN + "&ResourceArns.member.2=" + listenerARN,
+		"RemoveTags":            "ResourceArns.member.1=" + lbARN + "&TagKeys.member.1=k",
 	} {
 		snap, err := os.ReadFile(filepath.Join(dir, "response_snapshot", action+".response.snap"))
 		if err != nil {
