@@ -52,6 +52,7 @@ data "egress_backends" "all" {}
 					knownvalue.ObjectExact(map[string]knownvalue.Check{
 						"backend": knownvalue.StringExact("kvm"), "target": knownvalue.StringExact("hv1"), "healthy": knownvalue.Bool(true),
 						"reason": knownvalue.StringExact("Healthy"), "details": knownvalue.MapExact(map[string]knownvalue.Check{"libvirt_version": knownvalue.StringExact("9.0.0")}),
+						"degraded_proxies": knownvalue.ListExact([]knownvalue.Check{}), "proxy_errors": knownvalue.ListExact([]knownvalue.Check{}),
 					}),
 					knownvalue.ObjectPartial(map[string]knownvalue.Check{
 						"target": knownvalue.StringExact("hv2"), "healthy": knownvalue.Bool(false), "reason": knownvalue.StringExact(backend.HealthUnreachable),

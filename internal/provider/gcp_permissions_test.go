@@ -15,6 +15,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/secretmanagerfake"
 )
 
 // gcpDocumentedRole is the custom role the docs tell users to grant the provider's account for the gcp
@@ -38,6 +39,9 @@ func TestAccProxyGCP_backendsNameMissingPermissions(t *testing.T) {
 	})
 	fake := computefake.New(computefake.Options{Token: "acc-token", Permissions: lacking})
 	t.Cleanup(fake.Close)
+	// egress_backends lists the owner's proxies too, which asks Secret Manager for the secrets of gone ones.
+	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token", AdminPermissions: gcpDocumentedRole(t)})
+	t.Cleanup(sm.Close)
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
@@ -49,11 +53,12 @@ provider "egress" {
     project                   = %q
     compute_endpoint          = %q
     resource_manager_endpoint = %q
+    secret_manager_endpoint   = %q
     access_token              = "acc-token"
   }
 }
 data "egress_backends" "all" {}
-`, gcpTestProject, fake.URL, fake.URL),
+`, gcpTestProject, fake.URL, fake.URL, sm.URL),
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(false)),
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0), knownvalue.ObjectPartial(map[string]knownvalue.Check{
