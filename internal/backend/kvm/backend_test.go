@@ -186,6 +186,28 @@ func TestFakeInterruptedUploadIsOurs(t *testing.T) {
 	}
 }
 
+// A leftover seed is read (a download stream) before it is deleted; libvirt refuses the delete as "still in
+// use" until the stream's hold ends, a moment later. The create waits that out instead of failing as Permanent.
+func TestFakeLeftoverSeedDeletedOnceTheStreamLetsGo(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	spec := fakeSpec("uid-1", "o")
+	if _, err := b.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	delete(f.domains, spec.Name) // a crashed create: volumes made, domain never defined
+	f.mu.Lock()
+	f.streamHolds = 3
+	f.mu.Unlock()
+	if _, err := b.Create(context.Background(), spec); err != nil {
+		t.Fatalf("Create over its own leftover seed, held a moment by the stream that read it: %v", err)
+	}
+	if f.streamHolds != 0 {
+		t.Errorf("%d refused deletes left: the leftover seed was not read and deleted", f.streamHolds)
+	}
+}
+
 func TestFakeFixedIPReservation(t *testing.T) {
 	t.Parallel()
 	f := newFakeHost()

@@ -287,7 +287,7 @@ func clearLeftoverSeed(l api, pool string, spec backend.Spec) error {
 	if err := (backend.Ownership{Owner: spec.Owner}).Check("volume "+seedName+" in pool "+pool, m.Owner, m.UID); err != nil {
 		return err
 	}
-	return deleteVolume(l, pool, seedName)
+	return deleteVolumeAfterStream(l, pool, seedName) // readSeedIdentity's download has just held it
 }
 
 // checkMemory refuses, before anything is made, a proxy that needs more memory than the host has at all.

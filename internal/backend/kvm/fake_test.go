@@ -49,6 +49,10 @@ type fakeHost struct {
 	rootsGoneAtDefine int
 	// rootsGoneAtStart do the same to the next starts, after the domain was defined.
 	rootsGoneAtStart int
+	// streamHolds make the next deletes of a volume just downloaded fail as libvirt's do while the download
+	// stream's hold on the volume has not ended yet ("still in use").
+	streamHolds int
+	downloaded  map[string]bool
 	// startsWedged leave the next started domains paused (starting up) for good, their answer lost: libvirtd
 	// 9.0 died in the middle of the start. Each state read of such a domain is notified as "WedgedState".
 	startsWedged int
@@ -461,6 +465,12 @@ func (f *fakeHost) StorageVolDownload(v libvirt.StorageVol, w io.Writer, _ uint6
 		data = data[:length]
 	}
 	_, err = io.Copy(w, bytes.NewReader(data))
+	f.mu.Lock()
+	if f.downloaded == nil {
+		f.downloaded = map[string]bool{}
+	}
+	f.downloaded[v.Pool+"/"+v.Name] = true
+	f.mu.Unlock()
 	return err
 }
 
@@ -469,6 +479,10 @@ func (f *fakeHost) StorageVolDelete(v libvirt.StorageVol, _ libvirt.StorageVolDe
 	defer f.mu.Unlock()
 	if _, err := f.vol(v); err != nil {
 		return err
+	}
+	if f.downloaded[v.Pool+"/"+v.Name] && f.streamHolds > 0 {
+		f.streamHolds--
+		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: volume '%s' is still in use.", v.Name)
 	}
 	delete(f.pools[v.Pool].vols, v.Name)
 	return nil

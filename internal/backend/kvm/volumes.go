@@ -2,7 +2,10 @@ package kvm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -105,7 +108,7 @@ func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clearL
 	if err := l.StorageVolUpload(v, bytes.NewReader(img), 0, uint64(len(img)), 0); err != nil {
 		// An empty seed says nothing about whose it is: remove it now rather than leave a puzzle, and say so
 		// when that fails too, since no listing can attribute it later.
-		if derr := l.StorageVolDelete(v, 0); derr != nil {
+		if derr := deleteVolumeAfterStream(l, pool.Name, name); derr != nil { // the failed upload may hold it a moment
 			return fmt.Errorf("%w (and the empty seed volume %s could not be removed: %w; remove it with virsh vol-delete)", err, name, derr)
 		}
 		return err
@@ -154,6 +157,35 @@ func deleteVolume(l api, pool, name string) error {
 		return nil
 	}
 	return err
+}
+
+// deleteVolumeAfterStream deletes a volume that a stream of ours has just read: libvirt lets go of a volume a
+// stream holds a moment after the stream's last byte (its I/O helper ends on its own), and until then refuses a
+// delete with "volume ... is still in use" (VIR_ERR_OPERATION_INVALID). A create retried after libvirtd restarted
+// mid-apply met that in a cold run of make test on a loaded machine, and failed as Permanent. The delete is tried
+// again until the hold ends, for at most streamHoldLimit; nothing tells when it does.
+func deleteVolumeAfterStream(l api, pool, name string) error {
+	deadline := time.Now().Add(streamHoldLimit)
+	for {
+		err := deleteVolume(l, pool, name)
+		if !stillInUse(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(streamHoldPoll)
+	}
+}
+
+// How long a stream's hold on a volume may outlast the stream, and how often to look whether it has ended.
+const (
+	streamHoldLimit = 30 * time.Second
+	streamHoldPoll  = 100 * time.Millisecond
+)
+
+// stillInUse reports whether err is libvirt refusing a volume operation while another job (a stream) holds
+// the volume.
+func stillInUse(err error) bool {
+	var le libvirt.Error
+	return errors.As(err, &le) && libvirt.ErrorNumber(le.Code) == libvirt.ErrOperationInvalid && strings.Contains(le.Message, "still in use")
 }
 
 // readSeedIdentity downloads a seed volume and reads the proxy metadata stored on it.
