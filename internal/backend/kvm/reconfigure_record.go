@@ -43,9 +43,7 @@ func (r *reconfiguration) record(l api, dom libvirt.Domain, m metadata) error {
 
 // rewriteSeed replaces the seed volume's content in place: the domain keeps the same volume attached, and a
 // crash at any point leaves a volume there. An upload past the volume's end grows it (a dir pool's file
-// grows and libvirt reports the new capacity): only a seed made before seeds were seedVolumeBytes long can
-// need that, and its running QEMU reads the old size until the domain is started again. A shorter image is
-// padded with zeros to the old size, so no
+// grows and libvirt reports the new capacity); a shorter image is padded with zeros to the old size, so no
 // stale tail of the old user-data (its password hash, for one) stays on the volume. libvirt 9.0 may
 // acknowledge the upload a moment before its I/O helper wrote the last of it (the Reconfigure cut table saw
 // a read at once find the old image): a retried attempt that reads it then only reloads Squid once more.

@@ -19,12 +19,6 @@ const (
 	identityFile = "egress-proxy.xml"
 	// seedReadLimit bounds how much of a seed volume is downloaded to read its identity.
 	seedReadLimit = 1 << 20
-	// seedVolumeBytes is the size of every seed volume, the image zero-padded to it: the largest settings
-	// validation lets through make a seed of about 600 KiB, so a Reconfigure rewrites the volume in place and
-	// never grows it. A running QEMU keeps the size of the cdrom it opened: a seed grown behind it reads as zeros
-	// past its old end, and cloud-init on the guest's next in-guest reboot failed on the user-data
-	// ("unacceptable character #x0000").
-	seedVolumeBytes = seedReadLimit
 )
 
 // seedImage renders the proxy's seed ISO in memory: nothing touches a local disk, so it works the same on a

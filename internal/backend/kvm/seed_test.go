@@ -14,7 +14,6 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
-	"github.com/egress-proxies/terraform-provider-egress/internal/testing/proxyconftest"
 )
 
 func testSeed(t *testing.T) ([]byte, backend.Spec) {
@@ -81,25 +80,5 @@ func TestSeedIdentity(t *testing.T) {
 	}
 	if _, err := seedIdentity(make([]byte, 40000)); !errors.Is(err, iso9660.ErrNotISO) {
 		t.Errorf("identity of zeros = %v, want iso9660.ErrNotISO", err)
-	}
-}
-
-// The largest settings validation lets through fit the seed volume's fixed size, so no Reconfigure grows it.
-func TestLargestSeedFitsTheVolume(t *testing.T) {
-	t.Parallel()
-	for name, settings := range map[string]proxyconf.Settings{
-		"largest lists":  proxyconftest.LargestSettings(t),
-		"largest policy": proxyconftest.LargestPolicySettings(t),
-	} {
-		spec := backend.Spec{Name: "egress-1", UID: "uid-1", Owner: "o", Proxy: settings}
-		m := newMetadata(spec, placement{Host: "h"}, time.Unix(1700000000, 0))
-		m.Placement.SyslogTarget = "udp://[2001:db8::1]:514"
-		img, err := seedImage(spec, m, time.Unix(1700000000, 0))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if len(img) > seedVolumeBytes {
-			t.Errorf("%s: the seed image is %d bytes, more than the volume's %d", name, len(img), seedVolumeBytes)
-		}
 	}
 }

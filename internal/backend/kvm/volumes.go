@@ -85,13 +85,10 @@ func lookupBase(l api, pool libvirt.StoragePool, name string) (baseVolume, error
 // and its own name (virStorageVolDefFromVol), so no lookup call is needed to get a handle.
 func volRef(pool, name string) libvirt.StorageVol { return libvirt.StorageVol{Pool: pool, Name: name} }
 
-// createSeed makes the seed volume, seedVolumeBytes long, and streams the ISO into it: the upload goes through the libvirt
+// createSeed makes the seed volume and streams the ISO into it: the upload goes through the libvirt
 // connection, so it works on a remote host as well as on this one. A volume of that name already there is
 // a leftover: clearLeftover decides whether it may go.
 func createSeed(l api, pool libvirt.StoragePool, name string, img []byte, clearLeftover func() error) error {
-	if len(img) < seedVolumeBytes {
-		img = append(img, make([]byte, seedVolumeBytes-len(img))...)
-	}
 	vol := libvirtxml.StorageVolume{
 		Name:     name,
 		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(len(img))},
