@@ -15,10 +15,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
@@ -28,8 +30,9 @@ import (
 // its own Availability Zone) behind an internal Network Load Balancer, read back as members with their own
 // egress addresses, the load balancer's first node as internal_address and its DNS name in proxy_url; the
 // target group health-checked on the health port, the listener on the proxy port; a member failing its
-// health check makes the proxy Degraded at the next refresh; import reads the same proxy back; destroy leaves
-// no instance and no part of the load balancer.
+// health check makes the proxy Degraded at the next refresh; import reads the same proxy back; a change of
+// labels is made in place and reaches the load balancer and target group; destroy leaves no instance and no
+// part of the load balancer.
 func TestAccProxyAWS_instances(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
@@ -38,7 +41,8 @@ func TestAccProxyAWS_instances(t *testing.T) {
 	for _, sn := range fake.Subnets(awsTestRegion) {
 		subnets = append(subnets, strconv.Quote(sn.ID))
 	}
-	config := awsConfig(t, fake, "", fmt.Sprintf(`
+	proxyConfig := func(labels string) string {
+		return awsConfig(t, fake, "", fmt.Sprintf(`
 resource "egress_proxy" "test" {
   name = %q
   aws = {
@@ -49,8 +53,11 @@ resource "egress_proxy" "test" {
   }
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [".example.com"]
+  labels               = { %s }
 }
-`, name, strings.Join(subnets, ", ")))
+`, name, strings.Join(subnets, ", "), labels))
+	}
+	config := proxyConfig(`env = "test"`)
 	root := func(attr string) tfjsonpath.Path { return tfjsonpath.New(attr) }
 	sameID := statecheck.CompareValue(compare.ValuesSame())
 	admin := elb.NewFromConfig(fake.AdminAWSConfig(awsTestRegion))
@@ -137,6 +144,40 @@ resource "egress_proxy" "test" {
 				ConfigStateChecks: append(secondMemberFailing(regexp.MustCompile(`^unhealthy \(Target\.FailedHealthChecks\)`)),
 					sameID.AddStateValue("egress_proxy.test", root("id")),
 				),
+			},
+			{
+				// The labels change in place: the load balancer and the target group carry the new ones, not
+				// the one dropped, and are still the provider's.
+				Config: proxyConfig(`team = "net"`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", root("id"))},
+				Check: func(*terraform.State) error {
+					ctx := context.Background()
+					lbs, err := admin.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{})
+					if err != nil || len(lbs.LoadBalancers) != 1 {
+						return fmt.Errorf("load balancers %v, want one: %w", lbs, err)
+					}
+					tgs, err := admin.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{LoadBalancerArn: lbs.LoadBalancers[0].LoadBalancerArn})
+					if err != nil || len(tgs.TargetGroups) != 1 {
+						return fmt.Errorf("target groups %v, want one: %w", tgs, err)
+					}
+					for _, arn := range []*string{lbs.LoadBalancers[0].LoadBalancerArn, tgs.TargetGroups[0].TargetGroupArn} {
+						res, err := admin.DescribeTags(ctx, &elb.DescribeTagsInput{ResourceArns: []string{awssdk.ToString(arn)}})
+						if err != nil {
+							return err
+						}
+						tags := map[string]string{}
+						for _, t := range res.TagDescriptions[0].Tags {
+							tags[awssdk.ToString(t.Key)] = awssdk.ToString(t.Value)
+						}
+						if _, ok := tags["env"]; ok || tags["team"] != "net" || tags[backend.LabelManagedBy] != backend.ManagedByValue || tags[backend.LabelUID] == "" {
+							return fmt.Errorf("%s tagged %v after the label change, want team=net, no env, the provider's own tags", awssdk.ToString(arn), tags)
+						}
+					}
+					return nil
+				},
 			},
 		},
 	})
