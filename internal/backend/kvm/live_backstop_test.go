@@ -64,7 +64,7 @@ func TestLiveGuestHardening(t *testing.T) {
 	t.Logf("Create (boot until the health endpoint answered): %s", time.Since(start).Round(time.Second))
 	guestIP := inst.InternalAddress
 	waitFor(t, 3*time.Minute, "Get to report the proxy reconfigurable (its agent answers)", func() bool {
-		got, err := b.Get(ctx, id)
+		got, err := b.Get(ctxFor(t, callLimit), id)
 		return err == nil && got.Reconfigurable
 	})
 	dom := lookupDomain(t, b, spec.Name)
@@ -156,8 +156,13 @@ func TestLiveGuestHardening(t *testing.T) {
 	// the metadata address stays refused.
 	allowHost := spec.Proxy
 	allowHost.AllowedPrivateCIDRs = []string{hostPrivateAddr + "/32"}
+	// And a longer allow-list, so the seed's image outgrows the volume Create wrote and the rewrite grows it
+	// behind the running QEMU: the reboot below checks that cloud-init reads the grown seed without an error.
+	for i := range 300 {
+		allowHost.AllowedDestinations = append(allowHost.AllowedDestinations, fmt.Sprintf("host-%03d.longer-allow-list.test", i))
+	}
 	reconfigured := time.Now()
-	if _, err := b.Reconfigure(ctx, id, allowHost); err != nil {
+	if _, err := b.Reconfigure(ctxFor(t, callLimit), id, allowHost); err != nil {
 		t.Fatalf("Reconfigure allowing %s: %v", hostPrivateAddr, err)
 	}
 	t.Logf("Reconfigure (allow a private range): %s", time.Since(reconfigured).Round(10*time.Millisecond))
@@ -187,6 +192,15 @@ func TestLiveGuestHardening(t *testing.T) {
 		})
 		if strings.Contains(string(list), "192.0.2.99") {
 			t.Errorf("the own addresses %q still hold what was written before the reboot: not listed at boot", list)
+		}
+		// cloud-init read the rewritten seed at this boot too: its log shows each boot's run, and no user-data
+		// it could not parse.
+		runs := execInGuest(t, b, dom, "/bin/grep", "-c", "running 'init-local'", "/var/log/cloud-init.log")
+		if n, _ := strconv.Atoi(strings.TrimSpace(runs.stdout)); n < 2 {
+			t.Errorf("cloud-init's log shows %q runs, want one per boot (2): the check below would prove nothing", runs.stdout)
+		}
+		if bad := execInGuest(t, b, dom, "/bin/grep", "unacceptable character", "/var/log/cloud-init.log").stdout; bad != "" {
+			t.Errorf("cloud-init could not read the rewritten seed's user-data at the reboot:\n%s", bad)
 		}
 		checkBoot(t, "after a reboot", true)
 	})

@@ -59,7 +59,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	// (three tries, each bounded by the probe's timeout, for a loaded machine).
 	answered := false
 	for i := 0; i < 3 && !answered; i++ {
-		res, err := b.readiness.probeProxy(ctx, vip, inst.Port)
+		res, err := b.readiness.probeProxy(ctxFor(t, callLimit), vip, inst.Port)
 		answered = res == probeReady
 		if !answered {
 			t.Logf("the proxy at the virtual address %s right after Create: %v", vip, err)
@@ -198,7 +198,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	}
 
 	// Get reports the proxy Degraded, the destroyed instance unhealthy and why.
-	got, err := b.Get(ctx, id)
+	got, err := b.Get(ctxFor(t, callLimit), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		return vipHolder(t, b, nil, vip, survivor) == ""
 	})
 	t.Logf("%s gave up the virtual address within %s of the command stopping its Squid (asked through the agent)", survivor, time.Since(stopped).Round(100*time.Millisecond))
-	if got, err := b.Get(ctx, id); err != nil || got.State != backend.StateFailed {
+	if got, err := b.Get(ctxFor(t, callLimit), id); err != nil || got.State != backend.StateFailed {
 		t.Errorf("Get with no instance serving = %s (%v), want Failed", got.State, err)
 	}
 }

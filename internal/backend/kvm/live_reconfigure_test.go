@@ -28,7 +28,7 @@ const liveGateway = "198.18.0.1"
 // them. Then the domain loses its agent channel and reports it cannot be reconfigured. Traffic goes from
 // inside the test namespace, through the guest's Squid, to an upstream the test serves in that namespace.
 // On the way, the access log is checked in the guest's journal and at syslog targets set in place
-// (checkAccessLogOnVM).
+// (checkAccessLogOnVM). Right after Create, checkBootedGuest checks what only a booted guest shows.
 func TestLiveReconfigure(t *testing.T) {
 	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
@@ -50,11 +50,12 @@ func TestLiveReconfigure(t *testing.T) {
 	}
 	createTime := time.Since(start)
 	t.Logf("Create (boot until the health endpoint answered): %s", createTime.Round(100*time.Millisecond))
+	checkBootedGuest(t, b, spec, inst, start)
 	proxy := net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port))
 
 	// The agent starts with the guest; Get reports it once it answers.
 	waitFor(t, 3*time.Minute, "Get to report the proxy reconfigurable", func() bool {
-		got, err := b.Get(ctx, id)
+		got, err := b.Get(ctxFor(t, callLimit), id)
 		return err == nil && got.Reconfigurable
 	})
 	// Name the upstream in the guest (its own /etc/hosts, which Squid reads on every reload): the libvirt
@@ -70,7 +71,7 @@ func TestLiveReconfigure(t *testing.T) {
 	timed := func(what string, s proxyconf.Settings) backend.Instance {
 		t.Helper()
 		start := time.Now()
-		got, err := b.Reconfigure(ctx, id, s)
+		got, err := b.Reconfigure(ctxFor(t, callLimit), id, s)
 		if err != nil {
 			t.Fatalf("Reconfigure (%s): %v", what, err)
 		}
@@ -126,11 +127,11 @@ func TestLiveReconfigure(t *testing.T) {
 	waitFor(t, 10*time.Minute, "the rebooted proxy to answer", func() bool { return viaProxy(t, proxy, alice2, denied) == "200" })
 	t.Logf("the proxy answered %s after the reboot", time.Since(rebooted).Round(time.Second))
 	expectStatuses(t, "after the reboot", proxy, map[[2]string]string{{denied, alice2}: "200", {allowed, alice2}: "403", {denied, alice1}: "407"})
-	after, err := b.Get(ctx, id)
+	after, err := b.Get(ctxFor(t, callLimit), id)
 	if err != nil || after.Reconfigurable || after.State != backend.StateRunning {
 		t.Errorf("Get without the agent channel = %s, reconfigurable %v, %v; want running and not reconfigurable", after.State, after.Reconfigurable, err)
 	}
-	_, err = b.Reconfigure(ctx, id, spec.Proxy)
+	_, err = b.Reconfigure(ctxFor(t, callLimit), id, spec.Proxy)
 	if backend.ClassOf(err) != backend.ClassPermanent || !strings.Contains(err.Error(), "cannot be reconfigured in place") {
 		t.Errorf("Reconfigure without the agent channel = %v, want Permanent: cannot be reconfigured in place", err)
 	}

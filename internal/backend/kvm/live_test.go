@@ -127,6 +127,12 @@ func testOwner() string {
 	return "test-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 }
 
+// callLimit bounds each backend call a booted-VM test makes after its Create (which has a bound of its own):
+// a call of its own bound, not what is left of one for the whole test, which the booting tests run two at a
+// time on a loaded machine outlasted (TestLiveReconfigure took 23 minutes in a cold run of make test, its last
+// calls failing on its 20-minute context).
+const callLimit = 10 * time.Minute
+
 func ctxFor(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
