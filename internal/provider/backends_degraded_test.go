@@ -32,18 +32,7 @@ func TestAccBackendsGCP_degradedProxies(t *testing.T) {
 	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token", AdminPermissions: gcpDocumentedRole(t)})
 	t.Cleanup(sm.Close)
 	const name, other = "egress-acc-deg", "egress-acc-ok"
-	config := fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  gcp = {
-    project                   = %q
-    compute_endpoint          = %q
-    resource_manager_endpoint = %q
-    secret_manager_endpoint   = %q
-    access_token              = "acc-token"
-    default_zone              = "us-central1-a"
-  }
-}
+	config := gcpProviderWithSecrets(fake, sm.URL, "us-central1-a") + fmt.Sprintf(`
 resource "egress_proxy" "test" {
   name                 = %q
   gcp                  = { instances = 3 }
@@ -59,7 +48,7 @@ resource "egress_proxy" "healthy" {
 data "egress_backends" "all" {
   depends_on = [egress_proxy.test, egress_proxy.healthy]
 }
-`, gcpTestProject, fake.URL, fake.URL, sm.URL, name, other)
+`, name, other)
 	backends := func(degraded knownvalue.Check) statecheck.StateCheck {
 		return statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends"), knownvalue.ListExact([]knownvalue.Check{
 			knownvalue.ObjectPartial(map[string]knownvalue.Check{

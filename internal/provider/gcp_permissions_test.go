@@ -46,19 +46,9 @@ func TestAccProxyGCP_backendsNameMissingPermissions(t *testing.T) {
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
 		Steps: []resource.TestStep{{
-			Config: fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  gcp = {
-    project                   = %q
-    compute_endpoint          = %q
-    resource_manager_endpoint = %q
-    secret_manager_endpoint   = %q
-    access_token              = "acc-token"
-  }
-}
+			Config: gcpProviderWithSecrets(fake, sm.URL, "") + `
 data "egress_backends" "all" {}
-`, gcpTestProject, fake.URL, fake.URL, sm.URL),
+`,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("healthy"), knownvalue.Bool(false)),
 				statecheck.ExpectKnownValue("data.egress_backends.all", tfjsonpath.New("backends").AtSliceIndex(0), knownvalue.ObjectPartial(map[string]knownvalue.Check{

@@ -27,24 +27,13 @@ func TestAccProxyGCP_cloudLogging(t *testing.T) {
 	sm := secretmanagerfake.New(secretmanagerfake.Options{AdminToken: "acc-token", AdminPermissions: gcpDocumentedRole(t)})
 	t.Cleanup(sm.Close)
 	proxy := func(gcpBody string) string {
-		return fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  gcp = {
-    project                   = %q
-    compute_endpoint          = %q
-    resource_manager_endpoint = %q
-    secret_manager_endpoint   = %q
-    access_token              = "acc-token"
-    default_zone              = "us-central1-a"
-  }
-}
+		return gcpProviderWithSecrets(fake, sm.URL, "us-central1-a") + fmt.Sprintf(`
 resource "egress_proxy" "test" {
   name                 = "egress-acc-log"
   gcp                  = { %s }
   allowed_client_cidrs = ["10.0.0.0/8"]
 }
-`, gcpTestProject, fake.URL, fake.URL, sm.URL, gcpBody)
+`, gcpBody)
 	}
 	const sa = `service_account = "proxy@` + gcpTestProject + `.iam.gserviceaccount.com"`
 	logKey := func(want bool) resource.TestCheckFunc {

@@ -72,6 +72,27 @@ resource "egress_proxy" "test" {
 `, gcpTestProject, fake.URL, fake.URL, token, resourceBody)
 }
 
+// gcpProviderWithSecrets is the provider block of team-a on the Compute fake and a Secret Manager fake at
+// secretManagerURL (token acc-token), with defaultZone when it is not empty.
+func gcpProviderWithSecrets(fake *computefake.Server, secretManagerURL, defaultZone string) string {
+	zone := ""
+	if defaultZone != "" {
+		zone = fmt.Sprintf("\n    default_zone              = %q", defaultZone)
+	}
+	return fmt.Sprintf(`
+provider "egress" {
+  owner = "team-a"
+  gcp = {
+    project                   = %q
+    compute_endpoint          = %q
+    resource_manager_endpoint = %q
+    secret_manager_endpoint   = %q
+    access_token              = "acc-token"%s
+  }
+}
+`, gcpTestProject, fake.URL, fake.URL, secretManagerURL, zone)
+}
+
 func gcpProxy(labels, destination string) string {
 	if destination == "" {
 		destination = ".example.com"
@@ -339,18 +360,7 @@ func TestAccProxyGCP_orphansAndHealth(t *testing.T) {
 	}
 	fake.BreakZone("europe-west1-b", "UNREACHABLE")
 	fake.ResetLog()
-	provider := fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  gcp = {
-    project                   = %q
-    compute_endpoint          = %q
-    resource_manager_endpoint = %q
-    secret_manager_endpoint   = %q
-    access_token              = "acc-token"
-  }
-}
-`, gcpTestProject, fake.URL, fake.URL, sm.URL)
+	provider := gcpProviderWithSecrets(fake, sm.URL, "")
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
