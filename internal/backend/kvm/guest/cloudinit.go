@@ -105,8 +105,11 @@ func RenderUserDataFor(s proxyconf.Settings, opts proxyconf.RenderOptions, syslo
 	fmt.Fprintf(&b, "  - [sh, %s, %s]\n", vmguest.PrestartPath, vmguest.PrestartOwnAddresses)
 	b.WriteString("  - [systemctl, daemon-reload]\n")
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", vmguest.InstallIfMissing)
-	b.WriteString("  - [systemctl, enable, squid]\n")
+	// Squid's package also ships a SysV script, and systemctl enable would run Debian's update-rc.d (Perl) for
+	// it: 11 of a first boot's 96 seconds under emulation, for rc.d links systemd never reads. Squid starts
+	// first, and is enabled for later boots after.
 	b.WriteString("  - [systemctl, restart, squid]\n")
+	b.WriteString("  - [env, SYSTEMCTL_SKIP_SYSV=1, systemctl, enable, squid]\n")
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", GuestAgentIfMissing)
 	fmt.Fprintf(&b, "  - [sh, -c, '%s']\n", RsyslogIfMissing)
 	if s.Metrics != nil {

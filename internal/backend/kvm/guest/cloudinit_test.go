@@ -82,7 +82,7 @@ func TestRenderUserData(t *testing.T) {
 			}
 			// The own addresses are listed before Squid's first start (squid -z reads the config); the drop-in,
 			// read once systemd reloads, lists them and loads the backstop before every later start.
-			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "enable", "squid"}, {"systemctl", "restart", "squid"}, {"sh", "-c", GuestAgentIfMissing}, {"sh", "-c", RsyslogIfMissing}}
+			want := [][]string{{"sh", vmguest.PrestartPath, vmguest.PrestartOwnAddresses}, {"systemctl", "daemon-reload"}, {"sh", "-c", vmguest.InstallIfMissing}, {"systemctl", "restart", "squid"}, {"env", "SYSTEMCTL_SKIP_SYSV=1", "systemctl", "enable", "squid"}, {"sh", "-c", GuestAgentIfMissing}, {"sh", "-c", RsyslogIfMissing}}
 			if !slices.EqualFunc(cc.Runcmd, want, slices.Equal) {
 				t.Errorf("runcmd %q, want %q", cc.Runcmd, want)
 			}
