@@ -2,7 +2,6 @@ package kvm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -181,8 +180,7 @@ const (
 // stillInUse reports whether err is libvirt refusing a volume operation while another job (a stream) holds
 // the volume.
 func stillInUse(err error) bool {
-	var le libvirt.Error
-	return errors.As(err, &le) && libvirt.ErrorNumber(le.Code) == libvirt.ErrOperationInvalid && strings.Contains(le.Message, "still in use")
+	return isCode(err, libvirt.ErrOperationInvalid) && strings.Contains(err.Error(), "still in use")
 }
 
 // readSeedIdentity downloads a seed volume and reads the proxy metadata stored on it.
