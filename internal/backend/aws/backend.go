@@ -199,17 +199,11 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	// What goes is the user's labels that are no longer wanted, on any of the instances: never the provider's
-	// own tags (userLabels leaves them out), among them TagInstances, by which a delete knows a proxy of
-	// several from one, and TagMember.
-	var stale []string
+	// What goes is the user's labels that are no longer wanted, on any of the instances (droppedLabels).
+	held := map[string]string{}
 	var resources []string
 	for _, m := range append([]*ec2types.Instance{in}, slices.Collect(maps.Values(members))...) {
-		for k := range userLabels(tagMap(m.Tags)) {
-			if _, keep := want[k]; !keep && !slices.Contains(stale, k) {
-				stale = append(stale, k)
-			}
-		}
+		maps.Copy(held, tagMap(m.Tags))
 		resources = append(resources, awssdk.ToString(m.InstanceId))
 		for _, bd := range m.BlockDeviceMappings {
 			if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
@@ -217,6 +211,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			}
 		}
 	}
+	stale := droppedLabels(held, want)
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		if len(stale) > 0 {
 			keys := make([]ec2types.Tag, len(stale))

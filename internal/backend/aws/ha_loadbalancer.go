@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
@@ -287,13 +286,7 @@ func (b *Backend) retagLoadBalancer(ctx context.Context, r *region, spec backend
 		if err := adoptable(spec, t.obj, t.tags); err != nil {
 			return err
 		}
-		var stale []string
-		for k := range userLabels(t.tags) {
-			if _, keep := labels[k]; !keep {
-				stale = append(stale, k)
-			}
-		}
-		sort.Strings(stale)
+		stale := droppedLabels(t.tags, labels)
 		set := map[string]string{}
 		for k, v := range labels {
 			if old, ok := t.tags[k]; !ok || old != v {

@@ -327,6 +327,20 @@ func userLabels(tags map[string]string) map[string]string {
 	return out
 }
 
+// droppedLabels are the user's labels among tags that want no longer has, sorted: what a label update removes.
+// The provider's own tags are never among them (userLabels leaves them out), TagInstances for one, by which a
+// delete knows a proxy of several from one.
+func droppedLabels(tags, want map[string]string) []string {
+	var out []string
+	for k := range userLabels(tags) {
+		if _, keep := want[k]; !keep {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // stateOf maps EC2's instance states onto the contract's words.
 func stateOf(s *ec2types.InstanceState) backend.State {
 	if s == nil {
