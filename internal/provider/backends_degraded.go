@@ -124,11 +124,7 @@ func (d *providerData) readRunning(ctx context.Context, kind backend.Kind, liste
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			var got backend.Instance
-			err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-				got, err = b.Get(ctx, inst.ID)
-				return err
-			})
+			got, err := getRetried(ctx, b, inst.ID)
 			switch {
 			case backend.IsNotFound(err):
 				// Deleted since the listing: nothing serves there to be degraded.

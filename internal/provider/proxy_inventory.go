@@ -113,6 +113,17 @@ func sortInstances(list []backend.Instance) {
 }
 
 // scopeFailureText is one failed scope as every consumer shows it: the scope, the reason and its class.
+// getRetried reads one proxy as a refresh does: Get, tried again on the backend's transient errors. A
+// resource's Read, a listed proxy read for import, and egress_backends' reads of running proxies all read so.
+func getRetried(ctx context.Context, b backend.Backend, id backend.ProviderID) (backend.Instance, error) {
+	var inst backend.Instance
+	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
+		inst, err = b.Get(ctx, id)
+		return err
+	})
+	return inst, err
+}
+
 func scopeFailureText(f backend.ScopeError) string {
 	return fmt.Sprintf("%s (class %s)", f.Error(), backend.ClassOf(f.Err))
 }

@@ -176,10 +176,7 @@ func (l *proxyListResource) readForImport(ctx context.Context, listed backend.In
 	b, err := l.data.registry.Backend(ctx, listed.ID.Backend)
 	if err == nil {
 		var full backend.Instance
-		err = backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-			full, err = b.Get(ctx, listed.ID)
-			return err
-		})
+		full, err = getRetried(ctx, b, listed.ID)
 		if err == nil {
 			return full, diags
 		}

@@ -210,11 +210,7 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 
-	var inst backend.Instance
-	err := backend.Retry(ctx, backend.DefaultBackoff, func(ctx context.Context) (err error) {
-		inst, err = b.Get(ctx, id)
-		return err
-	})
+	inst, err := getRetried(ctx, b, id)
 	if backend.IsNotFound(err) {
 		tflog.Warn(ctx, "egress proxy is gone from the backend; removing it from state so the next plan recreates it",
 			map[string]any{"id": id.String(), "error": err.Error()})
