@@ -52,16 +52,8 @@ func TestLiveGuestHardening(t *testing.T) {
 	spec.Proxy.TLS = &proxyconf.TLSSettings{CertificatePEM: cert, PrivateKeyPEM: key}
 	spec.Proxy.AllowedDestinations = []string{"upstream.test", "own.test"}
 	spec.Proxy.AllowedPorts = []int{443, port}
-	cleanupProxy(t, b, spec.Name)
 	id := idOf(spec)
-
-	ctx := ctxFor(t, 25*time.Minute)
-	start := time.Now()
-	inst, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Logf("Create (boot until the health endpoint answered): %s", time.Since(start).Round(time.Second))
+	inst, _ := createBooted(t, b, spec, 25*time.Minute)
 	guestIP := inst.InternalAddress
 	waitFor(t, 3*time.Minute, "Get to report the proxy reconfigurable (its agent answers)", func() bool {
 		got, err := b.Get(ctxFor(t, callLimit), id)

@@ -36,16 +36,8 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	optionsOf(spec.Placement).Instances = 2
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
-	cleanupProxy(t, b, spec.Name)
 	id := idOf(spec)
-
-	ctx := ctxFor(t, 25*time.Minute)
-	start := time.Now()
-	inst, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	t.Logf("Create of two instances (side by side, until both health endpoints answered): %s", time.Since(start).Round(time.Second))
+	inst, _ := createBooted(t, b, spec, 25*time.Minute) // the two side by side, until both health endpoints answered
 	if len(inst.Members) != 2 || inst.State != backend.StateRunning {
 		t.Fatalf("Create = %s with members %+v, want Running with two healthy members", inst.State, inst.Members)
 	}

@@ -39,17 +39,8 @@ func TestLiveReconfigure(t *testing.T) {
 	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort} // plain http:// goes to port 80 and these
 	spec.Proxy.LogFormat = proxyconf.LogFormatJSON
-	cleanupProxy(t, b, spec.Name)
 	id := idOf(spec)
-
-	ctx := ctxFor(t, 20*time.Minute)
-	start := time.Now()
-	inst, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	createTime := time.Since(start)
-	t.Logf("Create (boot until the health endpoint answered): %s", createTime.Round(100*time.Millisecond))
+	inst, start := createBooted(t, b, spec, 20*time.Minute)
 	checkBootedGuest(t, b, spec, inst, start)
 	proxy := net.JoinHostPort(inst.InternalAddress, strconv.Itoa(inst.Port))
 

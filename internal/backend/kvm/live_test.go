@@ -127,6 +127,20 @@ func testOwner() string {
 	return "test-" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 }
 
+// createBooted makes spec's proxy, removed again at the test's end, and logs how long its Create took (the boot
+// until the health endpoints answered); limit bounds that Create alone (callLimit bounds each call after it).
+func createBooted(t *testing.T, b *Backend, spec backend.Spec, limit time.Duration) (inst backend.Instance, start time.Time) {
+	t.Helper()
+	cleanupProxy(t, b, spec.Name)
+	start = time.Now()
+	inst, err := b.Create(ctxFor(t, limit), spec)
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Logf("Create (boot until the health endpoints answered): %s", time.Since(start).Round(time.Second))
+	return inst, start
+}
+
 // callLimit bounds each backend call a booted-VM test makes after its Create (which has a bound of its own):
 // a call of its own bound, not what is left of one for the whole test, which the booting tests run two at a
 // time on a loaded machine outlasted (TestLiveReconfigure took 23 minutes in a cold run of make test, its last
