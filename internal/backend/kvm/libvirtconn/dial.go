@@ -65,7 +65,7 @@ func Dial(ctx context.Context, e Endpoint) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &watchedConn{Conn: nc, lost: make(chan struct{}), connectReturned: make(chan struct{})}
+	w := &watchedConn{Conn: nc, lost: make(chan struct{}), connectReturned: make(chan struct{}), order: newPacketOrder()}
 	l := libvirt.NewWithDialer(dialers.NewAlreadyConnected(w))
 	done := make(chan error, 1)
 	go func() {
@@ -99,6 +99,9 @@ func Dial(ctx context.Context, e Endpoint) (*Session, error) {
 // a read fails (a data race the race detector reports, go-libvirt issue 167). So once ConnectOpen's whole reply
 // has been read, a read error waits for ConnectToURI to return before go-libvirt sees it. Before that reply the
 // error goes through at once: the handshake then fails, and ConnectToURI returns without setting the field.
+//
+// And it hands go-libvirt the packets in the protocol's order (packetOrder), which libvirtd does not always
+// keep for a download.
 type watchedConn struct {
 	net.Conn
 	once sync.Once
@@ -107,26 +110,40 @@ type watchedConn struct {
 	connectReturned chan struct{}
 	// handshake follows the packets read until ConnectOpen's reply; only Read uses it.
 	handshake handshakeReader
+	order     *packetOrder
+	// buf is what Read reads the socket into; readFail is the socket's read error, returned once every packet
+	// read before it has been handed on. Only Read uses them.
+	buf      []byte
+	readFail error
 
 	mu      sync.Mutex
 	readErr error // the first read error, which says why the stream ended
 }
 
 func (w *watchedConn) Read(b []byte) (int, error) {
-	n, err := w.Conn.Read(b)
-	w.handshake.consume(b[:n])
-	if err != nil {
-		w.mu.Lock()
-		if w.readErr == nil {
-			w.readErr = err
+	for len(w.order.ready) == 0 && w.readFail == nil {
+		if w.buf == nil {
+			w.buf = make([]byte, 64<<10)
 		}
-		w.mu.Unlock()
-		w.markLost()
-		if w.handshake.opened {
-			<-w.connectReturned
-		}
+		n, err := w.Conn.Read(w.buf)
+		w.order.received(w.buf[:n])
+		w.readFail = err
 	}
-	return n, err
+	if n := w.order.take(b); n > 0 || len(b) == 0 {
+		w.handshake.consume(b[:n])
+		return n, nil
+	}
+	err := w.readFail
+	w.mu.Lock()
+	if w.readErr == nil {
+		w.readErr = err
+	}
+	w.mu.Unlock()
+	w.markLost()
+	if w.handshake.opened {
+		<-w.connectReturned
+	}
+	return 0, err
 }
 
 // The packet fields handshakeReader reads, from libvirt's remote protocol (src/rpc/virnetprotocol.x and
@@ -142,32 +159,18 @@ const (
 // handshakeReader follows the packets of a stream until the reply to ConnectOpen has been read whole, then
 // sets opened and reads no further.
 type handshakeReader struct {
-	opened    bool
-	header    []byte // the current packet's length and header, as far as read
-	remaining int    // bytes of the current packet after its header still to read
+	opened  bool
+	packets headerReader
 }
 
 func (h *handshakeReader) consume(b []byte) {
-	for len(b) > 0 && !h.opened {
-		if len(h.header) < packetLengthAndHeader {
-			k := min(packetLengthAndHeader-len(h.header), len(b))
-			h.header = append(h.header, b[:k]...)
-			b = b[k:]
-			if len(h.header) < packetLengthAndHeader {
-				return
-			}
-			h.remaining = max(0, int(binary.BigEndian.Uint32(h.header[0:4]))-packetLengthAndHeader)
-		}
-		k := min(h.remaining, len(b))
-		h.remaining -= k
-		b = b[k:]
-		if h.remaining > 0 {
-			return
-		}
-		field := func(i int) uint32 { return binary.BigEndian.Uint32(h.header[4+4*i:]) }
-		h.opened = field(0) == remoteProgram && field(2) == procConnectOpen && field(3) == packetTypeReply
-		h.header = h.header[:0]
+	if h.opened {
+		return
 	}
+	h.packets.consume(b, func(header []byte) {
+		field := func(i int) uint32 { return binary.BigEndian.Uint32(header[4+4*i:]) }
+		h.opened = h.opened || field(0) == remoteProgram && field(2) == procConnectOpen && field(3) == packetTypeReply
+	})
 }
 
 func (w *watchedConn) readError() error {
@@ -177,6 +180,7 @@ func (w *watchedConn) readError() error {
 }
 
 func (w *watchedConn) Write(b []byte) (int, error) {
+	w.order.sent(b)
 	n, err := w.Conn.Write(b)
 	if err != nil {
 		w.markLost()

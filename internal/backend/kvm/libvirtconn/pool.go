@@ -121,10 +121,11 @@ var callGrace = CallGrace
 // retries on a new one. go-libvirt can deadlock at the end of a download: when libvirtd sends one more packet
 // for the call after the one go-libvirt took as the stream's end, its reader blocks handing that packet to a
 // call that has stopped listening, while holding the lock the call needs to return; the call and every later
-// one on that connection then wait for good (seen once in about fifty seed downloads right after an upload,
-// libvirt 9.0; go-libvirt's issue 241 describes the same lock held across that send). Closing the socket ends
-// neither, so Do stops waiting on its own. Only seeds are downloaded, which take milliseconds; an upload may
-// be an image, whose last acknowledgement waits for the daemon to flush it.
+// one on that connection then wait for good (go-libvirt's issue 241 describes the same lock held across that
+// send). Closing the socket ends neither, so Do stops waiting on its own. The one cause seen, libvirtd sending
+// a download's data before its reply (about one download in forty), packetOrder now removes; this stays for
+// any other, and for a daemon that stops sending. Only seeds are downloaded, which take milliseconds; an upload
+// may be an image, whose last acknowledgement waits for the daemon to flush it.
 const (
 	downloadStall = 30 * time.Second
 	uploadStall   = 2 * time.Minute
