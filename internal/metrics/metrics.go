@@ -3,8 +3,8 @@
 //
 // Two kept, packaged programs do the work (issue 40): mtail (Debian's mtail) runs Program over the JSON access
 // log (internal/proxyconf.LogFormatJSON) and counts requests by decision, reason and rule set, bytes each way,
-// and request durations; prometheus-squid-exporter (Debian's prometheus-squid-exporter) reads Squid's own
-// counters from its cache manager, on loopback only. Neither needs code of this project on the proxy: a backend
+// request durations and connect times; prometheus-squid-exporter (Debian's prometheus-squid-exporter) reads
+// Squid's own counters from its cache manager, on loopback only. Neither needs code of this project on the proxy: a backend
 // installs the packages and writes Program where mtail reads its programs.
 package metrics
 
@@ -29,6 +29,9 @@ const (
 	BytesTotal = "egress_proxy_bytes_total"
 	// RequestDuration is a histogram of request durations in seconds, by kind: KindHTTP or KindTunnel.
 	RequestDuration = "egress_proxy_request_duration_seconds"
+	// ConnectDuration is a histogram of the time Squid took to connect to the destination, in seconds, by kind:
+	// the access log's server_total_ms less its server_response_ms, where both are known.
+	ConnectDuration = "egress_proxy_connect_duration_seconds"
 	// HealthChecksTotal counts the readiness checks' requests, which RequestsTotal leaves out.
 	HealthChecksTotal = "egress_proxy_health_checks_total"
 	// LogLinesTotal counts the access log's lines mtail read, parsed or not.

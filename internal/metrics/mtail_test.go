@@ -110,6 +110,7 @@ func TestProgramCountsEachRequestOnce(t *testing.T) {
 		method                    string
 		toClient, fromClient      int
 		durationMS                int
+		connectMS                 int // -1: no connect time to observe
 	}
 	tests := map[string]struct {
 		values  map[string]string // the line's values as JSON text, by field
@@ -118,30 +119,34 @@ func TestProgramCountsEachRequestOnce(t *testing.T) {
 		health  bool              // a health check
 	}{
 		"allowed plain request": {
-			values:  map[string]string{"time": `"2026-12-05T04:40:00.123Z"`, "client": `"192.0.2.10"`, "rule_set": `"-"`, "method": `"GET"`, "host": `"example.com"`, "port": `80`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "squid_status": `"TCP_MISS"`, "bytes_to_client": `1234`, "bytes_from_client": `87`, "duration_ms": `42`, "server": `"203.0.113.5"`},
-			request: &request{"allow", "-", "-", "GET", 1234, 87, 42},
+			values:  map[string]string{"time": `"2026-12-05T04:40:00.123Z"`, "client": `"192.0.2.10"`, "rule_set": `"-"`, "method": `"GET"`, "host": `"example.com"`, "port": `80`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "squid_status": `"TCP_MISS"`, "bytes_to_client": `1234`, "bytes_from_client": `87`, "duration_ms": `42`, "server": `"203.0.113.5"`, "server_total_ms": `"40"`, "server_response_ms": `"33"`},
+			request: &request{"allow", "-", "-", "GET", 1234, 87, 42, 7},
 		},
 		"allowed tunnel of a rule set": {
-			values:  map[string]string{"rule_set": `"payments"`, "method": `"CONNECT"`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "bytes_to_client": `50000`, "bytes_from_client": `3000`, "duration_ms": `12500`},
-			request: &request{"allow", "-", "payments", "CONNECT", 50000, 3000, 12500},
+			values:  map[string]string{"rule_set": `"payments"`, "method": `"CONNECT"`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "bytes_to_client": `50000`, "bytes_from_client": `3000`, "duration_ms": `12500`, "server": `"203.0.113.6"`, "server_total_ms": `"12499"`, "server_response_ms": `"12379"`},
+			request: &request{"allow", "-", "payments", "CONNECT", 50000, 3000, 12500, 120},
+		},
+		"a tunnel the server sent nothing through": {
+			values:  map[string]string{"method": `"CONNECT"`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "bytes_to_client": `39`, "bytes_from_client": `120`, "duration_ms": `15011`, "server": `"203.0.113.6"`, "server_total_ms": `"15011"`, "server_response_ms": `"-"`},
+			request: &request{"allow", "-", "-", "CONNECT", 39, 120, 15011, -1},
 		},
 		"denied destination": {
 			values:  map[string]string{"method": `"CONNECT"`, "decision": `"deny"`, "reason": `"destination_not_allowed"`, "status": `403`, "bytes_to_client": `0`, "bytes_from_client": `120`, "duration_ms": `0`},
-			request: &request{"deny", "destination_not_allowed", "-", "CONNECT", 0, 120, 0},
+			request: &request{"deny", "destination_not_allowed", "-", "CONNECT", 0, 120, 0, -1},
 		},
 		"would deny in report mode": {
 			values:  map[string]string{"rule_set": `"rollout"`, "method": `"GET"`, "decision": `"would_deny"`, "reason": `"destination_not_allowed"`, "status": `200`, "bytes_to_client": `10`, "bytes_from_client": `90`, "duration_ms": `7`},
-			request: &request{"would_deny", "destination_not_allowed", "rollout", "GET", 10, 90, 7},
+			request: &request{"would_deny", "destination_not_allowed", "rollout", "GET", 10, 90, 7, -1},
 		},
 		// Client-controlled text is percent-encoded, but a comma or a brace may stay as it is.
 		"certificate subject with commas and braces": {
 			values:  map[string]string{"cert_subject": `"CN=a,O=b{c}"`, "user": `"alice%22"`, "method": `"GET"`, "decision": `"deny"`, "reason": `"client_not_allowed"`, "status": `403`, "bytes_to_client": `0`, "bytes_from_client": `0`, "duration_ms": `1`},
-			request: &request{"deny", "client_not_allowed", "-", "GET", 0, 0, 1},
+			request: &request{"deny", "client_not_allowed", "-", "GET", 0, 0, 1, -1},
 		},
 		// The numbers may be rendered as JSON strings.
 		"numbers as strings": {
-			values:  map[string]string{"method": `"GET"`, "decision": `"allow"`, "reason": `"-"`, "port": `"80"`, "status": `"200"`, "bytes_to_client": `"5"`, "bytes_from_client": `"6"`, "duration_ms": `"3"`},
-			request: &request{"allow", "-", "-", "GET", 5, 6, 3},
+			values:  map[string]string{"method": `"GET"`, "decision": `"allow"`, "reason": `"-"`, "port": `"80"`, "status": `"200"`, "bytes_to_client": `"5"`, "bytes_from_client": `"6"`, "duration_ms": `"3"`, "server_total_ms": `"3"`, "server_response_ms": `"1"`},
+			request: &request{"allow", "-", "-", "GET", 5, 6, 3, 2},
 		},
 		"a health check": {
 			values: map[string]string{"method": `"GET"`, "host": `"` + proxyconf.VisibleHostname + `"`, "decision": `"allow"`, "reason": `"-"`, "status": `200`, "bytes_to_client": `1500`, "bytes_from_client": `80`, "duration_ms": `0`},
@@ -150,7 +155,7 @@ func TestProgramCountsEachRequestOnce(t *testing.T) {
 		// Anything else on the health port is refused, and counts as a request like any refusal.
 		"refused on the health port": {
 			values:  map[string]string{"method": `"GET"`, "host": `"` + proxyconf.VisibleHostname + `"`, "decision": `"deny"`, "reason": `"health_port_only"`, "status": `403`, "bytes_to_client": `3300`, "bytes_from_client": `80`, "duration_ms": `0`},
-			request: &request{"deny", "health_port_only", "-", "GET", 3300, 80, 0},
+			request: &request{"deny", "health_port_only", "-", "GET", 3300, 80, 0, -1},
 		},
 		"the text format": {
 			raw: `1733373600.123 client=192.0.2.10 user=- method=GET host=example.com port=80 status=200 squid=TCP_MISS bytes=10 server=203.0.113.5 reason=-`,
@@ -189,6 +194,10 @@ func TestProgramCountsEachRequestOnce(t *testing.T) {
 		}
 		want[metricstest.Series(RequestDuration+"_count", "kind", kind)]++
 		want[metricstest.Series(RequestDuration+"_sum", "kind", kind)] += float64(r.durationMS) / 1000
+		if r.connectMS >= 0 {
+			want[metricstest.Series(ConnectDuration+"_count", "kind", kind)]++
+			want[metricstest.Series(ConnectDuration+"_sum", "kind", kind)] += float64(r.connectMS) / 1000
+		}
 	}
 	want[LogLinesTotal] = float64(len(lines))
 	appendLines(t, log, lines...)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,9 +156,19 @@ func (p *pipeline) send(t *testing.T, e exchange) {
 
 // logLine is the part of a JSON access log line the test adds up.
 type accessLine struct {
-	Host            string `json:"host"`
-	BytesToClient   int64  `json:"bytes_to_client"`
-	BytesFromClient int64  `json:"bytes_from_client"`
+	Host             string `json:"host"`
+	Method           string `json:"method"`
+	BytesToClient    int64  `json:"bytes_to_client"`
+	BytesFromClient  int64  `json:"bytes_from_client"`
+	ServerTotalMS    string `json:"server_total_ms"`
+	ServerResponseMS string `json:"server_response_ms"`
+}
+
+// connectMS is the line's connect time, as the program computes it; false where the line has none.
+func (a accessLine) connectMS() (int, bool) {
+	total, err1 := strconv.Atoi(a.ServerTotalMS)
+	response, err2 := strconv.Atoi(a.ServerResponseMS)
+	return total - response, err1 == nil && err2 == nil && total >= response
 }
 
 // accessLines are the JSON lines of Squid's access log after the first skip lines.
@@ -241,9 +252,22 @@ func testPipeline(t *testing.T, udp bool) {
 	}
 	mtailAfter, promAfter := p.caughtUp(t, want+float64(counted))
 	if !udp {
+		connects := 0
 		for _, a := range p.accessLines(t, logged) {
 			wantDelta[metricstest.Series(BytesTotal, "direction", DirectionToClient)] += float64(a.BytesToClient)
 			wantDelta[metricstest.Series(BytesTotal, "direction", DirectionFromClient)] += float64(a.BytesFromClient)
+			if _, ok := a.connectMS(); ok {
+				kind := KindHTTP
+				if a.Method == "CONNECT" {
+					kind = KindTunnel
+				}
+				wantDelta[metricstest.Series(ConnectDuration+"_count", "kind", kind)]++
+				connects++
+			}
+		}
+		// Every request that reached the upstreams has a connect time: the allowed and the would-deny ones.
+		if connects != 3+2+5 {
+			t.Errorf("%d access log lines with a connect time, want the 10 requests that reached a server", connects)
 		}
 	}
 	wantDelta[LogLinesTotal] = float64(counted)

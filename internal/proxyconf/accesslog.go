@@ -72,6 +72,12 @@ var jsonLogFields = []jsonLogField{
 	{name: "bytes_from_client", code: "%>st", number: true},
 	{name: "duration_ms", code: "%tr", number: true},
 	{name: "server", code: "%#<a"},
+	// Squid's timers of its exchange with the server, "-" where it contacted none. server_total_ms runs from its
+	// first connect attempt to its last I/O with the server; server_response_ms from the moment the request
+	// was sent (the tunnel opened, for a CONNECT) to the last byte received. Their difference is the time to
+	// connect, which Squid 5.7 does not log by itself (the metrics' connect histogram is computed so).
+	{name: "server_total_ms", code: "%#<tt"},
+	{name: "server_response_ms", code: "%#<pt"},
 }
 
 // JSONLogFields are the JSON access log's field names, in the order every line has them. They are a stable

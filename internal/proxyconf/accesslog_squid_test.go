@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -130,11 +131,35 @@ func TestJSONAccessLogOnSquid(t *testing.T) {
 						t.Errorf("%s: %s is %q, want %q\n%s", r.name, k, got[k], v, line)
 					}
 				}
+				checkServerTimers(t, r.name, got, line)
 				if strings.Contains(line, "secret") {
 					t.Errorf("%s: the line carries the URL's path or query:\n%s", r.name, line)
 				}
 			}
 		})
+	}
+}
+
+// checkServerTimers: a line whose request reached a server has Squid's total server time, and its response
+// time too unless it was a tunnel the server sent nothing through (the test's tunnels: the client sends
+// nothing), the total no less than the response time (their difference is the connect time the metrics
+// derive); one that reached none has neither.
+func checkServerTimers(t *testing.T, name string, got map[string]string, line string) {
+	t.Helper()
+	total, response := got["server_total_ms"], got["server_response_ms"]
+	if got["server"] == "-" {
+		if total != "-" || response != "-" {
+			t.Errorf("%s: no server contacted, but server_total_ms %q and server_response_ms %q\n%s", name, total, response, line)
+		}
+		return
+	}
+	if got["method"] == "CONNECT" && response == "-" {
+		response = "0"
+	}
+	tt, errT := strconv.Atoi(total)
+	pt, errP := strconv.Atoi(response)
+	if errT != nil || errP != nil || tt < pt || pt < 0 {
+		t.Errorf("%s: server_total_ms %q and server_response_ms %q: want two counts of milliseconds, the total no less\n%s", name, total, response, line)
 	}
 }
 

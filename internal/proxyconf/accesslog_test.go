@@ -15,7 +15,8 @@ import (
 func TestJSONLogFieldsAreStable(t *testing.T) {
 	t.Parallel()
 	want := []string{"time", "client", "user", "cert_subject", "rule_set", "method", "host", "port",
-		"decision", "reason", "status", "squid_status", "bytes_to_client", "bytes_from_client", "duration_ms", "server"}
+		"decision", "reason", "status", "squid_status", "bytes_to_client", "bytes_from_client", "duration_ms", "server",
+		"server_total_ms", "server_response_ms"}
 	if !slices.Equal(proxyconf.JSONLogFields, want) {
 		t.Errorf("JSONLogFields = %q, want %q", proxyconf.JSONLogFields, want)
 	}
