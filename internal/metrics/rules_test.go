@@ -103,13 +103,16 @@ func TestDashboardQueriesParse(t *testing.T) {
 // program does not export, so a renamed metric cannot leave a panel or an alert silently empty.
 func TestExamplesNameExportedMetrics(t *testing.T) {
 	t.Parallel()
-	declared := []string{RequestsTotal, BytesTotal, HealthChecksTotal, LogLinesTotal, LogLinesUnparsedTotal, RequestDuration}
+	declared := []string{RequestsTotal, BytesTotal, HealthChecksTotal, LogLinesTotal, LogLinesUnparsedTotal, RequestDuration, ConnectDuration}
 	for _, name := range declared {
 		if !regexp.MustCompile(`(?m)^(counter|histogram) ` + name + `\b`).Match(Program) {
 			t.Errorf("the program does not declare %s", name)
 		}
 	}
-	exported := append(declared, RequestDuration+"_bucket", RequestDuration+"_sum", RequestDuration+"_count")
+	exported := declared
+	for _, h := range []string{RequestDuration, ConnectDuration} {
+		exported = append(exported, h+"_bucket", h+"_sum", h+"_count")
+	}
 	rules, err := os.ReadFile(rulesFile)
 	if err != nil {
 		t.Fatal(err)
