@@ -41,6 +41,11 @@ type fakeAgent struct {
 	// disable --now stopped them); metricsBackstop is the backstop loaded when they last started.
 	metricsRunning  bool
 	metricsBackstop []byte
+	// holding: the reload hold's table is loaded with the proxy port (guest.ReloadHold); holdRefused makes
+	// nft refuse to load it. heldReloads and unheldReloads count Squid's reloads and restarts with and
+	// without the hold and its mark in place.
+	holding, holdRefused       bool
+	heldReloads, unheldReloads int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 	// loseAnswerOf makes the next guest-exec of a program line starting with it run, and its answer be lost
@@ -109,6 +114,15 @@ func (f *fakeHost) bootFromSeed(d *fakeDomain, a *fakeAgent) {
 	a.backstopLoaded = a.files[proxyconf.NftablesPath]
 	a.rsyslogLoaded = a.files[guest.RsyslogConfPath]
 	a.reload()
+}
+
+// countReload counts a reload or restart of Squid as held or not.
+func (a *fakeAgent) countReload() {
+	if _, marked := a.files[guest.ReloadMarkerPath]; marked && a.holding {
+		a.heldReloads++
+	} else {
+		a.unheldReloads++
+	}
 }
 
 func (a *fakeAgent) reload() {
@@ -367,7 +381,18 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 			return fakeExec{code: 1, errs: "squid: ERROR: No running copy"}
 		}
 		return fakeExec{}
+	case cmd == "/usr/bin/touch "+guest.ReloadMarkerPath:
+		a.files[guest.ReloadMarkerPath] = nil
+		return fakeExec{}
+	case len(argv) == 2 && argv[0] == nftBin && strings.HasPrefix(argv[1], "add table inet "+guest.ReloadHoldTable+";"):
+		hold := strings.Contains(argv[1], "add element")
+		if hold && a.holdRefused {
+			return fakeExec{code: 1, errs: "Error: Could not process rule: No such file or directory"}
+		}
+		a.holding = hold
+		return fakeExec{}
 	case cmd == "/bin/systemctl restart squid.service":
+		a.countReload()
 		if a.reconfigureFails {
 			return fakeExec{code: 1, errs: "Job for squid.service failed because the control process exited with error code."}
 		}
@@ -378,6 +403,7 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 			"Starting Squid Cache version 5.7\n"+reloadedMarker+" at conn1 local=[::]:3128\n"...)
 		return fakeExec{}
 	case cmd == squidBin+" -k reconfigure":
+		a.countReload()
 		if a.squidStopped || a.reconfigureFails {
 			return fakeExec{code: 1, errs: "squid: ERROR: Could not send signal 1 to process 312: (3) No such process"}
 		}

@@ -14,6 +14,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 )
@@ -306,6 +307,8 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 	if err := r.renameTemps(ctx, dom); err != nil {
 		return r.restore(ctx, dom, backups, abandon(err))
 	}
+	release := r.hold(ctx, dom)
+	defer release()
 	if err := r.mustRun(ctx, dom, reload...); err != nil {
 		err = r.restore(ctx, dom, append(backups, caBackups...), err)
 		if r.newPassword {
@@ -542,6 +545,8 @@ func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) e
 	}); err != nil {
 		return err
 	}
+	release := r.hold(ctx, dom)
+	defer release()
 	if err := r.mustRun(ctx, dom, r.pendingReload...); err != nil {
 		return err
 	}
@@ -551,6 +556,35 @@ func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) e
 	r.pendingReload = nil
 	return nil
 }
+
+// hold holds new connections to the proxy port while Squid reloads, and marks the reload for the VRRP track
+// script (guest.ReloadHold), so that no client is refused and no virtual address moves for a reload. It
+// returns what ends the hold, which the caller defers to run whatever the reload did: within a bound of its
+// own, should ctx have ended, and on a best effort basis, as a hold ends by itself after
+// guest.ReloadHoldSeconds. A hold that cannot be set is a note, not an error: the reload goes on as it would
+// without one.
+func (r *reconfiguration) hold(ctx context.Context, dom libvirt.Domain) (release func()) {
+	port := r.settings.Port
+	if port == 0 {
+		port = proxyconf.DefaultPort
+	}
+	for _, argv := range guest.ReloadHold(port) {
+		if err := r.mustRun(ctx, dom, argv...); err != nil {
+			r.note("new connections were not held while Squid reloaded (clients connecting then were refused): %v", err)
+			break
+		}
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit)
+		defer cancel()
+		for _, argv := range guest.ReloadRelease() {
+			_, _ = r.run(rctx, dom, argv...) // best effort, see above
+		}
+	}
+}
+
+// releaseLimit bounds the release of a hold.
+const releaseLimit = 30 * time.Second
 
 // refusal makes a failed check in the guest Permanent, with what it means. A check that did not get to run
 // (the connection broke, the agent did not answer) says nothing about the config: it stays retryable.

@@ -18,6 +18,7 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/iso9660"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/libvirtconn"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -156,8 +157,13 @@ func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
 		"/bin/cp -p " + proxyconf.ConfPath + " " + confOld,
 		"/bin/mv -f " + htpasswdNew + " " + proxyconf.HtpasswdPath,
 		"/bin/mv -f " + confNew + " " + proxyconf.ConfPath,
-		squidBin + " -k reconfigure",
-		"/bin/rm -f " + confOld,
+	}
+	for _, argv := range guest.ReloadHold(x.spec.Proxy.Port) {
+		want = append(want, strings.Join(argv, " "))
+	}
+	want = append(want, squidBin+" -k reconfigure", "/bin/rm -f "+confOld)
+	for _, argv := range guest.ReloadRelease() {
+		want = append(want, strings.Join(argv, " "))
 	}
 	if !slices.Equal(ran, want) {
 		t.Errorf("programs run:\n%s\nwant:\n%s", strings.Join(ran, "\n"), strings.Join(want, "\n"))
@@ -345,6 +351,47 @@ func TestFakeReconfigureFailureKeepsOldConfig(t *testing.T) {
 			}
 			if per["DomainSetMetadata"] != 0 {
 				t.Errorf("the metadata was written although Reconfigure failed")
+			}
+		})
+	}
+}
+
+// Squid reloads (or restarts) with new connections held and the reload marked (guest.ReloadHold), and the
+// hold ends whatever the reload did; a hold the guest refuses is a note, and the reload goes on.
+func TestFakeReconfigureHoldsConnectionsWhileSquidReloads(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		proxy                              string
+		password, reloadFails, holdRefused bool
+		wantHeld, wantUnheld               int
+	}{
+		"a reload":                  {proxy: "reconf-hold-1", wantHeld: 1},
+		"a restart, for a password": {proxy: "reconf-hold-2", password: true, wantHeld: 1},
+		"a reload that fails":       {proxy: "reconf-hold-3", reloadFails: true, wantHeld: 1},
+		"a hold the guest refuses":  {proxy: "reconf-hold-4", holdRefused: true, wantUnheld: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newReconfFixture(t, tc.proxy)
+			a := x.agent()
+			a.reconfigureFails, a.holdRefused = tc.reloadFails, tc.holdRefused
+			next := x.spec.Proxy
+			next.AllowedDestinations = []string{"denied.test"}
+			if tc.password {
+				next.Users = []proxyconf.BasicAuth{{Username: "alice", Password: "first-password"}}
+			}
+			inst, err := x.b.Reconfigure(context.Background(), x.id, next)
+			if tc.reloadFails != (err != nil) {
+				t.Fatalf("Reconfigure = %v", err)
+			}
+			if a.heldReloads != tc.wantHeld || a.unheldReloads != tc.wantUnheld {
+				t.Errorf("reloads held %d, not held %d; want %d and %d", a.heldReloads, a.unheldReloads, tc.wantHeld, tc.wantUnheld)
+			}
+			if _, marked := a.files[guest.ReloadMarkerPath]; marked || a.holding {
+				t.Errorf("after the Reconfigure: marked %v, holding %v; want the hold ended", marked, a.holding)
+			}
+			if tc.holdRefused && !slices.ContainsFunc(inst.Notes, func(n string) bool { return strings.Contains(n, "not held") }) {
+				t.Errorf("notes %q: want the hold's refusal noted", inst.Notes)
 			}
 		})
 	}

@@ -136,12 +136,19 @@ func renderKeepalived(v VRRP) []byte {
 }
 
 // renderVRRPCheck is bash: its /dev/tcp is the image's only HTTP client without Python's start-up time,
-// which under emulation is seconds.
+// which under emulation is seconds. It forks nothing unless a reload is marked.
 func renderVRRPCheck(v VRRP) []byte {
 	port := strconv.Itoa(v.healthPort())
 	return []byte(`#!/bin/bash
 # Written by terraform-provider-egress: keepalived's track script. Exits 0 when Squid's health endpoint on this
 # VM answers 200, as the provider's readiness check asks it.
+#
+# While the provider reloads Squid, its ports close for a moment and new connections are held: no reason to
+# give the address away. A mark older than the hold is a reload that never ended.
+if [[ -e ` + ReloadMarkerPath + ` ]]; then
+	printf -v now '%(%s)T' -1
+	marked=$(stat -c %Y ` + ReloadMarkerPath + ` 2>/dev/null) && (( now - marked < ` + strconv.Itoa(ReloadHoldSeconds) + ` )) && exit 0
+fi
 exec 3<>/dev/tcp/127.0.0.1/` + port + ` || exit 1
 printf 'GET ` + proxyconf.HealthPath + ` HTTP/1.1\r\nHost: 127.0.0.1:` + port + `\r\nConnection: close\r\n\r\n' >&3 || exit 1
 IFS= read -r -t 2 status <&3 || exit 1

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"bytes"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -57,8 +59,11 @@ func TestVRRPCheckScript(t *testing.T) {
 	}))
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	script := filepath.Join(t.TempDir(), "check")
-	if err := os.WriteFile(script, vrrpFile(t, testVRRP(p), VRRPCheckPath), 0o644); err != nil {
+	dir := t.TempDir()
+	script, marker := filepath.Join(dir, "check"), filepath.Join(dir, "reloading")
+	// The reload's mark in a folder of the test's own, not the machine's /run.
+	body := bytes.ReplaceAll(vrrpFile(t, testVRRP(p), VRRPCheckPath), []byte(ReloadMarkerPath), []byte(marker))
+	if err := os.WriteFile(script, body, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func() error { return exec.Command("bash", script).Run() }
@@ -73,6 +78,73 @@ func TestVRRPCheckScript(t *testing.T) {
 	if err := run(); err == nil {
 		t.Error("track script with nothing listening succeeded")
 	}
+	// A reload marked: Squid's ports are closed for it, and the script keeps the address.
+	if err := os.WriteFile(marker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil {
+		t.Errorf("track script with nothing listening during a marked reload: %v, want success", err)
+	}
+	// A mark older than the hold: a reload that never ended.
+	stale := time.Now().Add(-(ReloadHoldSeconds + 5) * time.Second)
+	if err := os.Chtimes(marker, stale, stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err == nil {
+		t.Error("track script with nothing listening and a stale reload mark succeeded")
+	}
+}
+
+// The reload hold loads (in a network namespace of the test's own), afresh when run again, and its release
+// removes it, whether one runs or not.
+func TestReloadHoldLoads(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a network namespace of its own (make test runs as root)")
+	}
+	nft := func(argv []string) (string, error) {
+		if argv[0] != nftBin {
+			return "", nil // the mark: a file, tested with the track script
+		}
+		out, err := exec.Command("nft", argv[1:]...).CombinedOutput()
+		return string(out), err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, namespace and all
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		for _, step := range [][][]string{ReloadRelease(), ReloadHold(3128), ReloadHold(3128), ReloadRelease(), ReloadRelease()} {
+			for _, argv := range step {
+				if out, err := nft(argv); err != nil {
+					t.Errorf("%q: %v\n%s", argv, err, out)
+					return
+				}
+			}
+		}
+		if out, err := exec.Command("nft", "list", "table", "inet", ReloadHoldTable).CombinedOutput(); err == nil {
+			t.Errorf("the hold's table is still there after its release:\n%s", out)
+		}
+		for _, argv := range ReloadHold(3128) {
+			if out, err := nft(argv); err != nil {
+				t.Errorf("%q: %v\n%s", argv, err, out)
+				return
+			}
+		}
+		out, err := exec.Command("nft", "list", "table", "inet", ReloadHoldTable).CombinedOutput()
+		if err != nil {
+			t.Errorf("nft list: %v\n%s", err, out)
+			return
+		}
+		listed := string(out)
+		if strings.Count(listed, "3128 timeout") != 1 || !strings.Contains(listed, "drop") || !strings.Contains(listed, `iifname != "lo"`) {
+			t.Errorf("the hold's table does not drop new connections to port 3128 alone, from outside:\n%s", out)
+		}
+	}()
+	<-done
 }
 
 // The VRRP table loads (in a network namespace of the test's own) and admits the peers alone.
