@@ -28,6 +28,8 @@ type Fault struct {
 
 	fired int
 	rnd   *rand.Rand
+	// pause, when set, holds the request instead of failing it (PauseNext).
+	pause *Pause
 }
 
 // AddFault installs f.

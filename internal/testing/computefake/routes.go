@@ -32,62 +32,66 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	f := s.fault(r)
-	token := s.opts.Token
-	s.mu.Unlock()
-	status := 0
-	s.mu.Lock()
 	arrived := s.now()
 	s.mu.Unlock()
+	status := 0
 	defer func() {
 		s.mu.Lock()
 		s.log = append(s.log, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status, Time: arrived})
 		s.mu.Unlock()
 	}()
+	if st, paused := s.servePaused(w, f, func(w http.ResponseWriter) int { return s.handle(w, r, nil) }); paused {
+		status = st
+		return
+	}
 	if f != nil && !f.After {
 		status = f.apply(w)
 		return
 	}
+	status = s.handle(w, r, f)
+}
+
+// handle checks and routes a request, and returns its status. With f (a fault that fires after), the work is
+// done and the answer lost: f's answer is given instead.
+func (s *Server) handle(w http.ResponseWriter, r *http.Request, f *Fault) int {
+	s.mu.Lock()
+	token := s.opts.Token
+	s.mu.Unlock()
 	if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
-		status = http.StatusUnauthorized
-		writeError(w, status, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
-		return
+		writeError(w, http.StatusUnauthorized, "authError", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project.")
+		return http.StatusUnauthorized
 	}
 	if st, ok := s.serveResourceManager(w, r); ok {
-		status = st
-		return
+		return st
 	}
 	// Every request is checked against the discovery document before any route sees it (discovery.go).
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		status = http.StatusBadRequest
-		writeError(w, status, "invalid", "reading the request body: "+err.Error())
-		return
+		writeError(w, http.StatusBadRequest, "invalid", "reading the request body: "+err.Error())
+		return http.StatusBadRequest
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if e := s.checkRequest(r, body); e != nil {
-		status = e.status
-		writeError(w, status, e.reason, e.message)
-		return
+		writeError(w, e.status, e.reason, e.message)
+		return e.status
 	}
 	// Then the caller's permissions (iam.go), which may depend on what the fake holds (an address, an instance).
 	s.mu.Lock()
 	denied := s.authorize(r, body)
 	s.mu.Unlock()
 	if denied != nil {
-		status = denied.status
-		writeError(w, status, denied.reason, denied.message)
-		return
+		writeError(w, denied.status, denied.reason, denied.message)
+		return denied.status
 	}
 	if f != nil {
 		// Do the work, then lose the answer.
 		sw := &statusWriter{ResponseWriter: discard{h: w.Header()}}
 		s.route(sw, r)
-		status = f.apply(w)
-		return
+		return f.apply(w)
 	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	s.route(sw, r)
-	status = sw.status
+	return sw.status
 }
 
 // discard is a ResponseWriter that throws the answer away.

@@ -75,6 +75,7 @@ type Server struct {
 	exhausted map[string]bool
 	brokenZ   map[string]string
 	faults    []*Fault
+	pauses    []*Pause
 	log       []Request
 	seq       uint64
 	nextHost  int
@@ -122,8 +123,11 @@ func New(opts Options) *Server {
 	return s
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+// Close stops the server, dropping first the requests pauses hold.
+func (s *Server) Close() {
+	s.dropPauses()
+	s.srv.Close()
+}
 
 // RegionOf returns the region of a zone name.
 func RegionOf(zone string) string {
@@ -223,6 +227,19 @@ func (s *Server) Address(project, region, name string) *computepb.Address {
 		return clone(a)
 	}
 	return nil
+}
+
+// Addresses returns copies of every stored regional address, sorted by self link.
+func (s *Server) Addresses() []*computepb.Address {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance()
+	var out []*computepb.Address
+	for _, a := range s.addresses {
+		out = append(out, clone(a))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetSelfLink() < out[j].GetSelfLink() })
+	return out
 }
 
 // DeleteInstance removes an instance at once, as someone acting behind the provider's back would.
