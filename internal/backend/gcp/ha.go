@@ -177,6 +177,19 @@ func (b *Backend) createHA(ctx context.Context, spec backend.Spec, pl backend.Pl
 	case !backend.IsNotFound(err):
 		return backend.Instance{}, err
 	}
+	// VMs of this proxy's id that another proxy made (a create of the name killed before the CLI recorded
+	// it) are refused before anything is made: a VM made beside them would mix the two proxies under one
+	// id, which haPartial would record and no delete could then remove whole. Refused, they stay what the
+	// orphan list shows.
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	for _, in := range vms {
+		if err := ownedBy(backend.OwnershipOfSpec(spec), instanceObject(project, lastSegment(in.GetZone()), in.GetName()), in.GetLabels()); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	zones, err := b.regionZones(ctx, p, region, zone)
 	if err != nil {
 		return backend.Instance{}, err
