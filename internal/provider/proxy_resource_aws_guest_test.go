@@ -73,8 +73,10 @@ func TestAccProxyAWS_guestWait(t *testing.T) {
 				ConfigPlanChecks: update,
 			},
 			{
-				PreConfig:   func() { fake.SetGuest(awsTestRegion, name, ec2fake.GuestSilent) },
-				Config:      awsConfig(t, fake, "", awsWaitedProxy(fake, "c.example", "5s")),
+				PreConfig: func() { fake.SetGuest(awsTestRegion, name, ec2fake.GuestSilent) },
+				// Long enough for the update to write the parameters on a loaded machine under the race detector (5 s
+				// was not, once: the write itself timed out), so that what times out is the wait.
+				Config:      awsConfig(t, fake, "", awsWaitedProxy(fake, "c.example", "30s")),
 				ExpectError: regexp.MustCompile(`(?s)waiting\s+for\s+the\s+guest\s+to\s+apply\s+config`),
 			},
 		},

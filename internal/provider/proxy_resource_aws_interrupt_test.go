@@ -9,10 +9,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	awsguest "github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
@@ -118,6 +122,9 @@ type awsKillPoint struct {
 	name string
 	// staticIP asks for an Elastic IP of the proxy's own.
 	staticIP bool
+	// instances is how many instances the proxy has, each in a subnet of its own behind a load balancer; 0 is
+	// one.
+	instances int
 	// arm prepares the fake before the apply starts, and returns what waits for the point: the pause holding
 	// the request the provider process is killed in, once reached.
 	arm func(fake *ec2fake.Server) func() *ec2fake.Pause
@@ -129,9 +136,24 @@ type awsKillPoint struct {
 
 // pauseAt arms a pause of the next request of action.
 func pauseAt(action string, after bool) func(*ec2fake.Server) func() *ec2fake.Pause {
+	return pauseAtNth(action, 1, after)
+}
+
+// pauseAtNth arms a pause of the nth next request of action: each one before it is held in its turn, the
+// next pause armed while it waits (so that no request of action slips by), and let go.
+func pauseAtNth(action string, n int, after bool) func(*ec2fake.Server) func() *ec2fake.Pause {
 	return func(fake *ec2fake.Server) func() *ec2fake.Pause {
 		p := fake.PauseNext(action, after)
-		return func() *ec2fake.Pause { <-p.Reached(); return p }
+		return func() *ec2fake.Pause {
+			for range n - 1 {
+				<-p.Reached()
+				next := fake.PauseNext(action, after)
+				p.Resume()
+				p = next
+			}
+			<-p.Reached()
+			return p
+		}
 	}
 }
 
@@ -177,7 +199,8 @@ func (o awsObject) what() string {
 
 // awsObjects lists the fake's proxy objects: live instances, security groups but the VPC's default, Elastic
 // IPs and parameters under the proxies' prefix.
-func awsObjects(fake *ec2fake.Server) map[string]awsObject {
+func awsObjects(t *testing.T, fake *ec2fake.Server) map[string]awsObject {
+	t.Helper()
 	out := map[string]awsObject{}
 	add := func(o awsObject) { out[o.kind+" "+o.id] = o }
 	for _, in := range liveInstances(fake) {
@@ -196,6 +219,49 @@ func awsObjects(fake *ec2fake.Server) map[string]awsObject {
 			name, _, _ := strings.Cut(rest, "/")
 			add(awsObject{"parameter", p.Name, name, p.Tags[backend.LabelUID]})
 		}
+	}
+	for _, o := range elbObjects(t, fake) {
+		add(o)
+	}
+	return out
+}
+
+// elbObjects lists the fake's load balancers and target groups, read as an administrator would, with the
+// proxy name and uid their tags carry.
+func elbObjects(t *testing.T, fake *ec2fake.Server) []awsObject {
+	t.Helper()
+	if len(fake.LoadBalancers(awsTestRegion))+len(fake.TargetGroups(awsTestRegion)) == 0 {
+		return nil // no request to the fake where there is nothing to read
+	}
+	ctx := t.Context()
+	admin := elb.NewFromConfig(fake.AdminAWSConfig(awsTestRegion))
+	var out []awsObject
+	tagged := func(kind, id, arn string) {
+		got, err := admin.DescribeTags(ctx, &elb.DescribeTagsInput{ResourceArns: []string{arn}})
+		if err != nil {
+			t.Fatalf("reading the tags of %s %s: %v", kind, id, err)
+		}
+		tags := map[string]string{}
+		for _, d := range got.TagDescriptions {
+			for _, tag := range d.Tags {
+				tags[awssdk.ToString(tag.Key)] = awssdk.ToString(tag.Value)
+			}
+		}
+		out = append(out, awsObject{kind, id, tags["Name"], tags[backend.LabelUID]})
+	}
+	lbs, err := admin.DescribeLoadBalancers(ctx, &elb.DescribeLoadBalancersInput{})
+	if err != nil {
+		t.Fatalf("listing the load balancers: %v", err)
+	}
+	for _, lb := range lbs.LoadBalancers {
+		tagged("load balancer", awssdk.ToString(lb.LoadBalancerName), awssdk.ToString(lb.LoadBalancerArn))
+	}
+	tgs, err := admin.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{})
+	if err != nil {
+		t.Fatalf("listing the target groups: %v", err)
+	}
+	for _, tg := range tgs.TargetGroups {
+		tagged("target group", awssdk.ToString(tg.TargetGroupName), awssdk.ToString(tg.TargetGroupArn))
 	}
 	return out
 }
@@ -368,12 +434,46 @@ func TestAccProxyAWS_killedApply(t *testing.T) {
 	}
 }
 
+// A proxy of three instances killed in its create: after its first instance (which a proxy of one shares),
+// at its second, and around its load balancer. Every object is adopted or its proxy listed, as for one.
+var awsSeveralKillPoints = []awsKillPoint{
+	{name: "the first instance running, the second launched, its answer lost", instances: 3, arm: pauseAtNth("RunInstances", 2, true)},
+	{name: "the members running, the target group made, no load balancer", instances: 3, arm: pauseAt("CreateLoadBalancer", false)},
+	{name: "the load balancer made, its answer lost", instances: 3, arm: pauseAt("CreateLoadBalancer", true)},
+	{name: "the listener made, its answer lost", instances: 3, arm: pauseAt("CreateListener", true)},
+}
+
+func TestAccProxyAWS_killedApplyOfSeveral(t *testing.T) {
+	inProcess := serveForKillTests(t)
+	for _, kp := range awsSeveralKillPoints {
+		for _, named := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, name %s", kp.name, map[bool]string{true: "set", false: "unset"}[named]), func(t *testing.T) {
+				testAWSKilledApply(t, inProcess, kp, named, false)
+			})
+		}
+	}
+}
+
 func awsKillProxy(fake *ec2fake.Server, name, instanceType string, staticIP bool) string {
+	return awsKillProxyOf(fake, name, instanceType, staticIP, 0)
+}
+
+// awsKillProxyOf is awsKillProxy of instances instances (0: one), several placed in every subnet of the
+// region.
+func awsKillProxyOf(fake *ec2fake.Server, name, instanceType string, staticIP bool, instances int) string {
+	placement := fmt.Sprintf("subnet_id = %q", fake.Subnets(awsTestRegion)[0].ID)
+	if instances > 1 {
+		var subnets []string
+		for _, sn := range fake.Subnets(awsTestRegion) {
+			subnets = append(subnets, strconv.Quote(sn.ID))
+		}
+		placement = fmt.Sprintf("subnet_ids = [%s]\n    instances = %d", strings.Join(subnets, ", "), instances)
+	}
 	return fmt.Sprintf(`
 resource "egress_proxy" "test" {
   %s
   aws = {
-    subnet_id            = %q
+    %s
     iam_instance_profile = "egress-proxy"
     instance_type        = %q
     static_egress_ip     = %t
@@ -381,7 +481,7 @@ resource "egress_proxy" "test" {
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [".example.com"]
 }
-`, name, fake.Subnets(awsTestRegion)[0].ID, instanceType, staticIP)
+`, name, placement, instanceType, staticIP)
 }
 
 func testAWSKilledApply(t *testing.T, inProcess string, kp awsKillPoint, named, cliOnly bool) {
@@ -390,7 +490,7 @@ func testAWSKilledApply(t *testing.T, inProcess string, kp awsKillPoint, named, 
 	if named {
 		name = `name = "egress-acc"`
 	}
-	cli := newAWSCLI(t, awsConfig(t, fake, "", awsKillProxy(fake, name, "t3.micro", kp.staticIP)))
+	cli := newAWSCLI(t, awsConfig(t, fake, "", awsKillProxyOf(fake, name, "t3.micro", kp.staticIP, kp.instances)))
 	cli.mustRun(inProcess, "init")
 	made := cli.killedApply(fake, kp, cliOnly)
 	if id, _, _ := cli.stateProxy(inProcess); id != "" {
@@ -578,7 +678,7 @@ func (c *awsCLI) killedApply(fake *ec2fake.Server, kp awsKillPoint, cliOnly bool
 		}
 		provider.kill()
 	}
-	made := awsObjects(fake)
+	made := awsObjects(t, fake)
 	if len(made) == 0 {
 		t.Fatal("the killed apply left nothing: the point is too early to test anything")
 	}
@@ -617,7 +717,7 @@ func (c *awsCLI) recoverAfterKill(fake *ec2fake.Server, inProcess string, made m
 	}
 	orphans := awsOrphans(t, fake, inProcess, known)
 
-	now := awsObjects(fake)
+	now := awsObjects(t, fake)
 	var leaked []string
 	leakedIDs = map[string]bool{}
 	for key, o := range made {
@@ -669,7 +769,7 @@ const (
 func checkNothingLeft(t *testing.T, fake *ec2fake.Server, leaked map[string]bool) {
 	t.Helper()
 	var left []string
-	for key, o := range awsObjects(fake) {
+	for key, o := range awsObjects(t, fake) {
 		if !leaked[key] {
 			left = append(left, fmt.Sprintf("%s %s (%s)", o.kind, o.id, o.name))
 		}
