@@ -73,6 +73,11 @@ func checkBootedGuest(t *testing.T, b *Backend, spec backend.Spec, inst backend.
 // netnsDial dials from inside the named network namespace: the socket is made on a thread moved into it.
 // The thread is never moved back; it ends with its goroutine (locked threads are not reused).
 func netnsDial(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return netnsDialWithin(name, 3*time.Second)
+}
+
+// netnsDialWithin is netnsDial with a connect timeout of timeout.
+func netnsDialWithin(name string, timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		type result struct {
 			c   net.Conn
@@ -91,7 +96,7 @@ func netnsDial(name string) func(ctx context.Context, network, addr string) (net
 				ch <- result{nil, fmt.Errorf("entering network namespace %s: %w", name, err)}
 				return
 			}
-			d := net.Dialer{Timeout: 3 * time.Second}
+			d := net.Dialer{Timeout: timeout}
 			c, err := d.DialContext(ctx, network, addr)
 			ch <- result{c, err}
 		}()

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +25,8 @@ const failoverBound = 30 * time.Second
 
 // TestLiveFailoverVRRP boots a proxy of two instances from the project's image (side by side), checks that
 // clients reach it at its virtual address, then, with a client in the test namespace sending a request
-// through the virtual address every 100 ms, destroys the VM holding the address and measures how long until
+// through the virtual address every 100 ms: changes its rules in place (Reconfigure, one instance at a time),
+// during which no request may fail; and destroys the VM holding the address and measures how long until
 // requests succeed again: the other VM must take the address and serve. Get then reports the proxy Degraded,
 // the destroyed VM as the unhealthy member.
 func TestLiveFailoverVRRP(t *testing.T) {
@@ -66,22 +68,33 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	}
 
 	client := &http.Client{
-		Timeout: 2 * time.Second,
+		// Long enough for an answer of a guest under emulation on a loaded machine: a failure here is an error or
+		// a refusal, not slowness. Requests to the destroyed VM fail later so, which changes nothing measured:
+		// service is back at the first success.
+		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
-			Proxy:             http.ProxyURL(&url.URL{Scheme: "http", Host: net.JoinHostPort(vip, strconv.Itoa(inst.Port))}),
-			DialContext:       netnsDial(liveNetns()),
+			Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: net.JoinHostPort(vip, strconv.Itoa(inst.Port))}),
+			// A connect may wait for TCP's retransmissions (the first a second later, the next two more): while a
+			// VM's Squid reloads, new connections are held so, not refused. A client whose own connect timeout
+			// is shorter than that wait sees a timeout instead (one of 3 s did, four times in a run); this one
+			// waits as long as its whole request may take, as curl's and Go's defaults do and longer.
+			DialContext:       netnsDialWithin(liveNetns(), 10*time.Second),
 			DisableKeepAlives: true, // every request a new connection, as a fleet's clients make them
 		},
 	}
 	target := fmt.Sprintf("http://allowed.test:%d/", upstreamPort)
-	ok := func() bool {
+	get := func() error {
 		resp, err := client.Get(target)
 		if err != nil {
-			return false
+			return err
 		}
 		_ = resp.Body.Close() // only the status matters
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
 	}
+	ok := func() bool { return get() == nil }
 	// Squid's reload of the names just given takes a moment in the guest.
 	waitFor(t, time.Minute, "a request through the virtual address "+vip+" to succeed", ok)
 	// Both instances run keepalived (each starts it after its Squid answers): the one without the address is
@@ -104,12 +117,12 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	// The client loop, bounded in count and time: a request starts every 100 ms, each on a new connection and
 	// in its own goroutine, so a request hanging on the lost VM does not hold back the next.
 	type result struct {
-		started, ended time.Time
-		ok             bool
+		started, ended time.Time // ended zero while the request is in flight
+		err            error
 	}
 	var (
 		mu      sync.Mutex
-		results []result
+		results []*result
 		flying  sync.WaitGroup
 	)
 	stop := make(chan struct{})
@@ -119,18 +132,20 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		defer flying.Wait()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < 1200; i++ { // at most 2 minutes of requests
+		for i := 0; i < 6000; i++ { // at most 10 minutes of requests
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
 			}
+			r := &result{started: time.Now()}
+			mu.Lock()
+			results = append(results, r)
+			mu.Unlock()
 			flying.Go(func() {
-				r := result{started: time.Now()}
-				r.ok = ok()
-				r.ended = time.Now()
+				err := get()
 				mu.Lock()
-				results = append(results, r)
+				r.err, r.ended = err, time.Now()
 				mu.Unlock()
 			})
 		}
@@ -141,14 +156,56 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		defer mu.Unlock()
 		var first time.Time
 		for _, r := range results {
-			if r.ok && r.started.After(after) && (first.IsZero() || r.ended.Before(first)) {
+			if !r.ended.IsZero() && r.err == nil && r.started.After(after) && (first.IsZero() || r.ended.Before(first)) {
 				first = r.ended
 			}
 		}
 		return first, !first.IsZero()
 	}
-	// Requests succeed before anything is destroyed.
+	// Requests succeed before anything is changed.
 	waitFor(t, time.Minute, "the client loop's first success", func() bool { _, ok := succeeded(time.Time{}); return ok })
+
+	// An in-place rule change under that traffic: each instance hands the virtual address on before its Squid
+	// reloads (a reload closes Squid's listening port for a moment), so no request through it fails.
+	changed := spec.Proxy
+	changed.AllowedDestinations = append(slices.Clone(spec.Proxy.AllowedDestinations), "other.test")
+	changing := time.Now()
+	if _, err := b.Reconfigure(ctxFor(t, callLimit), id, changed); err != nil {
+		t.Fatalf("Reconfigure under traffic: %v", err)
+	}
+	changeEnded := time.Now()
+	t.Logf("Reconfigure of the two instances under traffic: %s; %s holds the virtual address now", changeEnded.Sub(changing).Round(100*time.Millisecond), vipHolder(t, b, inst.Members, vip))
+	waitFor(t, time.Minute, "the requests started during the change to end", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range results {
+			if r.ended.IsZero() && !r.started.After(changeEnded) {
+				return false
+			}
+		}
+		return true
+	})
+	var during, failedDuring int
+	mu.Lock()
+	for _, r := range results {
+		if r.started.Before(changing) || r.started.After(changeEnded) {
+			continue
+		}
+		during++
+		if r.err != nil {
+			failedDuring++
+			t.Errorf("a request started %s into the change failed after %s: %v", r.started.Sub(changing).Round(10*time.Millisecond), r.ended.Sub(r.started).Round(10*time.Millisecond), r.err)
+		}
+	}
+	mu.Unlock()
+	t.Logf("IN-PLACE CHANGE: %d of %d requests through the virtual address during the change failed", failedDuring, during)
+	if during == 0 {
+		t.Error("no request was sent during the change: the test measured nothing")
+	}
+	holder = vipHolder(t, b, inst.Members, vip)
+	if holder == "" {
+		t.Fatalf("no instance holds the virtual address %s after the change", vip)
+	}
 
 	destroyed := time.Now()
 	inspect(t, b, func(l api) error {
@@ -169,7 +226,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	back, _ := succeeded(destroyed) // every request has ended: the earliest success is final
 	failed := 0
 	for _, r := range results {
-		if !r.ok && r.started.After(destroyed) {
+		if r.err != nil && r.started.After(destroyed) {
 			failed++
 		}
 	}
