@@ -109,14 +109,7 @@ func TestReloadHoldLoads(t *testing.T) {
 		out, err := exec.Command("nft", argv[1:]...).CombinedOutput()
 		return string(out), err
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, namespace and all
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
+	inOwnNetns(t, func() {
 		for _, step := range [][][]string{ReloadRelease(), ReloadHold(3128), ReloadHold(3128), ReloadRelease(), ReloadRelease()} {
 			for _, argv := range step {
 				if out, err := nft(argv); err != nil {
@@ -143,6 +136,22 @@ func TestReloadHoldLoads(t *testing.T) {
 		if strings.Count(listed, "3128 timeout") != 1 || !strings.Contains(listed, "drop") || !strings.Contains(listed, `iifname != "lo"`) {
 			t.Errorf("the hold's table does not drop new connections to port 3128 alone, from outside:\n%s", out)
 		}
+	})
+}
+
+// inOwnNetns runs fn in a network namespace of its own, on a thread that ends with it (namespace and all), and
+// returns when fn does. fn reports with t.Errorf and returns, never t.Fatal: it runs on another goroutine.
+func inOwnNetns(t *testing.T, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked, see above
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			t.Errorf("unshare: %v", err)
+			return
+		}
+		fn()
 	}()
 	<-done
 }
@@ -162,14 +171,7 @@ func TestVRRPNftablesLoads(t *testing.T) {
 	if err := os.WriteFile(f, vrrpFile(t, v, VRRPNftablesPath), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine, namespace and all
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			t.Errorf("unshare: %v", err)
-			return
-		}
+	inOwnNetns(t, func() {
 		// Twice: the guest loads it before every start of keepalived.
 		for range 2 {
 			if out, err := exec.Command("nft", "-f", f).CombinedOutput(); err != nil {
@@ -186,8 +188,7 @@ func TestVRRPNftablesLoads(t *testing.T) {
 			!strings.Contains(string(out), "drop") {
 			t.Errorf("the loaded table does not admit the two peers alone:\n%s", out)
 		}
-	}()
-	<-done
+	})
 }
 
 func TestVRRPRefusesBadGroups(t *testing.T) {
