@@ -354,52 +354,7 @@ func (c *awsCLI) stateProxyEgress(reattach string) (id, name, uid, egress string
 // holds: their ids by name.
 func awsOrphans(t *testing.T, fake *ec2fake.Server, reattach string, known []string) map[string]string {
 	t.Helper()
-	c := newAWSCLI(t, awsConfig(t, fake, "", `
-variable "known" {
-  type = list(string)
-}
-data "egress_proxy_orphans" "all" {
-  backends  = ["aws"]
-  min_age   = "0s"
-  known_ids = var.known
-}
-output "orphans" {
-  value = data.egress_proxy_orphans.all.orphans
-}
-output "incomplete" {
-  value = data.egress_proxy_orphans.all.incomplete
-}
-`))
-	knownJSON, _ := json.Marshal(append([]string{}, known...)) // [] when none, not null
-	c.env = append(c.env, "TF_VAR_known="+string(knownJSON))
-	c.mustRun(reattach, "init")
-	c.mustRun(reattach, "apply", "-auto-approve")
-	out, err := c.cmd(reattach, "output", "-json").Output()
-	if err != nil {
-		t.Fatalf("output -json: %v", err)
-	}
-	var outputs struct {
-		Orphans struct {
-			Value []struct {
-				ID, Name, State string
-			} `json:"value"`
-		} `json:"orphans"`
-		Incomplete struct {
-			Value bool `json:"value"`
-		} `json:"incomplete"`
-	}
-	if err := json.Unmarshal(out, &outputs); err != nil {
-		t.Fatalf("reading the outputs: %v\n%s", err, out)
-	}
-	if outputs.Incomplete.Value {
-		t.Fatalf("egress_proxy_orphans could not list every region: %s", out)
-	}
-	ids := map[string]string{}
-	for _, o := range outputs.Orphans.Value {
-		ids[o.Name] = o.ID
-		t.Logf("egress_proxy_orphans lists %s (%s)", o.ID, o.State)
-	}
-	return ids
+	return listOrphans(t, awsConfig(t, fake, "", ""), "aws", reattach, known)
 }
 
 // serveForKillTests checks the kill tests can run and serves the real provider in this process for the CLI

@@ -270,12 +270,34 @@ const RoleFile = "examples/permissions/gcp/egress-proxy-role.yaml"
 // DocumentedRole reads RoleFile from the repository this package is built in, so that tests run with exactly
 // the permissions the documentation grants: a permission the backend needs and the file lacks fails them.
 func DocumentedRole() (Role, error) {
-	_, self, _, ok := runtime.Caller(0)
-	if !ok {
-		return Role{}, fmt.Errorf("computefake: cannot locate the repository")
+	root, err := repositoryRoot()
+	if err != nil {
+		return Role{}, err
 	}
-	root := filepath.Join(filepath.Dir(self), "..", "..", "..")
 	return ReadRole(filepath.Join(root, RoleFile))
+}
+
+// repositoryRoot is the repository this package is built in: three folders up from this file, or, in a build
+// with -trimpath (whose file names are module paths, as make test's non-race builds are), the nearest folder
+// at or above the working directory (a test's is its package's) that holds go.mod.
+func repositoryRoot() (string, error) {
+	if _, self, _, ok := runtime.Caller(0); ok && filepath.IsAbs(self) {
+		return filepath.Join(filepath.Dir(self), "..", "..", ".."), nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("computefake: cannot locate the repository: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("computefake: cannot locate the repository: no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
 }
 
 // ReadRole reads a custom role's YAML definition, refusing fields gcloud's file does not have and a
