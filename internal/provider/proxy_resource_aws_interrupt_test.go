@@ -593,35 +593,9 @@ func (c *awsCLI) write(config string) {
 func (c *awsCLI) killedApply(fake *ec2fake.Server, kp awsKillPoint, cliOnly bool) map[string]awsObject {
 	t := c.t
 	t.Helper()
-	provider := startProviderProcess(t)
 	reached := kp.arm(fake)
-	var out testutil.LockedBuffer
-	apply := c.cmd(provider.reattach, "apply", "-auto-approve")
-	apply.Stdout, apply.Stderr = &out, &out
-	if err := apply.Start(); err != nil {
-		t.Fatal(err)
-	}
-	applied := make(chan error, 1)
-	go func() { applied <- apply.Wait() }()
-	at := make(chan *ec2fake.Pause, 1)
-	go func() { at <- reached() }()
 	var pause *ec2fake.Pause
-	select {
-	case pause = <-at:
-	case err := <-applied:
-		t.Fatalf("the apply ended (%v) before it reached the point:\n%s\nthe provider's stderr:\n%s", err, out.String(), provider.stderr.String())
-	case <-time.After(2 * time.Minute):
-		_ = apply.Process.Kill()
-		t.Fatalf("the apply did not reach the point in 2 minutes:\n%s", out.String())
-	}
-	// kill -9: nothing more is sent by what dies, nothing is recorded.
-	if !cliOnly {
-		provider.kill()
-	}
-	_ = apply.Process.Signal(syscall.SIGKILL)
-	if err := <-applied; err == nil {
-		t.Fatalf("the apply killed at the point exited 0:\n%s", out.String())
-	}
+	provider := killApplyAt(c, func() { pause = reached() }, cliOnly)
 	// The held request's client is gone: a request held before the fake handled it is never handled, one
 	// held after keeps its change.
 	pause.Drop()

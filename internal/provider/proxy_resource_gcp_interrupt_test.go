@@ -131,7 +131,7 @@ func gcpKilledApply(c *awsCLI, fake *computefake.Server, kp gcpKillPoint) map[st
 		for _, p := range pauses {
 			<-p.Reached()
 		}
-	})
+	}, false)
 	// The held requests' client is gone: one held before the fake handled it is never handled, one held
 	// after keeps its change.
 	for _, p := range pauses {
@@ -151,9 +151,10 @@ func gcpKilledApply(c *awsCLI, fake *computefake.Server, kp gcpKillPoint) map[st
 }
 
 // killApplyAt runs an apply of c's configuration against a provider process of its own until reached
-// returns (the fake holds the point's requests), then kills the provider process and the CLI with SIGKILL:
-// nothing more is sent by what dies, nothing is recorded.
-func killApplyAt(c *awsCLI, reached func()) {
+// returns (the fake holds the point's requests), then kills the CLI with SIGKILL, and the provider process
+// too unless cliOnly: nothing more is sent by what dies, nothing is recorded. It returns the provider process,
+// alive when cliOnly.
+func killApplyAt(c *awsCLI, reached func(), cliOnly bool) *providerProcess {
 	t := c.t
 	t.Helper()
 	provider := startProviderProcess(t)
@@ -175,11 +176,14 @@ func killApplyAt(c *awsCLI, reached func()) {
 		_ = apply.Process.Kill()
 		t.Fatalf("the apply did not reach the point in 2 minutes:\n%s", out.String())
 	}
-	provider.kill()
+	if !cliOnly {
+		provider.kill()
+	}
 	_ = apply.Process.Signal(syscall.SIGKILL)
 	if err := <-applied; err == nil {
 		t.Fatalf("the apply killed at the point exited 0:\n%s", out.String())
 	}
+	return provider
 }
 
 // gcpObject is one object of the Compute fake that a proxy is made of.
