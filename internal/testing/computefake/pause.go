@@ -5,48 +5,24 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"sync"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
-// Pause holds one request in the fake until the test lets it go on or drops it, so that a test acts at a
-// known point of a client's sequence of requests (kills the client while that request is in flight) by the
-// event, not by a guessed duration.
-type Pause struct {
-	reached chan struct{}
-	end     chan bool // true: go on; false: drop
-	once    sync.Once
-}
+// Pause holds one request in the fake until the test lets it go on (Resume) or drops it (Drop).
+type Pause = testutil.Pause
 
 // PauseNext holds the next request of method ("" any) whose path matches pathRE (nil any): before the fake
 // handles it, or, with after, once it is handled (the change made; for an insert with no operation latency,
 // the object exists) and before it is answered. The request waits until Resume or Drop; Reached is closed
 // once it waits. Close drops every pause still holding a request, so that the server can close.
 func (s *Server) PauseNext(method string, pathRE *regexp.Regexp, after bool) *Pause {
-	p := &Pause{reached: make(chan struct{}), end: make(chan bool, 1)}
+	p := testutil.NewPause()
 	s.AddFault(Fault{Method: method, PathRE: pathRE, After: after, Times: 1, pause: p})
 	s.mu.Lock()
 	s.pauses = append(s.pauses, p)
 	s.mu.Unlock()
 	return p
-}
-
-// Reached is closed once the paused request waits.
-func (p *Pause) Reached() <-chan struct{} { return p.reached }
-
-// Resume lets the held request go on as if it had not been held.
-func (p *Pause) Resume() { p.finish(true) }
-
-// Drop closes the held request's connection unanswered. A request held before it was handled is then never
-// handled (its client gave up, or died, before Compute Engine acted on it); one held after keeps its change,
-// and its answer is lost.
-func (p *Pause) Drop() { p.finish(false) }
-
-func (p *Pause) finish(resume bool) { p.once.Do(func() { p.end <- resume }) }
-
-// hold makes the request wait for Resume (true) or Drop (false). The caller does not hold s.mu.
-func (p *Pause) hold() bool {
-	close(p.reached)
-	return <-p.end
 }
 
 // dropPauses drops every pause, for Close.
@@ -68,7 +44,7 @@ func (s *Server) servePaused(w http.ResponseWriter, f *Fault, handle func(http.R
 		return 0, false
 	}
 	if !f.After {
-		if !f.pause.hold() {
+		if !f.pause.Hold() {
 			dropConnection(w)
 			return 0, true
 		}
@@ -76,7 +52,7 @@ func (s *Server) servePaused(w http.ResponseWriter, f *Fault, handle func(http.R
 	}
 	rec := httptest.NewRecorder()
 	status := handle(rec)
-	if !f.pause.hold() {
+	if !f.pause.Hold() {
 		dropConnection(w)
 		return 0, true
 	}

@@ -4,7 +4,8 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"sync"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // Fault makes matching requests fail. Faults are checked in the order they were added; the first that
@@ -49,43 +50,18 @@ func (s *Server) LoseNextAnswer(action string) {
 	s.AddFault(Fault{Action: action, Drop: true, After: true, Times: 1})
 }
 
-// Pause holds one request in the fake until the test lets it go on or drops it, so that a test acts at a
-// known point of a client's sequence of requests (kills the client while that request is in flight) by the
-// event, not by a guessed duration.
-type Pause struct {
-	reached chan struct{}
-	end     chan bool // true: go on; false: drop
-	once    sync.Once
-}
+// Pause holds one request in the fake until the test lets it go on (Resume) or drops it (Drop).
+type Pause = testutil.Pause
 
 // PauseNext holds the next request of action: before the fake handles it, or, with after, once it is
 // handled (the change made) and before it is answered. The request waits until Resume or Drop; Reached is
 // closed once it waits. A pause still holding a request when the test ends is dropped, so that the server
 // can close.
 func (s *Server) PauseNext(action string, after bool) *Pause {
-	p := &Pause{reached: make(chan struct{}), end: make(chan bool, 1)}
+	p := testutil.NewPause()
 	s.AddFault(Fault{Action: action, After: after, Times: 1, pause: p})
 	s.t.Cleanup(p.Drop)
 	return p
-}
-
-// Reached is closed once the paused request waits.
-func (p *Pause) Reached() <-chan struct{} { return p.reached }
-
-// Resume lets the held request go on as if it had not been held.
-func (p *Pause) Resume() { p.finish(true) }
-
-// Drop closes the held request's connection unanswered. A request held before it was handled is then never
-// handled (its client gave up, or died, before the service acted on it); one held after keeps its change,
-// and its answer is lost.
-func (p *Pause) Drop() { p.finish(false) }
-
-func (p *Pause) finish(resume bool) { p.once.Do(func() { p.end <- resume }) }
-
-// hold makes the request wait for Resume (true) or Drop (false). The caller does not hold s.mu.
-func (p *Pause) hold() bool {
-	close(p.reached)
-	return <-p.end
 }
 
 // ClearFaults removes every fault.

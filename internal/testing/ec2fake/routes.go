@@ -92,7 +92,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	f := s.fault(c)
 	if f != nil && f.pause != nil && !f.After {
 		s.mu.Unlock()
-		if !f.pause.hold() {
+		if !f.pause.Hold() {
 			s.dropped(w, c)
 			return
 		}
@@ -113,7 +113,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if f != nil && f.pause != nil {
 		// Handled; held before its answer.
-		if !f.pause.hold() {
+		if !f.pause.Hold() {
 			s.dropped(w, c)
 			return
 		}
