@@ -55,29 +55,27 @@ func gcpProviderFactories() map[string]func() (tfprotov6.ProviderServer, error) 
 }
 
 func gcpConfig(fake *computefake.Server, token, resourceBody string) string {
-	return fmt.Sprintf(`
-provider "egress" {
-  owner = "team-a"
-  gcp = {
-    project                   = %q
-    compute_endpoint          = %q
-    resource_manager_endpoint = %q
-    access_token              = %q
-    default_zone              = "us-central1-a"
-  }
-}
-resource "egress_proxy" "test" {
+	return gcpProvider(fake, token, "", "us-central1-a") + fmt.Sprintf(`resource "egress_proxy" "test" {
 %s
 }
-`, gcpTestProject, fake.URL, fake.URL, token, resourceBody)
+`, resourceBody)
 }
 
 // gcpProviderWithSecrets is the provider block of team-a on the Compute fake and a Secret Manager fake at
 // secretManagerURL (token acc-token), with defaultZone when it is not empty.
 func gcpProviderWithSecrets(fake *computefake.Server, secretManagerURL, defaultZone string) string {
-	zone := ""
+	return gcpProvider(fake, "acc-token", secretManagerURL, defaultZone)
+}
+
+// gcpProvider is the provider block of team-a on the Compute fake with token, and secret_manager_endpoint and
+// default_zone when they are not empty.
+func gcpProvider(fake *computefake.Server, token, secretManagerURL, defaultZone string) string {
+	var optional strings.Builder
+	if secretManagerURL != "" {
+		fmt.Fprintf(&optional, "\n    secret_manager_endpoint   = %q", secretManagerURL)
+	}
 	if defaultZone != "" {
-		zone = fmt.Sprintf("\n    default_zone              = %q", defaultZone)
+		fmt.Fprintf(&optional, "\n    default_zone              = %q", defaultZone)
 	}
 	return fmt.Sprintf(`
 provider "egress" {
@@ -86,11 +84,10 @@ provider "egress" {
     project                   = %q
     compute_endpoint          = %q
     resource_manager_endpoint = %q
-    secret_manager_endpoint   = %q
-    access_token              = "acc-token"%s
+    access_token              = %q%s
   }
 }
-`, gcpTestProject, fake.URL, fake.URL, secretManagerURL, zone)
+`, gcpTestProject, fake.URL, fake.URL, token, optional.String())
 }
 
 func gcpProxy(labels, destination string) string {
