@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,22 +124,31 @@ func AppendFile(t testing.TB, name, text string) {
 	}
 }
 
-// FreePort is a TCP port of 127.0.0.1 that nothing listened on a moment ago.
+// FreePort is a TCP port of 127.0.0.1 that nothing listened on a moment ago, and that FreePort has not
+// given before in this process. The kernel may hand a port it just freed out again, and a test that asks for
+// two (a proxy port and a manager port) would then get one port twice and fail on its own setup.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			t.Fatalf("listener address %v is not TCP", l.Addr())
+		}
+		if _, given := givenPorts.LoadOrStore(addr.Port, true); !given {
+			return addr.Port
+		}
 	}
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if !ok {
-		t.Fatalf("listener address %v is not TCP", l.Addr())
-	}
-	return addr.Port
 }
+
+// givenPorts holds every port FreePort has returned.
+var givenPorts sync.Map
 
 // Squid is one Squid process started by a test.
 type Squid struct {
