@@ -98,15 +98,23 @@ func proxied(t *testing.T, proxy, credentials, url string) (connect, status stri
 // and the final HTTP status.
 func curlThrough(t *testing.T, proxyArgs []string, credentials, url string) (connect, status string) {
 	t.Helper()
-	args := append([]string{"netns", "exec", e2eNetns(), "curl", "-sS", "-k", "-o", "/dev/null", "--max-time", "20",
+	// 60 s: a guest under emulation beside make test's other VMs once took more than 20 s to answer a 407.
+	args := append([]string{"netns", "exec", e2eNetns(), "curl", "-sS", "-k", "-o", "/dev/null", "--max-time", "60",
 		"-w", "%{http_connect} %{http_code}"}, proxyArgs...)
 	if credentials != "" {
 		args = append(args, "--proxy-user", credentials)
 	}
-	out, _ := exec.Command("ip", append(args, url)...).Output() // curl exits non-zero on a refused CONNECT
+	var stderr strings.Builder
+	cmd := exec.Command("ip", append(args, url)...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output() // curl exits non-zero on a refused CONNECT
 	fields := strings.Fields(string(out))
 	if len(fields) != 2 {
-		t.Fatalf("curl via %v to %s printed %q", proxyArgs, url, out)
+		t.Fatalf("curl via %v to %s printed %q (%v: %s)", proxyArgs, url, out, err, stderr.String())
+	}
+	if fields[1] == "000" && fields[0] == "000" {
+		// No answer at all: say why (refused, reset, timed out), which the statuses cannot.
+		t.Logf("curl via %v to %s: no answer (%v: %s)", proxyArgs, url, err, strings.TrimSpace(stderr.String()))
 	}
 	return fields[0], fields[1]
 }

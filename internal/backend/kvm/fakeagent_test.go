@@ -42,10 +42,11 @@ type fakeAgent struct {
 	metricsRunning  bool
 	metricsBackstop []byte
 	// holding: the reload hold's table is loaded with the proxy port (guest.ReloadHold); holdRefused makes
-	// nft refuse to load it. heldReloads and unheldReloads count Squid's reloads and restarts with and
-	// without the hold and its mark in place.
-	holding, holdRefused       bool
-	heldReloads, unheldReloads int
+	// nft refuse to load it; drained: the drain (guest.ReloadDrain) ran since the hold was loaded.
+	// heldReloads and unheldReloads count Squid's reloads and restarts with and without the hold, its mark
+	// and its drain in place.
+	holding, holdRefused, drained bool
+	heldReloads, unheldReloads    int
 	// slowExec makes each program report "still running" once before its end, so callers must poll.
 	slowExec bool
 	// loseAnswerOf makes the next guest-exec of a program line starting with it run, and its answer be lost
@@ -118,7 +119,7 @@ func (f *fakeHost) bootFromSeed(d *fakeDomain, a *fakeAgent) {
 
 // countReload counts a reload or restart of Squid as held or not.
 func (a *fakeAgent) countReload() {
-	if _, marked := a.files[guest.ReloadMarkerPath]; marked && a.holding {
+	if _, marked := a.files[guest.ReloadMarkerPath]; marked && a.holding && a.drained {
 		a.heldReloads++
 	} else {
 		a.unheldReloads++
@@ -389,7 +390,10 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		if hold && a.holdRefused {
 			return fakeExec{code: 1, errs: "Error: Could not process rule: No such file or directory"}
 		}
-		a.holding = hold
+		a.holding, a.drained = hold, false
+		return fakeExec{}
+	case cmd == strings.Join(guest.ReloadDrain(3128), " "):
+		a.drained = a.holding
 		return fakeExec{}
 	case cmd == "/bin/systemctl restart squid.service":
 		a.countReload()

@@ -558,7 +558,8 @@ func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) e
 }
 
 // hold holds new connections to the proxy port while Squid reloads, and marks the reload for the VRRP track
-// script (guest.ReloadHold), so that no client is refused and no virtual address moves for a reload. It
+// script (guest.ReloadHold), then waits for Squid to accept the connections made before (guest.ReloadDrain),
+// so that no client is refused or reset and no virtual address moves for a reload. It
 // returns what ends the hold, which the caller defers to run whatever the reload did: within a bound of its
 // own, should ctx have ended, and on a best effort basis, as a hold ends by itself after
 // guest.ReloadHoldSeconds. A hold that cannot be set is a note, not an error: the reload goes on as it would
@@ -568,10 +569,17 @@ func (r *reconfiguration) hold(ctx context.Context, dom libvirt.Domain) (release
 	if port == 0 {
 		port = proxyconf.DefaultPort
 	}
+	held := true
 	for _, argv := range guest.ReloadHold(port) {
 		if err := r.mustRun(ctx, dom, argv...); err != nil {
 			r.note("new connections were not held while Squid reloaded (clients connecting then were refused): %v", err)
+			held = false
 			break
+		}
+	}
+	if held {
+		if err := r.mustRun(ctx, dom, guest.ReloadDrain(port)...); err != nil {
+			r.note("connections made before the hold still waited for Squid to accept them when it reloaded (the reload may have reset them): %v", err)
 		}
 	}
 	return func() {

@@ -158,7 +158,7 @@ func TestFakeReconfigureSwapsRulesInPlace(t *testing.T) {
 		"/bin/mv -f " + htpasswdNew + " " + proxyconf.HtpasswdPath,
 		"/bin/mv -f " + confNew + " " + proxyconf.ConfPath,
 	}
-	for _, argv := range guest.ReloadHold(x.spec.Proxy.Port) {
+	for _, argv := range append(guest.ReloadHold(proxyconf.DefaultPort), guest.ReloadDrain(proxyconf.DefaultPort)) {
 		want = append(want, strings.Join(argv, " "))
 	}
 	want = append(want, squidBin+" -k reconfigure", "/bin/rm -f "+confOld)

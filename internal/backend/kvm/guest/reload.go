@@ -13,6 +13,11 @@ import "fmt"
 //     instances does not give the virtual address away while this VM's Squid reloads: the address stays
 //     where the clients' connections are.
 //
+// Held, a reload can still reset a client: Squid closes its listening socket and reopens it, and the kernel
+// resets the connections that completed their handshake before the hold but that Squid had not accepted yet
+// (a busy Squid leaves some in the socket's accept queue). ReloadDrain waits until that queue is empty, which
+// it soon is, as no new connection joins it while held.
+//
 // ReloadRelease ends both once Squid reports its ports open. Should it never come (the provider lost on the
 // way), both end by themselves after ReloadHoldSeconds: the port's element in the table's set times out, and
 // the track script takes an older marker for a reload that never ended.
@@ -40,6 +45,23 @@ func ReloadHold(port int) [][]string {
 		`add rule inet %[1]s input iifname != "lo" tcp dport @ports tcp flags & (syn | ack) == syn drop; `+
 		"add element inet %[1]s ports { %[2]d timeout %[3]ds }", ReloadHoldTable, port, ReloadHoldSeconds)
 	return [][]string{{"/usr/bin/touch", ReloadMarkerPath}, {nftBin, rules}}
+}
+
+// ReloadDrainTries bounds ReloadDrain's wait, in tenths of a second: long enough for a Squid under emulation to
+// accept what waits, short against the hold's own bound.
+const ReloadDrainTries = 100
+
+// ReloadDrain is the command that waits until nothing waits in the accept queue of the proxy port's listening
+// socket (the Recv-Q that ss shows for it), and exits 1 if something still waits after ReloadDrainTries tenths
+// of a second.
+func ReloadDrain(port int) []string {
+	return []string{"/bin/sh", "-c", drainScript(port, ReloadDrainTries)}
+}
+
+// drainScript polls ss, the only view of the accept queue, until the queue is empty, at most tries times.
+func drainScript(port, tries int) string {
+	return fmt.Sprintf(`i=0; while /bin/ss -Hltn "sport = :%d" | /usr/bin/awk '$2 > 0 { waiting = 1 } END { exit !waiting }'; do `+
+		`i=$((i + 1)); [ "$i" -ge %d ] && exit 1; sleep 0.1; done`, port, tries)
 }
 
 // ReloadRelease is the commands that end a hold, whether one runs or not.

@@ -245,3 +245,62 @@ func TestUserDataForVRRP(t *testing.T) {
 		t.Errorf("keepalived starts at %d, Squid at %d: want keepalived after Squid", keepalived, squid)
 	}
 }
+
+// ReloadDrain's script, run with the host's ss and awk (the image's are the same Debian packages) in a network
+// namespace of the test's own: it waits while connections wait in the port's accept queue, gives up after its
+// tries, and ends as soon as the queue is empty.
+func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a network namespace of its own (make test runs as root)")
+	}
+	inOwnNetns(t, func() {
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			t.Errorf("ip link set lo up: %v\n%s", err, out)
+			return
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Errorf("listen: %v", err)
+			return
+		}
+		defer func() { _ = l.Close() }()
+		port := l.Addr().(*net.TCPAddr).Port
+		drain := func(tries int) error { return exec.Command("/bin/sh", "-c", drainScript(port, tries)).Run() }
+		if err := drain(5); err != nil {
+			t.Errorf("with an empty accept queue: %v, want exit 0", err)
+		}
+		// Three handshakes the kernel completes and nobody accepts.
+		const waiting = 3
+		for range waiting {
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				t.Errorf("dial: %v", err)
+				return
+			}
+			defer func() { _ = c.Close() }()
+		}
+		if err := drain(5); err == nil {
+			t.Errorf("with %d connections in the accept queue: exit 0, want 1 after its tries", waiting)
+		}
+		// The queue empties while the script waits: it ends at once, within its tries.
+		accepted := make(chan error, 1)
+		go func() {
+			for range waiting {
+				c, err := l.Accept()
+				if err != nil {
+					accepted <- err
+					return
+				}
+				defer func() { _ = c.Close() }()
+			}
+			accepted <- nil
+		}()
+		if err := drain(600); err != nil {
+			t.Errorf("with the queue accepted: %v, want exit 0", err)
+		}
+		if err := <-accepted; err != nil {
+			t.Errorf("accept: %v", err)
+		}
+	})
+}
