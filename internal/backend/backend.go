@@ -202,6 +202,10 @@ type Member struct {
 	// Reason says why an unhealthy member does not serve, in the backend's words (a health check's state, a
 	// VM's status); empty when Healthy.
 	Reason string
+	// Gone says that the member's own object no longer exists (a VM deleted behind Terraform's back), so that
+	// only making it again brings it back: Update does, as a retried Create would. A member that exists but
+	// does not serve (stopped, failing its health check) is not Gone.
+	Gone bool
 }
 
 // DegradedState is the State of a proxy of several members, of which healthy serve: Running when all do,

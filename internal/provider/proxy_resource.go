@@ -95,6 +95,7 @@ func (r *proxyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	resp.Diagnostics.Append(d...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("all_labels"), all)...)
 	resp.Diagnostics.Append(keepVolatileOnNoOp(ctx, req.State, &resp.Plan)...)
+	resp.Diagnostics.Append(planRestoreGoneMembers(ctx, req.Private, req.State, &resp.Plan)...)
 }
 
 // checkPlacement refuses at plan time what the provider configuration already tells cannot work: a backend
@@ -179,6 +180,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 			resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
 			resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 			resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
+			resp.Diagnostics.Append(recordGoneMembers(ctx, resp.Private, created)...)
 			r.setIdentity(ctx, resp.Identity, created.ID)
 			resp.Diagnostics.AddError("Egress proxy saved as tainted", taintedDetail)
 		}
@@ -190,6 +192,7 @@ func (r *proxyResource) Create(ctx context.Context, req resource.CreateRequest, 
 	resp.Diagnostics.Append(plan.setInstance(created, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, created)...)
+	resp.Diagnostics.Append(recordGoneMembers(ctx, resp.Private, created)...)
 	r.setIdentity(ctx, resp.Identity, created.ID)
 }
 
@@ -233,6 +236,7 @@ func (r *proxyResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	resp.Diagnostics.Append(state.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
+	resp.Diagnostics.Append(recordGoneMembers(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
 
@@ -286,6 +290,7 @@ func (r *proxyResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	resp.Diagnostics.Append(plan.setInstance(inst, r.data.defaultLabels)...)
 	resp.Diagnostics.Append(plan.write(ctx, &resp.State, resp.State.Schema.Type())...)
 	resp.Diagnostics.Append(recordReconfigurable(ctx, resp.Private, inst)...)
+	resp.Diagnostics.Append(recordGoneMembers(ctx, resp.Private, inst)...)
 	r.setIdentity(ctx, resp.Identity, id)
 }
 

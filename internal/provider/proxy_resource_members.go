@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -86,15 +87,71 @@ func degradedWarning(id string, inst backend.Instance) diag.Diagnostics {
 		return diags
 	}
 	var down []string
+	gone := 0
 	for _, mem := range inst.Members {
 		if !mem.Healthy {
 			down = append(down, fmt.Sprintf("%s (%s): %s", mem.Name, mem.Scope, mem.Reason))
 		}
+		if mem.Gone {
+			gone++
+		}
+	}
+	advice := "an instance that stays unhealthy is replaced by `terraform apply -replace` of the proxy, or repaired on the backend."
+	if gone > 0 {
+		advice = "`terraform apply` makes the gone instances again in place; " + advice
 	}
 	diags.AddWarning("Egress proxy is degraded",
-		fmt.Sprintf("%s serves through %d of its %d instances; not serving: %s. Clients are unaffected while the others carry the load; "+
-			"an instance that stays unhealthy is replaced by `terraform apply -replace` of the proxy, or repaired on the backend.",
-			id, len(inst.Members)-len(down), len(inst.Members), strings.Join(down, "; ")))
+		fmt.Sprintf("%s serves through %d of its %d instances; not serving: %s. Clients are unaffected while the others carry the load; %s",
+			id, len(inst.Members)-len(down), len(inst.Members), strings.Join(down, "; "), advice))
+	return diags
+}
+
+// privateGoneMembers is the private-state key holding the names of the members the backend last read as Gone
+// (backend.Member), a JSON list: the plan then updates the proxy in place, and the backend's Update makes them
+// again.
+const privateGoneMembers = "gone_members"
+
+// recordGoneMembers writes which of inst's members are gone, for the next plan (planRestoreGoneMembers).
+func recordGoneMembers(ctx context.Context, private privateWriter, inst backend.Instance) diag.Diagnostics {
+	if private == nil {
+		return nil
+	}
+	gone := []string{}
+	for _, mem := range inst.Members {
+		if mem.Gone {
+			gone = append(gone, mem.Name)
+		}
+	}
+	value, err := json.Marshal(gone)
+	if err != nil {
+		var diags diag.Diagnostics
+		diags.AddError("Recording the proxy's members", err.Error())
+		return diags
+	}
+	return private.SetKey(ctx, privateGoneMembers, value)
+}
+
+// planRestoreGoneMembers plans an in-place update of a proxy some of whose members the last read found gone
+// (their VM deleted behind Terraform's back): what the backend reports of the members is unknown until the
+// apply, whose Update makes them again. Without it the proxy would stay Degraded with an empty plan, and only a
+// replacement (a new address) would bring the members back. It says so in a warning on the plan.
+func planRestoreGoneMembers(ctx context.Context, private privateReader, state tfsdk.State, plan *tfsdk.Plan) diag.Diagnostics {
+	var diags diag.Diagnostics
+	if private == nil || state.Raw.IsNull() || plan.Raw.IsNull() {
+		return diags
+	}
+	value, d := private.GetKey(ctx, privateGoneMembers)
+	diags.Append(d...)
+	var gone []string
+	if len(value) == 0 || json.Unmarshal(value, &gone) != nil || len(gone) == 0 {
+		return diags
+	}
+	diags.Append(plan.SetAttribute(ctx, path.Root("state"), types.StringUnknown())...)
+	diags.Append(plan.SetAttribute(ctx, path.Root("members"), types.ListUnknown(types.ObjectType{AttrTypes: memberAttrTypes}))...)
+	diags.Append(plan.SetAttribute(ctx, path.Root("egress_addresses"), types.ListUnknown(types.StringType))...)
+	diags.AddWarning("Egress proxy members will be made again",
+		fmt.Sprintf("The proxy's instances %s are gone (deleted outside Terraform). This apply makes them again in place, with the proxy's "+
+			"current rules and labels; the others, and the address clients use, stay as they are.", strings.Join(gone, ", ")))
 	return diags
 }
 

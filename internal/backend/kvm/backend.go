@@ -172,17 +172,43 @@ func writeMetadata(l api, dom libvirt.Domain, m metadata) error {
 // and the access log's syslog target, which the guest's rsyslog takes through the guest agent
 // (applySyslogTarget) before the seed and the metadata record it, as Reconfigure records rules.
 //
-// A proxy of several instances is updated one instance after the other, instance 0 first.
+// A proxy of several instances is updated one instance after the other, instance 0 first; an instance whose
+// domain is gone (Member.Gone) is then made again as Create makes it.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	ha, err := b.updateDomain(ctx, id, spec)
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	if ha != nil && ha.Index == 0 {
+		gone := false
 		for i := 1; i < len(ha.Members); i++ {
-			if _, err := b.updateDomain(ctx, memberID(id, ha, i), spec); err != nil {
+			_, err := b.updateDomain(ctx, memberID(id, ha, i), spec)
+			switch {
+			case backend.IsNotFound(err):
+				gone = true
+			case err != nil:
 				return backend.Instance{}, err
 			}
+		}
+		if gone {
+			// A member deleted behind Terraform's back: made again as a retried Create makes what is missing
+			// (with the Spec's labels and rules), the others adopted as they are. The Spec comes from the state,
+			// where the proxy's mac and ip are instance 0's (Get reports them): each member takes its own from
+			// the group, as at its first Create.
+			opts, err := backend.OptionsOf[Options](spec.Placement)
+			if err != nil {
+				return backend.Instance{}, err
+			}
+			if opts != nil {
+				o := *opts
+				o.MAC, o.IP = "", ""
+				spec.Placement.Options = &o
+			}
+			p, err := resolvePlacement(spec, b.hosts)
+			if err != nil {
+				return backend.Instance{}, err
+			}
+			return b.createGroup(ctx, spec, p)
 		}
 	}
 	return b.Get(ctx, id)

@@ -223,7 +223,7 @@ func (b *Backend) getGroup(ctx context.Context, c *conn, id backend.ProviderID, 
 			members[i] = backend.Member{Name: mm.Name, Scope: id.Target, InternalAddress: mm.IP}
 			dom, err := l.DomainLookupByName(mm.Name)
 			if isCode(err, libvirt.ErrNoDomain) {
-				members[i].Reason = "its domain is gone"
+				members[i].Reason, members[i].Gone = "its domain is gone", true
 				continue
 			}
 			if err != nil {
@@ -260,9 +260,10 @@ func (b *Backend) getGroup(ctx context.Context, c *conn, id backend.ProviderID, 
 	}
 	wg.Wait()
 	inst.Members = members
+	// A gone member does not count: Update makes it again, with the rules of the Spec, before a Reconfigure.
 	inst.Reconfigurable = true
 	for i := range members {
-		inst.Reconfigurable = inst.Reconfigurable && running[i] && agents[i]
+		inst.Reconfigurable = inst.Reconfigurable && (members[i].Gone || running[i] && agents[i])
 	}
 	if state == backend.StateRunning || state == backend.StateStopped || state == backend.StateFailed {
 		inst.State = backend.DegradedState(members)

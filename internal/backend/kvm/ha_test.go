@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -403,5 +404,76 @@ func TestFakeGroupReconfigureOneAtATime(t *testing.T) {
 	x.f.mu.Unlock()
 	if second == 0 {
 		t.Error("instance 2 was never reconfigured")
+	}
+}
+
+// A member's domain deleted behind Terraform's back, its volumes with it or left behind: Get reports it Gone
+// (and the proxy still Reconfigurable, as Update comes first), and Update makes it again, with the Spec's labels,
+// at its own reserved address, defining that one domain and touching no other.
+func TestFakeGroupUpdateMakesAGoneMemberAgain(t *testing.T) {
+	t.Parallel()
+	for name, volumesToo := range map[string]bool{"domain undefined, volumes left": false, "domain and volumes removed": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			x := newHAFixture(t)
+			ctx := context.Background()
+			spec := haSpec("uid-ha-gone-"+strconv.FormatBool(volumesToo), 3)
+			inst, err := x.b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lost := inst.Members[1]
+			x.f.mu.Lock()
+			delete(x.f.domains, lost.Name)
+			if volumesToo {
+				delete(x.f.pools["pool"].vols, rootVolumeName(lost.Name))
+				delete(x.f.pools["pool"].vols, seedVolumeName(lost.Name))
+			}
+			x.f.mu.Unlock()
+			got, err := x.b.Get(ctx, idOf(spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != backend.StateDegraded || !got.Members[1].Gone || got.Members[0].Gone || got.Members[2].Gone || !got.Reconfigurable {
+				t.Fatalf("Get with %s's domain gone = %s, reconfigurable %v, members %+v; want Degraded, it alone Gone, reconfigurable", lost.Name, got.State, got.Reconfigurable, got.Members)
+			}
+
+			next := spec
+			next.Labels = map[string]string{"team": "b"}
+			x.cnt.take()
+			updated, err := x.b.Update(ctx, idOf(spec), next)
+			if err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+			_, per := x.cnt.take()
+			if per["DomainDefineXMLFlags"] != 1 {
+				t.Errorf("Update defined %d domains, want 1 (the gone one)", per["DomainDefineXMLFlags"])
+			}
+			if updated.State != backend.StateRunning || updated.InternalAddress != inst.InternalAddress {
+				t.Errorf("Update = %s at %s, want Running at %s", updated.State, updated.InternalAddress, inst.InternalAddress)
+			}
+			for i, m := range updated.Members {
+				if m.Gone || !m.Healthy || m.Name != inst.Members[i].Name || m.InternalAddress != inst.Members[i].InternalAddress {
+					t.Errorf("member %d after Update = %+v, want %s at %s, healthy", i, m, inst.Members[i].Name, inst.Members[i].InternalAddress)
+				}
+			}
+			x.f.mu.Lock()
+			defer x.f.mu.Unlock()
+			for _, m := range inst.Members {
+				d, ok := x.f.domains[m.Name]
+				if !ok {
+					t.Errorf("no domain %s after Update", m.Name)
+					continue
+				}
+				meta, err := parseMetadata(d.meta)
+				if err != nil {
+					t.Errorf("domain %s: %v", m.Name, err)
+					continue
+				}
+				if got := meta.labels(); got["team"] != "b" {
+					t.Errorf("domain %s after Update has labels %v, want team=b", m.Name, got)
+				}
+			}
+		})
 	}
 }

@@ -265,7 +265,12 @@ func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
 			return
 		}
 		defer func() { _ = l.Close() }()
-		port := l.Addr().(*net.TCPAddr).Port
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			t.Errorf("listener address %v is not TCP", l.Addr())
+			return
+		}
+		port := addr.Port
 		drain := func(tries int) error { return exec.Command("/bin/sh", "-c", drainScript(port, tries)).Run() }
 		if err := drain(5); err != nil {
 			t.Errorf("with an empty accept queue: %v, want exit 0", err)
