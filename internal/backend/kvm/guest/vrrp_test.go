@@ -271,7 +271,7 @@ func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
 			return
 		}
 		port := addr.Port
-		drain := func(tries int) error { return exec.Command("/bin/sh", "-c", drainScript(port, tries)).Run() }
+		drain := func(tries int) error { return exec.Command("sh", "-c", drainScript(port, tries)).Run() }
 		if err := drain(5); err != nil {
 			t.Errorf("with an empty accept queue: %v, want exit 0", err)
 		}
