@@ -36,33 +36,9 @@ func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams, u
 		accessLog = fmt.Sprintf("udp://127.0.0.1:%d", squidtest.FreePort(t))
 		mtailLog = accessLog
 	}
-	hosts := filepath.Join(dir, "hosts")
-	if err := os.WriteFile(hosts, []byte("127.0.0.1 allowed.test other.test\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	opts := proxyconf.RenderOptions{
-		ListenAddress:  netip.MustParseAddr("127.0.0.1"),
-		HealthPort:     squidtest.FreePort(t),
-		ManagerPort:    squidtest.FreePort(t),
-		PidFile:        filepath.Join(dir, "squid.pid"),
-		AccessLog:      accessLog,
-		CacheLog:       filepath.Join(dir, "cache.log"),
-		CoredumpDir:    dir,
-		HtpasswdPath:   filepath.Join(dir, "passwd"),
-		HostsFile:      hosts,
-		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
-	}.WithLoopbackDestinationsForTests()
-	s.Port = squidtest.FreePort(t)
-	s.LogFormat = proxyconf.LogFormatJSON
-	conf, err := proxyconf.RenderSquidConf(s, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	confPath := filepath.Join(dir, "squid.conf")
-	squidtest.WriteSecretFile(t, confPath, conf)
-	cmd := exec.Command(squidtest.Path(t), "-N", "-n", squidtest.ServiceName(t), "-f", confPath) //nolint:gosec // the test's own Squid
 	p := &pipeline{up: up}
-	p.sq = squidtest.Start(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir)
+	var opts proxyconf.RenderOptions
+	p.sq, opts = startSquid(t, dir, s, accessLog)
 
 	progs := filepath.Join(t.TempDir(), "progs")
 	if err := os.Mkdir(progs, 0o755); err != nil {
@@ -106,6 +82,38 @@ func startPipeline(t *testing.T, s proxyconf.Settings, up squidtest.Upstreams, u
 			fmt.Sprintf("up %v, %v", up, err)
 	})
 	return p
+}
+
+// startSquid renders s (JSON log to accessLog, a manager port) into dir and starts Squid on free ports of
+// 127.0.0.1, where allowed.test and other.test are 127.0.0.1. It returns the options it rendered with.
+func startSquid(t *testing.T, dir string, s proxyconf.Settings, accessLog string) (*squidtest.Squid, proxyconf.RenderOptions) {
+	t.Helper()
+	hosts := filepath.Join(dir, "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 allowed.test other.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := proxyconf.RenderOptions{
+		ListenAddress:  netip.MustParseAddr("127.0.0.1"),
+		HealthPort:     squidtest.FreePort(t),
+		ManagerPort:    squidtest.FreePort(t),
+		PidFile:        filepath.Join(dir, "squid.pid"),
+		AccessLog:      accessLog,
+		CacheLog:       filepath.Join(dir, "cache.log"),
+		CoredumpDir:    dir,
+		HtpasswdPath:   filepath.Join(dir, "passwd"),
+		HostsFile:      hosts,
+		DNSNameservers: []netip.Addr{netip.MustParseAddr("127.0.0.1")},
+	}.WithLoopbackDestinationsForTests()
+	s.Port = squidtest.FreePort(t)
+	s.LogFormat = proxyconf.LogFormatJSON
+	conf, err := proxyconf.RenderSquidConf(s, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "squid.conf")
+	squidtest.WriteSecretFile(t, confPath, conf)
+	cmd := exec.Command(squidtest.Path(t), "-N", "-n", squidtest.ServiceName(t), "-f", confPath) //nolint:gosec // the test's own Squid
+	return squidtest.Start(t, cmd, fmt.Sprintf("127.0.0.1:%d", s.Port), fmt.Sprintf("127.0.0.1:%d", opts.HealthPort), dir), opts
 }
 
 // caughtUp waits until Prometheus holds the number of log lines mtail counted, which must be want, and

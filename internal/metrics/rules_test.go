@@ -103,9 +103,10 @@ func TestDashboardQueriesParse(t *testing.T) {
 // program does not export, so a renamed metric cannot leave a panel or an alert silently empty.
 func TestExamplesNameExportedMetrics(t *testing.T) {
 	t.Parallel()
-	declared := []string{RequestsTotal, BytesTotal, HealthChecksTotal, LogLinesTotal, LogLinesUnparsedTotal, RequestDuration, ConnectDuration}
+	declared := []string{RequestsTotal, BytesTotal, HealthChecksTotal, LogLinesTotal, LogLinesUnparsedTotal, RequestDuration, ConnectDuration,
+		ActiveRequests, ActiveTunnels, ClientActiveRequestsMax}
 	for _, name := range declared {
-		if !regexp.MustCompile(`(?m)^(counter|histogram) ` + name + `\b`).Match(Program) {
+		if !regexp.MustCompile(`(?m)^(counter|histogram|gauge) ` + name + `\b`).Match(Program) {
 			t.Errorf("the program does not declare %s", name)
 		}
 	}

@@ -109,7 +109,7 @@ func (r rendered) items(existing []*computepb.Items) []*computepb.Items {
 		switch it.GetKey() {
 		case gcpguest.MetadataHtpasswd, gcpguest.MetadataTLSCert, gcpguest.MetadataTLSKey, metadataSecret,
 			gcpguest.MetadataClientCA, gcpguest.MetadataClientCRL, gcpguest.MetadataMtailProgram, gcpguest.MetadataMtailDropIn,
-			gcpguest.MetadataSquidExporterDropIn:
+			gcpguest.MetadataSquidExporterDropIn, gcpguest.MetadataActiveScript, gcpguest.MetadataActiveUnit:
 			continue
 		}
 		if _, mine := ours[it.GetKey()]; mine {

@@ -138,7 +138,7 @@ func checkMetricsOffInGuest(ctx context.Context, t *testing.T, guest *testutil.G
 			t.Errorf("metrics off: %s still takes connections", at)
 		}
 	}
-	for _, p := range []string{vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath, vmguest.MtailProgramPath} {
+	for _, p := range vmguest.MetricsPaths {
 		if out, err := guest.Exec(t, "test", "-e", p); err == nil {
 			t.Errorf("metrics off: %s is still in the guest %s", p, out)
 		}

@@ -16,14 +16,16 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// A proxy with metrics (issue 40; internal/metrics) has two more containers in its pod, from the proxy's own
-// image: mtail on the port named metricsPortName, prometheus-squid-exporter on squidMetricsPortName. The
+// A proxy with metrics (issue 40; internal/metrics) has three more containers in its pod, from the proxy's own
+// image: mtail on the port named metricsPortName, prometheus-squid-exporter on squidMetricsPortName, and the
+// script that sends mtail Squid's requests in flight (no port). The
 // Service exposes both ports, so metrics_url on the Service's name works, and the NetworkPolicy admits them
 // only from the metrics clients' own ranges: the proxy's clients are not among them unless listed, since the
 // counters name rule sets and refusal reasons.
 const (
 	mtailContainerName         = "mtail"
 	squidExporterContainerName = "squid-exporter"
+	activeContainerName        = "active-requests"
 	metricsPortName            = "metrics"
 	squidMetricsPortName       = "squid-metrics"
 	metricsProgramVolume       = "metrics-program"
@@ -60,20 +62,25 @@ func metricsContainers(image string, k guest.Pod) []corev1.Container {
 		for r, q := range sidecarRequests {
 			requests[r] = resource.MustParse(q) // a Quantity of its own each (scratchVolumes says why)
 		}
-		return corev1.Container{
+		c := corev1.Container{
 			Name: name, Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 			Command:                  command,
 			SecurityContext:          containerSecurityContext(),
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-			Ports:                    []corev1.ContainerPort{{Name: port, ContainerPort: int32(portNumber), Protocol: corev1.ProtocolTCP}},
 			Resources:                corev1.ResourceRequirements{Requests: requests},
 			VolumeMounts:             mounts,
 		}
+		if port != "" {
+			c.Ports = []corev1.ContainerPort{{Name: port, ContainerPort: int32(portNumber), Protocol: corev1.ProtocolTCP}}
+		}
+		return c
 	}
 	return []corev1.Container{
 		sidecar(mtailContainerName, metricsPortName, m.Port, m.Mtail,
 			[]corev1.VolumeMount{{Name: metricsProgramVolume, MountPath: guest.MtailProgramDir, ReadOnly: true}}),
 		sidecar(squidExporterContainerName, squidMetricsPortName, m.SquidPort, m.SquidExporter, nil),
+		// A loop that sleeps most of the time: the same small requests are plenty.
+		sidecar(activeContainerName, "", 0, m.Active, nil),
 	}
 }
 
@@ -110,7 +117,7 @@ func syncMetrics(tmpl *corev1.PodTemplateSpec, name string, k guest.Pod) {
 		}
 	}
 	pod.Containers = slices.DeleteFunc(pod.Containers, func(c corev1.Container) bool {
-		return c.Name == mtailContainerName || c.Name == squidExporterContainerName
+		return c.Name == mtailContainerName || c.Name == squidExporterContainerName || c.Name == activeContainerName
 	})
 	pod.Containers = append(pod.Containers, metricsContainers(image, k)...)
 	pod.Volumes = slices.DeleteFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == metricsProgramVolume })

@@ -54,8 +54,8 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 		return
 	}
 	port, squidPort := m.Ports()
-	if !slices.Equal(names, []string{containerName, mtailContainerName, squidExporterContainerName}) {
-		t.Fatalf("containers %v, want squid and the two sidecars", names)
+	if !slices.Equal(names, []string{containerName, mtailContainerName, squidExporterContainerName, activeContainerName}) {
+		t.Fatalf("containers %v, want squid and the three sidecars", names)
 	}
 	squid := tmpl.Spec.Containers[0]
 	for _, c := range tmpl.Spec.Containers[1:] {
@@ -75,8 +75,9 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 		squidExporterContainerName: {Name: squidMetricsPortName, ContainerPort: int32(squidPort), Protocol: corev1.ProtocolTCP},
 	}
 	for _, c := range tmpl.Spec.Containers[1:] {
-		if len(c.Ports) != 1 || c.Ports[0] != wantPorts[c.Name] {
-			t.Errorf("%s's ports %+v, want %+v", c.Name, c.Ports, wantPorts[c.Name])
+		want, opens := wantPorts[c.Name]
+		if opens && (len(c.Ports) != 1 || c.Ports[0] != want) || !opens && len(c.Ports) != 0 {
+			t.Errorf("%s's ports %+v, want %+v", c.Name, c.Ports, want)
 		}
 	}
 	mtail := tmpl.Spec.Containers[1]
@@ -85,6 +86,12 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 	}
 	if exporter := tmpl.Spec.Containers[2]; !slices.Contains(exporter.Command, ":"+strconv.Itoa(squidPort)) || len(exporter.VolumeMounts) != 0 {
 		t.Errorf("exporter: command %q, mounts %+v", exporter.Command, exporter.VolumeMounts)
+	}
+	// The in-flight script, sent to mtail's UDP port, from the manager port.
+	if active := tmpl.Spec.Containers[3]; len(active.Command) != 3 || active.Command[0] != guest.BashPath ||
+		!strings.Contains(active.Command[2], ">/dev/udp/127.0.0.1/"+strconv.Itoa(guest.MtailLogPort)) ||
+		!strings.Contains(active.Command[2], "/dev/tcp/127.0.0.1/"+strconv.Itoa(proxyconf.DefaultManagerPort)) || len(active.VolumeMounts) != 0 {
+		t.Errorf("the in-flight script's container: command %q, mounts %+v", active.Command, active.VolumeMounts)
 	}
 	if !hasVolume || cm.Data[guest.MtailProgramKey] == "" {
 		t.Errorf("mtail's program volume %t, in the ConfigMap %t", hasVolume, cm.Data[guest.MtailProgramKey] != "")
@@ -125,7 +132,7 @@ func checkMetricsObjects(t *testing.T, m *proxyconf.MetricsSettings, d *appsv1.D
 	}
 }
 
-// TestMetricsObjects: a proxy with metrics gets the two sidecars from its own image, hardened as Squid's
+// TestMetricsObjects: a proxy with metrics gets the three sidecars from its own image, hardened as Squid's
 // container, their named ports, the scrape annotations, the Service's metrics ports and a NetworkPolicy rule
 // admitting the metrics ports from the metrics ranges alone; Get reads the settings back as they were given.
 // Reconfigure turns metrics on, moves their ports and ranges, and turns them off, rolling the pods each time the

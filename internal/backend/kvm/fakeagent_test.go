@@ -372,7 +372,7 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		}
 		return fakeExec{}
 	case cmd == "/bin/sh -c "+vmguest.MetricsIfMissing:
-		if p := missing([]string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath}); p != "" {
+		if p := missing(vmguest.MetricsPaths); p != "" {
 			return fakeExec{code: 1, errs: "mtail.service: " + p + " missing"}
 		}
 		a.metricsRunning, a.metricsBackstop = true, a.backstopLoaded

@@ -17,7 +17,7 @@ import (
 // programs. A proxy whose files are current only has its programs checked to be running.
 
 // metricsPaths are the files vmguest.MetricsFiles may write, whether or not the new settings have metrics.
-var metricsPaths = []string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath}
+var metricsPaths = vmguest.MetricsPaths
 
 // stopMetrics compares the guest's metrics files with r.metricsFiles; when they differ it stops the programs
 // (if the guest had metrics) and removes the files, and startMetrics writes the new ones.
@@ -27,6 +27,7 @@ func (r *reconfiguration) stopMetrics(ctx context.Context, dom libvirt.Domain) e
 		want[f.Path] = f.Content
 	}
 	had, same := false, true
+	present := map[string]bool{}
 	if err := r.c.do(ctx, func(l api) error {
 		for _, p := range metricsPaths {
 			have, err := guestReadFile(l, dom, p)
@@ -37,6 +38,7 @@ func (r *reconfiguration) stopMetrics(ctx context.Context, dom libvirt.Domain) e
 				have = nil
 			} else {
 				had = had || p != vmguest.MtailProgramPath
+				present[p] = true
 			}
 			w, ok := want[p]
 			if (err == nil) != ok || !bytes.Equal(have, w) {
@@ -54,11 +56,25 @@ func (r *reconfiguration) stopMetrics(ctx context.Context, dom libvirt.Domain) e
 	r.guestChanged = true
 	if had {
 		// Unit names the image or the packages know; a guest without them has no drop-in of ours either.
-		if err := r.mustRun(ctx, dom, append([]string{"/bin/systemctl", "disable", "--now"}, vmguest.MetricsUnits...)...); err != nil {
+		if err := r.mustRun(ctx, dom, append([]string{"/bin/systemctl", "disable", "--now"}, metricsUnitsPresent(present)...)...); err != nil {
 			return err
 		}
 	}
 	return r.mustRun(ctx, dom, append([]string{"/bin/rm", "-f"}, metricsPaths...)...)
+}
+
+// metricsUnitsPresent are vmguest.MetricsUnits but those of ours whose unit file is not among present:
+// systemctl refuses to disable a unit it cannot find, and a guest whose metrics began before that unit did
+// has none.
+func metricsUnitsPresent(present map[string]bool) []string {
+	var units []string
+	for _, u := range vmguest.MetricsUnits {
+		if path, ours := vmguest.MetricsOwnUnits[u]; ours && !present[path] {
+			continue
+		}
+		units = append(units, u)
+	}
+	return units
 }
 
 // startMetrics writes the metrics files and (re)starts the programs after stopMetrics removed the old ones,

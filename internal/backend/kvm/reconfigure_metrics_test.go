@@ -90,3 +90,22 @@ func TestFakeReconfigureMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A guest whose metrics began before the in-flight service has no unit file for it, and systemctl refuses to
+// disable a unit it cannot find: stopMetrics names ours only where their file is.
+func TestMetricsUnitsPresent(t *testing.T) {
+	t.Parallel()
+	packages := []string{vmguest.MtailUnit, vmguest.SquidExporterUnit}
+	tests := map[string]struct {
+		present map[string]bool
+		want    []string
+	}{
+		"files of an earlier version": {map[string]bool{vmguest.MtailDropInPath: true, vmguest.SquidExporterDropInPath: true}, packages},
+		"every file":                  {map[string]bool{vmguest.MtailDropInPath: true, vmguest.ActiveUnitPath: true}, vmguest.MetricsUnits},
+	}
+	for name, tc := range tests {
+		if got := metricsUnitsPresent(tc.present); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+}

@@ -29,8 +29,31 @@ const (
 // SquidExporterUser is the user the exporter runs as: systemd's dynamic user of that name.
 const SquidExporterUser = "egress-squid-exporter"
 
-// MetricsUnits are the two units, as systemctl takes them.
-var MetricsUnits = []string{MtailUnit, SquidExporterUnit}
+// The requests in flight (metrics.ActiveScript): a service of ours runs the script, which reads Squid's
+// active_requests report every metrics.ActiveInterval seconds and replaces ActiveLogPath with its line, a file
+// mtail tails beside the access log. A loop in one long-running service rather than a timer: a timer's
+// service would start every 10 seconds, and systemd would log each start and finish in the journal. The file
+// is in the service's runtime directory (tmpfs), one line, removed when the service stops. The script reaches
+// only 127.0.0.1's manager port and opens none, so it needs no backstop guard; it runs as a dynamic user of
+// its own, not as the proxy user, which the backstop keeps from 127.0.0.1.
+const (
+	ActiveUnit       = "egress-proxy-active-requests.service"
+	ActiveUnitPath   = "/etc/systemd/system/" + ActiveUnit
+	ActiveScriptPath = "/usr/local/lib/egress-proxy/active-requests.sh"
+	ActiveUser       = "egress-active-requests"
+	activeRuntimeDir = "egress-proxy-active-requests"
+	ActiveLogPath    = "/run/" + activeRuntimeDir + "/active"
+)
+
+// MetricsUnits are the metrics' units, as systemctl takes them.
+var MetricsUnits = []string{MtailUnit, SquidExporterUnit, ActiveUnit}
+
+// MetricsOwnUnits are the MetricsUnits whose unit file MetricsFiles writes, by that file (the others are the
+// packages'): such a unit exists only while its file does, and systemctl refuses to disable a unit it cannot find.
+var MetricsOwnUnits = map[string]string{ActiveUnit: ActiveUnitPath}
+
+// MetricsPaths are every file MetricsFiles writes, in its order.
+var MetricsPaths = []string{MtailProgramPath, MtailDropInPath, SquidExporterDropInPath, ActiveScriptPath, ActiveUnitPath}
 
 // MetricsSquidOptions are opts for a proxy with settings s: with metrics, Squid's cache manager opens on
 // proxyconf.DefaultManagerPort for the exporter (unless opts names another port). Without metrics opts are
@@ -59,7 +82,8 @@ func MetricsFiles(s proxyconf.Settings, managerPort int) []File {
 		// The package's unit runs only with LOGS set in /etc/default/mtail: this one needs no such file.
 		"ExecCondition=\n" +
 		"ExecStart=\n" +
-		"ExecStart=/usr/bin/mtail --progs /etc/mtail --logtostderr --port " + strconv.Itoa(port) + " --logs " + proxyconf.AccessLogPath + "\n" +
+		"ExecStart=/usr/bin/mtail --progs /etc/mtail --logtostderr --port " + strconv.Itoa(port) + " --logs " + proxyconf.AccessLogPath +
+		" --logs " + ActiveLogPath + "\n" +
 		// Squid's log directory and file are the proxy group's.
 		"SupplementaryGroups=proxy\n"
 	exporter := fmt.Sprintf(head, "squid_*") + guard +
@@ -70,16 +94,26 @@ func MetricsFiles(s proxyconf.Settings, managerPort int) []File {
 		"ExecStart=\n" +
 		"ExecStart=/usr/bin/prometheus-squid-exporter -listen :" + strconv.Itoa(squidPort) +
 		" -squid-hostname 127.0.0.1 -squid-port " + strconv.Itoa(managerPort) + "\n"
+	active := "# Written by terraform-provider-egress: Squid's requests in flight for mtail (egress_proxy_active_*). Do\n" +
+		"# not edit: changes are replaced on the next apply.\n" +
+		"[Unit]\nDescription=Egress proxy: Squid's requests in flight, for mtail\nAfter=squid.service\n" +
+		"[Service]\nExecStart=/bin/bash " + ActiveScriptPath + "\n" +
+		"User=" + ActiveUser + "\nDynamicUser=yes\n" +
+		"RuntimeDirectory=" + activeRuntimeDir + "\nRuntimeDirectoryMode=0755\nUMask=0022\n" +
+		"Restart=always\nRestartSec=10\n" +
+		"[Install]\nWantedBy=multi-user.target\n"
 	return []File{
 		{Path: MtailProgramPath, Content: metrics.Program},
 		{Path: MtailDropInPath, Content: []byte(mtail)},
 		{Path: SquidExporterDropInPath, Content: []byte(exporter)},
+		{Path: ActiveScriptPath, Content: []byte(metrics.ActiveScript(managerPort, proxyconf.DefaultHealthPort, metrics.ActiveInterval, ActiveLogPath))},
+		{Path: ActiveUnitPath, Content: []byte(active)},
 	}
 }
 
 // MetricsIfMissing installs the two packages on an image that lacks them, such as a plain Debian cloud image,
-// then enables and (re)starts both units, so they take their drop-ins. A fixed line with no user value and no
+// then enables and (re)starts the units (MetricsUnits), so they take their drop-ins. A fixed line with no user value and no
 // quote (single-quoted in YAML and in the gcp startup script).
 const MetricsIfMissing = "{ command -v mtail >/dev/null && command -v prometheus-squid-exporter >/dev/null; } || " +
 	"{ apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y mtail prometheus-squid-exporter; }; " +
-	"systemctl enable " + MtailUnit + " " + SquidExporterUnit + " && systemctl restart " + MtailUnit + " " + SquidExporterUnit
+	"systemctl enable " + MtailUnit + " " + SquidExporterUnit + " " + ActiveUnit + " && systemctl restart " + MtailUnit + " " + SquidExporterUnit + " " + ActiveUnit

@@ -647,7 +647,10 @@ class Agent:
         if all(read(path) == wanted.get(path) for path in m["paths"]):
             return False
         if any(os.path.exists(path) for path in m["paths"]):
-            run(["systemctl", "disable", "--now"] + m["units"])
+            # One unit at a time: systemctl disables none of several when one is unknown, as the unit of ours
+            # is on a guest whose metrics began before it.
+            for u in m["units"]:
+                run(["systemctl", "disable", "--now", u])
         for path in m["paths"]:
             if os.path.exists(path):
                 os.unlink(path)

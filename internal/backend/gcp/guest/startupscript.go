@@ -47,10 +47,13 @@ const (
 	MetadataCloudLogging = "egress-cloud-logging"
 	// MetadataMtailProgram, MetadataMtailDropIn and MetadataSquidExporterDropIn hold the metrics programs'
 	// files (vmguest.MetricsFiles), only with metrics: the script installs them where MetricsKeys says and runs
-	// Debian's mtail and prometheus-squid-exporter with them (installing the packages when the image lacks them).
+	// Debian's mtail and prometheus-squid-exporter with them (installing the packages when the image lacks them);
+	// MetadataActiveScript and MetadataActiveUnit the script and the service that read Squid's requests in flight.
 	MetadataMtailProgram        = "egress-mtail-program"
 	MetadataMtailDropIn         = "egress-mtail-dropin"
 	MetadataSquidExporterDropIn = "egress-squid-exporter-dropin"
+	MetadataActiveScript        = "egress-active-requests-script"
+	MetadataActiveUnit          = "egress-active-requests-unit"
 	// MetadataBackstop holds the backstop ruleset (proxyconf.RenderNftables), which the guest loads before every start
 	// of Squid.
 	MetadataBackstop = "egress-backstop-nft"
@@ -66,6 +69,8 @@ var MetricsKeys = map[string]string{
 	MetadataMtailProgram:        vmguest.MtailProgramPath,
 	MetadataMtailDropIn:         vmguest.MtailDropInPath,
 	MetadataSquidExporterDropIn: vmguest.SquidExporterDropInPath,
+	MetadataActiveScript:        vmguest.ActiveScriptPath,
+	MetadataActiveUnit:          vmguest.ActiveUnitPath,
 }
 
 // StartupScriptOptions are where the script finds the metadata server and puts things; the zero value is a

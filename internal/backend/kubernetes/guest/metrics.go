@@ -9,10 +9,14 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 )
 
-// A proxy with metrics (proxyconf.Settings.Metrics) runs two sidecars beside Squid, from the same image
-// (scripts/build-k8s-image.sh installs both programs): mtail counting the access log with metrics.Program, and
-// prometheus-squid-exporter reading Squid's cache manager on 127.0.0.1 (internal/metrics says why these two).
+// A proxy with metrics (proxyconf.Settings.Metrics) runs three sidecars beside Squid, from the same image
+// (scripts/build-k8s-image.sh installs both programs): mtail counting the access log with metrics.Program,
+// prometheus-squid-exporter reading Squid's cache manager on 127.0.0.1 (internal/metrics says why these two),
+// and bash running metrics.ActiveScript, which reads Squid's requests in flight from the same cache manager
+// and sends mtail a line every metrics.ActiveInterval seconds on mtail's UDP port (bash and awk are in the
+// image: Debian's minbase has them; it has no curl).
 const (
+	BashPath          = "/bin/bash"
 	MtailPath         = "/usr/bin/mtail"
 	SquidExporterPath = "/usr/bin/prometheus-squid-exporter"
 	// MtailProgramKey holds metrics.Program in the ConfigMap; the mtail container mounts that key alone at
@@ -31,8 +35,8 @@ const (
 type Metrics struct {
 	// Port serves egress_proxy_* (mtail), SquidPort squid_* (the exporter), on every address of the pod.
 	Port, SquidPort int
-	// Mtail and SquidExporter are the two containers' commands, with their arguments.
-	Mtail, SquidExporter []string
+	// Mtail, SquidExporter and Active are the three containers' commands, with their arguments.
+	Mtail, SquidExporter, Active []string
 }
 
 // String is what the pod template's checksum takes of the sidecars: a port or an argument changed rolls the
@@ -41,7 +45,7 @@ func (m *Metrics) String() string {
 	if m == nil {
 		return ""
 	}
-	return fmt.Sprintf("metrics %d %d %q %q", m.Port, m.SquidPort, m.Mtail, m.SquidExporter)
+	return fmt.Sprintf("metrics %d %d %q %q %q", m.Port, m.SquidPort, m.Mtail, m.SquidExporter, m.Active)
 }
 
 // renderMetrics adds what s.Metrics asks for to a pod rendered with opts: the program in the ConfigMap, the
@@ -72,6 +76,7 @@ func renderMetrics(k *Pod, s proxyconf.Settings, opts proxyconf.RenderOptions) e
 			"-port", strconv.Itoa(port), "-logtostderr"},
 		SquidExporter: []string{SquidExporterPath, "-listen", ":" + strconv.Itoa(squidPort),
 			"-squid-hostname", "127.0.0.1", "-squid-port", strconv.Itoa(opts.ManagerPort)},
+		Active: []string{BashPath, "-c", metrics.ActiveScript(opts.ManagerPort, opts.HealthPort, metrics.ActiveInterval, udp.AccessLog)},
 	}
 	return nil
 }

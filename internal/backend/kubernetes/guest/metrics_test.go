@@ -77,8 +77,12 @@ func TestRenderPodMetrics(t *testing.T) {
 			}
 			wantMtail := []string{MtailPath, "-progs", MtailProgramDir, "-logs", "udp://127.0.0.1:" + strconv.Itoa(MtailLogPort), "-port", strconv.Itoa(tc.wantPort), "-logtostderr"}
 			wantExporter := []string{SquidExporterPath, "-listen", ":" + strconv.Itoa(tc.wantSquid), "-squid-hostname", "127.0.0.1", "-squid-port", strconv.Itoa(proxyconf.DefaultManagerPort)}
-			if !slices.Equal(m.Mtail, wantMtail) || !slices.Equal(m.SquidExporter, wantExporter) {
-				t.Errorf("commands:\n mtail %q\n want  %q\n exporter %q\n want     %q", m.Mtail, wantMtail, m.SquidExporter, wantExporter)
+			// The in-flight script reads the manager port and sends to mtail's UDP port, leaving out the health port's
+			// requests: the very script TestActiveRequestsGauges (internal/metrics) runs against real Squid and mtail.
+			wantActive := []string{BashPath, "-c", metrics.ActiveScript(proxyconf.DefaultManagerPort, proxyconf.DefaultHealthPort, metrics.ActiveInterval,
+				"udp://127.0.0.1:"+strconv.Itoa(MtailLogPort))}
+			if !slices.Equal(m.Mtail, wantMtail) || !slices.Equal(m.SquidExporter, wantExporter) || !slices.Equal(m.Active, wantActive) {
+				t.Errorf("commands:\n mtail %q\n want  %q\n exporter %q\n want     %q\n active %q\n want   %q", m.Mtail, wantMtail, m.SquidExporter, wantExporter, m.Active, wantActive)
 			}
 			if _, complaints, err := squidtest.Complaints(t, []byte(conf)); err != nil || len(complaints) > 0 {
 				t.Errorf("squid -k parse: %v %q", err, complaints)
@@ -97,6 +101,26 @@ func TestWithSecondAccessLogRefuses(t *testing.T) {
 	} {
 		if _, err := withSecondAccessLog(tc.conf, tc.alt); err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// The pod template's checksum takes Metrics.String: a change to any sidecar's command rolls the pods.
+func TestMetricsStringNamesEveryCommand(t *testing.T) {
+	t.Parallel()
+	base := Metrics{Port: 1, SquidPort: 2, Mtail: []string{"mtail"}, SquidExporter: []string{"exporter"}, Active: []string{"bash", "-c", "a"}}
+	tests := map[string]func(m *Metrics){
+		"port":           func(m *Metrics) { m.Port = 3 },
+		"squid port":     func(m *Metrics) { m.SquidPort = 3 },
+		"mtail":          func(m *Metrics) { m.Mtail = []string{"mtail", "-x"} },
+		"exporter":       func(m *Metrics) { m.SquidExporter = []string{"exporter", "-x"} },
+		"in-flight loop": func(m *Metrics) { m.Active = []string{"bash", "-c", "b"} },
+	}
+	for name, change := range tests {
+		m := base
+		change(&m)
+		if m.String() == base.String() {
+			t.Errorf("%s changed: String stays %s", name, m.String())
 		}
 	}
 }

@@ -27,7 +27,7 @@ func parseUserData(t *testing.T, ud []byte) (testutil.CloudConfig, map[string][]
 		// of squid.service is the system's, as the distribution's units are.
 		want := [2]string{"root:proxy", "0640"}
 		if f.Path == vmguest.SquidDropInPath || f.Path == RsyslogConfPath || f.Path == RsyslogDropInPath ||
-			f.Path == vmguest.MtailProgramPath || f.Path == vmguest.MtailDropInPath || f.Path == vmguest.SquidExporterDropInPath {
+			slices.Contains(vmguest.MetricsPaths, f.Path) {
 			want = [2]string{"root:root", "0644"}
 		}
 		if f.Owner != want[0] || f.Permissions != want[1] || f.Encoding != "b64" {

@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -25,10 +26,10 @@ func TestRenderUserDataMetrics(t *testing.T) {
 	}{
 		"without metrics": {s: base},
 		"default ports": {s: with(proxyconf.MetricsSettings{AllowedClientCIDRs: []string{"10.9.0.0/16"}}),
-			mtailArgs:   "--port 3903 --logs /var/log/squid/access.log",
+			mtailArgs:   "--port 3903 --logs /var/log/squid/access.log --logs /run/egress-proxy-active-requests/active",
 			exporterArg: "-listen :9301 -squid-hostname 127.0.0.1 -squid-port 3130"},
 		"own ports": {s: with(proxyconf.MetricsSettings{Port: 9100, SquidPort: 9101, AllowedClientCIDRs: []string{"10.9.0.0/16", "fd00:9::/64"}}),
-			mtailArgs:   "--port 9100 --logs /var/log/squid/access.log",
+			mtailArgs:   "--port 9100 --logs /var/log/squid/access.log --logs /run/egress-proxy-active-requests/active",
 			exporterArg: "-listen :9101 -squid-hostname 127.0.0.1 -squid-port 3130"},
 	}
 	for name, tc := range tests {
@@ -44,7 +45,7 @@ func TestRenderUserDataMetrics(t *testing.T) {
 			if got := slices.Equal(last, []string{"sh", "-c", vmguest.MetricsIfMissing}); got != on {
 				t.Errorf("last command %q: starts the metrics %v, want %v", last, got, on)
 			}
-			for _, p := range []string{vmguest.MtailProgramPath, vmguest.MtailDropInPath, vmguest.SquidExporterDropInPath} {
+			for _, p := range vmguest.MetricsPaths {
 				if _, ok := files[p]; ok != on {
 					t.Errorf("%s in user-data: %v, want %v", p, ok, on)
 				}
@@ -78,6 +79,11 @@ func TestRenderUserDataMetrics(t *testing.T) {
 					"ExecStart=/usr/bin/mtail --progs /etc/mtail --logtostderr " + tc.mtailArgs, "SupplementaryGroups=proxy"},
 				vmguest.SquidExporterDropInPath: {guard, "After=squid.service", "ExecStart=", "User=" + vmguest.SquidExporterUser, "DynamicUser=yes",
 					"ExecStart=/usr/bin/prometheus-squid-exporter " + tc.exporterArg},
+				// The in-flight script's service: bash runs the script, as a user of its own, in the directory of
+				// the file mtail tails (the drop-in's second --logs), started at boot and again after a failure.
+				vmguest.ActiveUnitPath: {"After=squid.service", "ExecStart=/bin/bash " + vmguest.ActiveScriptPath,
+					"User=" + vmguest.ActiveUser, "DynamicUser=yes", "RuntimeDirectory=" + path.Base(path.Dir(vmguest.ActiveLogPath)),
+					"UMask=0022", "Restart=always", "WantedBy=multi-user.target"},
 			} {
 				lines := strings.Split(string(files[path]), "\n")
 				for _, w := range wants {
@@ -85,6 +91,12 @@ func TestRenderUserDataMetrics(t *testing.T) {
 						t.Errorf("%s lacks the line %q:\n%s", path, w, files[path])
 					}
 				}
+			}
+			// The script the service runs is the one TestActiveRequestsGauges (internal/metrics) runs against real
+			// Squid and mtail, for this proxy's manager and health ports, writing the file mtail tails.
+			wantScript := metrics.ActiveScript(proxyconf.DefaultManagerPort, proxyconf.DefaultHealthPort, metrics.ActiveInterval, vmguest.ActiveLogPath)
+			if string(files[vmguest.ActiveScriptPath]) != wantScript {
+				t.Errorf("the in-flight script in user-data:\n%s\nwant:\n%s", files[vmguest.ActiveScriptPath], wantScript)
 			}
 		})
 	}
