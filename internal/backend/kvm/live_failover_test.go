@@ -75,11 +75,13 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: net.JoinHostPort(vip, strconv.Itoa(inst.Port))}),
-			// A connect may wait for TCP's retransmissions (the first a second later, the next two more): while a
-			// VM's Squid reloads, new connections are held so, not refused. A client whose own connect timeout
-			// is shorter than that wait sees a timeout instead (one of 3 s did, four times in a run); this one
-			// waits as long as its whole request may take, as curl's and Go's defaults do and longer.
-			DialContext:       netnsDialWithin(liveNetns(), 10*time.Second),
+			// A connect may wait for TCP's retransmissions (1, 3, 7 and 15 s after the first SYN): while a VM's
+			// Squid reloads, new connections are held so, not refused. A client whose own connect timeout is
+			// shorter than the hold sees a timeout instead: one of 3 s did, four times in a run on an idle
+			// machine, and one of 10 s did in a run of make test on a cold machine, where the hold of an
+			// emulated VM lasted over 8 s. This one waits as long as its whole request may take, as curl's and
+			// Go's defaults do and longer.
+			DialContext:       netnsDialWithin(liveNetns(), 30*time.Second),
 			DisableKeepAlives: true, // every request a new connection, as a fleet's clients make them
 		},
 	}

@@ -308,17 +308,21 @@ func (r *reconfiguration) installInGuest(ctx context.Context, dom libvirt.Domain
 		return r.restore(ctx, dom, backups, abandon(err))
 	}
 	release := r.hold(ctx, dom)
-	defer release()
 	if err := r.mustRun(ctx, dom, reload...); err != nil {
 		err = r.restore(ctx, dom, append(backups, caBackups...), err)
 		if r.newPassword {
 			_, _ = r.run(ctx, dom, reload...) // best effort: back to the old files; err says what failed
 		}
+		_ = release() // best effort: err says what failed, and a hold ends by itself
 		return err
 	}
 	r.dropBackups(ctx, dom, append(backups, caBackups...))
 	if err := r.waitReloaded(ctx, dom, mark); err != nil {
+		_ = release()
 		return err
+	}
+	if err := release(); err != nil {
+		return err // pendingReload stays: the retry holds, reloads and releases again
 	}
 	r.pendingReload = nil
 	return nil
@@ -546,11 +550,15 @@ func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) e
 		return err
 	}
 	release := r.hold(ctx, dom)
-	defer release()
 	if err := r.mustRun(ctx, dom, r.pendingReload...); err != nil {
+		_ = release()
 		return err
 	}
 	if err := r.waitReloaded(ctx, dom, mark); err != nil {
+		_ = release()
+		return err
+	}
+	if err := release(); err != nil {
 		return err
 	}
 	r.pendingReload = nil
@@ -559,12 +567,13 @@ func (r *reconfiguration) reloadAgain(ctx context.Context, dom libvirt.Domain) e
 
 // hold holds new connections to the proxy port while Squid reloads, and marks the reload for the VRRP track
 // script (guest.ReloadHold), then waits for Squid to accept the connections made before (guest.ReloadDrain),
-// so that no client is refused or reset and no virtual address moves for a reload. It
-// returns what ends the hold, which the caller defers to run whatever the reload did: within a bound of its
-// own, should ctx have ended, and on a best effort basis, as a hold ends by itself after
-// guest.ReloadHoldSeconds. A hold that cannot be set is a note, not an error: the reload goes on as it would
-// without one.
-func (r *reconfiguration) hold(ctx context.Context, dom libvirt.Domain) (release func()) {
+// so that no client is refused or reset and no virtual address moves for a reload. It returns what ends the
+// hold, which the caller runs whatever the reload did, within a bound of its own should ctx have ended. After
+// a successful reload a release that failed (its call cut) is the attempt's error: otherwise the Reconfigure
+// would succeed with new connections still dropped, until the hold ends by itself after
+// guest.ReloadHoldSeconds; the retry holds, reloads and releases again. After a failed reload the release is
+// best effort. A hold that cannot be set is a note, not an error: the reload goes on as it would without one.
+func (r *reconfiguration) hold(ctx context.Context, dom libvirt.Domain) (release func() error) {
 	port := r.settings.Port
 	if port == 0 {
 		port = proxyconf.DefaultPort
@@ -582,12 +591,15 @@ func (r *reconfiguration) hold(ctx context.Context, dom libvirt.Domain) (release
 			r.note("connections made before the hold still waited for Squid to accept them when it reloaded (the reload may have reset them): %v", err)
 		}
 	}
-	return func() {
+	return func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseLimit)
 		defer cancel()
 		for _, argv := range guest.ReloadRelease() {
-			_, _ = r.run(rctx, dom, argv...) // best effort, see above
+			if err := r.mustRun(rctx, dom, argv...); err != nil {
+				return fmt.Errorf("ending the hold of new connections after Squid's reload: %w", err)
+			}
 		}
+		return nil
 	}
 }
 

@@ -564,6 +564,9 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 		"the password's move":                  {lost: "/bin/mv -f " + htpasswdNew, newPassword: true},
 		"the restart for a password":           {lost: "/bin/systemctl restart", newPassword: true},
 		"the restart, and the restore dropped": {lost: "/bin/systemctl restart", dropped: "/bin/mv -f " + htpasswdOld, newPassword: true},
+		// The hold's release cut after a good reload: the Reconfigure must not end with new connections still
+		// dropped for the hold's 90 s; its retry holds, reloads and releases again.
+		"the hold's release dropped": {dropped: "/bin/rm -f " + guest.ReloadMarkerPath},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -603,6 +606,13 @@ func TestFakeReconfigureSurvivesALostAnswer(t *testing.T) {
 			}
 			if tc.newPassword && !restarted {
 				t.Errorf("a new password did not restart Squid (its cached logins would outlive the change)")
+			}
+			x.f.mu.Lock()
+			_, marked := a.files[guest.ReloadMarkerPath]
+			holding := a.holding
+			x.f.mu.Unlock()
+			if marked || holding {
+				t.Errorf("after the Reconfigure: marked %v, holding %v; want the hold ended", marked, holding)
 			}
 		})
 	}
