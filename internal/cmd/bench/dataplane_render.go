@@ -168,6 +168,9 @@ func runDataplaneRender(_ context.Context, args []string, _ io.Reader, _ io.Writ
 			return err
 		}
 	}
+	if opts.OwnAddressesFile, err = writeOwnAddresses(*dir, addr); err != nil {
+		return err
+	}
 	conf, err := proxyconf.RenderSquidConf(s, opts)
 	if err != nil {
 		return err
@@ -176,6 +179,13 @@ func runDataplaneRender(_ context.Context, args []string, _ io.Reader, _ io.Writ
 		return err
 	}
 	return writeFiles(*dir, map[string][]byte{"client-auth": []byte(auth)}, 0o600)
+}
+
+// writeOwnAddresses writes the file of the guard every backend renders (a VM's prestart, a pod's init
+// container write it): no request to the proxy's own addresses, which Squid checks on the resolved addresses of
+// every allowed destination (a dst ACL). Here the namespace's one address. It returns the file's path.
+func writeOwnAddresses(dir string, addr netip.Addr) (string, error) {
+	return filepath.Join(dir, "own-addresses"), writeFiles(dir, map[string][]byte{"own-addresses": []byte(addr.String() + "\n")}, 0o644)
 }
 
 func writeFiles(dir string, files map[string][]byte, mode os.FileMode) error {

@@ -67,6 +67,11 @@ func TestDataplaneRender(t *testing.T) {
 					t.Errorf("the config does not name %s", want)
 				}
 			}
+			// The own-address guard every backend ships, over the proxy's address.
+			own, err := os.ReadFile(filepath.Join(dir, "own-addresses"))
+			if err != nil || strings.TrimSpace(string(own)) != "198.18.0.2" || !strings.Contains(string(conf), `acl own_addresses dst "`+filepath.Join(dir, "own-addresses")+`"`) {
+				t.Errorf("the own-address guard is not rendered over the proxy's address (own-addresses %q, %v)", own, err)
+			}
 			auth, err := os.ReadFile(filepath.Join(dir, "client-auth"))
 			if err != nil {
 				t.Fatal(err)
