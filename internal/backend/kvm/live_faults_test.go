@@ -511,13 +511,15 @@ var cutDraw = int(time.Now().UnixNano() % 1000)
 
 // The tables' strides. Create and Delete cases run side by side, about a minute per table when every call is
 // cut; Update's are cheap; a Reconfigure case is a reconfiguration of a guest under emulation, about five
-// seconds alone, and a Reconfigure makes over a hundred calls (about half an hour for every call): one in ten,
-// as one in five took 24 minutes beside the rest of a cold make test, its VM emulated all along.
+// seconds alone and thirty beside the rest of a cold make test, and a Reconfigure makes about two hundred calls
+// since it holds connections around Squid's reload: one in twenty, as one in ten took 30 minutes of a cold make
+// test (its VM emulated all along) and was the run's last group to end. Each run draws another offset and
+// prints it, so runs together cut every call.
 const (
 	createCutStride      = 2
 	deleteCutStride      = 2
 	updateCutStride      = 1
-	reconfigureCutStride = 10
+	reconfigureCutStride = 20
 )
 
 // seedsOnly gives up on a volume stream that moves nothing for 15 s instead of the backend's half minute: b
