@@ -195,6 +195,19 @@ func TestMetricsLive(t *testing.T) {
 		return err == nil && d >= float64(counted+1), fmt.Sprintf("moved by %v, %v", d, err)
 	})
 
+	// The in-flight gauges: mtail exports a gauge only once a line set it, so their series in Prometheus show
+	// that the pod's third sidecar read Squid's cache manager and reached mtail (every 10 s). Their values
+	// here depend on timing (the requests above have ended); internal/metrics counts them exactly.
+	prom.WaitFor(t, 45*time.Second, "scrape the in-flight gauges", func() (bool, string) {
+		s, err := metricstest.TryQuery(prom.URL, "{__name__=~\"egress_proxy_(active|client_active)_.*\"}", "instance", "job", "prog")
+		for _, name := range []string{metrics.ActiveRequests, metrics.ActiveTunnels, metrics.ClientActiveRequestsMax} {
+			if _, ok := s[name]; !ok || err != nil {
+				return false, fmt.Sprintf("%s missing from %v (%v)", name, s, err)
+			}
+		}
+		return true, ""
+	})
+
 	// Squid's stdout is still the access log the pod's log shows, beside the sidecars: every would-deny line
 	// mtail counted is there too (Squid writes a line to both logs at once).
 	var wouldDeny int
