@@ -95,6 +95,18 @@ func checkMetricsOnVM(t *testing.T, b *Backend, spec backend.Spec, inst backend.
 		return err == nil && s["squid_up"] == 1, fmt.Sprintf("squid_up %v, %v", s, err)
 	})
 
+	// The in-flight gauges: mtail exports a gauge only once a line set it, so their series show that the
+	// guest's egress-proxy-active-requests unit read Squid's cache manager and reached mtail (every 10 s).
+	prom.WaitFor(t, time.Minute, "scrape the in-flight gauges", func() (bool, string) {
+		s, err := metricstest.TryQuery(prom.URL, "{__name__=~\"egress_proxy_(active|client_active)_.*\"}", "instance", "job", "prog")
+		for _, name := range []string{metrics.ActiveRequests, metrics.ActiveTunnels, metrics.ClientActiveRequestsMax} {
+			if _, ok := s[name]; !ok || err != nil {
+				return false, fmt.Sprintf("%s missing from %v (%v)", name, s, err)
+			}
+		}
+		return true, ""
+	})
+
 	// On a failure, what the guest logged and counted, for the report.
 	defer func() {
 		if t.Failed() {
