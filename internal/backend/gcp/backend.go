@@ -225,7 +225,9 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 
 // Update changes the labels in place, with the label fingerprint so a concurrent change is not overwritten,
 // and turns Options.CloudLogging on or off through its metadata key, with the metadata fingerprint: the
-// guest's watcher starts or stops the shipper. Nothing else of the placement changes in place.
+// guest's watcher starts or stops the shipper. Nothing else of the placement changes in place. Of a proxy of
+// several VMs, it then makes again each member whose VM no longer exists (Member.Gone), as a retried Create
+// would, and nothing else (ha_ops.go#Backend.restoreGone).
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	if err := checkID(id); err != nil {
 		return backend.Instance{}, err

@@ -71,7 +71,10 @@
 //     (ha_ops.go#Backend.deleteHA), so while any part is left a VM or the forwarding rule is too and ListByTag
 //     finds it (list.go#Backend.listHA; ha_test.go#TestHALeftoversAtEveryStep). Its members' health is the
 //     backend service's getHealth (R38; ha_get.go#Backend.memberHealth), and a rule change reaches one member at a
-//     time, each confirmed by its guest (ha_ops.go#Backend.reconfigureHA).
+//     time, each confirmed by its guest (ha_ops.go#Backend.reconfigureHA). A member whose VM no longer exists
+//     (deleted behind Terraform's back) is Gone, one stopped or failing its health check only unhealthy; Update
+//     makes a gone VM again under its name in its zone and group, touching nothing else
+//     (ha_ops.go#Backend.restoreGone; ha_gone_test.go#TestHAUpdateMakesAGoneMemberAgain).
 //   - setMetadata and setLabels carry the fingerprint read just before (R12, R14); a 412 conditionNotMet is
 //     Transient, so the read and the write are retried together (reconfigure.go#Backend.Reconfigure,
 //     backend.go#Backend.Update).

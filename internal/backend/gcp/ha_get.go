@@ -148,7 +148,10 @@ func (b *Backend) memberHealth(ctx context.Context, p *project, region, name str
 }
 
 // haInstance maps a proxy of several VMs onto the contract: the first member's settings, the forwarding rule's
-// address, and a Member per VM the proxy should have (a missing one unhealthy), in name order.
+// address, and a Member per VM the proxy should have, in name order. A VM missing from the members listMembers
+// found (an aggregated list of every zone, which fails rather than skip one) no longer exists: that member is
+// Gone, which updateHA makes again, and does not make the proxy non-reconfigurable since Update comes before
+// Reconfigure. A VM that exists but is stopped (TERMINATED) or failing its health check is unhealthy, not Gone.
 func haInstance(projectID string, id backend.ProviderID, vms []*computepb.Instance, fr *computepb.ForwardingRule, health map[string]string) backend.Instance {
 	out := backend.Instance{ID: id, Name: id.Name, State: backend.StateFailed, Port: proxyconf.DefaultPort}
 	count := len(vms)
@@ -178,13 +181,13 @@ func haInstance(projectID string, id backend.ProviderID, vms []*computepb.Instan
 			out.CreatedAt = t
 		}
 	}
-	reconfigurable := len(vms) == count
+	reconfigurable := true
 	running := false
 	for i := 1; i <= count; i++ {
 		name := memberName(id.Name, i)
 		in, ok := present[name]
 		if !ok {
-			out.Members = append(out.Members, backend.Member{Name: name, Reason: "the VM is missing"})
+			out.Members = append(out.Members, backend.Member{Name: name, Reason: "the VM is missing", Gone: true})
 			continue
 		}
 		inst, err := toInstance(projectID, in)

@@ -5,6 +5,7 @@ package gcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	compute "cloud.google.com/go/compute/apiv1"
@@ -107,7 +108,8 @@ func (b *Backend) reconfigureHA(ctx context.Context, p *project, id backend.Prov
 	return b.getHA(ctx, p, id)
 }
 
-// updateHA changes the labels of every member and of the forwarding rule, and the members' Cloud Logging.
+// updateHA changes the labels of every member and of the forwarding rule, and the members' Cloud Logging, then
+// makes again the members whose VM is gone (restoreGone).
 func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options) (backend.Instance, error) {
 	vms, err := b.listMembers(ctx, p, id)
 	if err != nil {
@@ -121,6 +123,9 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 		if err := b.updateVM(ctx, p, mid, spec, opts); err != nil {
 			return backend.Instance{}, err
 		}
+	}
+	if err := b.restoreGone(ctx, p, id, spec, opts, vms); err != nil {
+		return backend.Instance{}, err
 	}
 	region := regionOf(id.Scope)
 	obj := haObject("forwarding rule", p.id, region, id.Name)
@@ -175,4 +180,63 @@ func (b *Backend) haDeleteStep(ctx context.Context, p *project, id backend.Provi
 		return nil
 	}
 	return err
+}
+
+// restoreGone makes again, as createHA made them, the members of the proxy whose VM no longer exists (a VM
+// deleted behind Terraform's back, which Get reports Gone): each under its own name in its own zone (haSlots
+// over the region's zones, as at the create), with the proxy's metadata and the Spec's labels and rules, and
+// added to its zone's group. The other VMs, the health check, the backend service and the forwarding rule are
+// left as they are. Nothing is made when no member is gone.
+func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance) error {
+	count := len(vms)
+	present := map[string]bool{}
+	for _, in := range vms {
+		present[in.GetName()] = true
+		if _, _, n, ok := memberOf(in); ok {
+			count = max(count, n)
+		}
+	}
+	if len(present) == count {
+		return nil
+	}
+	// updateVM checked that the members are this proxy's; the Spec may leave its identity to them.
+	spec = withIdentity(spec, vms[0].GetLabels())
+	// The VM as a retried Create would make it: the Spec's options with the backend's defaults (resolve), in
+	// the proxy's zone; the options read back from a member where the Spec has none.
+	pl := spec.Placement
+	pl.Target, pl.Scope = p.id, id.Scope
+	if opts == nil {
+		if read, err := toInstance(p.id, vms[0]); err == nil {
+			pl.Options = read.Placement.Options
+		}
+	}
+	_, resolved, err := b.resolve(pl)
+	if err != nil {
+		return err
+	}
+	g := *resolved
+	g.Instances = count
+	zones, err := b.regionZones(ctx, p, regionOf(id.Scope), id.Scope)
+	if err != nil {
+		return err
+	}
+	spec.Name = id.Name
+	member := haMember{of: fmt.Sprintf("%s/%s/%d", id.Scope, id.Name, count), labels: backend.ManagedLabels(spec)}
+	desc := haDescription(id.Scope, id.Name, spec.UID, spec.Owner)
+	for _, s := range haSlots(id.Name, zones, count) {
+		if present[s.name] {
+			continue
+		}
+		ms, mg := spec, g
+		ms.Name = s.name
+		mpl := backend.Placement{Backend: Kind, Target: p.id, Scope: s.zone, Options: &mg}
+		if _, err := b.createVM(ctx, ms, mpl, &mg, member); err != nil {
+			return err
+		}
+		link := fmt.Sprintf("projects/%s/zones/%s/instances/%s", p.id, s.zone, s.name)
+		if err := b.ensureGroup(ctx, p, s.zone, id.Scope, id.Name, desc, &mg, []string{link}, backend.OwnershipOfSpec(spec)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
