@@ -84,7 +84,7 @@ resource "egress_proxy" "test" {
 		Steps: []resource.TestStep{
 			{
 				Config: config,
-				ConfigStateChecks: append(severalInstancesRead("aws", 3),
+				ConfigStateChecks: append(threeInstancesRead("aws"),
 					statecheck.ExpectKnownValue("egress_proxy.test", root("id"), knownvalue.StringExact("aws/"+awsTestRegion+"/"+name)),
 					sameID.AddStateValue("egress_proxy.test", root("id")),
 					statecheck.ExpectKnownValue("egress_proxy.test", memberPath(0, "scope"), knownvalue.StringExact(awsTestRegion+"a")),

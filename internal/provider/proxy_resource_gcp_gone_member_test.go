@@ -48,7 +48,7 @@ func TestAccProxyGCP_goneMemberMadeAgainInPlace(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config:            config,
-				ConfigStateChecks: append(severalInstancesRead("gcp", 3), unchanged()...),
+				ConfigStateChecks: append(threeInstancesRead("gcp"), unchanged()...),
 				Check: func(s *terraform.State) error {
 					address = s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["internal_address"]
 					if fake.Instance(gcpTestProject, lostZone, lost) == nil || address == "" {
@@ -80,7 +80,7 @@ func TestAccProxyGCP_goneMemberMadeAgainInPlace(t *testing.T) {
 					plancheck.ExpectResourceAction("egress_proxy.test", plancheck.ResourceActionUpdate),
 					plancheck.ExpectUnknownValue("egress_proxy.test", tfjsonpath.New("members")),
 				}},
-				ConfigStateChecks: append(severalInstancesRead("gcp", 3), unchanged()...),
+				ConfigStateChecks: append(threeInstancesRead("gcp"), unchanged()...),
 				Check: func(s *terraform.State) error {
 					vm := fake.Instance(gcpTestProject, lostZone, lost)
 					if vm == nil {

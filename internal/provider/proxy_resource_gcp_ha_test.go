@@ -45,7 +45,7 @@ func TestAccProxyGCP_instances(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: config,
-				ConfigStateChecks: append(severalInstancesRead("gcp", 3),
+				ConfigStateChecks: append(threeInstancesRead("gcp"),
 					statecheck.ExpectKnownValue("egress_proxy.test", root("id"), knownvalue.StringExact("gcp/"+gcpTestProject+"/us-central1-a/"+name)),
 					sameID.AddStateValue("egress_proxy.test", root("id")),
 					statecheck.ExpectKnownValue("egress_proxy.test", memberPath(0, "name"), knownvalue.StringExact(name+"-1")),

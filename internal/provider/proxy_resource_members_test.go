@@ -13,10 +13,11 @@ func memberPath(i int, attr string) tfjsonpath.Path {
 	return tfjsonpath.New("members").AtSliceIndex(i).AtMapKey(attr)
 }
 
-// severalInstancesRead is what egress_proxy.test of n instances on backend kind, every one serving, reads back
-// whatever the backend: Running, the placement's instances, no single egress address but n of them, n members,
-// the last of them healthy.
-func severalInstancesRead(kind string, n int) []statecheck.StateCheck {
+// threeInstancesRead is what egress_proxy.test of three instances on backend kind, every one serving, reads
+// back whatever the backend: Running, the placement's instances, no single egress address but three of them,
+// three members, the last of them healthy. (Every test of several instances makes three.)
+func threeInstancesRead(kind string) []statecheck.StateCheck {
+	const n = 3
 	return []statecheck.StateCheck{
 		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("state"), knownvalue.StringExact("Running")),
 		statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New(kind).AtMapKey("instances"), knownvalue.Int64Exact(int64(n))),
