@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -175,7 +176,10 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 }
 
 // Update changes the tags in place, on the instance and everything made for it: every member's instance and
-// root volume, and for a proxy of several its load balancer and target group (retagLoadBalancer).
+// root volume, and for a proxy of several its load balancer and target group (retagLoadBalancer). A member of
+// a proxy of several that is Gone (its instance ended: ha.go) is then made again with spec's rules and labels,
+// as a retried Create would make it, and registered with the target group (restoreMembers); the others are
+// left as they are.
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	r, in, err := b.liveInstance(ctx, id)
 	if err != nil {
@@ -203,6 +207,9 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	held := map[string]string{}
 	var resources []string
 	for _, m := range append([]*ec2types.Instance{in}, slices.Collect(maps.Values(members))...) {
+		if memberGone(m) {
+			continue // shutting down: made again below, with the tags wanted
+		}
 		maps.Copy(held, tagMap(m.Tags))
 		resources = append(resources, awssdk.ToString(m.InstanceId))
 		for _, bd := range m.BlockDeviceMappings {
@@ -230,6 +237,11 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	}
 	if _, several := tags[TagInstances]; several || len(members) > 0 {
 		if err := b.retagLoadBalancer(ctx, r, spec); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	if n, _ := strconv.Atoi(tags[TagInstances]); n > 1 {
+		if err := b.restoreMembers(ctx, r, spec, in, members, n); err != nil {
 			return backend.Instance{}, err
 		}
 	}

@@ -292,7 +292,7 @@ func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Op
 			return nil, b.giveBack(mine, r, spec.Name, true, err)
 		}
 	}
-	in, err := b.runInstance(ctx, r, spec, with, groupID, 0)
+	in, err := b.runInstance(ctx, r, spec, with, groupID, 0, "")
 	if err != nil {
 		return nil, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
 	}
@@ -545,8 +545,9 @@ func diffPermissions(have, want []ec2types.IpPermission) (add, remove []ec2types
 //
 // Member k of a proxy of several instances (k > 0; member 0 is the proxy's first instance, launched as a proxy
 // of one is) reads its own parameters (memberParameters), carries TagMember and runs in its own subnet
-// (Options.memberSubnet), with a client token of its own.
-func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int) (*ec2types.Instance, error) {
+// (Options.memberSubnet), with a client token of its own; seed, when not empty, stands for the UID and member in
+// the client tokens (a member made again, restoreMembers).
+func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int, seed string) (*ec2types.Instance, error) {
 	obj := memberObject(r.name, spec.Name, k)
 	opts := guest.UserDataOptions{
 		Region: r.name, ParameterPrefix: guest.ParameterPath(memberParameters(spec.Name, k), ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
@@ -567,6 +568,9 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 	if k > 0 {
 		tagged[TagMember] = strconv.Itoa(k)
 		uid = spec.UID + "/member-" + strconv.Itoa(k)
+	}
+	if seed != "" {
+		uid = seed
 	}
 	tags := ec2Tags(tagged)
 	in := &ec2.RunInstancesInput{

@@ -65,7 +65,10 @@
 //     launched after the first and adopted by a retry of the same UID (ha.go#Backend.ensureMembers); then a
 //     target group health-checked on the health port, an internal Network Load Balancer and its listener
 //     (ha_loadbalancer.go#Backend.ensureLoadBalancer). Get reports the members with the target group's health and
-//     State from them (ha.go#Backend.readMembers); Reconfigure reaches them one at a time, each applied and
+//     State from them (ha.go#Backend.readMembers), a member whose instance is shutting down, terminated or no
+//     longer listed as Gone (ha.go#memberGone; a stopped one is unhealthy, not Gone), which Update makes again in
+//     its subnet and registers with the target group, the others left as they are (ha.go#Backend.restoreMembers);
+//     Reconfigure reaches them one at a time, each applied and
 //     healthy before the next (reconfigure.go#Backend.reconfigureMembers); Delete removes the load balancer, the
 //     target group and the members first (delete.go#Backend.deleteMembers). The security group is made before
 //     them all and deleted after, so ListByTag lists what a crash leaves by it. A proxy of one (no TagInstances)

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"sort"
+	"strconv"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -18,8 +19,15 @@ import (
 // and members 1 to n-1: instances of the same Name with TagMember, each in its subnet (memberSubnet), each
 // reading its own parameters (memberParameters) bound to it alone, so that Reconfigure reaches them one at
 // a time; and the load balancer in front of them all (loadBalancer.go).
+//
+// Member k > 0 is Gone (backend.Member) when no instance of it is pending, running, stopping or stopped: none
+// is listed, or the one there is shutting down or terminated (EC2 lists a terminated instance for about an
+// hour; "Amazon EC2 instance state changes": neither state comes back, the instance is ended for good). A
+// stopped or stopping member, or one failing its health checks, exists and is not Gone: it is unhealthy, and
+// starting it is the user's. Update makes a Gone member again (restoreMembers), as a retried Create would.
 
-// findMembers are the live members k > 0 of the proxy named name, by k: this provider's, with TagMember.
+// findMembers are the live members k > 0 of the proxy named name, by k: this provider's, with TagMember. One
+// shutting down is among them (liveStates) unless another instance of its k is not.
 func (b *Backend) findMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
 	out := map[int]*ec2types.Instance{}
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -35,7 +43,8 @@ func (b *Backend) findMembers(ctx context.Context, r *region, name string) (map[
 		for _, rs := range res.Reservations {
 			for i := range rs.Instances {
 				in := &rs.Instances[i]
-				if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) {
+				// An instance shutting down is listed beside the one made again in its place: the live one wins.
+				if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && (out[k] == nil || memberGone(out[k])) {
 					out[k] = in
 				}
 			}
@@ -68,51 +77,204 @@ func (b *Backend) ensureMembers(ctx context.Context, r *region, spec backend.Spe
 		}
 	}
 	for k := 1; k < o.instances(); k++ {
-		obj := memberObject(r.name, spec.Name, k)
 		in := existing[k]
 		if in != nil {
-			if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tagMap(in.Tags)[backend.LabelOwner], tagMap(in.Tags)[backend.LabelUID]); err != nil {
+			if err := adoptableMember(spec, memberObject(r.name, spec.Name, k), in); err != nil {
 				return ids, err
 			}
-			if uid := tagMap(in.Tags)[backend.LabelUID]; uid != spec.UID {
-				return ids, backend.Permanent(obj, "was left by proxy %s of this name: delete that proxy (egress_proxy_orphans lists it), then apply again", uid)
-			}
 		}
-		ms := memberSpec(spec, k)
-		rendered, err := renderParameters(ms.Name, spec.Proxy, guest.FormatLatest)
+		id, err := b.makeMember(ctx, r, spec, o, groupID, k, in, "")
 		if err != nil {
-			return ids, backend.NewError(backend.ClassPermanent, obj, err)
-		}
-		if err := b.putParameters(ctx, r, ms, newStoredSpec(spec.Proxy, o, rendered), rendered, ""); err != nil {
 			return ids, err
 		}
-		fresh := in == nil
-		if fresh {
-			if in, err = b.runInstance(ctx, r, spec, o, groupID, k); err != nil {
-				return ids, err
-			}
-		}
-		id := awssdk.ToString(in.InstanceId)
 		ids = append(ids, id)
-		if err := b.bindParameters(ctx, r, ms, id, fresh, rendered); err != nil {
-			return ids, err
-		}
-		if _, err := b.waitRunning(ctx, r, obj, id); err != nil {
-			return ids, err
-		}
-		if o.WaitForProxy {
-			if err := b.waitApplied(ctx, r, ms.Name, rendered); err != nil {
-				return ids, err
-			}
-		}
 	}
-	_, err = b.ensureLoadBalancer(ctx, r, spec, place.vpcID, place.subnetIDs(), ids)
+	err = b.ensureLoadBalancer(ctx, r, spec, place.vpcID, place.subnetIDs(), ids)
 	return ids, err
 }
 
+// memberGone says that a member's instance is ended for good: shutting down or terminated (or none).
+func memberGone(in *ec2types.Instance) bool {
+	switch stateName(in) {
+	case "", ec2types.InstanceStateNameShuttingDown, ec2types.InstanceStateNameTerminated:
+		return true
+	}
+	return false
+}
+
+// adoptableMember refuses a member instance of the proxy's name that is another owner's or another proxy's.
+func adoptableMember(spec backend.Spec, obj string, in *ec2types.Instance) error {
+	tags := tagMap(in.Tags)
+	if err := (backend.Ownership{Owner: spec.Owner}).Check(obj, tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
+		return err
+	}
+	if uid := tags[backend.LabelUID]; uid != spec.UID {
+		return backend.Permanent(obj, "was left by proxy %s of this name: delete that proxy (egress_proxy_orphans lists it), then apply again", uid)
+	}
+	return nil
+}
+
+// makeMember makes member k > 0 as Create does, going on from in, what an earlier attempt left (nil: none): its
+// own parameters written, its instance launched unless in is live, the parameters bound to it, and waited for
+// until it runs (and, with wait_for_proxy, until its guest applied them). One shutting down is none; without a
+// seed it is first waited for until it is terminated, as its client token would answer it again. seed, when not
+// empty, makes the launch's client tokens its own (a member made again after its instance ended). It returns
+// the instance's id.
+func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int, in *ec2types.Instance, seed string) (string, error) {
+	obj := memberObject(r.name, spec.Name, k)
+	if in != nil && memberGone(in) {
+		if seed == "" {
+			if err := b.waitTerminated(ctx, r, obj, awssdk.ToString(in.InstanceId)); err != nil {
+				return "", err
+			}
+		}
+		in = nil
+	}
+	ms := memberSpec(spec, k)
+	rendered, err := renderParameters(ms.Name, spec.Proxy, guest.FormatLatest)
+	if err != nil {
+		return "", backend.NewError(backend.ClassPermanent, obj, err)
+	}
+	if err := b.putParameters(ctx, r, ms, newStoredSpec(spec.Proxy, o, rendered), rendered, ""); err != nil {
+		return "", err
+	}
+	fresh := in == nil
+	if fresh {
+		if in, err = b.runInstance(ctx, r, spec, o, groupID, k, seed); err != nil {
+			return "", err
+		}
+	}
+	id := awssdk.ToString(in.InstanceId)
+	if err := b.bindParameters(ctx, r, ms, id, fresh, rendered); err != nil {
+		return id, err
+	}
+	if _, err := b.waitRunning(ctx, r, obj, id); err != nil {
+		return id, err
+	}
+	if o.WaitForProxy {
+		if err := b.waitApplied(ctx, r, ms.Name, rendered); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// endedMembers are, by k > 0, the instances of the proxy named name's members that EC2 still lists as
+// terminated, the latest launched of each k: what a Gone member was, for its name and zone.
+func (b *Backend) endedMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
+	out := map[int]*ec2types.Instance{}
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		clear(out)
+		res, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
+			{Name: awssdk.String("tag-key"), Values: []string{TagMember}},
+			{Name: awssdk.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNameTerminated)}},
+		}})
+		if err != nil {
+			return classify(instanceObject(r.name, name), err)
+		}
+		for _, rs := range res.Reservations {
+			for i := range rs.Instances {
+				in := &rs.Instances[i]
+				k := memberOf(in)
+				if k <= 0 || !managed(tagMap(in.Tags)) {
+					continue
+				}
+				if prev := out[k]; prev == nil || awssdk.ToTime(in.LaunchTime).After(awssdk.ToTime(prev.LaunchTime)) {
+					out[k] = in
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// goneMembers are the members 1 to n-1 that are Gone (memberGone), by k, with the instance each was when EC2
+// still lists it (shutting down or terminated), nil otherwise; members are findMembers'.
+func (b *Backend) goneMembers(ctx context.Context, r *region, name string, members map[int]*ec2types.Instance, n int) (map[int]*ec2types.Instance, error) {
+	gone := map[int]*ec2types.Instance{}
+	missing := false
+	for k := 1; k < n; k++ {
+		if in := members[k]; in == nil || memberGone(in) {
+			gone[k] = in
+			missing = missing || in == nil
+		}
+	}
+	if !missing {
+		return gone, nil
+	}
+	ended, err := b.endedMembers(ctx, r, name)
+	if err != nil {
+		return nil, err
+	}
+	for k, in := range gone {
+		if in == nil {
+			gone[k] = ended[k]
+		}
+	}
+	return gone, nil
+}
+
+// restoreMembers makes again, as a retried Create would, the members of the proxy of n instances whose
+// first instance is first that are Gone, with spec's rules and labels (spec's UID and owner are first's),
+// and registers them with the load balancer's target group; the other members are left as they are. The
+// options are the proxy's as Get reads them (its stored spec), its own security group the one first is in.
+func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Spec, first *ec2types.Instance, members map[int]*ec2types.Instance, n int) error {
+	gone, err := b.goneMembers(ctx, r, spec.Name, members, n)
+	if err != nil || len(gone) == 0 {
+		return err
+	}
+	obj := instanceObject(r.name, spec.Name)
+	current, err := b.readBack(ctx, r, first)
+	if err != nil {
+		return err
+	}
+	read, ok := current.Placement.Options.(*Options)
+	if !ok || current.Proxy == nil {
+		return backend.Permanent(obj, "its settings parameter is gone or does not parse: its gone members cannot be made again; replace the proxy")
+	}
+	o := *read
+	if o.CreateInstanceRole {
+		// Made for member 0: this finds it, for its profile's name.
+		if o.IAMInstanceProfile, err = b.ensureInstanceRole(ctx, r, spec, o); err != nil {
+			return err
+		}
+	}
+	vpcID := awssdk.ToString(first.VpcId)
+	group, err := b.findSecurityGroup(ctx, r, securityGroupName(spec.Name), vpcID)
+	if err != nil {
+		return err
+	}
+	if group == nil {
+		return backend.Permanent(obj, "its security group %s is gone: its gone members cannot be made again; replace the proxy", securityGroupName(spec.Name))
+	}
+	ids := []string{awssdk.ToString(first.InstanceId)}
+	for k := 1; k < n; k++ {
+		ended, isGone := gone[k]
+		if !isGone {
+			ids = append(ids, awssdk.ToString(members[k].InstanceId))
+			continue
+		}
+		// The client tokens of a member made again are its own, after the instance it replaces, so that a
+		// member ended many times does not run out of the tokens of its first launch (maxLaunchTokens).
+		seed := ""
+		if ended != nil {
+			seed = spec.UID + "/member-" + strconv.Itoa(k) + "/after-" + awssdk.ToString(ended.InstanceId)
+		}
+		id, err := b.makeMember(ctx, r, spec, o, awssdk.ToString(group.GroupId), k, ended, seed)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	return b.ensureLoadBalancer(ctx, r, spec, vpcID, o.subnets(), ids)
+}
+
 // readMembers fills a proxy of several instances in: its members with their health as the load balancer's
-// target group reports it, the load balancer's address and DNS name, and State from the members while the
-// first instance runs. Nothing for a proxy of one (want, its settings' instances).
+// target group reports it (a Gone one, goneMembers, unhealthy without asking), the load balancer's address and
+// DNS name, and State from the members while the first instance runs. Nothing for a proxy of one (want, its
+// settings' instances).
 func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.Instance, inst *backend.Instance, want int) error {
 	if want <= 1 {
 		return nil // a proxy of one, read as it always was
@@ -129,13 +291,26 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 	if err != nil {
 		return err
 	}
+	gone, err := b.goneMembers(ctx, r, inst.Name, members, want)
+	if err != nil {
+		return err
+	}
 	members[0] = first
 	keys := make([]int, 0, len(members))
 	for k := range members {
+		if _, isGone := gone[k]; !isGone {
+			keys = append(keys, k)
+		}
+	}
+	for k := range gone {
 		keys = append(keys, k)
 	}
 	sort.Ints(keys)
 	for _, k := range keys {
+		if ended, isGone := gone[k]; isGone {
+			inst.Members = append(inst.Members, goneMember(inst.Name, k, ended))
+			continue
+		}
 		in := members[k]
 		id := awssdk.ToString(in.InstanceId)
 		m := backend.Member{Name: id, Scope: awssdk.ToString(in.Placement.AvailabilityZone),
@@ -163,6 +338,16 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		inst.State = backend.DegradedState(inst.Members)
 	}
 	return nil
+}
+
+// goneMember is member k of the proxy named name, Gone: named after the instance it was while EC2 lists it
+// (shutting down or terminated), after the proxy and k once it does not.
+func goneMember(name string, k int, ended *ec2types.Instance) backend.Member {
+	if ended == nil {
+		return backend.Member{Name: name + "-member-" + strconv.Itoa(k), Reason: "its instance is gone", Gone: true}
+	}
+	return backend.Member{Name: awssdk.ToString(ended.InstanceId), Scope: awssdk.ToString(ended.Placement.AvailabilityZone),
+		Reason: "its instance is " + string(stateName(ended)), Gone: true}
 }
 
 // terminateMembers terminates members 1 to n-1 and waits until they are gone.

@@ -167,10 +167,10 @@ func elbTags(m map[string]string) []elbtypes.Tag {
 // health port), registers the instances, finds or makes the internal load balancer in subnets (one per
 // zone) and its TCP listener on the proxy port. A create that an earlier attempt of this proxy began is
 // taken up where it stopped.
-func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backend.Spec, vpcID string, subnets, instanceIDs []string) (loadBalancer, error) {
+func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backend.Spec, vpcID string, subnets, instanceIDs []string) error {
 	l, lbTags, tgTags, err := b.findLoadBalancer(ctx, r, spec.Name)
 	if err != nil {
-		return l, err
+		return err
 	}
 	name := lbName(spec.Name)
 	tags := elbTags(groupTags(spec, time.Now()))
@@ -181,7 +181,7 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 	tgObj, lbObj := targetGroupObject(r.name, spec.Name), lbObject(r.name, spec.Name)
 	if l.targetGroup != nil {
 		if err := adoptable(spec, tgObj, tgTags); err != nil {
-			return l, err
+			return err
 		}
 	} else {
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -199,7 +199,7 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 			return nil
 		})
 		if err != nil {
-			return l, err
+			return err
 		}
 	}
 	tgARN := l.targetGroup.TargetGroupArn
@@ -212,11 +212,11 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 		return classify(tgObj, err)
 	})
 	if err != nil {
-		return l, err
+		return err
 	}
 	if l.lb != nil {
 		if err := adoptable(spec, lbObj, lbTags); err != nil {
-			return l, err
+			return err
 		}
 	} else {
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -231,10 +231,10 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 			return nil
 		})
 		if err != nil {
-			return l, err
+			return err
 		}
 	}
-	return l, b.ensureListener(ctx, r, spec.Name, l.lb.LoadBalancerArn, tgARN, port)
+	return b.ensureListener(ctx, r, spec.Name, l.lb.LoadBalancerArn, tgARN, port)
 }
 
 // ensureListener finds or makes the load balancer's TCP listener on port, forwarding to the target group.
