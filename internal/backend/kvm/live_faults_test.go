@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf/vmguest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/libvirtfault"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // The tests here cut the connection to the real libvirtd at every call an operation makes, in both places a
@@ -481,33 +481,13 @@ func TestLiveUpdateSurvivesACutAtEveryCall(t *testing.T) {
 	})
 }
 
-// cutsKept chooses the calls a cut table cuts: by default one call in stride, from an offset drawn once per run
-// and printed (the same draw for every table of the run), so that runs over time cover every call while one
-// run stays short; EGRESS_TEST_CUTS=N replays a run's choice (offset N mod stride in each table), =all cuts
-// every call of every table.
+// cutsKept chooses the calls a cut table cuts: one call in stride by default, so that a run stays short while
+// runs over time cut every call; EGRESS_TEST_CUTS=N replays the choice a run printed, =all cuts every call of
+// every table (testutil.Sample).
 func cutsKept(t *testing.T, stride int) func(k int) bool {
 	t.Helper()
-	v := os.Getenv("EGRESS_TEST_CUTS")
-	if v == "all" || stride <= 1 {
-		t.Log("cutting every call")
-		return nil
-	}
-	draw := cutDraw
-	if v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			t.Fatalf("EGRESS_TEST_CUTS=%q: want all or the number a run printed", v)
-		}
-		draw = n
-	}
-	offset := draw % stride
-	t.Logf("cutting calls k with k %% %d == %d (EGRESS_TEST_CUTS=%d replays this run's choice, =all cuts every call)",
-		stride, offset, draw)
-	return func(k int) bool { return k%stride == offset }
+	return testutil.Sample(t, "EGRESS_TEST_CUTS", stride)
 }
-
-// cutDraw is this run's draw for cutsKept.
-var cutDraw = int(time.Now().UnixNano() % 1000)
 
 // The tables' strides. Create and Delete cases run side by side, about a minute per table when every call is
 // cut; Update's are cheap; a Reconfigure case is a reconfiguration of a guest under emulation, about five
