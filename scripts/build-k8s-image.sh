@@ -94,6 +94,12 @@ rm -f "$root"/tmp/*.deb
 for prog in /usr/bin/mtail /usr/bin/prometheus-squid-exporter; do
 	[[ -x $root$prog ]] || { echo "build-k8s-image: $prog is missing from the image" >&2; exit 1; }
 done
+# The active-requests sidecar's shell and the programs its script calls by name (guest.MetricsImageNeeds),
+# looked up inside the image, where awk is an alternative's link.
+for prog in /bin/bash awk timeout; do
+	# shellcheck disable=SC2016 # the inner shell expands its own argument
+	chroot "$root" /bin/sh -c 'command -v "$1"' sh "$prog" >/dev/null || { echo "build-k8s-image: $prog is missing from the image" >&2; exit 1; }
+done
 if ! chroot "$root" /usr/sbin/squid -v | grep -q -- --with-openssl; then
 	chroot "$root" /usr/sbin/squid -v >&2 || true
 	echo "build-k8s-image: the image's squid is not the OpenSSL build" >&2

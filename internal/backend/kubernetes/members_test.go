@@ -32,27 +32,27 @@ func TestGetMembers(t *testing.T) {
 		replicas, available int32
 		pods                []corev1.Pod
 		wantState           backend.State
-		wantMembers         string // name scope address egress healthy reason, per member
+		wantMembers         string // name scope address egress healthy reason gone, per member
 	}{
 		"three serving": {3, 3, []corev1.Pod{
 			proxyPod("p1-c", "n2", ready, podIP("10.244.0.12")), proxyPod("p1-a", "n1", ready, podIP("10.244.0.10")),
 			proxyPod("p1-b", "n1", ready, podIP("10.244.0.11"))},
 			backend.StateRunning,
-			"[{p1-a n1 10.244.0.10 203.0.113.5 true } {p1-b n1 10.244.0.11 203.0.113.5 true } {p1-c n2 10.244.0.12 198.51.100.7 true }]"},
+			"[{p1-a n1 10.244.0.10 203.0.113.5 true  false} {p1-b n1 10.244.0.11 203.0.113.5 true  false} {p1-c n2 10.244.0.12 198.51.100.7 true  false}]"},
 		"one waiting on its image": {3, 2, []corev1.Pod{
 			proxyPod("p1-a", "n1", ready, podIP("10.244.0.10")), proxyPod("p1-b", "n1", ready, podIP("10.244.0.11")),
 			proxyPod("p1-c", "n2", waiting("ImagePullBackOff"), podIP("10.244.0.12"))},
 			backend.StateDegraded,
-			"[{p1-a n1 10.244.0.10 203.0.113.5 true } {p1-b n1 10.244.0.11 203.0.113.5 true } {p1-c n2 10.244.0.12 198.51.100.7 false container squid: ImagePullBackOff}]"},
+			"[{p1-a n1 10.244.0.10 203.0.113.5 true  false} {p1-b n1 10.244.0.11 203.0.113.5 true  false} {p1-c n2 10.244.0.12 198.51.100.7 false container squid: ImagePullBackOff false}]"},
 		"one not yet made, one unscheduled": {3, 1, []corev1.Pod{
 			proxyPod("p1-a", "n1", ready, podIP("10.244.0.10")), proxyPod("p1-b", "")},
 			backend.StateDegraded,
-			"[{p1-a n1 10.244.0.10 203.0.113.5 true } {p1-b    false not scheduled on a node yet}]"},
+			"[{p1-a n1 10.244.0.10 203.0.113.5 true  false} {p1-b    false not scheduled on a node yet false}]"},
 		"a rollout's surge pod not ready, the old ones gone or going": {2, 2, []corev1.Pod{
 			proxyPod("p1-a", "n1", ready, podIP("10.244.0.10")), proxyPod("p1-b", "n2", ready, podIP("10.244.0.11")),
 			proxyPod("p1-c", "n2", podIP("10.244.0.12")), proxyPod("p1-old", "n2", ready, terminating)},
 			backend.StateRunning,
-			"[{p1-a n1 10.244.0.10 203.0.113.5 true } {p1-b n2 10.244.0.11 198.51.100.7 true } {p1-c n2 10.244.0.12 198.51.100.7 false not ready}]"},
+			"[{p1-a n1 10.244.0.10 203.0.113.5 true  false} {p1-b n2 10.244.0.11 198.51.100.7 true  false} {p1-c n2 10.244.0.12 198.51.100.7 false not ready false}]"},
 		"one replica": {1, 1, []corev1.Pod{proxyPod("p1-a", "n1", ready, podIP("10.244.0.10"))},
 			backend.StateRunning, "[]"},
 	}

@@ -35,5 +35,7 @@ var ImageNeeds = []string{
 // above for those proxies alone: an image of an earlier release lacks them, so metrics turned on for a proxy
 // that runs one fail their rollout (the sidecars cannot start; the apply reports it, and the pods of the
 // previous configuration keep serving), and such a proxy gets metrics by moving to today's image, a
-// replacement. A proxy without metrics takes nothing new.
-var MetricsImageNeeds = []string{MtailPath, SquidExporterPath}
+// replacement. A proxy without metrics takes nothing new. The active-requests sidecar's script
+// (internal/metrics/active.go) runs with bash and calls awk and timeout by name: debootstrap's minbase brings
+// them (bash, mawk, coreutils), and the image build checks that they are there.
+var MetricsImageNeeds = []string{MtailPath, SquidExporterPath, "/bin/bash", "awk", "timeout"}
