@@ -208,6 +208,36 @@ func TestFakeLeftoverSeedDeletedOnceTheStreamLetsGo(t *testing.T) {
 	}
 }
 
+// Delete of a proxy whose create crashed before its domain was defined reads the leftover seed (whose is it?)
+// and then deletes it, which libvirt refuses as "still in use" until the download's hold ends: the delete waits
+// that out instead of failing as Permanent (a create's give-back after libvirtd restarted mid-apply did, in a
+// cold run of make test).
+func TestFakeDeleteOfALeftoverSeedWaitsForTheStream(t *testing.T) {
+	t.Parallel()
+	f := newFakeHost()
+	b, _ := fakeBackend(f)
+	spec := fakeSpec("uid-1", "o")
+	inst, err := b.Create(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(f.domains, spec.Name) // a crashed create: volumes made, domain never defined
+	f.mu.Lock()
+	f.streamHolds = 3
+	f.mu.Unlock()
+	if err := b.Delete(context.Background(), inst.ID); err != nil {
+		t.Fatalf("Delete of a leftover seed held a moment by the stream that read it: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.streamHolds != 0 {
+		t.Errorf("%d refused deletes left: the leftover seed was not read and deleted", f.streamHolds)
+	}
+	if _, left := f.pools["pool"].vols[seedVolumeName(spec.Name)]; left {
+		t.Errorf("seed volume %s left after Delete", seedVolumeName(spec.Name))
+	}
+}
+
 func TestFakeFixedIPReservation(t *testing.T) {
 	t.Parallel()
 	f := newFakeHost()

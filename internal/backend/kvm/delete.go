@@ -72,7 +72,9 @@ func (b *Backend) deleteDomain(ctx context.Context, c *conn, host, name string, 
 			return unreserve(l, network, name, mac)
 		}
 		root := func() error { return deleteVolume(l, pool, rootVolumeName(name)) }
-		seed := func() error { return deleteVolume(l, pool, seedVolumeName(name)) }
+		// Without a domain the seed was just read (readSeedIdentity below), and a download holds the volume a
+		// moment after its last byte: deleteVolumeAfterStream waits that out.
+		seed := func() error { return deleteVolumeAfterStream(l, pool, seedVolumeName(name)) }
 		if !found {
 			// Leftovers are found by name: the seed says whose they are. Another owner's, or another proxy's,
 			// are none of this proxy's, and stay (its owner's garbage collection lists them).

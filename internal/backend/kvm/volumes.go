@@ -158,7 +158,8 @@ func deleteVolume(l api, pool, name string) error {
 // deleteVolumeAfterStream deletes a volume that a stream of ours has just read: libvirt lets go of a volume a
 // stream holds a moment after the stream's last byte (its I/O helper ends on its own), and until then refuses a
 // delete with "volume ... is still in use" (VIR_ERR_OPERATION_INVALID). A create retried after libvirtd restarted
-// mid-apply met that in a cold run of make test on a loaded machine, and failed as Permanent. The delete is tried
+// mid-apply met that in a cold run of make test on a loaded machine, and failed as Permanent (in clearLeftoverSeed,
+// and later in Delete of a proxy without a domain, a create's give-back). The delete is tried
 // again until the hold ends, for at most streamHoldLimit; nothing tells when it does.
 func deleteVolumeAfterStream(l api, pool, name string) error {
 	deadline := time.Now().Add(streamHoldLimit)
