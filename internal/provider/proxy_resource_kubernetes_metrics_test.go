@@ -60,7 +60,7 @@ resource "egress_proxy" "m" {
 			{
 				Config:           config(fmt.Sprintf(`metrics = { allowed_client_cidrs = ["%s/32"] }`, scraperIP)),
 				ConfigPlanChecks: update,
-				Check: tfresource.ComposeTestCheckFunc(serves, k8sCheckContainers(env, ns, "m", "squid", "mtail", "squid-exporter"),
+				Check: tfresource.ComposeTestCheckFunc(serves, k8sCheckContainers(env, ns, "m", "squid", "mtail", "squid-exporter", "active-requests"),
 					// The Service's name, <service>.<namespace>.svc, on its metrics ports.
 					k8sCheckMetricsURLs("m"),
 					k8sCheckMetricsServed(env, ns, "m", "scraper")),
