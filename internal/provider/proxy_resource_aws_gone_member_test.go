@@ -3,8 +3,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -27,23 +25,7 @@ func TestAccProxyAWS_goneMemberMadeAgainInPlace(t *testing.T) {
 	fake.PlayGuests()
 	const name = "egress-acc-gone"
 	subnets := fake.Subnets(awsTestRegion)
-	var quoted []string
-	for _, sn := range subnets {
-		quoted = append(quoted, strconv.Quote(sn.ID))
-	}
-	config := awsConfig(t, fake, "", fmt.Sprintf(`
-resource "egress_proxy" "test" {
-  name = %q
-  aws = {
-    subnet_ids           = [%s]
-    instances            = 3
-    iam_instance_profile = "egress-proxy"
-    wait_for_proxy       = true
-  }
-  allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]
-}
-`, name, strings.Join(quoted, ", ")))
+	config := awsThreeInstancesConfig(t, fake, name, "")
 	root := func(attr string) tfjsonpath.Path { return tfjsonpath.New(attr) }
 	sameID := statecheck.CompareValue(compare.ValuesSame())
 	sameURL := statecheck.CompareValue(compare.ValuesSame())

@@ -37,26 +37,7 @@ func TestAccProxyAWS_instances(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
 	const name = "egress-acc-ha"
-	var subnets []string
-	for _, sn := range fake.Subnets(awsTestRegion) {
-		subnets = append(subnets, strconv.Quote(sn.ID))
-	}
-	proxyConfig := func(labels string) string {
-		return awsConfig(t, fake, "", fmt.Sprintf(`
-resource "egress_proxy" "test" {
-  name = %q
-  aws = {
-    subnet_ids           = [%s]
-    instances            = 3
-    iam_instance_profile = "egress-proxy"
-    wait_for_proxy       = true
-  }
-  allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]
-  labels               = { %s }
-}
-`, name, strings.Join(subnets, ", "), labels))
-	}
+	proxyConfig := func(labels string) string { return awsThreeInstancesConfig(t, fake, name, labels) }
 	config := proxyConfig(`env = "test"`)
 	root := func(attr string) tfjsonpath.Path { return tfjsonpath.New(attr) }
 	sameID := statecheck.CompareValue(compare.ValuesSame())
@@ -222,4 +203,30 @@ func manyRanges(n int) string {
 		out[i] = strconv.Quote(fmt.Sprintf("10.%d.0.0/16", i))
 	}
 	return "[" + strings.Join(out, ", ") + "]"
+}
+
+// awsThreeInstancesConfig is egress_proxy.test named name, of three instances over the fake's subnets (one in
+// each), with labels (HCL map entries) when not empty.
+func awsThreeInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels string) string {
+	var subnets []string
+	for _, sn := range fake.Subnets(awsTestRegion) {
+		subnets = append(subnets, strconv.Quote(sn.ID))
+	}
+	labelsLine := ""
+	if labels != "" {
+		labelsLine = "  labels               = { " + labels + " }\n"
+	}
+	return awsConfig(t, fake, "", fmt.Sprintf(`
+resource "egress_proxy" "test" {
+  name = %q
+  aws = {
+    subnet_ids           = [%s]
+    instances            = 3
+    iam_instance_profile = "egress-proxy"
+    wait_for_proxy       = true
+  }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]
+%s}
+`, name, strings.Join(subnets, ", "), labelsLine))
 }

@@ -27,15 +27,22 @@ import (
 // starting it is the user's. Update makes a Gone member again (restoreMembers), as a retried Create would.
 
 // findMembers are the live members k > 0 of the proxy named name, by k: this provider's, with TagMember. One
-// shutting down is among them (liveStates) unless another instance of its k is not.
+// shutting down is among them (liveStates) unless another instance of its k is not: it is listed beside the
+// one made again in its place, and the live one wins.
 func (b *Backend) findMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
+	return b.listMembers(ctx, r, name, liveStates, func(prev, _ *ec2types.Instance) bool { return memberGone(prev) })
+}
+
+// listMembers lists, by k > 0, the instances of this provider's with TagMember of the proxy named name in one of
+// states; of two of one k, in replaces prev where replaces says so.
+func (b *Backend) listMembers(ctx context.Context, r *region, name string, states []string, replaces func(prev, in *ec2types.Instance) bool) (map[int]*ec2types.Instance, error) {
 	out := map[int]*ec2types.Instance{}
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		clear(out)
 		res, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 			{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
 			{Name: awssdk.String("tag-key"), Values: []string{TagMember}},
-			{Name: awssdk.String("instance-state-name"), Values: liveStates},
+			{Name: awssdk.String("instance-state-name"), Values: states},
 		}})
 		if err != nil {
 			return classify(instanceObject(r.name, name), err)
@@ -43,8 +50,7 @@ func (b *Backend) findMembers(ctx context.Context, r *region, name string) (map[
 		for _, rs := range res.Reservations {
 			for i := range rs.Instances {
 				in := &rs.Instances[i]
-				// An instance shutting down is listed beside the one made again in its place: the live one wins.
-				if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && (out[k] == nil || memberGone(out[k])) {
+				if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && (out[k] == nil || replaces(out[k], in)) {
 					out[k] = in
 				}
 			}
@@ -162,32 +168,9 @@ func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, 
 // endedMembers are, by k > 0, the instances of the proxy named name's members that EC2 still lists as
 // terminated, the latest launched of each k: what a Gone member was, for its name and zone.
 func (b *Backend) endedMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
-	out := map[int]*ec2types.Instance{}
-	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		clear(out)
-		res, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-			{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
-			{Name: awssdk.String("tag-key"), Values: []string{TagMember}},
-			{Name: awssdk.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNameTerminated)}},
-		}})
-		if err != nil {
-			return classify(instanceObject(r.name, name), err)
-		}
-		for _, rs := range res.Reservations {
-			for i := range rs.Instances {
-				in := &rs.Instances[i]
-				k := memberOf(in)
-				if k <= 0 || !managed(tagMap(in.Tags)) {
-					continue
-				}
-				if prev := out[k]; prev == nil || awssdk.ToTime(in.LaunchTime).After(awssdk.ToTime(prev.LaunchTime)) {
-					out[k] = in
-				}
-			}
-		}
-		return nil
+	return b.listMembers(ctx, r, name, []string{string(ec2types.InstanceStateNameTerminated)}, func(prev, in *ec2types.Instance) bool {
+		return awssdk.ToTime(in.LaunchTime).After(awssdk.ToTime(prev.LaunchTime))
 	})
-	return out, err
 }
 
 // goneMembers are the members 1 to n-1 that are Gone (memberGone), by k, with the instance each was when EC2
