@@ -202,14 +202,15 @@ func (b *Backend) goneMembers(ctx context.Context, r *region, name string, membe
 // restoreMembers makes again, as a retried Create would, the members of the proxy of n instances whose
 // first instance is first that are Gone, with spec's rules and labels (spec's UID and owner are first's),
 // and registers them with the load balancer's target group; the other members are left as they are. The
-// options are the proxy's as Get reads them (its stored spec), its own security group the one first is in.
+// options are the proxy's as its stored spec holds them (readStored), its own security group the one first
+// is in.
 func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Spec, first *ec2types.Instance, members map[int]*ec2types.Instance, n int) error {
 	gone, err := b.goneMembers(ctx, r, spec.Name, members, n)
 	if err != nil || len(gone) == 0 {
 		return err
 	}
 	obj := instanceObject(r.name, spec.Name)
-	current, err := b.readBack(ctx, r, first)
+	current, err := b.readStored(ctx, r, first) // its options; its members are known already
 	if err != nil {
 		return err
 	}

@@ -213,9 +213,24 @@ func parameterObject(region, path string) string {
 	return "aws SSM parameter " + path + " in region " + region
 }
 
-// readBack maps an instance and its stored spec onto the contract. An instance the provider did not make is
-// refused as Permanent: NotFound would make the next apply create over it.
+// readBack maps an instance and its stored spec onto the contract, with its members for a proxy of several.
+// An instance the provider did not make is refused as Permanent: NotFound would make the next apply create
+// over it.
 func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance) (backend.Instance, error) {
+	inst, err := b.readStored(ctx, r, in)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	opts, _ := inst.Placement.Options.(*Options)
+	if err := b.readMembers(ctx, r, in, &inst, opts.instances()); err != nil {
+		return backend.Instance{}, err
+	}
+	return inst, nil
+}
+
+// readStored is readBack without the members: the instance and the settings and options its stored spec
+// holds, read from the instance and its parameters alone.
+func (b *Backend) readStored(ctx context.Context, r *region, in *ec2types.Instance) (backend.Instance, error) {
 	tags := tagMap(in.Tags)
 	name := tags[tagName]
 	obj := instanceObject(r.name, name)
@@ -242,9 +257,6 @@ func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance
 		if st.Instances > 1 {
 			opts.Instances, opts.SubnetIDs, opts.SubnetID = st.Instances, st.SubnetIDs, ""
 		}
-	}
-	if err := b.readMembers(ctx, r, in, &inst, opts.instances()); err != nil {
-		return backend.Instance{}, err
 	}
 	return inst, nil
 }
