@@ -23,10 +23,7 @@ func TestAccProxyGCP_goneMemberMadeAgainInPlace(t *testing.T) {
 	gcpGuests(t, fake)
 	const name, lostZone = "egress-acc-gone", "us-central1-c"
 	lost := name + "-3"
-	config := gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
-  gcp                  = { instances = 3, wait_for_proxy = true }
-  allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name))
+	config := gcpThreeInstancesConfig(fake, name)
 	sameID := statecheck.CompareValue(compare.ValuesSame())
 	sameAddress := statecheck.CompareValue(compare.ValuesSame())
 	unchanged := func() []statecheck.StateCheck {

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // A gcp proxy of three instances on the Compute fake: three VMs over the region's zones behind an internal
@@ -26,10 +27,7 @@ func TestAccProxyGCP_instances(t *testing.T) {
 	fake := gcpFake(t)
 	gcpGuests(t, fake)
 	const name = "egress-acc-ha"
-	config := gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
-  gcp                  = { instances = 3, wait_for_proxy = true }
-  allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name))
+	config := gcpThreeInstancesConfig(fake, name)
 	root := func(attr string) tfjsonpath.Path { return tfjsonpath.New(attr) }
 	zones := []string{"us-central1-a", "us-central1-b", "us-central1-c"}
 	sameID := statecheck.CompareValue(compare.ValuesSame())
@@ -127,4 +125,12 @@ func TestAccProxyGCP_instancesRefusedAtPlan(t *testing.T) {
 	if n := len(fake.Requests()); n != 0 {
 		t.Errorf("%d requests to Compute Engine: a plan-time refusal must not reach the API", n)
 	}
+}
+
+// gcpThreeInstancesConfig is egress_proxy.test named name, of three VMs over the fake's region's zones.
+func gcpThreeInstancesConfig(fake *computefake.Server, name string) string {
+	return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
+  gcp                  = { instances = 3, wait_for_proxy = true }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]`, name))
 }
