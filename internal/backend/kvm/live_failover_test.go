@@ -190,6 +190,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	changed.AllowedDestinations = append(slices.Clone(spec.Proxy.AllowedDestinations), "other.test")
 	capped.Store(true)
 	changing := time.Now()
+	t.Logf("the in-place change starts at %s UTC", changing.UTC().Format(time.StampMilli))
 	if _, err := b.Reconfigure(ctxFor(t, callLimit), id, changed); err != nil {
 		t.Fatalf("Reconfigure under traffic: %v", err)
 	}
@@ -206,6 +207,12 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		}
 		return true
 	})
+	// What keepalived did on each instance during the change (the address moving, a failed track script): the
+	// first thing to read when a request failed.
+	for _, m := range inst.Members {
+		t.Logf("keepalived on %s during the change:\n%s", m.Name, outputInGuestAnyStatus(t, b, m.Name, "/bin/journalctl", "--no-pager", "-o", "short-precise",
+			"-u", "keepalived.service", "--since", "-"+strconv.Itoa(int(time.Since(changing).Seconds())+5)+"s"))
+	}
 	var during, failedDuring int
 	var slowest time.Duration
 	mu.Lock()

@@ -17,8 +17,10 @@ import (
 //   - every instance starts as BACKUP with the same priority and nopreempt: the address stays where it is
 //     when a VM comes back, and moves only when its holder stops advertising (a VM destroyed, its keepalived
 //     gone) or gives it up;
-//   - a track script asks Squid's health endpoint on the VM itself every second: a VM whose Squid stops
-//     answering goes to FAULT and gives up the address;
+//   - a track script asks Squid's health endpoint on the VM itself every VRRPCheckSeconds: a VM whose Squid
+//     refuses or fails VRRPCheckFall checks in a row goes to FAULT and gives up the address. A slow answer is
+//     not a failure (VRRPCheckTimeoutSeconds): an emulated VM on a loaded host took over 2 s to run the check,
+//     and a holder that gives the address away for that resets every connection it holds;
 //   - no VRRP authentication (VRRPv2's is a clear-text password, VRRPv3 has none). The configuration comes,
 //     like the rest of the guest's, from the seed the provider wrote, and the peers' addresses are fixed: the
 //     VRRP firewall table below admits IP protocol 112 from the peers alone and drops every other
@@ -47,6 +49,16 @@ const (
 	// VRRPAdvertSeconds is how often the holder of the address advertises. A backup takes the address once
 	// three advertisements are missed (plus a skew under a second): about 3.6 s after its holder went away.
 	VRRPAdvertSeconds = 1
+	// VRRPCheckSeconds is how often the track script runs, VRRPCheckFall how many failures in a row put the VM
+	// in FAULT: a Squid that stopped gives the address up about 6 s later (the advertisements' 3.6 s cover a
+	// VM that is gone).
+	VRRPCheckSeconds = 2
+	VRRPCheckFall    = 3
+	// VRRPCheckTimeoutSeconds bounds one run of the track script, and its wait for Squid's answer a little
+	// less: keepalived counts a run it kills as a failure. A check of 2 s timed out in a run with the host's
+	// CPUs taken by other work (a test with five busy loops beside two emulated VMs): the holder went to FAULT
+	// during an in-place change, and the connections it held were reset when the address moved.
+	VRRPCheckTimeoutSeconds = 10
 )
 
 // VRRP is what one member of a proxy of several instances runs: its own address, its peers' and the virtual
@@ -119,7 +131,8 @@ func renderKeepalived(v VRRP) []byte {
 	var b bytes.Buffer
 	b.WriteString("# Written by terraform-provider-egress: this VM's VRRP instance (see " + VRRPPrestartPath + ").\n")
 	b.WriteString("global_defs {\n\tenable_script_security\n\tscript_user root\n}\n")
-	fmt.Fprintf(&b, "vrrp_script egress_squid {\n\tscript \"/bin/bash %s\"\n\tinterval 1\n\ttimeout 2\n\tfall 2\n\trise 2\n}\n", VRRPCheckPath)
+	fmt.Fprintf(&b, "vrrp_script egress_squid {\n\tscript \"/bin/bash %s\"\n\tinterval %d\n\ttimeout %d\n\tfall %d\n\trise 2\n}\n",
+		VRRPCheckPath, VRRPCheckSeconds, VRRPCheckTimeoutSeconds, VRRPCheckFall)
 	b.WriteString("vrrp_instance egress {\n")
 	b.WriteString("\tstate BACKUP\n\tnopreempt\n")
 	b.WriteString("\tinterface @INTERFACE@\n")
@@ -151,7 +164,7 @@ if [[ -e ` + ReloadMarkerPath + ` ]]; then
 fi
 exec 3<>/dev/tcp/127.0.0.1/` + port + ` || exit 1
 printf 'GET ` + proxyconf.HealthPath + ` HTTP/1.1\r\nHost: 127.0.0.1:` + port + `\r\nConnection: close\r\n\r\n' >&3 || exit 1
-IFS= read -r -t 2 status <&3 || exit 1
+IFS= read -r -t ` + strconv.Itoa(VRRPCheckTimeoutSeconds-2) + ` status <&3 || exit 1
 case $status in
 "HTTP/1."?" 200"*) exit 0 ;;
 esac
