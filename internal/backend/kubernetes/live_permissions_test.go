@@ -176,29 +176,15 @@ func holdWithFinalizer(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 	patch := []byte(`{"metadata":{"finalizers":["` + testFinalizer + `"]}}`)
 	unpatch := []byte(`{"metadata":{"finalizers":null}}`)
 	name := spec.Name
-	var do func(ctx context.Context, name string, p []byte) error
-	switch kind {
-	case "configmaps":
-		do = func(ctx context.Context, name string, p []byte) error {
-			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
-			return err
-		}
-	case "networkpolicies":
-		do = func(ctx context.Context, name string, p []byte) error {
-			_, err := cs.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
-			return err
-		}
-	case "replicasets":
+	if kind == "replicasets" {
 		l, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: backend.LabelUID + "=" + spec.UID})
 		if err != nil || len(l.Items) == 0 {
 			t.Fatalf("the proxy's ReplicaSet: %v (%d found)", err, len(l.Items))
 		}
 		name = l.Items[0].Name
-		do = func(ctx context.Context, name string, p []byte) error {
-			_, err := cs.AppsV1().ReplicaSets(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
-			return err
-		}
-	default:
+	}
+	do, ok := finalizerPatchers(cs, ns)[kind]
+	if !ok {
 		t.Fatalf("no finalizer for %s", kind)
 	}
 	if err := do(ctx, name, patch); err != nil {
@@ -211,6 +197,42 @@ func holdWithFinalizer(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 			t.Errorf("taking the finalizer off %s %s/%s: %v", kind, ns, name, err)
 		}
 	})
+}
+
+// finalizerPatchers merge-patch an object of each kind a removal holds with a finalizer (removal.finalizer),
+// by name in ns.
+func finalizerPatchers(cs kubernetes.Interface, ns string) map[string]func(ctx context.Context, name string, p []byte) error {
+	return map[string]func(ctx context.Context, name string, p []byte) error{
+		"configmaps": func(ctx context.Context, name string, p []byte) error {
+			_, err := cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
+			return err
+		},
+		"networkpolicies": func(ctx context.Context, name string, p []byte) error {
+			_, err := cs.NetworkingV1().NetworkPolicies(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
+			return err
+		},
+		"replicasets": func(ctx context.Context, name string, p []byte) error {
+			_, err := cs.AppsV1().ReplicaSets(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
+			return err
+		},
+		"poddisruptionbudgets": func(ctx context.Context, name string, p []byte) error {
+			_, err := cs.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, name, types.MergePatchType, p, metav1.PatchOptions{})
+			return err
+		},
+	}
+}
+
+// TestEveryHeldKindHasALiveFinalizer: each kind a removal holds with a finalizer can be held on the cluster too.
+// TestPermissionsLive draws its removals at random, so a kind only the fake could hold failed one cold run in
+// several, when the draw took the PodDisruptionBudget's watch.
+func TestEveryHeldKindHasALiveFinalizer(t *testing.T) {
+	t.Parallel()
+	patchers := finalizerPatchers(nil, "")
+	for verb, r := range removals {
+		if _, ok := patchers[r.finalizer]; r.finalizer != "" && !ok {
+			t.Errorf("%s: TestPermissionsLive cannot hold %s with a finalizer", verb, r.finalizer)
+		}
+	}
 }
 
 // requireDefaultGrants checks that the cluster grants every authenticated user what the backend asks beyond
