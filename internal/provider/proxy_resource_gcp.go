@@ -142,7 +142,9 @@ func gcpInstancesSchema() schema.Int64Attribute {
 			"Compute Engine lists them, from `zone`), each with its own egress address (`egress_addresses`), behind an internal passthrough "+
 			"Network Load Balancer whose address is `internal_address`: a regional health check on the health port (%d), an unmanaged "+
 			"instance group per zone, a regional backend service and a forwarding rule on the proxy's port, all named `NAME`. "+
-			"`static_egress_ip` and `egress_address_name` are for one VM. Changing it replaces the proxy. See the high availability guide for the "+
+			"`static_egress_ip` and `egress_address_name` are for one VM. A change between two counts above one is made in place: new VMs join "+
+			"behind the same address (the backend service gains the groups of zones it did not use), and the highest-numbered ones leave their "+
+			"group before they are deleted; a change to or from one VM replaces the proxy. See the high availability guide for the "+
 			"firewall rules the health checks need and what the load balancer costs.", gcp.MaxInstances, gcp.DefaultInstances, proxyconf.DefaultHealthPort),
 		Validators: []validator.Int64{int64validator.Between(1, gcp.MaxInstances), gcpInstancesFit{}}}
 }
@@ -318,7 +320,10 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	}
 }
 
-// gcpSameInstances finds an instances of null (a state from before the attribute) and one the same VM.
+// gcpSameInstances finds an instances of null (a state from before the attribute) and one the same VM, and
+// two counts above one the same proxy: Update adds or removes VMs behind the same load balancer. One VM and
+// several are different objects (the one VM bears the proxy's name, and has no load balancer), so a change
+// between them replaces the proxy.
 func gcpSameInstances(_ context.Context, prior, planned map[string]attr.Value) bool {
 	count := func(v attr.Value) int64 {
 		if n, ok := v.(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
@@ -326,7 +331,8 @@ func gcpSameInstances(_ context.Context, prior, planned map[string]attr.Value) b
 		}
 		return gcp.DefaultInstances
 	}
-	return count(prior["instances"]) == count(planned["instances"])
+	before, after := count(prior["instances"]), count(planned["instances"])
+	return before == after || (before > 1 && after > 1)
 }
 
 // int64Or is v's value, or def where v is null or unknown.

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
@@ -129,8 +130,81 @@ func TestAccProxyGCP_instancesRefusedAtPlan(t *testing.T) {
 
 // gcpThreeInstancesConfig is egress_proxy.test named name, of three VMs over the fake's region's zones.
 func gcpThreeInstancesConfig(fake *computefake.Server, name string) string {
+	return gcpInstancesConfig(fake, name, 3)
+}
+
+// gcpInstancesConfig is egress_proxy.test named name, of n VMs over the fake's region's zones.
+func gcpInstancesConfig(fake *computefake.Server, name string, n int) string {
 	return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
-  gcp                  = { instances = 3, wait_for_proxy = true }
+  gcp                  = { instances = %d, wait_for_proxy = true }
   allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name))
+  allowed_destinations = [".example.com"]`, name, n))
+}
+
+// A change of gcp.instances between two counts above one is an update in place: from two VMs to three the
+// third joins in the region's third zone behind the same forwarding rule (its zone's group added to the
+// backend service), and back to two it leaves and is deleted; the id and the address stay, and the next plan
+// is empty. From two to one the proxy is replaced: one VM and several are different objects.
+func TestAccProxyGCP_instancesChangedInPlace(t *testing.T) {
+	fake := gcpFake(t)
+	gcpGuests(t, fake)
+	const name = "egress-acc-resize"
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	sameAddress := statecheck.CompareValue(compare.ValuesSame())
+	vms := func(want int) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			if n := len(fake.Instances()); n != want {
+				return fmt.Errorf("the fake holds %d VMs, want %d", n, want)
+			}
+			return nil
+		}
+	}
+	step := func(n int, action plancheck.ResourceActionType, check resource.TestCheckFunc, kept ...statecheck.StateCheck) resource.TestStep {
+		members := n
+		if n == 1 {
+			members = 0 // a proxy of one VM lists no members
+		}
+		return resource.TestStep{
+			Config:            gcpInstancesConfig(fake, name, n),
+			ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action)}},
+			ConfigStateChecks: append(kept, statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("members"), knownvalue.ListSizeExact(members))),
+			Check:             check,
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy: func(*terraform.State) error {
+			if n, left := len(fake.Instances()), fake.LoadBalancerObjects(); n != 0 || len(left) != 0 {
+				return fmt.Errorf("after destroy: %d VMs and %v", n, left)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			step(2, plancheck.ResourceActionCreate, vms(2),
+				sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+				sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address"))),
+			step(3, plancheck.ResourceActionUpdate, func(s *terraform.State) error {
+				if err := vms(3)(s); err != nil {
+					return err
+				}
+				if vm := fake.Instance(gcpTestProject, "us-central1-c", name+"-3"); vm == nil {
+					return fmt.Errorf("no VM %s-3 in us-central1-c", name)
+				}
+				if bs := fake.BackendService(gcpTestProject, "us-central1", name); len(bs.GetBackends()) != 3 {
+					return fmt.Errorf("the backend service has %d backends, want the groups of the three zones", len(bs.GetBackends()))
+				}
+				return nil
+			},
+				sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+				sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address")),
+				statecheck.ExpectKnownValue("egress_proxy.test", memberPath(2, "healthy"), knownvalue.Bool(true))),
+			{Config: gcpInstancesConfig(fake, name, 3), PlanOnly: true},
+			step(2, plancheck.ResourceActionUpdate, vms(2),
+				sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+				sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address"))),
+			{Config: gcpInstancesConfig(fake, name, 2), PlanOnly: true},
+			step(1, plancheck.ResourceActionReplace, vms(1)),
+		},
+	})
 }

@@ -93,3 +93,101 @@ func TestHAUpdateMakesAGoneMemberAgain(t *testing.T) {
 		t.Errorf("an Update with no member gone inserted %d VMs", n)
 	}
 }
+
+// TestHAUpdateChangesTheNumberOfVMs: Update of a proxy of two VMs asking for four makes web-3 and web-4 in the
+// next zones of the region (their groups made, and added to the backend service, which did not have them),
+// and every member then records four; asking for two again removes web-4 and web-3 from their groups and
+// deletes them, leaving the groups as backends. The proxy's address, health check and forwarding rule stay
+// throughout, Get reads the members the count says, and Delete leaves nothing.
+func TestHAUpdateChangesTheNumberOfVMs(t *testing.T) {
+	t.Parallel()
+	w := newHAWorld(t)
+	fake, b, ctx := w.fake, w.b, ctxT(t)
+	spec := haSpec("uid-ha-resize", 2)
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := inst.ID
+	counts := func(want int) {
+		t.Helper()
+		got, err := b.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Members) != want || got.State != backend.StateRunning || got.InternalAddress != inst.InternalAddress {
+			t.Fatalf("Get = %s at %s with members %+v; want Running at %s with %d", got.State, got.InternalAddress, got.Members, inst.InternalAddress, want)
+		}
+		if n := optionsOf(got.Placement).Instances; n != want {
+			t.Errorf("Get reads instances = %d, want %d", n, want)
+		}
+		p, err := b.clients(ctx, testProject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vms, err := b.listMembers(ctx, p, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vm := range vms {
+			if _, _, n, ok := memberOf(vm); !ok || n != want {
+				t.Errorf("%s records a proxy of %d VMs, want %d", vm.GetName(), n, want)
+			}
+		}
+	}
+
+	grown := spec
+	optionsOf(grown.Placement).Instances = 4
+	fake.ResetLog()
+	if _, err := b.Update(ctx, id, grown); err != nil {
+		t.Fatalf("Update to 4 VMs: %v", err)
+	}
+	if n := fake.Count(http.MethodPost, `/instances$`); n != 2 {
+		t.Errorf("Update to 4 inserted %d VMs, want 2", n)
+	}
+	if n := fake.Count(http.MethodPost, `/(healthChecks|backendServices|forwardingRules)$`) + fake.Count(http.MethodDelete, ``); n != 0 {
+		t.Errorf("Update to 4 inserted or deleted %d other objects, want none", n)
+	}
+	counts(4)
+	bs := fake.BackendService(testProject, "us-central1", "web")
+	zones := map[string]bool{}
+	got, _ := b.Get(ctx, id)
+	for _, m := range got.Members {
+		zones[m.Scope] = true
+		if !m.Healthy {
+			t.Errorf("member %+v after the Update: want healthy (its zone's group a backend of the service)", m)
+		}
+	}
+	if len(bs.GetBackends()) != len(zones) {
+		t.Errorf("backend service has %d backends for members in %d zones: %v", len(bs.GetBackends()), len(zones), bs.GetBackends())
+	}
+
+	shrunk := spec
+	optionsOf(shrunk.Placement).Instances = 2
+	fake.ResetLog()
+	if _, err := b.Update(ctx, id, shrunk); err != nil {
+		t.Fatalf("Update to 2 VMs: %v", err)
+	}
+	if n := fake.Count(http.MethodPost, `/removeInstances$`); n != 2 {
+		t.Errorf("Update to 2 removed %d VMs from their groups, want 2", n)
+	}
+	if n := fake.Count(http.MethodPost, `/instances$`); n != 0 {
+		t.Errorf("Update to 2 inserted %d VMs", n)
+	}
+	for _, m := range got.Members[2:] {
+		if fake.Instance(testProject, m.Scope, m.Name) != nil {
+			t.Errorf("%s in %s is left after the Update to 2", m.Name, m.Scope)
+		}
+	}
+	counts(2)
+	if fr := fake.ForwardingRule(testProject, "us-central1", "web"); fr.GetIPAddress() != inst.InternalAddress {
+		t.Errorf("forwarding rule at %s, want %s", fr.GetIPAddress(), inst.InternalAddress)
+	}
+
+	if err := b.Delete(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if left := fake.LoadBalancerObjects(); len(left) != 0 {
+		t.Errorf("left after Delete: %v", left)
+	}
+}

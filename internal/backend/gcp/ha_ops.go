@@ -6,10 +6,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	compute "cloud.google.com/go/compute/apiv1"
 	"cloud.google.com/go/compute/apiv1/computepb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
@@ -108,8 +112,9 @@ func (b *Backend) reconfigureHA(ctx context.Context, p *project, id backend.Prov
 	return b.getHA(ctx, p, id)
 }
 
-// updateHA changes the labels of every member and of the forwarding rule, and the members' Cloud Logging, then
-// makes again the members whose VM is gone (restoreGone).
+// updateHA changes the labels of every member and of the forwarding rule, and the members' Cloud Logging,
+// brings the proxy to the number of VMs opts asks (resize) and makes again the members whose VM is gone
+// (restoreGone).
 func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options) (backend.Instance, error) {
 	vms, err := b.listMembers(ctx, p, id)
 	if err != nil {
@@ -124,8 +129,23 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 			return backend.Instance{}, err
 		}
 	}
-	if err := b.restoreGone(ctx, p, id, spec, opts, vms); err != nil {
+	target := 0
+	if opts != nil && opts.Instances > 1 {
+		target = opts.Instances
+		if err := ValidateHAName(id.Name, target); err != nil {
+			return backend.Instance{}, backend.NewError(backend.ClassPermanent, instanceObject(p.id, id.Scope, id.Name), err)
+		}
+		if vms, err = b.shrinkHA(ctx, p, id, vms, target); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	if err := b.restoreGone(ctx, p, id, spec, opts, vms, target); err != nil {
 		return backend.Instance{}, err
+	}
+	if target > 0 {
+		if err := b.growHA(ctx, p, id, target); err != nil {
+			return backend.Instance{}, err
+		}
 	}
 	region := regionOf(id.Scope)
 	obj := haObject("forwarding rule", p.id, region, id.Name)
@@ -186,8 +206,10 @@ func (b *Backend) haDeleteStep(ctx context.Context, p *project, id backend.Provi
 // deleted behind Terraform's back, which Get reports Gone): each under its own name in its own zone (haSlots
 // over the region's zones, as at the create), with the proxy's metadata and the Spec's labels and rules, and
 // added to its zone's group. The other VMs, the health check, the backend service and the forwarding rule are
-// left as they are. Nothing is made when no member is gone.
-func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance) error {
+// left as they are. Nothing is made when no member is gone. With a target above one (the count Update asks
+// for), the members up to it are the ones the proxy should have, the new ones of a larger count among them;
+// without, the count the members record.
+func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance, target int) error {
 	count := len(vms)
 	present := map[string]bool{}
 	for _, in := range vms {
@@ -195,6 +217,9 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 		if _, _, n, ok := memberOf(in); ok {
 			count = max(count, n)
 		}
+	}
+	if target > 1 {
+		count = target
 	}
 	if len(present) == count {
 		return nil
@@ -239,4 +264,134 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 		}
 	}
 	return nil
+}
+
+// memberIndex is i of a member VM named NAME-i, 0 for another name.
+func memberIndex(proxy, vm string) int {
+	i, err := strconv.Atoi(strings.TrimPrefix(vm, proxy+"-"))
+	if err != nil || !strings.HasPrefix(vm, proxy+"-") || i < 1 {
+		return 0
+	}
+	return i
+}
+
+// shrinkHA removes the members above target (a smaller instances), the highest first: each leaves its zone's
+// group, so the load balancer sends it no new connection, before its VM is deleted. A zone's group left empty
+// stays a backend of the service, ready for a larger count again; Delete removes it with the rest. It returns
+// the members left.
+func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderID, vms []*computepb.Instance, target int) ([]*computepb.Instance, error) {
+	var kept, extra []*computepb.Instance
+	for _, in := range vms {
+		if memberIndex(id.Name, in.GetName()) > target {
+			extra = append(extra, in)
+		} else {
+			kept = append(kept, in)
+		}
+	}
+	slices.SortFunc(extra, func(a, c *computepb.Instance) int {
+		return memberIndex(id.Name, c.GetName()) - memberIndex(id.Name, a.GetName())
+	})
+	for _, in := range extra {
+		zone := lastSegment(in.GetZone())
+		obj := haObject("instance group", p.id, zone, id.Name)
+		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+			op, err := p.groups.RemoveInstances(ctx, &computepb.RemoveInstancesInstanceGroupRequest{Project: p.id, Zone: zone, InstanceGroup: id.Name,
+				InstanceGroupsRemoveInstancesRequestResource: &computepb.InstanceGroupsRemoveInstancesRequest{
+					Instances: []*computepb.InstanceReference{{Instance: proto.String(in.GetSelfLink())}}}})
+			if hasReason(err, "memberNotFound") {
+				return nil // an earlier attempt removed it
+			}
+			if err != nil {
+				return classify(obj, err)
+			}
+			return b.wait(ctx, op, obj)
+		})
+		if err != nil && !backend.IsNotFound(err) { // no group: nothing to leave
+			return nil, err
+		}
+		if err := b.delete(ctx, backend.ProviderID{Backend: Kind, Target: p.id, Scope: zone, Name: in.GetName()}, false); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// growHA finishes a change of the number of VMs to target once restoreGone made the members up to it: the
+// backend service gets the group of every zone the members use that it lacks (a larger count reaching zones
+// the smaller did not), and every member records target as the proxy's count (metadataMemberOf), which Get
+// reads the members the proxy should have from. Nothing is written when both are as they should be.
+func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID, target int) error {
+	region := regionOf(id.Scope)
+	zones, err := b.regionZones(ctx, p, region, id.Scope)
+	if err != nil {
+		return err
+	}
+	obj := haObject("backend service", p.id, region, id.Name)
+	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		bs, err := p.backendServices.Get(ctx, &computepb.GetRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: id.Name})
+		if err != nil {
+			return classify(obj, err)
+		}
+		if err := haOwned(backend.OwnershipOf(ctx), obj, bs.GetDescription(), id.Scope, id.Name); err != nil {
+			return err
+		}
+		backends := slices.Clone(bs.GetBackends())
+		for _, z := range zones[:min(len(zones), target)] {
+			link := fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", p.id, z, id.Name)
+			if !slices.ContainsFunc(backends, func(be *computepb.Backend) bool { return strings.HasSuffix(be.GetGroup(), link) }) {
+				backends = append(backends, &computepb.Backend{Group: proto.String(link), BalancingMode: proto.String("CONNECTION")})
+			}
+		}
+		if len(backends) == len(bs.GetBackends()) {
+			return nil
+		}
+		op, err := p.backendServices.Patch(ctx, &computepb.PatchRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: id.Name,
+			BackendServiceResource: &computepb.BackendService{Fingerprint: bs.Fingerprint, Backends: backends}})
+		if err != nil {
+			return classify(obj, err) // 412: changed meanwhile; read again and retry
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil {
+		return err
+	}
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	want := fmt.Sprintf("%s/%s/%d", id.Scope, id.Name, target)
+	for _, in := range vms {
+		if v, _ := metadataValue(in, metadataMemberOf); v == want {
+			continue
+		}
+		if err := b.setMemberOf(ctx, p, lastSegment(in.GetZone()), in.GetName(), want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setMemberOf writes value as a member VM's metadataMemberOf, with the metadata's current fingerprint.
+func (b *Backend) setMemberOf(ctx context.Context, p *project, zone, name, value string) error {
+	obj := instanceObject(p.id, zone, name)
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		in, err := b.getInstance(ctx, p, zone, name)
+		if err != nil {
+			return err
+		}
+		items := slices.Clone(in.GetMetadata().GetItems())
+		for i, it := range items {
+			if it.GetKey() == metadataMemberOf {
+				items[i] = &computepb.Items{Key: proto.String(metadataMemberOf), Value: proto.String(value)}
+			}
+		}
+		op, err := p.instances.SetMetadata(ctx, &computepb.SetMetadataInstanceRequest{
+			Project: p.id, Zone: zone, Instance: name,
+			MetadataResource: &computepb.Metadata{Fingerprint: in.GetMetadata().Fingerprint, Items: items},
+		})
+		if err != nil {
+			return classify(obj, err) // 412: the metadata changed meanwhile; read again and retry
+		}
+		return b.wait(ctx, op, obj)
+	})
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // haPermissionScenario does everything the backend does to a proxy of several VMs, each step named: create,
-// read, relabel, reconfigure, list and delete, with operations that take a while. It returns the first step's
-// error.
+// read, relabel, grow to a zone it did not use and shrink again, reconfigure, list and delete, with operations
+// that take a while. It returns the first step's error.
 func haPermissionScenario(t *testing.T, permissions []string) error {
 	t.Helper()
 	// The guests answer each metadata change of their VM, one VM at a time, as the metadata server plays one.
@@ -31,7 +31,7 @@ func haPermissionScenario(t *testing.T, permissions []string) error {
 		}
 	}})
 	ctx := ctxT(t)
-	spec := haSpec("uid-ha-perm", 3)
+	spec := haSpec("uid-ha-perm", 2) // two of the region's three zones: growing to three reaches the third
 	id := backend.ProviderID{Backend: Kind, Target: testProject, Scope: "us-central1-b", Name: "web"}
 	next := spec.Proxy
 	next.AllowedDestinations = []string{".example.org"}
@@ -43,6 +43,16 @@ func haPermissionScenario(t *testing.T, permissions []string) error {
 		{"get", func() error { _, err := b.Get(ctx, id); return err }},
 		{"update labels", func() error {
 			spec.Labels = map[string]string{"team": "sec"}
+			_, err := b.Update(ctx, id, spec)
+			return err
+		}},
+		{"grow to 3", func() error {
+			optionsOf(spec.Placement).Instances = 3
+			_, err := b.Update(ctx, id, spec)
+			return err
+		}},
+		{"shrink to 2", func() error {
+			optionsOf(spec.Placement).Instances = 2
 			_, err := b.Update(ctx, id, spec)
 			return err
 		}},

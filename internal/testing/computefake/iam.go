@@ -388,6 +388,15 @@ func (s *Server) lbNeeds(r *http.Request, p []string, body []byte) []need {
 		return one(perm+".list", res)
 	case len(p) == 5 && m == http.MethodDelete:
 		return one(perm+".delete", res)
+	case len(p) == 5 && m == http.MethodPatch && kind == "backendServices":
+		// regionBackendServices.patch: update, and the use of each group the body names as a backend.
+		var bs computepb.BackendService
+		_ = protojson.Unmarshal(body, &bs)
+		out := []need{{perm + ".update", res}}
+		for _, be := range bs.GetBackends() {
+			out = append(out, need{"compute.instanceGroups.use", ref(be.GetGroup())})
+		}
+		return out
 	case len(p) == 5:
 		return one(perm+".get", res)
 	case verb == "addInstances":

@@ -232,6 +232,8 @@ func (s *Server) routeLB(w http.ResponseWriter, r *http.Request, p []string) boo
 			s.getLB(w, project, scope, "backendServices", name)
 		case name != "" && verb == "" && m == http.MethodDelete:
 			s.deleteService(w, project, scope, name)
+		case name != "" && verb == "" && m == http.MethodPatch:
+			s.patchService(w, r, project, scope, name)
 		case verb == "getHealth" && m == http.MethodPost:
 			s.getHealth(w, r, project, scope, name)
 		default:
@@ -667,39 +669,8 @@ func (s *Server) insertService(w http.ResponseWriter, r *http.Request, project, 
 		bad("healthChecks[0]", bs.GetHealthChecks()[0], "The health check was not found in region '"+region+"'.")
 		return
 	}
-	seen := map[string]bool{}
-	for i, be := range bs.GetBackends() {
-		var g *group
-		for _, cand := range s.lb.groups {
-			if sameLink(be.GetGroup(), cand.ig.GetSelfLink()) {
-				g = cand
-			}
-		}
-		field := fmt.Sprintf("backends[%d].group", i)
-		switch {
-		case g == nil:
-			bad(field, be.GetGroup(), "The instance group was not found.")
-			return
-		case RegionOf(lastPart(g.ig.GetZone())) != region:
-			bad(field, be.GetGroup(), "The instance group must be in a zone of region '"+region+"'.")
-			return
-		case seen[g.ig.GetSelfLink()]:
-			bad(field, be.GetGroup(), "Duplicate backend group.")
-			return
-		case be.BalancingMode != nil && be.GetBalancingMode() != "CONNECTION":
-			bad(fmt.Sprintf("backends[%d].balancingMode", i), be.GetBalancingMode(), "Internal passthrough Network Load Balancers support CONNECTION alone.")
-			return
-		}
-		for _, l := range g.members {
-			if other := s.loadBalancedGroupOf(l, g); other != "" {
-				bad(field, be.GetGroup(), fmt.Sprintf("Instance '%s' is already a member of load-balanced instance group '%s'.", l, other))
-				return
-			}
-		}
-		seen[g.ig.GetSelfLink()] = true
-		if be.BalancingMode == nil {
-			be.BalancingMode = proto.String("CONNECTION")
-		}
+	if !s.checkBackends(bad, bs.GetBackends(), region) {
+		return
 	}
 	ref := lbRef{project, "regions", region, "backendServices", bs.GetName()}
 	if takenLB(s, w, s.lb.services, ref) {
@@ -1006,4 +977,89 @@ func (s *Server) aggregatedRules(w http.ResponseWriter, r *http.Request, project
 		out.NextPageToken = proto.String(next)
 	}
 	writeProto(w, out)
+}
+
+// checkBackends is R36's rule on a service's backends: instance groups of the region's zones, each once, in
+// CONNECTION balancing mode (the default, filled in), none with an instance another load-balanced group
+// holds. It answers the first refusal through bad. The caller holds s.mu.
+func (s *Server) checkBackends(bad func(field, value, why string), backends []*computepb.Backend, region string) bool {
+	seen := map[string]bool{}
+	for i, be := range backends {
+		var g *group
+		for _, cand := range s.lb.groups {
+			if sameLink(be.GetGroup(), cand.ig.GetSelfLink()) {
+				g = cand
+			}
+		}
+		field := fmt.Sprintf("backends[%d].group", i)
+		switch {
+		case g == nil:
+			bad(field, be.GetGroup(), "The instance group was not found.")
+			return false
+		case RegionOf(lastPart(g.ig.GetZone())) != region:
+			bad(field, be.GetGroup(), "The instance group must be in a zone of region '"+region+"'.")
+			return false
+		case seen[g.ig.GetSelfLink()]:
+			bad(field, be.GetGroup(), "Duplicate backend group.")
+			return false
+		case be.BalancingMode != nil && be.GetBalancingMode() != "CONNECTION":
+			bad(fmt.Sprintf("backends[%d].balancingMode", i), be.GetBalancingMode(), "Internal passthrough Network Load Balancers support CONNECTION alone.")
+			return false
+		}
+		for _, l := range g.members {
+			if other := s.loadBalancedGroupOf(l, g); other != "" {
+				bad(field, be.GetGroup(), fmt.Sprintf("Instance '%s' is already a member of load-balanced instance group '%s'.", l, other))
+				return false
+			}
+		}
+		seen[g.ig.GetSelfLink()] = true
+		if be.BalancingMode == nil {
+			be.BalancingMode = proto.String("CONNECTION")
+		}
+	}
+	return true
+}
+
+// patchService is R36's patch: the service's backends replaced by those the body lists, checked as an
+// insert's are, given the service's current fingerprint (412 conditionNotMet otherwise: "An up-to-date
+// fingerprint must be provided in order to update the BackendService"). The fake patches backends alone; a
+// body that changes another field is refused as its own limit.
+func (s *Server) patchService(w http.ResponseWriter, r *http.Request, project, region, name string) {
+	req := &computepb.BackendService{}
+	if !readBody(w, r, req) {
+		return
+	}
+	s.lockLB()
+	defer s.mu.Unlock()
+	ref := lbRef{project, "regions", region, "backendServices", name}
+	bs, ok := findLB(s, w, s.lb.services, ref)
+	if !ok {
+		return
+	}
+	if req.GetFingerprint() != bs.GetFingerprint() {
+		writeError(w, http.StatusPreconditionFailed, "conditionNotMet", "Supplied fingerprint does not match current fingerprint.")
+		return
+	}
+	bad := func(field, value, why string) {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%s': '%s'. %s", field, value, why))
+	}
+	rest := clone(req)
+	rest.Backends, rest.Fingerprint = nil, nil
+	if rest.Name != nil && rest.GetName() != name {
+		bad("name", rest.GetName(), "The name of a backend service cannot change.")
+		return
+	}
+	rest.Name = nil
+	if !proto.Equal(rest, &computepb.BackendService{}) {
+		bad("resource", name, "This fake patches a backend service's backends alone.")
+		return
+	}
+	if !s.checkBackends(bad, req.GetBackends(), region) {
+		return
+	}
+	next := clone(bs)
+	next.Backends = req.GetBackends()
+	next.Fingerprint = proto.String(fingerprint(next.GetBackends()))
+	s.lb.services[ref.key()] = next
+	writeProto(w, s.startOp(project, ref.where(), "patch", ref.target(), func() *computepb.Error { return nil }))
 }

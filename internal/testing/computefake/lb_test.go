@@ -118,6 +118,27 @@ func TestLoadBalancerRules(t *testing.T) {
 			h.want("then the health check", h.do(http.MethodDelete, regionPath+"/healthChecks/hc", "", ""), 200, "", "")
 			h.want("and the group", h.do(http.MethodDelete, zoneAPath+"/instanceGroups/ig", "", ""), 200, "", "")
 		},
+		"R36 backend service patch": func(h *harness) {
+			h.lb(false, "vm")
+			h.want("group b", h.do(http.MethodPost, "/compute/v1/projects/p/zones/us-central1-b/instanceGroups", "", `{"name":"ig"}`), 200, "", "")
+			fp := h.s.BackendService("p", "us-central1", "bs").GetFingerprint()
+			both := func(fp string) string {
+				return fmt.Sprintf(`{"fingerprint":%q,"backends":[{"group":"zones/us-central1-a/instanceGroups/ig"},{"group":"zones/us-central1-b/instanceGroups/ig"}]}`, fp)
+			}
+			h.want("no fingerprint", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", both("")), 412, "conditionNotMet", "fingerprint")
+			h.want("stale fingerprint", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", both("c3RhbGU=")), 412, "conditionNotMet", "fingerprint")
+			h.want("another field", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", fmt.Sprintf(`{"fingerprint":%q,"protocol":"UDP"}`, fp)), 400, "invalid", "backends alone")
+			h.want("unknown group", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", strings.Replace(both(fp), "us-central1-b/instanceGroups/ig", "us-central1-b/instanceGroups/nope", 1)), 400, "invalid", "was not found")
+			h.want("twice", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", strings.Replace(both(fp), "us-central1-b", "us-central1-a", 1)), 400, "invalid", "Duplicate")
+			h.want("missing service", h.do(http.MethodPatch, regionPath+"/backendServices/nope", "", both(fp)), 404, "notFound", "backendServices/nope")
+			h.want("good", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", both(fp)), 200, "", "")
+			bs := h.s.BackendService("p", "us-central1", "bs")
+			if len(bs.GetBackends()) != 2 || bs.GetFingerprint() == fp || bs.GetBackends()[1].GetBalancingMode() != "CONNECTION" {
+				h.t.Errorf("patched backend service: %v (fingerprint before %s)", bs, fp)
+			}
+			h.want("the old fingerprint again", h.do(http.MethodPatch, regionPath+"/backendServices/bs", "", both(fp)), 412, "conditionNotMet", "fingerprint")
+			h.want("group b in use", h.do(http.MethodDelete, "/compute/v1/projects/p/zones/us-central1-b/instanceGroups/ig", "", ""), 400, "resourceInUseByAnotherResource", "backendServices/bs")
+		},
 		"R37 backend service in use": func(h *harness) {
 			h.lb(true, "vm")
 			h.want("service in use", h.do(http.MethodDelete, regionPath+"/backendServices/bs", "", ""), 400, "resourceInUseByAnotherResource", "forwardingRules/fr")
@@ -199,7 +220,7 @@ func TestLoadBalancerRules(t *testing.T) {
 				"compute.regionHealthChecks.useReadOnly", "compute.instanceGroups.create", "compute.instanceGroups.get",
 				"compute.instanceGroups.delete", "compute.instanceGroups.update", "compute.instanceGroups.list", "compute.instanceGroups.use",
 				"compute.instances.use", "compute.regionBackendServices.create", "compute.regionBackendServices.get",
-				"compute.regionBackendServices.delete", "compute.regionBackendServices.use", "compute.forwardingRules.create",
+				"compute.regionBackendServices.delete", "compute.regionBackendServices.use", "compute.regionBackendServices.update", "compute.forwardingRules.create",
 				"compute.forwardingRules.get", "compute.forwardingRules.delete", "compute.forwardingRules.list",
 				"compute.forwardingRules.setLabels", "compute.subnetworks.use", "compute.regionOperations.get", "compute.zoneOperations.get"}
 			for _, c := range []struct {
@@ -214,6 +235,8 @@ func TestLoadBalancerRules(t *testing.T) {
 				{"compute.instanceGroups.use", http.MethodPost, regionPath + "/backendServices", serviceBody("bs2"), "instanceGroups/ig'"},
 				{"compute.regionBackendServices.get", http.MethodPost, regionPath + "/backendServices/bs/getHealth", `{"group":"zones/us-central1-a/instanceGroups/ig"}`, "backendServices/bs'"},
 				{"compute.regionBackendServices.use", http.MethodPost, regionPath + "/forwardingRules", ruleBody("fr2", ""), "backendServices/bs'"},
+				{"compute.regionBackendServices.update", http.MethodPatch, regionPath + "/backendServices/bs", `{"backends":[]}`, "backendServices/bs'"},
+				{"compute.instanceGroups.use", http.MethodPatch, regionPath + "/backendServices/bs", `{"backends":[{"group":"zones/us-central1-a/instanceGroups/ig"}]}`, "instanceGroups/ig'"},
 				{"compute.forwardingRules.setLabels", http.MethodPost, regionPath + "/forwardingRules", ruleBody("fr2", ""), "forwardingRules/fr2'"},
 				{"compute.forwardingRules.list", http.MethodGet, regionPath + "/forwardingRules", "", "projects/p/regions/us-central1/forwardingRules'"},
 				{"compute.forwardingRules.delete", http.MethodDelete, regionPath + "/forwardingRules/fr", "", "forwardingRules/fr'"},
