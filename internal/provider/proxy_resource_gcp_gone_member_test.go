@@ -36,12 +36,7 @@ func TestAccProxyGCP_goneMemberMadeAgainInPlace(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
-		CheckDestroy: func(*terraform.State) error {
-			if n, left := len(fake.Instances()), fake.LoadBalancerObjects(); n != 0 || len(left) != 0 {
-				return fmt.Errorf("after destroy: %d VMs and %v", n, left)
-			}
-			return nil
-		},
+		CheckDestroy:             gcpNothingLeft(fake),
 		Steps: []resource.TestStep{
 			{
 				Config:            config,

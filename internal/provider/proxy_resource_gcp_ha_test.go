@@ -35,12 +35,7 @@ func TestAccProxyGCP_instances(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
-		CheckDestroy: func(*terraform.State) error {
-			if n, left := len(fake.Instances()), fake.LoadBalancerObjects(); n != 0 || len(left) != 0 {
-				return fmt.Errorf("after destroy: %d VMs and %v", n, left)
-			}
-			return nil
-		},
+		CheckDestroy:             gcpNothingLeft(fake),
 		Steps: []resource.TestStep{
 			{
 				Config: config,
@@ -128,6 +123,16 @@ func TestAccProxyGCP_instancesRefusedAtPlan(t *testing.T) {
 	}
 }
 
+// gcpNothingLeft is a CheckDestroy that finds no VM and no load balancer object left on the fake.
+func gcpNothingLeft(fake *computefake.Server) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		if n, left := len(fake.Instances()), fake.LoadBalancerObjects(); n != 0 || len(left) != 0 {
+			return fmt.Errorf("after destroy: %d VMs and %v", n, left)
+		}
+		return nil
+	}
+}
+
 // gcpThreeInstancesConfig is egress_proxy.test named name, of three VMs over the fake's region's zones.
 func gcpThreeInstancesConfig(fake *computefake.Server, name string) string {
 	return gcpInstancesConfig(fake, name, 3)
@@ -174,12 +179,7 @@ func TestAccProxyGCP_instancesChangedInPlace(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
-		CheckDestroy: func(*terraform.State) error {
-			if n, left := len(fake.Instances()), fake.LoadBalancerObjects(); n != 0 || len(left) != 0 {
-				return fmt.Errorf("after destroy: %d VMs and %v", n, left)
-			}
-			return nil
-		},
+		CheckDestroy:             gcpNothingLeft(fake),
 		Steps: []resource.TestStep{
 			step(2, plancheck.ResourceActionCreate, vms(2),
 				sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
