@@ -191,3 +191,34 @@ func TestHAUpdateChangesTheNumberOfVMs(t *testing.T) {
 		t.Errorf("left after Delete: %v", left)
 	}
 }
+
+// TestHAUpdateToFewerVMsWithTheFirstGone: of a proxy of three VMs, web-1 and web-2 deleted behind Terraform's
+// back, asked for two: Update makes both again before web-3 goes, so the proxy keeps a VM throughout, and ends
+// with web-1 and web-2 serving.
+func TestHAUpdateToFewerVMsWithTheFirstGone(t *testing.T) {
+	t.Parallel()
+	w := newHAWorld(t)
+	fake, b, ctx := w.fake, w.b, ctxT(t)
+	spec := haSpec("uid-ha-fewer", 3)
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range inst.Members[:2] {
+		if !fake.DeleteInstance(testProject, m.Scope, m.Name) {
+			t.Fatalf("the fake holds no %s in %s", m.Name, m.Scope)
+		}
+	}
+	fewer := spec
+	optionsOf(fewer.Placement).Instances = 2
+	got, err := b.Update(ctx, inst.ID, fewer)
+	if err != nil {
+		t.Fatalf("Update to 2 VMs with the first two gone: %v", err)
+	}
+	if got.State != backend.StateRunning || len(got.Members) != 2 || got.Members[0].Name != "web-1" || got.Members[1].Name != "web-2" {
+		t.Errorf("Update = %s with members %+v, want Running with web-1 and web-2", got.State, got.Members)
+	}
+	if m := inst.Members[2]; fake.Instance(testProject, m.Scope, m.Name) != nil {
+		t.Errorf("%s is left after the Update to 2", m.Name)
+	}
+}

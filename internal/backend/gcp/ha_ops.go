@@ -135,12 +135,16 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 		if err := ValidateHAName(id.Name, target); err != nil {
 			return backend.Instance{}, backend.NewError(backend.ClassPermanent, instanceObject(p.id, id.Scope, id.Name), err)
 		}
-		if vms, err = b.shrinkHA(ctx, p, id, vms, target); err != nil {
-			return backend.Instance{}, err
-		}
 	}
+	// The members up to the count first, then the ones above it go: a proxy whose first VMs are gone keeps a VM
+	// all along, and restoreGone reads the proxy's options from one that is there.
 	if err := b.restoreGone(ctx, p, id, spec, opts, vms, target); err != nil {
 		return backend.Instance{}, err
+	}
+	if target > 0 {
+		if err := b.shrinkHA(ctx, p, id, vms, target); err != nil {
+			return backend.Instance{}, err
+		}
 	}
 	if target > 0 {
 		if err := b.growHA(ctx, p, id, target); err != nil {
@@ -221,7 +225,11 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 	if target > 1 {
 		count = target
 	}
-	if len(present) == count {
+	missing := false
+	for i := 1; i <= count; i++ {
+		missing = missing || !present[memberName(id.Name, i)]
+	}
+	if !missing {
 		return nil
 	}
 	// updateVM checked that the members are this proxy's; the Spec may leave its identity to them.
@@ -277,15 +285,12 @@ func memberIndex(proxy, vm string) int {
 
 // shrinkHA removes the members above target (a smaller instances), the highest first: each leaves its zone's
 // group, so the load balancer sends it no new connection, before its VM is deleted. A zone's group left empty
-// stays a backend of the service, ready for a larger count again; Delete removes it with the rest. It returns
-// the members left.
-func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderID, vms []*computepb.Instance, target int) ([]*computepb.Instance, error) {
-	var kept, extra []*computepb.Instance
+// stays a backend of the service, ready for a larger count again; Delete removes it with the rest.
+func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderID, vms []*computepb.Instance, target int) error {
+	var extra []*computepb.Instance
 	for _, in := range vms {
 		if memberIndex(id.Name, in.GetName()) > target {
 			extra = append(extra, in)
-		} else {
-			kept = append(kept, in)
 		}
 	}
 	slices.SortFunc(extra, func(a, c *computepb.Instance) int {
@@ -307,13 +312,13 @@ func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderI
 			return b.wait(ctx, op, obj)
 		})
 		if err != nil && !backend.IsNotFound(err) { // no group: nothing to leave
-			return nil, err
+			return err
 		}
 		if err := b.delete(ctx, backend.ProviderID{Backend: Kind, Target: p.id, Scope: zone, Name: in.GetName()}, false); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return kept, nil
+	return nil
 }
 
 // growHA finishes a change of the number of VMs to target once restoreGone made the members up to it: the
