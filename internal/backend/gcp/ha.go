@@ -42,6 +42,16 @@ import (
 // its number of instances.
 const metadataMemberOf = "egress-member-of"
 
+// memberOfValue is metadataMemberOf's value for a member of the proxy zone/name of count VMs (memberOf reads it).
+func memberOfValue(zone, name string, count int) string {
+	return fmt.Sprintf("%s/%s/%d", zone, name, count)
+}
+
+// groupLink is the relative link of the proxy name's instance group in zone.
+func groupLink(project, zone, name string) string {
+	return fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", project, zone, name)
+}
+
 // haMember marks a VM createVM makes as a member of a proxy of several; the zero value makes a proxy's own VM.
 type haMember struct {
 	of     string
@@ -195,7 +205,7 @@ func (b *Backend) createHA(ctx context.Context, spec backend.Spec, pl backend.Pl
 		return backend.Instance{}, err
 	}
 	slots := haSlots(spec.Name, zones, g.Instances)
-	member := haMember{of: fmt.Sprintf("%s/%s/%d", zone, spec.Name, g.Instances), labels: backend.ManagedLabels(spec)}
+	member := haMember{of: memberOfValue(zone, spec.Name, g.Instances), labels: backend.ManagedLabels(spec)}
 	errs := make([]error, len(slots))
 	var wg sync.WaitGroup
 	for i, s := range slots {
@@ -239,7 +249,7 @@ func (b *Backend) createLoadBalancer(ctx context.Context, p *project, spec backe
 		if err := b.ensureGroup(ctx, p, z, zone, spec.Name, desc, g, in, own); err != nil {
 			return err
 		}
-		groups = append(groups, fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", project, z, spec.Name))
+		groups = append(groups, groupLink(project, z, spec.Name))
 	}
 	hc := &computepb.HealthCheck{
 		Name: proto.String(spec.Name), Description: proto.String(desc), Type: proto.String("HTTP"),

@@ -130,7 +130,7 @@ func (b *Backend) memberHealth(ctx context.Context, p *project, region, name str
 		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 			var err error
 			h, err = p.backendServices.GetHealth(ctx, &computepb.GetHealthRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: name,
-				ResourceGroupReferenceResource: &computepb.ResourceGroupReference{Group: proto.String(fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", p.id, z, name))}})
+				ResourceGroupReferenceResource: &computepb.ResourceGroupReference{Group: proto.String(groupLink(p.id, z, name))}})
 			return classify(obj, err)
 		})
 		if backend.IsNotFound(err) {

@@ -92,6 +92,9 @@ func TestHAUpdateMakesAGoneMemberAgain(t *testing.T) {
 	if n := fake.Count(http.MethodPost, `/instances$`); n != 0 {
 		t.Errorf("an Update with no member gone inserted %d VMs", n)
 	}
+	if n := fake.Count(http.MethodGet, `/backendServices/web$`) + fake.Count(http.MethodPatch, ``) + fake.Count(http.MethodPost, `/setMetadata$`); n != 0 {
+		t.Errorf("an Update that changes no count read or wrote the backend service or a VM's metadata %d times, want none", n)
+	}
 }
 
 // TestHAUpdateChangesTheNumberOfVMs: Update of a proxy of two VMs asking for four makes web-3 and web-4 in the

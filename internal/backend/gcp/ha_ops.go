@@ -138,16 +138,15 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 	}
 	// The members up to the count first, then the ones above it go: a proxy whose first VMs are gone keeps a VM
 	// all along, and restoreGone reads the proxy's options from one that is there.
-	if err := b.restoreGone(ctx, p, id, spec, opts, vms, target); err != nil {
+	made, err := b.restoreGone(ctx, p, id, spec, opts, vms, target)
+	if err != nil {
 		return backend.Instance{}, err
 	}
 	if target > 0 {
 		if err := b.shrinkHA(ctx, p, id, vms, target); err != nil {
 			return backend.Instance{}, err
 		}
-	}
-	if target > 0 {
-		if err := b.growHA(ctx, p, id, target); err != nil {
+		if err := b.growHA(ctx, p, id, vms, target, made); err != nil {
 			return backend.Instance{}, err
 		}
 	}
@@ -212,8 +211,8 @@ func (b *Backend) haDeleteStep(ctx context.Context, p *project, id backend.Provi
 // added to its zone's group. The other VMs, the health check, the backend service and the forwarding rule are
 // left as they are. Nothing is made when no member is gone. With a target above one (the count Update asks
 // for), the members up to it are the ones the proxy should have, the new ones of a larger count among them;
-// without, the count the members record.
-func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance, target int) error {
+// without, the count the members record. It reports whether it made a VM.
+func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance, target int) (bool, error) {
 	count := len(vms)
 	present := map[string]bool{}
 	for _, in := range vms {
@@ -230,7 +229,7 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 		missing = missing || !present[memberName(id.Name, i)]
 	}
 	if !missing {
-		return nil
+		return false, nil
 	}
 	// updateVM checked that the members are this proxy's; the Spec may leave its identity to them.
 	spec = withIdentity(spec, vms[0].GetLabels())
@@ -245,16 +244,16 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 	}
 	_, resolved, err := b.resolve(pl)
 	if err != nil {
-		return err
+		return false, err
 	}
 	g := *resolved
 	g.Instances = count
 	zones, err := b.regionZones(ctx, p, regionOf(id.Scope), id.Scope)
 	if err != nil {
-		return err
+		return false, err
 	}
 	spec.Name = id.Name
-	member := haMember{of: fmt.Sprintf("%s/%s/%d", id.Scope, id.Name, count), labels: backend.ManagedLabels(spec)}
+	member := haMember{of: memberOfValue(id.Scope, id.Name, count), labels: backend.ManagedLabels(spec)}
 	desc := haDescription(id.Scope, id.Name, spec.UID, spec.Owner)
 	for _, s := range haSlots(id.Name, zones, count) {
 		if present[s.name] {
@@ -264,14 +263,14 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 		ms.Name = s.name
 		mpl := backend.Placement{Backend: Kind, Target: p.id, Scope: s.zone, Options: &mg}
 		if _, err := b.createVM(ctx, ms, mpl, &mg, member); err != nil {
-			return err
+			return false, err
 		}
 		link := fmt.Sprintf("projects/%s/zones/%s/instances/%s", p.id, s.zone, s.name)
 		if err := b.ensureGroup(ctx, p, s.zone, id.Scope, id.Name, desc, &mg, []string{link}, backend.OwnershipOfSpec(spec)); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // memberIndex is i of a member VM named NAME-i, 0 for another name.
@@ -321,11 +320,25 @@ func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderI
 	return nil
 }
 
-// growHA finishes a change of the number of VMs to target once restoreGone made the members up to it: the
-// backend service gets the group of every zone the members use that it lacks (a larger count reaching zones
-// the smaller did not), and every member records target as the proxy's count (metadataMemberOf), which Get
-// reads the members the proxy should have from. Nothing is written when both are as they should be.
-func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID, target int) error {
+// growHA finishes a change of the number of VMs to target once restoreGone made the members up to it (made:
+// whether it made any) and shrinkHA removed those above: the backend service gets the group of every zone the
+// members use that it lacks (a larger count reaching zones the smaller did not), and every member of vms (the
+// members before the change) up to target that records another count records target (metadataMemberOf),
+// which Get reads the members the proxy should have from; the ones restoreGone made record it already. With
+// nothing made and every member on target (an Update that changes no count) it reads and writes nothing. The
+// service is brought up to date before any count is written, so a change cut in between is finished by the
+// next Update, which finds a member on the old count.
+func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID, vms []*computepb.Instance, target int, made bool) error {
+	want := memberOfValue(id.Scope, id.Name, target)
+	var stale []*computepb.Instance
+	for _, in := range vms {
+		if v, _ := metadataValue(in, metadataMemberOf); v != want && memberIndex(id.Name, in.GetName()) <= target {
+			stale = append(stale, in)
+		}
+	}
+	if !made && len(stale) == 0 {
+		return nil
+	}
 	region := regionOf(id.Scope)
 	zones, err := b.regionZones(ctx, p, region, id.Scope)
 	if err != nil {
@@ -342,7 +355,7 @@ func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID,
 		}
 		backends := slices.Clone(bs.GetBackends())
 		for _, z := range zones[:min(len(zones), target)] {
-			link := fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", p.id, z, id.Name)
+			link := groupLink(p.id, z, id.Name)
 			if !slices.ContainsFunc(backends, func(be *computepb.Backend) bool { return strings.HasSuffix(be.GetGroup(), link) }) {
 				backends = append(backends, &computepb.Backend{Group: proto.String(link), BalancingMode: proto.String("CONNECTION")})
 			}
@@ -360,15 +373,7 @@ func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID,
 	if err != nil {
 		return err
 	}
-	vms, err := b.listMembers(ctx, p, id)
-	if err != nil {
-		return err
-	}
-	want := fmt.Sprintf("%s/%s/%d", id.Scope, id.Name, target)
-	for _, in := range vms {
-		if v, _ := metadataValue(in, metadataMemberOf); v == want {
-			continue
-		}
+	for _, in := range stale {
 		if err := b.setMemberOf(ctx, p, lastSegment(in.GetZone()), in.GetName(), want); err != nil {
 			return err
 		}
