@@ -646,9 +646,7 @@ func (s *Server) insertService(w http.ResponseWriter, r *http.Request, project, 
 		return
 	}
 	defer s.mu.Unlock()
-	bad := func(field, value, why string) {
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%s': '%s'. %s", field, value, why))
-	}
+	bad := invalidField(w)
 	if bs.GetLoadBalancingScheme() != "INTERNAL" {
 		bad("loadBalancingScheme", bs.GetLoadBalancingScheme(), "This fake serves the INTERNAL scheme (internal passthrough Network Load Balancers) alone.")
 		return
@@ -758,9 +756,7 @@ func (s *Server) insertRule(w http.ResponseWriter, r *http.Request, project, reg
 		return
 	}
 	defer s.mu.Unlock()
-	bad := func(field, value, why string) {
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%s': '%s'. %s", field, value, why))
-	}
+	bad := invalidField(w)
 	if fr.GetLoadBalancingScheme() != "INTERNAL" {
 		bad("loadBalancingScheme", fr.GetLoadBalancingScheme(), "This fake serves the INTERNAL scheme (internal passthrough Network Load Balancers) alone.")
 		return
@@ -1040,9 +1036,7 @@ func (s *Server) patchService(w http.ResponseWriter, r *http.Request, project, r
 		writeError(w, http.StatusPreconditionFailed, "conditionNotMet", "Supplied fingerprint does not match current fingerprint.")
 		return
 	}
-	bad := func(field, value, why string) {
-		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%s': '%s'. %s", field, value, why))
-	}
+	bad := invalidField(w)
 	rest := clone(req)
 	rest.Backends, rest.Fingerprint = nil, nil
 	if rest.Name != nil && rest.GetName() != name {
@@ -1062,4 +1056,11 @@ func (s *Server) patchService(w http.ResponseWriter, r *http.Request, project, r
 	next.Fingerprint = proto.String(fingerprint(next.GetBackends()))
 	s.lb.services[ref.key()] = next
 	writeProto(w, s.startOp(project, ref.where(), "patch", ref.target(), func() *computepb.Error { return nil }))
+}
+
+// invalidField answers w with Compute Engine's refusal of a field's value (400 invalid), shaped as R21's.
+func invalidField(w http.ResponseWriter) func(field, value, why string) {
+	return func(field, value, why string) {
+		writeError(w, http.StatusBadRequest, "invalid", fmt.Sprintf("Invalid value for field 'resource.%s': '%s'. %s", field, value, why))
+	}
 }
