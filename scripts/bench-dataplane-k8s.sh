@@ -77,6 +77,7 @@ added_addrs=()
 added_route=()
 made_ns=""
 current=""
+pinned=""
 
 # The origin's address and name, on the node.
 origin_ip=198.18.3.2
@@ -88,6 +89,7 @@ sources=198.18.2.11,198.18.2.12,198.18.2.13,198.18.2.14,198.18.2.15,198.18.2.16,
 
 cleanup() {
 	local pid a
+	if [ -n "$pinned" ]; then pin_cluster "0-$((cpus - 1))"; fi
 	if [ -n "$current" ]; then "$bench" dataplane-pod delete -kubeconfig "$KUBECONFIG" -namespace "$ns" -subject "$current" >/dev/null 2>&1 || true; fi
 	for pid in "${pids[@]}"; do
 		kill "$pid" 2>/dev/null || true
@@ -120,8 +122,8 @@ pin_cluster() {
 	local pid
 	for pid in $(cluster_daemons); do taskset -a -c -p "$1" "$pid" >/dev/null 2>&1 || true; done
 }
+pinned=1
 pin_cluster "$client_cpus"
-trap 'pin_cluster "0-$((cpus - 1))"; cleanup' EXIT
 
 bench=${BENCH_BIN:-$tmp/bench}
 if [ -z "${BENCH_BIN:-}" ]; then
