@@ -52,6 +52,11 @@ func groupLink(project, zone, name string) string {
 	return fmt.Sprintf("projects/%s/zones/%s/instanceGroups/%s", project, zone, name)
 }
 
+// instanceLink is the relative link of VM name in zone, as a group's addInstances takes it.
+func instanceLink(project, zone, name string) string {
+	return fmt.Sprintf("projects/%s/zones/%s/instances/%s", project, zone, name)
+}
+
 // haMember marks a VM createVM makes as a member of a proxy of several; the zero value makes a proxy's own VM.
 type haMember struct {
 	of     string
@@ -243,7 +248,7 @@ func (b *Backend) createLoadBalancer(ctx context.Context, p *project, spec backe
 		var in []string
 		for _, s := range slots {
 			if s.zone == z {
-				in = append(in, fmt.Sprintf("projects/%s/zones/%s/instances/%s", project, z, s.name))
+				in = append(in, instanceLink(project, z, s.name))
 			}
 		}
 		if err := b.ensureGroup(ctx, p, z, zone, spec.Name, desc, g, in, own); err != nil {

@@ -147,6 +147,10 @@ func (b *Backend) memberHealth(ctx context.Context, p *project, region, name str
 	return out, nil
 }
 
+// reasonNotABackend is the Reason of a running member its zone's group does not hold (or whose group the
+// backend service lacks); updateHA reads it to finish a change cut before the member joined (rejoinGroups).
+const reasonNotABackend = "not a backend of the load balancer"
+
 // haInstance maps a proxy of several VMs onto the contract: the first member's settings, the forwarding rule's
 // address, and a Member per VM the proxy should have, in name order. A VM missing from the members listMembers
 // found (an aggregated list of every zone, which fails rather than skip one) no longer exists: that member is
@@ -205,7 +209,7 @@ func haInstance(projectID string, id backend.ProviderID, vms []*computepb.Instan
 		case st == "HEALTHY":
 			m.Healthy = true
 		case st == "":
-			m.Reason = "not a backend of the load balancer"
+			m.Reason = reasonNotABackend
 		default:
 			m.Reason = fmt.Sprintf("the load balancer's health check (HTTP on port %d) reports %s", proxyconf.DefaultHealthPort, st)
 		}

@@ -2,10 +2,12 @@ package gcp
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
 
 // TestHAUpdateMakesAGoneMemberAgain: of a proxy of three VMs, one stopped (TERMINATED) is unhealthy but not
@@ -223,5 +225,50 @@ func TestHAUpdateToFewerVMsWithTheFirstGone(t *testing.T) {
 	}
 	if m := inst.Members[2]; fake.Instance(testProject, m.Scope, m.Name) != nil {
 		t.Errorf("%s is left after the Update to 2", m.Name)
+	}
+}
+
+// TestHAUpdateCutBeforeTheGroupIsFinishedByTheNext: an Update that made a gone member's VM again but was cut
+// before the VM joined its zone's group (the add refused once) leaves the VM outside the load balancer; the
+// next Update finds the VM present and must still add it, or Get reads it "not a backend" for good.
+func TestHAUpdateCutBeforeTheGroupIsFinishedByTheNext(t *testing.T) {
+	t.Parallel()
+	w := newHAWorld(t)
+	fake, b, ctx := w.fake, w.b, ctxT(t)
+	spec := haSpec("uid-ha-cut", 3)
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := inst.Members[1]
+	if !fake.DeleteInstance(testProject, lost.Scope, lost.Name) {
+		t.Fatalf("the fake holds no %s in %s", lost.Name, lost.Scope)
+	}
+	fake.AddFault(computefake.Fault{Method: http.MethodPost, PathRE: regexp.MustCompile(`/addInstances$`), Status: http.StatusForbidden, Reason: "forbidden", Times: 1})
+	if _, err := b.Update(ctx, inst.ID, spec); err == nil {
+		t.Fatal("Update with the group's add refused succeeded")
+	}
+	if fake.Instance(testProject, lost.Scope, lost.Name) == nil {
+		t.Fatalf("the cut Update did not make %s again: the test cuts too early", lost.Name)
+	}
+	fake.ClearFaults()
+	got, err := b.Update(ctx, inst.ID, spec)
+	if err != nil {
+		t.Fatalf("the next Update: %v", err)
+	}
+	if _, held := fake.InstanceGroup(testProject, lost.Scope, "web"); len(held) != 1 || !strings.HasSuffix(held[0], "/instances/"+lost.Name) {
+		t.Errorf("group web in %s holds %v after the next Update, want %s", lost.Scope, held, lost.Name)
+	}
+	if got.State != backend.StateRunning || !got.Members[1].Healthy {
+		t.Errorf("the next Update = %s, member %+v; want Running, %s healthy", got.State, got.Members[1], lost.Name)
+	}
+
+	// Every member a backend: a further Update adds nothing.
+	fake.ResetLog()
+	if _, err := b.Update(ctx, inst.ID, spec); err != nil {
+		t.Fatal(err)
+	}
+	if n := fake.Count(http.MethodPost, `/addInstances$`); n != 0 {
+		t.Errorf("an Update with every member a backend made %d addInstances calls, want none", n)
 	}
 }

@@ -5,7 +5,6 @@ package gcp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,6 +170,38 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 	if err != nil && !backend.IsNotFound(err) {
 		return backend.Instance{}, err
 	}
+	inst, err := b.getHA(ctx, p, id)
+	if err != nil {
+		return inst, err
+	}
+	return b.rejoinGroups(ctx, p, id, inst)
+}
+
+// rejoinGroups adds to its zone's group every running member that inst, the proxy as Get read it, finds
+// outside the load balancer, and reads the proxy again. Such a member is one whose VM restoreGone or a larger
+// count made on an Update cut before the VM joined its group: the next Update finds the VM present and makes
+// nothing, so without this step it would stay outside for good. Get's read of the members' health already
+// tells, so a proxy whose members are all backends costs no request more.
+func (b *Backend) rejoinGroups(ctx context.Context, p *project, id backend.ProviderID, inst backend.Instance) (backend.Instance, error) {
+	var outside []backend.Member
+	for _, m := range inst.Members {
+		if m.Reason == reasonNotABackend {
+			outside = append(outside, m)
+		}
+	}
+	if len(outside) == 0 {
+		return inst, nil
+	}
+	g, _ := inst.Placement.Options.(*Options)
+	if g == nil {
+		g = &Options{}
+	}
+	desc := haDescription(id.Scope, id.Name, inst.UID, inst.Owner)
+	for _, m := range outside {
+		if err := b.ensureGroup(ctx, p, m.Scope, id.Scope, id.Name, desc, g, []string{instanceLink(p.id, m.Scope, m.Name)}, backend.OwnershipOf(ctx)); err != nil {
+			return backend.Instance{}, err
+		}
+	}
 	return b.getHA(ctx, p, id)
 }
 
@@ -265,8 +296,7 @@ func (b *Backend) restoreGone(ctx context.Context, p *project, id backend.Provid
 		if _, err := b.createVM(ctx, ms, mpl, &mg, member); err != nil {
 			return false, err
 		}
-		link := fmt.Sprintf("projects/%s/zones/%s/instances/%s", p.id, s.zone, s.name)
-		if err := b.ensureGroup(ctx, p, s.zone, id.Scope, id.Name, desc, &mg, []string{link}, backend.OwnershipOfSpec(spec)); err != nil {
+		if err := b.ensureGroup(ctx, p, s.zone, id.Scope, id.Name, desc, &mg, []string{instanceLink(p.id, s.zone, s.name)}, backend.OwnershipOfSpec(spec)); err != nil {
 			return false, err
 		}
 	}
