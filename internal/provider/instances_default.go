@@ -4,9 +4,28 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
+
+// severalInPlace is the sameAs rule of a backend whose proxy of several instances changes its count in
+// place: an instances of null (a state from before the attribute) counts as def, and two counts above one
+// are the same proxy, whose Update adds or removes instances behind the same load balancer. One instance
+// and several are different objects (the one bears the proxy's name and address, and has no load
+// balancer), so a change between them replaces the proxy.
+func severalInPlace(def int64) sameAs {
+	return func(_ context.Context, prior, planned map[string]attr.Value) bool {
+		count := func(v attr.Value) int64 {
+			if n, ok := v.(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
+				return n.ValueInt64()
+			}
+			return def
+		}
+		before, after := count(prior["instances"]), count(planned["instances"])
+		return before == after || (before > 1 && after > 1)
+	}
+}
 
 // instancesDefault plans a placement's instances as def for a new proxy whose configuration leaves it unset,
 // and as the state holds it otherwise: null for a proxy of one whose state was written before the attribute

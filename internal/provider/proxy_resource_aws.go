@@ -62,8 +62,8 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"60 IPv6 ranges, VPC's default quota of rules per group; a region whose quota is lower is refused when applied), and its configuration in SSM " +
 			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
 			"reads at boot and watches afterwards, the rules compressed in Standard parameters (at most nine parts of 4 KB), so a plan whose " +
-			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy` replaces the proxy.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy")},
+			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy`, and `instances` between two counts above one, replaces the proxy.",
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy").unlessSame("instances", severalInPlace(1))},
 		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{
@@ -98,8 +98,11 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 					"names the load balancer's DNS name, which answers the nodes in service (use it: `internal_address`, the node in the first "+
 					"subnet, serves the instances of its zone alone); each instance keeps its own public address (`members`, `egress_addresses`), "+
 					"and `state` is `Degraded` while some fail their health check. Not with `static_egress_ip` or `eip_allocation_id`. A load "+
-					"balancer costs by the hour and by the capacity units it uses (the provider's documentation, High availability). Changing "+
-					"it replaces the proxy.", aws.MaxInstances, proxyconf.DefaultHealthPort),
+					"balancer costs by the hour and by the capacity units it uses (the provider's documentation, High availability). A change "+
+					"between two counts above one is made in place, behind the same load balancer: new instances are launched in the next "+
+					"subnets and registered; the highest-numbered ones are deregistered, kept until the load balancer has drained their "+
+					"connections (the target group's deregistration delay, 300 seconds), then terminated. A change to or from one instance "+
+					"replaces the proxy.", aws.MaxInstances, proxyconf.DefaultHealthPort),
 				Validators:    []validator.Int64{int64validator.Between(1, aws.MaxInstances), awsInstances{}},
 				PlanModifiers: []planmodifier.Int64{instancesDefault{def: 1}},
 			},

@@ -46,22 +46,7 @@ func TestAccProxyAWS_instances(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
-		CheckDestroy: func(*terraform.State) error {
-			if n, lbs, tgs := len(liveInstances(fake)), fake.LoadBalancers(awsTestRegion), fake.TargetGroups(awsTestRegion); n != 0 || len(lbs)+len(tgs) != 0 {
-				return fmt.Errorf("after destroy: %d instances, load balancers %v, target groups %v", n, lbs, tgs)
-			}
-			for _, g := range fake.SecurityGroups(awsTestRegion) {
-				if g.Name != "default" {
-					return fmt.Errorf("security group %s left after destroy", g.Name)
-				}
-			}
-			for _, p := range fake.Parameters(awsTestRegion) {
-				if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
-					return fmt.Errorf("parameter %s left after destroy", p.Name)
-				}
-			}
-			return nil
-		},
+		CheckDestroy:             awsNothingLeft(fake),
 		Steps: []resource.TestStep{
 			{
 				Config: config,
@@ -205,12 +190,98 @@ func manyRanges(n int) string {
 	return "[" + strings.Join(out, ", ") + "]"
 }
 
+// An aws proxy's instances changed between counts above one on the EC2 fake: 2 to 3 and 3 to 2 are updates
+// behind the same load balancer (the same id and DNS name, the new member healthy, the one removed
+// terminated only once drained), each followed by an empty plan; 2 to 1 replaces the proxy.
+func TestAccProxyAWS_instancesChangedInPlace(t *testing.T) {
+	fake := awsFake(t, ec2fake.Options{})
+	fake.PlayGuests()
+	const name = "egress-acc-resize"
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	sameName := statecheck.CompareValue(compare.ValuesSame())
+	running := func(want int) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			if n := len(liveInstances(fake)); n != want {
+				return fmt.Errorf("the fake runs %d instances, want %d", n, want)
+			}
+			if n := fake.DrainsCut(awsTestRegion); n != 0 {
+				return fmt.Errorf("%d instances were terminated while the load balancer still drained them", n)
+			}
+			return nil
+		}
+	}
+	step := func(n int, action plancheck.ResourceActionType, kept ...statecheck.StateCheck) resource.TestStep {
+		members := n
+		if n == 1 {
+			members = 0 // a proxy of one instance lists no members
+		}
+		return resource.TestStep{
+			Config:            awsInstancesConfig(t, fake, name, "", n),
+			ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action)}},
+			ConfigStateChecks: append(kept, statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("members"), knownvalue.ListSizeExact(members))),
+			Check:             running(n),
+		}
+	}
+	kept := func() []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+			sameName.AddStateValue("egress_proxy.test", tfjsonpath.New("proxy_url")),
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: awsProviderFactories(),
+		CheckDestroy:             awsNothingLeft(fake),
+		Steps: []resource.TestStep{
+			step(2, plancheck.ResourceActionCreate, kept()...),
+			step(3, plancheck.ResourceActionUpdate, append(kept(),
+				statecheck.ExpectKnownValue("egress_proxy.test", memberPath(2, "healthy"), knownvalue.Bool(true)),
+				statecheck.ExpectKnownValue("egress_proxy.test", memberPath(2, "scope"), knownvalue.StringExact(awsTestRegion+"c")))...),
+			{Config: awsInstancesConfig(t, fake, name, "", 3), PlanOnly: true},
+			step(2, plancheck.ResourceActionUpdate, kept()...),
+			{Config: awsInstancesConfig(t, fake, name, "", 2), PlanOnly: true},
+			step(1, plancheck.ResourceActionReplace),
+		},
+	})
+}
+
+// awsNothingLeft checks, after destroy, that the fake holds no live instance, no part of a load balancer, no
+// security group but the default and no parameter of a proxy.
+func awsNothingLeft(fake *ec2fake.Server) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		if n, lbs, tgs := len(liveInstances(fake)), fake.LoadBalancers(awsTestRegion), fake.TargetGroups(awsTestRegion); n != 0 || len(lbs)+len(tgs) != 0 {
+			return fmt.Errorf("after destroy: %d instances, load balancers %v, target groups %v", n, lbs, tgs)
+		}
+		for _, g := range fake.SecurityGroups(awsTestRegion) {
+			if g.Name != "default" {
+				return fmt.Errorf("security group %s left after destroy", g.Name)
+			}
+		}
+		for _, p := range fake.Parameters(awsTestRegion) {
+			if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
+				return fmt.Errorf("parameter %s left after destroy", p.Name)
+			}
+		}
+		return nil
+	}
+}
+
 // awsThreeInstancesConfig is egress_proxy.test named name, of three instances over the fake's subnets (one in
 // each), with labels (HCL map entries) when not empty.
 func awsThreeInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels string) string {
+	return awsInstancesConfig(t, fake, name, labels, 3)
+}
+
+// awsInstancesConfig is egress_proxy.test named name, of n instances: over the fake's subnets (instance i in
+// subnet i mod their number) for several, in the first subnet for one.
+func awsInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels string, n int) string {
 	var subnets []string
 	for _, sn := range fake.Subnets(awsTestRegion) {
 		subnets = append(subnets, strconv.Quote(sn.ID))
+	}
+	where := fmt.Sprintf("subnet_ids           = [%s]", strings.Join(subnets, ", "))
+	if n == 1 {
+		where = "subnet_id            = " + subnets[0]
 	}
 	labelsLine := ""
 	if labels != "" {
@@ -220,13 +291,13 @@ func awsThreeInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels st
 resource "egress_proxy" "test" {
   name = %q
   aws = {
-    subnet_ids           = [%s]
-    instances            = 3
+    %s
+    instances            = %d
     iam_instance_profile = "egress-proxy"
     wait_for_proxy       = true
   }
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [".example.com"]
 %s}
-`, name, strings.Join(subnets, ", "), labelsLine))
+`, name, where, n, labelsLine))
 }

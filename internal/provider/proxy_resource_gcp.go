@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
-	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
@@ -59,7 +58,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"Changing anything here but `wait_for_proxy` and `cloud_logging` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
 			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
 			"fails at plan time.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", gcpSameInstances)},
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", severalInPlace(gcp.DefaultInstances))},
 		Validators:    []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
@@ -318,21 +317,6 @@ func (g *gcpPlacementModel) setResolved(inst backend.Instance) {
 	if g.Instances.IsUnknown() {
 		g.Instances = types.Int64Value(int64(max(gcp.DefaultInstances, read.Instances)))
 	}
-}
-
-// gcpSameInstances finds an instances of null (a state from before the attribute) and one the same VM, and
-// two counts above one the same proxy: Update adds or removes VMs behind the same load balancer. One VM and
-// several are different objects (the one VM bears the proxy's name, and has no load balancer), so a change
-// between them replaces the proxy.
-func gcpSameInstances(_ context.Context, prior, planned map[string]attr.Value) bool {
-	count := func(v attr.Value) int64 {
-		if n, ok := v.(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
-			return n.ValueInt64()
-		}
-		return gcp.DefaultInstances
-	}
-	before, after := count(prior["instances"]), count(planned["instances"])
-	return before == after || (before > 1 && after > 1)
 }
 
 // int64Or is v's value, or def where v is null or unknown.

@@ -241,7 +241,13 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		}
 	}
 	if n, _ := strconv.Atoi(tags[TagInstances]); n > 1 {
-		if err := b.restoreMembers(ctx, r, spec, in, members, n); err != nil {
+		// Fewer instances first removes those above the count, more records it (ha_ops.go); then every member
+		// up to it that is missing is made, the new ones of a larger count among them.
+		target := planCount(spec, n)
+		if err := b.resizeMembers(ctx, r, spec, in, members, n, target); err != nil {
+			return backend.Instance{}, err
+		}
+		if err := b.restoreMembers(ctx, r, spec, in, members, target); err != nil {
 			return backend.Instance{}, err
 		}
 	}
@@ -252,5 +258,5 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if in == nil {
 		return backend.Instance{}, backend.NotFound(obj, "gone while its tags were changed")
 	}
-	return b.readBack(ctx, r, in)
+	return b.readBackRegistered(ctx, r, spec, in)
 }

@@ -301,7 +301,7 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 			InternalAddress: awssdk.ToString(in.PrivateIpAddress), EgressAddress: awssdk.ToString(in.PublicIpAddress)}
 		switch h, ok := health[id]; {
 		case !ok:
-			m.Reason = "not registered with the load balancer's target group"
+			m.Reason = reasonNotRegistered
 		case h.State == elbtypes.TargetHealthStateEnumHealthy:
 			m.Healthy = true
 		default:
@@ -322,6 +322,43 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		inst.State = backend.DegradedState(inst.Members)
 	}
 	return nil
+}
+
+// reasonNotRegistered is the Reason of a member the target group does not hold: Update registers it
+// (registerOutside).
+const reasonNotRegistered = "not registered with the load balancer's target group"
+
+// readBackRegistered is readBack after an Update, which also registers with the target group a member that runs
+// outside it: one made by an Update cut before it was registered. The next Update finds it live and makes
+// nothing, so without this step it would stay outside the load balancer for good; with every member registered
+// it costs no call more than readBack.
+func (b *Backend) readBackRegistered(ctx context.Context, r *region, spec backend.Spec, in *ec2types.Instance) (backend.Instance, error) {
+	inst, err := b.readBack(ctx, r, in)
+	if err != nil {
+		return inst, err
+	}
+	if outside := registerable(inst); len(outside) > 0 {
+		opts, ok := inst.Placement.Options.(*Options)
+		if !ok || opts == nil {
+			opts = &Options{}
+		}
+		if err := b.ensureLoadBalancer(ctx, r, spec, awssdk.ToString(in.VpcId), opts.subnets(), outside); err != nil {
+			return backend.Instance{}, err
+		}
+		return b.readBack(ctx, r, in)
+	}
+	return inst, nil
+}
+
+// registerable are the instance ids of inst's members that run outside its target group (reasonNotRegistered).
+func registerable(inst backend.Instance) []string {
+	var ids []string
+	for _, m := range inst.Members {
+		if m.Reason == reasonNotRegistered {
+			ids = append(ids, m.Name)
+		}
+	}
+	return ids
 }
 
 // goneMember is member k of the proxy named name, Gone: named after the instance it was while EC2 lists it
@@ -349,18 +386,5 @@ func (b *Backend) terminateMembers(ctx context.Context, r *region, name string) 
 		ids = append(ids, awssdk.ToString(in.InstanceId))
 	}
 	sort.Strings(ids)
-	obj := instanceObject(r.name, name)
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		_, err := r.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
-		return classify(obj, err)
-	})
-	if err != nil {
-		return err
-	}
-	for _, id := range ids {
-		if err := b.waitTerminated(ctx, r, obj, id); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.terminate(ctx, r, instanceObject(r.name, name), ids)
 }

@@ -93,15 +93,10 @@ type ssmParameter struct {
 // writes finds parts that do not match the manifest it read, or a config its key does not authenticate,
 // and reads again later.
 func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spec, st storedSpec, p parameters, instanceARN string) error {
-	settingsHead, settingsParts, err := packedSettings(st)
+	params, err := settingsParameters(r, spec, st)
 	if err != nil {
-		return backend.NewError(backend.ClassPermanent, instanceObject(r.name, spec.Name), err)
+		return err
 	}
-	var params []ssmParameter
-	for i, v := range settingsParts {
-		params = append(params, ssmParameter{name: guest.PartName(guest.ParameterSettings, i+1), value: v, typ: ssmtypes.ParameterTypeString})
-	}
-	params = append(params, ssmParameter{name: guest.ParameterSettings, value: settingsHead, typ: ssmtypes.ParameterTypeString})
 	for i, v := range p.parts {
 		params = append(params, ssmParameter{name: guest.PartName(guest.ParameterConfig, i+1), value: v, typ: ssmtypes.ParameterTypeString, bound: true})
 	}
@@ -119,6 +114,34 @@ func (b *Backend) putParameters(ctx context.Context, r *region, spec backend.Spe
 			t = boundTags
 		}
 		if err := b.putParameter(ctx, r, spec, p, ssmTags(t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settingsParameters are the settings parameter's parts and then its head, as putParameters writes them.
+func settingsParameters(r *region, spec backend.Spec, st storedSpec) ([]ssmParameter, error) {
+	settingsHead, settingsParts, err := packedSettings(st)
+	if err != nil {
+		return nil, backend.NewError(backend.ClassPermanent, instanceObject(r.name, spec.Name), err)
+	}
+	var params []ssmParameter
+	for i, v := range settingsParts {
+		params = append(params, ssmParameter{name: guest.PartName(guest.ParameterSettings, i+1), value: v, typ: ssmtypes.ParameterTypeString})
+	}
+	return append(params, ssmParameter{name: guest.ParameterSettings, value: settingsHead, typ: ssmtypes.ParameterTypeString}), nil
+}
+
+// putSettings writes the settings parameter alone (what Get reads back; the guest does not read it), as
+// putParameters does: a change of the number of instances, which changes no rule.
+func (b *Backend) putSettings(ctx context.Context, r *region, spec backend.Spec, st storedSpec) error {
+	params, err := settingsParameters(r, spec, st)
+	if err != nil {
+		return err
+	}
+	for _, p := range params {
+		if err := b.putParameter(ctx, r, spec, p, ssmTags(objectTags(spec))); err != nil {
 			return err
 		}
 	}

@@ -317,6 +317,9 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if _, err := b.Update(ctx, iha.ID, ha); err != nil {
 		return failed("update the labels of a proxy of three instances", err)
 	}
+	if _, err := b.Update(ctx, iha.ID, withInstances(ha, 2)); err != nil {
+		return failed("change a proxy of three instances to two", err)
+	}
 	if _, err := b.Get(ctx, ia.ID); err != nil {
 		return failed("get", err)
 	}

@@ -82,6 +82,10 @@ var (
 
 // elbState is one region's load balancers, target groups and listeners, by ARN.
 type elbState struct {
+	// drainsCut counts instances terminated while a target group still drained their connections: what a
+	// client of the load balancer sees as connections reset.
+	drainsCut int
+
 	lbs       map[string]*loadBalancer
 	tgs       map[string]*targetGroup
 	listeners map[string]*listener
@@ -143,6 +147,8 @@ type healthCheck struct {
 type target struct {
 	id   string
 	port int
+	// draining counts down the DescribeTargetHealth calls a deregistered target is still listed (R72).
+	draining int
 }
 
 type listener struct {
@@ -672,8 +678,9 @@ func (s *Server) elbRegisterTargets(rg *region, c *call) (any, *apiError) {
 	return &struct{}{}, nil
 }
 
-// elbDeregisterTargets deregisters targets at once (no draining, R72): one of an instance that does not exist
-// is InvalidTarget, one not registered nothing.
+// elbDeregisterTargets deregisters targets: from a group a load balancer forwards to, a target drains first
+// (listed draining for Timing.DrainingPolls health reads, R72), from another it leaves at once. One of an
+// instance that does not exist is InvalidTarget, one not registered nothing.
 func (s *Server) elbDeregisterTargets(rg *region, c *call) (any, *apiError) {
 	tg := rg.elb().tgs[c.form.str("TargetGroupArn")]
 	if tg == nil {
@@ -690,8 +697,18 @@ func (s *Server) elbDeregisterTargets(rg *region, c *call) (any, *apiError) {
 			}
 		}
 	}
+	inUse := len(rg.elb().lbsOf(tg.arn)) > 0
 	for _, t := range ts {
-		delete(tg.targets, t.id)
+		held := tg.targets[t.id]
+		switch {
+		case held == nil:
+		case inUse && s.timing.DrainingPolls > 0:
+			if held.draining == 0 {
+				held.draining = s.timing.DrainingPolls
+			}
+		default:
+			delete(tg.targets, t.id)
+		}
 	}
 	return &struct{}{}, nil
 }
@@ -729,6 +746,12 @@ func (s *Server) elbDescribeTargetHealth(rg *region, c *call) (any, *apiError) {
 		switch {
 		case t == nil:
 			d.TargetHealth = healthXML{State: "unused", Reason: "Target.NotRegistered", Description: "Target is not registered to the target group"}
+		case t.draining > 0:
+			d.Target.Port = t.port
+			d.TargetHealth = healthXML{State: "draining", Reason: "Target.DeregistrationInProgress", Description: "Target deregistration is in progress"}
+			if t.draining--; t.draining == 0 {
+				delete(tg.targets, id)
+			}
 		case in == nil || in.gone || in.State != StateRunning:
 			d.Target.Port = t.port
 			d.TargetHealth = healthXML{State: "unused", Reason: "Target.InvalidState", Description: "Target is in the stopped or terminated state"}
@@ -752,6 +775,23 @@ func (tg *targetGroup) hcPort() string {
 		return strconv.Itoa(tg.port)
 	}
 	return tg.hc.port
+}
+
+// DrainsCut is how many instances of the region were terminated while their target was still draining
+// (R72): each such termination resets the connections the load balancer was letting finish.
+func (s *Server) DrainsCut(region string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mustRegion(region).elb().drainsCut
+}
+
+// cutDrains counts a termination of instance id while a target group drains it (DrainsCut).
+func (rg *region) cutDrains(id string) {
+	for _, tg := range rg.elb().tgs {
+		if t := tg.targets[id]; t != nil && t.draining > 0 {
+			rg.elb().drainsCut++
+		}
+	}
 }
 
 // SetTargetHealth makes the instance's health checks fail (healthy false) or pass again, in every target

@@ -221,6 +221,40 @@ func TestDocumentedELBRules(t *testing.T) {
 				h.t.Errorf("after deregistering, %+v", health.TargetHealthDescriptions)
 			}
 		}},
+		"R72 DeregisterTargets of a group a load balancer uses: draining first": {run: func(h *harness) {
+			c := h.elb()
+			_, tgARN, _ := h.stack(c)
+			arn := aws.String(tgARN)
+			kept, cut := h.running(nil), h.running(nil)
+			_, err := c.RegisterTargets(h.ctx, &elb.RegisterTargetsInput{TargetGroupArn: arn, Targets: []elbtypes.TargetDescription{{Id: aws.String(kept)}, {Id: aws.String(cut)}}})
+			h.ok("RegisterTargets", err)
+			_, err = c.DeregisterTargets(h.ctx, &elb.DeregisterTargetsInput{TargetGroupArn: arn, Targets: []elbtypes.TargetDescription{{Id: aws.String(kept)}, {Id: aws.String(cut)}}})
+			h.ok("DeregisterTargets", err)
+			for read := 1; read <= DefaultTiming().DrainingPolls; read++ {
+				health, err := c.DescribeTargetHealth(h.ctx, &elb.DescribeTargetHealthInput{TargetGroupArn: arn})
+				h.ok("DescribeTargetHealth", err)
+				for _, d := range health.TargetHealthDescriptions {
+					if d.TargetHealth.State != elbtypes.TargetHealthStateEnumDraining || d.TargetHealth.Reason != elbtypes.TargetHealthReasonEnumDeregistrationInProgress {
+						h.t.Errorf("health read %d after deregistering: %s %+v, want draining Target.DeregistrationInProgress", read, aws.ToString(d.Target.Id), *d.TargetHealth)
+					}
+				}
+				if len(health.TargetHealthDescriptions) != 2 {
+					h.t.Errorf("health read %d after deregistering lists %d targets, want both, draining", read, len(health.TargetHealthDescriptions))
+				}
+				if read == 1 {
+					_, err = h.ec2.TerminateInstances(h.ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{cut}})
+					h.ok("TerminateInstances while draining", err)
+				}
+			}
+			health, err := c.DescribeTargetHealth(h.ctx, &elb.DescribeTargetHealthInput{TargetGroupArn: arn})
+			h.ok("DescribeTargetHealth", err)
+			if len(health.TargetHealthDescriptions) != 0 {
+				h.t.Errorf("after the deregistration delay, targets %+v, want none", health.TargetHealthDescriptions)
+			}
+			if n := h.s.DrainsCut(h.region); n != 1 {
+				h.t.Errorf("DrainsCut = %d, want 1 (the instance terminated while draining)", n)
+			}
+		}},
 		"R73 CreateListener and the Describe actions": {run: func(h *harness) {
 			c := h.elb()
 			subnets, vpc := h.subnetsByZone()

@@ -643,6 +643,7 @@ func (s *Server) terminateInstances(rg *region, f form) (any, *apiError) {
 		in := rg.instances[id]
 		prev := in.State
 		if prev != StateShuttingDown && prev != StateTerminated {
+			rg.cutDrains(id)
 			s.setState(rg, in, StateShuttingDown)
 		}
 		out.Instances.Items = append(out.Instances.Items, stateChangeXML{

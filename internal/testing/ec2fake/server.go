@@ -136,13 +136,17 @@ type Timing struct {
 	// UnseenProfileLaunches plays it for an instance profile IAM's CreateInstanceProfile made (R62, with R48's
 	// answer): that many RunInstances naming it are refused as naming an invalid profile.
 	UnseenProfileLaunches int
+	// DrainingPolls is how many DescribeTargetHealth calls a target deregistered from a group a load balancer
+	// forwards to is listed draining (Target.DeregistrationInProgress) before it leaves the group: the
+	// deregistration delay, 300 seconds by default (R72).
+	DrainingPolls int
 }
 
 // DefaultTiming shows each transitional state to exactly one DescribeInstances, and keeps terminated
 // instances visible for an hour (EC2 API Reference, DescribeInstances: "Recently terminated instances might
 // appear in the returned results. This interval is usually less than one hour.").
 func DefaultTiming() Timing {
-	return Timing{PendingPolls: 1, ShuttingDownPolls: 1, TerminatedVisibleFor: time.Hour}
+	return Timing{PendingPolls: 1, ShuttingDownPolls: 1, TerminatedVisibleFor: time.Hour, DrainingPolls: 2}
 }
 
 // Request is one request the fake received.

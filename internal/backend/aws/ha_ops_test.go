@@ -1,0 +1,187 @@
+package aws
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
+)
+
+// withInstances is spec asking for n instances, its options copied so that spec keeps its own.
+func withInstances(spec backend.Spec, n int) backend.Spec {
+	o := *spec.Placement.Options.(*Options) //nolint:forcetypeassert // haSpec's own options
+	o.Instances = n
+	spec.Placement.Options = &o
+	return spec
+}
+
+// memberParameterNames are the members' parameters the fake holds, by member number.
+func memberParameterNames(fake *ec2fake.Server, proxy string) map[int]bool {
+	out := map[int]bool{}
+	prefix := guest.ParameterPath(proxy, "") + "member-"
+	for _, p := range fake.Parameters(testRegion) {
+		if rest, ok := strings.CutPrefix(p.Name, prefix); ok {
+			if k, err := strconv.Atoi(strings.SplitN(rest, "/", 2)[0]); err == nil {
+				out[k] = true
+			}
+		}
+	}
+	return out
+}
+
+// An Update of a proxy of three asking for five launches members 3 and 4 in the next subnets, registers them
+// behind the same load balancer and records five; asking for two then deregisters members 4, 3 and 2, waits
+// for the load balancer to drain them before they are terminated (none is cut while draining), deletes their
+// parameters and records two. The load balancer's address and DNS name stay throughout, Get reads the count
+// asked for, Running, and Delete leaves nothing.
+func TestSeveralInstancesCountChangedInPlace(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	ctx := context.Background()
+	spec := haSpec(fake, "resize")
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnets := fake.Subnets(testRegion)
+
+	more, err := b.Update(ctx, inst.ID, withInstances(spec, 5))
+	if err != nil {
+		t.Fatalf("Update to 5: %v", err)
+	}
+	if more.State != backend.StateRunning || len(more.Members) != 5 || more.InternalName != inst.InternalName || more.InternalAddress != inst.InternalAddress {
+		t.Fatalf("Update to 5 = %s at %s (%s), %d members %+v; want Running at %s (%s), 5 members",
+			more.State, more.InternalAddress, more.InternalName, len(more.Members), more.Members, inst.InternalAddress, inst.InternalName)
+	}
+	for i, m := range more.Members {
+		if !m.Healthy || (i < 3 && m.Name != inst.Members[i].Name) {
+			t.Errorf("member %d after Update to 5 = %+v; want healthy, the same instance as before for 0 to 2", i, m)
+		}
+		in, _ := fake.Instance(testRegion, m.Name)
+		if want := subnets[i%len(subnets)].ID; in.SubnetID != want || in.Tags[TagInstances] != "5" {
+			t.Errorf("member %d: subnet %s, %s=%s; want subnet %s, 5", i, in.SubnetID, TagInstances, in.Tags[TagInstances], want)
+		}
+	}
+	if o := more.Placement.Options.(*Options); o.Instances != 5 { //nolint:forcetypeassert // the backend's own options
+		t.Errorf("Update to 5 reads instances = %d", o.Instances)
+	}
+	if lbs, tgs := fake.LoadBalancers(testRegion), fake.TargetGroups(testRegion); len(lbs) != 1 || len(tgs) != 1 {
+		t.Errorf("load balancers %v, target groups %v after Update to 5, want the one of each", lbs, tgs)
+	}
+
+	fewer, err := b.Update(ctx, inst.ID, withInstances(spec, 2))
+	if err != nil {
+		t.Fatalf("Update to 2: %v", err)
+	}
+	if fewer.State != backend.StateRunning || len(fewer.Members) != 2 || fewer.Members[0].Name != inst.Members[0].Name ||
+		fewer.Members[1].Name != inst.Members[1].Name || fewer.InternalName != inst.InternalName {
+		t.Fatalf("Update to 2 = %s, members %+v at %s; want Running, members %s and %s at %s",
+			fewer.State, fewer.Members, fewer.InternalName, inst.Members[0].Name, inst.Members[1].Name, inst.InternalName)
+	}
+	live := runningIDs(fake)
+	for _, m := range more.Members[2:] {
+		if live[m.Name] {
+			t.Errorf("member %s is left running after Update to 2", m.Name)
+		}
+	}
+	if n := fake.DrainsCut(testRegion); n != 0 {
+		t.Errorf("%d instances were terminated while the load balancer still drained them", n)
+	}
+	if n := fake.Count("DeregisterTargets"); n != 1 {
+		t.Errorf("Update to 2 made %d DeregisterTargets calls, want 1 (members 2 to 4 at once)", n)
+	}
+	if got := memberParameterNames(fake, spec.Name); !slices.Equal(slices.Sorted(func(yield func(int) bool) {
+		for k := range got {
+			if !yield(k) {
+				return
+			}
+		}
+	}), []int{1}) {
+		t.Errorf("members' parameters after Update to 2: %v, want member 1's alone", got)
+	}
+	again, err := b.Get(ctx, inst.ID)
+	if err != nil || len(again.Members) != 2 || again.State != backend.StateRunning || again.Placement.Options.(*Options).Instances != 2 { //nolint:forcetypeassert // the backend's own options
+		t.Fatalf("Get after Update to 2 = %+v, %v; want Running, 2 members, instances 2", again, err)
+	}
+
+	// Nothing to change: an Update with the same count deregisters, terminates and launches nothing.
+	before := fake.Counts()
+	if _, err := b.Update(ctx, inst.ID, withInstances(spec, 2)); err != nil {
+		t.Fatal(err)
+	}
+	after := fake.Counts()
+	for _, action := range []string{"DeregisterTargets", "TerminateInstances", "RunInstances", "PutParameter", "DeleteParameters"} {
+		if after[action] != before[action] {
+			t.Errorf("an Update that changes no count made %d %s calls", after[action]-before[action], action)
+		}
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, fake)
+}
+
+// A change of the number of instances cut at each of its steps (the step's call refused once, for good) leaves
+// a proxy Get reads, whose next Update finishes the change, and whose Delete after leaves nothing: no member,
+// no member's parameters, no target.
+func TestSeveralInstancesCountChangeCut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		from, to int
+		action   string // the call refused
+		code     string
+	}{
+		{"more, cut at the launch of a new member", 3, 4, "RunInstances", "UnauthorizedOperation"},
+		{"more, cut at the registration of the new member", 3, 4, "RegisterTargets", "AccessDenied"},
+		{"fewer, cut at the deregistration", 4, 2, "DeregisterTargets", "AccessDenied"},
+		{"fewer, cut at the termination", 4, 2, "TerminateInstances", "UnauthorizedOperation"},
+		{"fewer, cut at the members' parameters", 4, 2, "DeleteParameters", "AccessDeniedException"},
+		{"fewer, cut as the count is recorded", 4, 2, "CreateTags", "UnauthorizedOperation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake, b := newTest(t, ec2fake.Options{})
+			fake.PlayGuests()
+			ctx := context.Background()
+			spec := withInstances(haSpec(fake, "cut"), tc.from)
+			inst, err := b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fake.FailNext(tc.action, tc.code)
+			if _, err := b.Update(ctx, inst.ID, withInstances(spec, tc.to)); err == nil {
+				t.Fatalf("Update with %s refused succeeded", tc.action)
+			}
+			if fake.Fired() != 1 {
+				t.Fatalf("the Update never called %s: the case cuts nothing", tc.action)
+			}
+			if _, err := b.Get(ctx, inst.ID); err != nil {
+				t.Fatalf("Get after the cut: %v", err)
+			}
+			done, err := b.Update(ctx, inst.ID, withInstances(spec, tc.to))
+			if err != nil {
+				t.Fatalf("the next Update: %v", err)
+			}
+			if len(done.Members) != tc.to || done.State != backend.StateRunning {
+				t.Fatalf("the next Update = %s, members %+v; want Running, %d", done.State, done.Members, tc.to)
+			}
+			if n := len(runningIDs(fake)); n != tc.to {
+				t.Errorf("%d instances run after the next Update, want %d", n, tc.to)
+			}
+			if n := fake.DrainsCut(testRegion); n != 0 {
+				t.Errorf("%d instances were terminated while the load balancer still drained them", n)
+			}
+			if err := b.Delete(ctx, inst.ID); err != nil {
+				t.Fatal(err)
+			}
+			assertNothingLeft(t, fake)
+		})
+	}
+}
