@@ -245,12 +245,15 @@ func TestAccProxyAWS_instancesChangedInPlace(t *testing.T) {
 	})
 }
 
-// awsNothingLeft checks, after destroy, that the fake holds no live instance, no part of a load balancer, no
-// security group but the default and no parameter of a proxy.
+// awsNothingLeft checks, after destroy, that the fake holds no live instance, no Elastic IP, no part of a load
+// balancer, no security group but the default and no parameter of a proxy.
 func awsNothingLeft(fake *ec2fake.Server) resource.TestCheckFunc {
 	return func(*terraform.State) error {
 		if n, lbs, tgs := len(liveInstances(fake)), fake.LoadBalancers(awsTestRegion), fake.TargetGroups(awsTestRegion); n != 0 || len(lbs)+len(tgs) != 0 {
 			return fmt.Errorf("after destroy: %d instances, load balancers %v, target groups %v", n, lbs, tgs)
+		}
+		if n := len(fake.Addresses(awsTestRegion)); n != 0 {
+			return fmt.Errorf("%d Elastic IPs left after destroy", n)
 		}
 		for _, g := range fake.SecurityGroups(awsTestRegion) {
 			if g.Name != "default" {

@@ -137,25 +137,7 @@ func TestAccProxyAWS_lifecycle(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
-		CheckDestroy: func(*terraform.State) error {
-			if n := len(liveInstances(fake)); n != 0 {
-				return fmt.Errorf("%d instances left after destroy", n)
-			}
-			if n := len(fake.Addresses(awsTestRegion)); n != 0 {
-				return fmt.Errorf("%d Elastic IPs left after destroy", n)
-			}
-			for _, g := range fake.SecurityGroups(awsTestRegion) {
-				if g.Name != "default" {
-					return fmt.Errorf("security group %s left after destroy", g.Name)
-				}
-			}
-			for _, p := range fake.Parameters(awsTestRegion) {
-				if strings.HasPrefix(p.Name, awsguest.ParameterPrefix) {
-					return fmt.Errorf("parameter %s left after destroy", p.Name)
-				}
-			}
-			return nil
-		},
+		CheckDestroy:             awsNothingLeft(fake),
 		Steps: []resource.TestStep{
 			{
 				Config: awsConfig(t, fake, "", awsProxy(fake, `team = "net"`, ".example.com", "t3.micro")),
