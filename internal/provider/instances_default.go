@@ -16,15 +16,26 @@ import (
 // balancer), so a change between them replaces the proxy.
 func severalInPlace(def int64) sameAs {
 	return func(_ context.Context, prior, planned map[string]attr.Value) bool {
-		count := func(v attr.Value) int64 {
-			if n, ok := v.(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
-				return n.ValueInt64()
-			}
-			return def
-		}
-		before, after := count(prior["instances"]), count(planned["instances"])
+		before, after := instancesOf(prior, def), instancesOf(planned, def)
 		return before == after || (before > 1 && after > 1)
 	}
+}
+
+// rolledWhenSeveral is the sameAs rule of an attribute (the boot image) that a proxy of several instances
+// changes in place, one instance at a time behind its load balancer, while it keeps more than one; a proxy of
+// one is replaced.
+func rolledWhenSeveral(def int64) sameAs {
+	return func(_ context.Context, prior, planned map[string]attr.Value) bool {
+		return instancesOf(prior, def) > 1 && instancesOf(planned, def) > 1
+	}
+}
+
+// instancesOf is a placement's instances, def where it is null or unknown.
+func instancesOf(placement map[string]attr.Value, def int64) int64 {
+	if n, ok := placement["instances"].(types.Int64); ok && !n.IsNull() && !n.IsUnknown() {
+		return n.ValueInt64()
+	}
+	return def
 }
 
 // instancesDefault plans a placement's instances as def for a new proxy whose configuration leaves it unset,

@@ -55,11 +55,12 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 	return schema.SingleNestedAttribute{
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a Compute Engine VM, configured by a startup script from its metadata. " +
-			"Changing anything here but `wait_for_proxy` and `cloud_logging` replaces the proxy. The proxy's rules and TLS certificate chain go into the " +
+			"Changing anything here but `wait_for_proxy` and `cloud_logging` replaces the proxy, but for `instances` and `image` of a proxy of several VMs, which change in place. The proxy's rules and TLS certificate chain go into the " +
 			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
 			"fails at plan time.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", severalInPlace(gcp.DefaultInstances))},
-		Validators:    []validator.Object{gcpMetadataFits{}},
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", severalInPlace(gcp.DefaultInstances)).
+			unlessSame("image", rolledWhenSeveral(gcp.DefaultInstances))},
+		Validators: []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,
 				MarkdownDescription: "Project ID; the provider's `gcp.project` when unset.", Validators: []validator.String{attribute_validator.Name()}},
@@ -67,11 +68,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 				MarkdownDescription: "Zone, such as `europe-west1-b`; the project's `default_zone` when unset.", Validators: []validator.String{gcpZone()}},
 			"machine_type": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultMachineType),
 				MarkdownDescription: "Machine type. Defaults to `" + gcp.DefaultMachineType + "`.", Validators: []validator.String{attribute_validator.Name()}},
-			"image": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultImage),
-				MarkdownDescription: "Boot image or image family; defaults to `" + gcp.DefaultImage + "`. " +
-					"Stock Debian and Ubuntu images run the startup script; an image with cloud-init but not the guest environment " +
-					"runs it from `user-data`. An image without UEFI support needs `shielded_vm = false`.",
-				Validators: []validator.String{attribute_validator.NotEmpty()}},
+			"image": gcpImageSchema(),
 			"network": schema.StringAttribute{Optional: true,
 				MarkdownDescription: "VPC network, as `global/networks/NAME` or a full URL; `" + gcp.DefaultNetwork + "` when neither this nor `subnetwork` is set.",
 				Validators:          []validator.String{attribute_validator.NotEmpty()}},
@@ -131,6 +128,17 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 					"with OS Login, Compute Engine ignores SSH keys in metadata, so project keys would still not reach the VM")}},
 		},
 	}
+}
+
+// gcpImageSchema is gcp.image: the boot image, rolled in place over a proxy of several VMs (rolledWhenSeveral).
+func gcpImageSchema() schema.StringAttribute {
+	return schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(gcp.DefaultImage),
+		MarkdownDescription: "Boot image or image family; defaults to `" + gcp.DefaultImage + "`. " +
+			"Stock Debian and Ubuntu images run the startup script; an image with cloud-init but not the guest environment " +
+			"runs it from `user-data`. An image without UEFI support needs `shielded_vm = false`. Changing it replaces a proxy of one VM; " +
+			"a proxy of several keeps its address and gets the new image one VM at a time, a VM of the new image serving before an old one goes " +
+			"(the high availability guide).",
+		Validators: []validator.String{attribute_validator.NotEmpty()}}
 }
 
 // gcpInstancesSchema is gcp.instances: how many VMs serve the proxy (gcp.Options.Instances).

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/gcp"
 	"github.com/egress-proxies/terraform-provider-egress/internal/proxyconf"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/computefake"
 )
@@ -205,6 +206,62 @@ func TestAccProxyGCP_instancesChangedInPlace(t *testing.T) {
 				sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address"))),
 			{Config: gcpInstancesConfig(fake, name, 2), PlanOnly: true},
 			step(1, plancheck.ResourceActionReplace, vms(1)),
+		},
+	})
+}
+
+// gcpImageConfig is egress_proxy.test named egress-acc-image, of n VMs booting image.
+func gcpImageConfig(fake *computefake.Server, n int, image string) string {
+	const name = "egress-acc-image"
+	return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
+  gcp                  = { instances = %d, wait_for_proxy = true, image = %q }
+  allowed_client_cidrs = ["10.0.0.0/8"]
+  allowed_destinations = [".example.com"]`, name, n, image))
+}
+
+// A new gcp.image for a proxy of several VMs is an update in place: every VM is made again with it, one at a
+// time behind the same forwarding rule, so the id and the address stay and the next plan is empty; for a
+// proxy of one VM it is a replacement.
+func TestAccProxyGCP_imageRolledInPlace(t *testing.T) {
+	fake := gcpFake(t)
+	gcpGuests(t, fake)
+	const newImage = "projects/debian-cloud/global/images/family/debian-13"
+	sameID := statecheck.CompareValue(compare.ValuesSame())
+	sameAddress := statecheck.CompareValue(compare.ValuesSame())
+	booted := func(n int, image string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			vms := fake.Instances()
+			if len(vms) != n {
+				return fmt.Errorf("the fake holds %d VMs, want %d", len(vms), n)
+			}
+			for _, vm := range vms {
+				if got := vm.GetDisks()[0].GetInitializeParams().GetSourceImage(); got != image {
+					return fmt.Errorf("VM %s booted %s, want %s", vm.GetName(), got, image)
+				}
+			}
+			return nil
+		}
+	}
+	kept := func() []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+			sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address")),
+		}
+	}
+	action := func(a plancheck.ResourceActionType) resource.ConfigPlanChecks {
+		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", a)}}
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: gcpProviderFactories(),
+		CheckDestroy:             gcpNothingLeft(fake),
+		Steps: []resource.TestStep{
+			{Config: gcpImageConfig(fake, 2, gcp.DefaultImage), Check: booted(2, gcp.DefaultImage), ConfigStateChecks: kept()},
+			{Config: gcpImageConfig(fake, 2, newImage), ConfigPlanChecks: action(plancheck.ResourceActionUpdate), Check: booted(2, newImage),
+				ConfigStateChecks: append(kept(), statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("image"), knownvalue.StringExact(newImage)))},
+			{Config: gcpImageConfig(fake, 2, newImage), PlanOnly: true},
+			{Config: gcpImageConfig(fake, 1, newImage), ConfigPlanChecks: action(plancheck.ResourceActionReplace), Check: booted(1, newImage)},
+			{Config: gcpImageConfig(fake, 1, gcp.DefaultImage), ConfigPlanChecks: action(plancheck.ResourceActionReplace), Check: booted(1, gcp.DefaultImage)},
 		},
 	})
 }

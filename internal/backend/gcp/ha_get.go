@@ -147,6 +147,18 @@ func (b *Backend) memberHealth(ctx context.Context, p *project, region, name str
 	return out, nil
 }
 
+// membersImage is the boot image the members were made from: first's, which each records in its stored spec,
+// or, while they differ (a change of image cut before every VM was made again, rollImage), both named, which
+// no configuration equals: the next plan asks for the Update that finishes the change.
+func membersImage(vms []*computepb.Instance, first string) string {
+	for _, in := range vms {
+		if st, ok := readStoredSpec(in); ok && st.Image != first {
+			return fmt.Sprintf("%s (and %s on some of its VMs)", first, st.Image)
+		}
+	}
+	return first
+}
+
 // reasonNotABackend is the Reason of a running member its zone's group does not hold (or whose group the
 // backend service lacks); updateHA reads it to finish a change cut before the member joined (rejoinGroups).
 const reasonNotABackend = "not a backend of the load balancer"
@@ -173,6 +185,7 @@ func haInstance(projectID string, id backend.ProviderID, vms []*computepb.Instan
 			if o, ok := first.Placement.Options.(*Options); ok {
 				opts := *o
 				opts.Instances = count
+				opts.Image = membersImage(vms, opts.Image)
 				out.Placement = backend.Placement{Backend: Kind, Target: projectID, Scope: id.Scope, Options: &opts}
 			}
 		}
@@ -181,7 +194,9 @@ func haInstance(projectID string, id backend.ProviderID, vms []*computepb.Instan
 		out.InternalAddress = fr.GetIPAddress()
 		l := fr.GetLabels()
 		out.UID, out.Owner, out.Labels = l[backend.LabelUID], l[backend.LabelOwner], backend.UserLabels(l)
-		if t, err := time.Parse(time.RFC3339, fr.GetCreationTimestamp()); err == nil && out.CreatedAt.IsZero() {
+		// The forwarding rule's: it lasts as long as the proxy, where a VM may be made again (a gone member, a
+		// new image) and read first.
+		if t, err := time.Parse(time.RFC3339, fr.GetCreationTimestamp()); err == nil {
 			out.CreatedAt = t
 		}
 	}

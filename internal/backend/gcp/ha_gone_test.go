@@ -3,6 +3,7 @@ package gcp
 import (
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -270,5 +271,91 @@ func TestHAUpdateCutBeforeTheGroupIsFinishedByTheNext(t *testing.T) {
 	}
 	if n := fake.Count(http.MethodPost, `/addInstances$`); n != 0 {
 		t.Errorf("an Update with every member a backend made %d addInstances calls, want none", n)
+	}
+}
+
+// withImage is spec asking for image, its options copied so that spec keeps its own.
+func withImage(spec backend.Spec, image string) backend.Spec {
+	o := *optionsOf(spec.Placement)
+	o.Image = image
+	spec.Placement.Options = &o
+	return spec
+}
+
+// TestHAUpdateRollsANewImage: Update of a proxy of three VMs asking for another boot image makes a surge VM,
+// web-4, with the new image before any old VM goes, then makes web-3, web-2 and web-1 again with it one at a
+// time, then removes web-4: the proxy ends with three VMs of the new image in their zones, behind the same
+// address, and at no point fewer than three VMs of the proxy exist. An Update cut in the middle leaves a proxy
+// Get reads with both images named (or the surge VM), which the next Update finishes.
+func TestHAUpdateRollsANewImage(t *testing.T) {
+	t.Parallel()
+	const newImage = "projects/debian-cloud/global/images/family/debian-13"
+	for _, cut := range []bool{false, true} {
+		t.Run(map[bool]string{false: "whole", true: "cut at the second VM made again"}[cut], func(t *testing.T) {
+			t.Parallel()
+			w := newHAWorld(t)
+			fake, b, ctx := w.fake, w.b, ctxT(t)
+			spec := haSpec("uid-ha-image", 3)
+			inst, err := b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := withImage(spec, newImage)
+			fake.ResetLog()
+			if cut {
+				// The surge VM is the first insert, web-3 the second: the third, web-2's, is refused.
+				fake.AddFault(computefake.Fault{Method: http.MethodPost, PathRE: regexp.MustCompile(`/zones/[^/]+/instances$`), Status: http.StatusForbidden, Reason: "forbidden",
+					Skip: 2, Times: 1})
+				if _, err := b.Update(ctx, inst.ID, next); err == nil {
+					t.Fatal("the cut Update succeeded")
+				}
+				mid, err := b.Get(ctx, inst.ID)
+				if err != nil {
+					t.Fatalf("Get after the cut: %v", err)
+				}
+				if img := optionsOf(mid.Placement).Image; !strings.Contains(img, newImage) || img == newImage {
+					t.Errorf("Get after the cut reads image %q, want both images named", img)
+				}
+				fake.ClearFaults()
+			}
+			got, err := b.Update(ctx, inst.ID, next)
+			if err != nil {
+				t.Fatalf("Update to a new image: %v", err)
+			}
+			if got.State != backend.StateRunning || len(got.Members) != 3 || got.InternalAddress != inst.InternalAddress || optionsOf(got.Placement).Image != newImage {
+				t.Fatalf("Update = %s, %d members at %s, image %q; want Running, 3 at %s, %s",
+					got.State, len(got.Members), got.InternalAddress, optionsOf(got.Placement).Image, inst.InternalAddress, newImage)
+			}
+			for i, m := range got.Members {
+				vm := fake.Instance(testProject, m.Scope, m.Name)
+				st, _ := readStoredSpec(vm)
+				if m.Name != inst.Members[i].Name || m.Scope != inst.Members[i].Scope || st.Image != newImage || !m.Healthy {
+					t.Errorf("member %d after Update = %+v of image %s, want %s in %s, healthy, of %s", i, m, st.Image, inst.Members[i].Name, inst.Members[i].Scope, newImage)
+				}
+			}
+			if vm := fake.Instance(testProject, "us-central1-b", "web-4"); vm != nil {
+				t.Errorf("the surge VM web-4 is left")
+			}
+			if !cut {
+				// The order: the surge VM is made before the first old VM is deleted.
+				var order []string
+				for _, r := range fake.Requests() {
+					switch {
+					case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/instances"):
+						order = append(order, "insert")
+					case r.Method == http.MethodDelete && strings.Contains(r.Path, "/instances/"):
+						order = append(order, "delete "+r.Path[strings.LastIndex(r.Path, "/")+1:])
+					}
+				}
+				want := []string{"insert", "delete web-3", "insert", "delete web-2", "insert", "delete web-1", "insert", "delete web-4"}
+				if !slices.Equal(order, want) {
+					t.Errorf("inserts and deletes of VMs: %v, want %v", order, want)
+				}
+			}
+			again, err := b.Update(ctx, inst.ID, next)
+			if err != nil || optionsOf(again.Placement).Image != newImage {
+				t.Fatalf("an Update with the image in place: %v, image %q", err, optionsOf(again.Placement).Image)
+			}
+		})
 	}
 }

@@ -148,6 +148,9 @@ func (b *Backend) updateHA(ctx context.Context, p *project, id backend.ProviderI
 		if err := b.growHA(ctx, p, id, vms, target, made); err != nil {
 			return backend.Instance{}, err
 		}
+		if err := b.rollImage(ctx, p, id, spec, opts, vms, target); err != nil {
+			return backend.Instance{}, err
+		}
 	}
 	region := regionOf(id.Scope)
 	obj := haObject("forwarding rule", p.id, region, id.Name)
@@ -326,28 +329,129 @@ func (b *Backend) shrinkHA(ctx context.Context, p *project, id backend.ProviderI
 		return memberIndex(id.Name, c.GetName()) - memberIndex(id.Name, a.GetName())
 	})
 	for _, in := range extra {
-		zone := lastSegment(in.GetZone())
-		obj := haObject("instance group", p.id, zone, id.Name)
-		err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-			op, err := p.groups.RemoveInstances(ctx, &computepb.RemoveInstancesInstanceGroupRequest{Project: p.id, Zone: zone, InstanceGroup: id.Name,
-				InstanceGroupsRemoveInstancesRequestResource: &computepb.InstanceGroupsRemoveInstancesRequest{
-					Instances: []*computepb.InstanceReference{{Instance: proto.String(in.GetSelfLink())}}}})
-			if hasReason(err, "memberNotFound") {
-				return nil // an earlier attempt removed it
-			}
-			if err != nil {
-				return classify(obj, err)
-			}
-			return b.wait(ctx, op, obj)
-		})
-		if err != nil && !backend.IsNotFound(err) { // no group: nothing to leave
-			return err
-		}
-		if err := b.delete(ctx, backend.ProviderID{Backend: Kind, Target: p.id, Scope: zone, Name: in.GetName()}, false); err != nil {
+		if err := b.removeMember(ctx, p, id, in); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// rollImage brings the members of a proxy of target VMs whose boot image is not the one opts asks for to it,
+// one VM at a time, the proxy serving throughout: first a surge member (target+1, in the next zone of the round
+// robin) with the new image joins the load balancer and is waited for until its health check passes; then each
+// old member, the highest-numbered first, leaves its group and is deleted, is made again under its name with the
+// new image (restoreGone) and is waited for until it serves; last the surge member goes (shrinkHA). So a VM of
+// the new image serves before any old one goes, and the proxy never has fewer than target serving but for the
+// largest count, which has no room for a surge and swaps its members one by one. vms are the members before
+// the Update: one it made meanwhile has the new image already, and with none old nothing is read or written.
+// A change cut in between leaves the surge member, which makes Get read target+1, or members of two images,
+// which Get reports (haInstance): either way the next plan asks for an Update, which goes on.
+func (b *Backend) rollImage(ctx context.Context, p *project, id backend.ProviderID, spec backend.Spec, opts *Options, vms []*computepb.Instance, target int) error {
+	if opts == nil {
+		return nil
+	}
+	pl := spec.Placement
+	pl.Target, pl.Scope = p.id, id.Scope
+	_, resolved, err := b.resolve(pl)
+	if err != nil {
+		return err
+	}
+	want := resolved.Image
+	old := func(in *computepb.Instance) bool {
+		st, ok := readStoredSpec(in)
+		i := memberIndex(id.Name, in.GetName())
+		return ok && i >= 1 && i <= target && st.Image != want
+	}
+	if !slices.ContainsFunc(vms, old) {
+		return nil
+	}
+	cur, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	if target < MaxInstances {
+		if _, err := b.restoreGone(ctx, p, id, spec, opts, cur, target+1); err != nil {
+			return err
+		}
+		if err := b.ensureBackends(ctx, p, id, target+1); err != nil {
+			return err
+		}
+		if err := b.waitServing(ctx, p, id, memberName(id.Name, target+1)); err != nil {
+			return err
+		}
+	}
+	var stale []*computepb.Instance
+	for _, in := range cur {
+		if old(in) {
+			stale = append(stale, in)
+		}
+	}
+	slices.SortFunc(stale, func(a, c *computepb.Instance) int {
+		return memberIndex(id.Name, c.GetName()) - memberIndex(id.Name, a.GetName())
+	})
+	for _, in := range stale {
+		if err := b.removeMember(ctx, p, id, in); err != nil {
+			return err
+		}
+		rest := slices.DeleteFunc(slices.Clone(cur), func(c *computepb.Instance) bool { return c.GetName() == in.GetName() })
+		if _, err := b.restoreGone(ctx, p, id, spec, opts, rest, target); err != nil {
+			return err
+		}
+		if err := b.waitServing(ctx, p, id, in.GetName()); err != nil {
+			return err
+		}
+	}
+	if target >= MaxInstances {
+		return nil
+	}
+	now, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	return b.shrinkHA(ctx, p, id, now, target)
+}
+
+// waitServing waits until the backend service reports member VM name healthy: it serves behind the load
+// balancer.
+func (b *Backend) waitServing(ctx context.Context, p *project, id backend.ProviderID, name string) error {
+	return b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
+		vms, err := b.listMembers(ctx, p, id)
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(vms, func(in *computepb.Instance) bool { return in.GetName() == name })
+		if i < 0 {
+			return false, backend.Permanent(instanceObject(p.id, id.Scope, name), "is gone while the proxy's VMs were replaced for a new image")
+		}
+		health, err := b.memberHealth(ctx, p, regionOf(id.Scope), id.Name, vms[i:i+1])
+		if err != nil {
+			return false, err
+		}
+		return health[name+"@"+lastSegment(vms[i].GetZone())] == "HEALTHY", nil
+	})
+}
+
+// removeMember takes member VM in out of its zone's group, so the load balancer sends it no new connection,
+// then deletes it.
+func (b *Backend) removeMember(ctx context.Context, p *project, id backend.ProviderID, in *computepb.Instance) error {
+	zone := lastSegment(in.GetZone())
+	obj := haObject("instance group", p.id, zone, id.Name)
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		op, err := p.groups.RemoveInstances(ctx, &computepb.RemoveInstancesInstanceGroupRequest{Project: p.id, Zone: zone, InstanceGroup: id.Name,
+			InstanceGroupsRemoveInstancesRequestResource: &computepb.InstanceGroupsRemoveInstancesRequest{
+				Instances: []*computepb.InstanceReference{{Instance: proto.String(in.GetSelfLink())}}}})
+		if hasReason(err, "memberNotFound") {
+			return nil // an earlier attempt removed it
+		}
+		if err != nil {
+			return classify(obj, err)
+		}
+		return b.wait(ctx, op, obj)
+	})
+	if err != nil && !backend.IsNotFound(err) { // no group: nothing to leave
+		return err
+	}
+	return b.delete(ctx, backend.ProviderID{Backend: Kind, Target: p.id, Scope: zone, Name: in.GetName()}, false)
 }
 
 // growHA finishes a change of the number of VMs to target once restoreGone made the members up to it (made:
@@ -369,13 +473,27 @@ func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID,
 	if !made && len(stale) == 0 {
 		return nil
 	}
+	if err := b.ensureBackends(ctx, p, id, target); err != nil {
+		return err
+	}
+	for _, in := range stale {
+		if err := b.setMemberOf(ctx, p, lastSegment(in.GetZone()), in.GetName(), want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureBackends gives the backend service the group of every zone the first n members use (haSlots' round
+// robin over the region's zones) that it lacks, in one patch with the service's fingerprint.
+func (b *Backend) ensureBackends(ctx context.Context, p *project, id backend.ProviderID, n int) error {
 	region := regionOf(id.Scope)
 	zones, err := b.regionZones(ctx, p, region, id.Scope)
 	if err != nil {
 		return err
 	}
 	obj := haObject("backend service", p.id, region, id.Name)
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		bs, err := p.backendServices.Get(ctx, &computepb.GetRegionBackendServiceRequest{Project: p.id, Region: region, BackendService: id.Name})
 		if err != nil {
 			return classify(obj, err)
@@ -384,7 +502,7 @@ func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID,
 			return err
 		}
 		backends := slices.Clone(bs.GetBackends())
-		for _, z := range zones[:min(len(zones), target)] {
+		for _, z := range zones[:min(len(zones), n)] {
 			link := groupLink(p.id, z, id.Name)
 			if !slices.ContainsFunc(backends, func(be *computepb.Backend) bool { return strings.HasSuffix(be.GetGroup(), link) }) {
 				backends = append(backends, &computepb.Backend{Group: proto.String(link), BalancingMode: proto.String("CONNECTION")})
@@ -400,15 +518,6 @@ func (b *Backend) growHA(ctx context.Context, p *project, id backend.ProviderID,
 		}
 		return b.wait(ctx, op, obj)
 	})
-	if err != nil {
-		return err
-	}
-	for _, in := range stale {
-		if err := b.setMemberOf(ctx, p, lastSegment(in.GetZone()), in.GetName(), want); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // setMemberOf writes value as a member VM's metadataMemberOf, with the metadata's current fingerprint.

@@ -25,9 +25,12 @@ type Fault struct {
 	Seed uint64
 	// Times, when positive, is how many requests may fail in all.
 	Times int
+	// Skip lets that many matching requests through before the fault fires: a cut at the Nth call of a kind.
+	Skip int
 
-	fired int
-	rnd   *rand.Rand
+	fired   int
+	skipped int
+	rnd     *rand.Rand
 	// pause, when set, holds the request instead of failing it (PauseNext).
 	pause *Pause
 }
@@ -68,6 +71,10 @@ func (s *Server) fault(r *http.Request) *Fault {
 			continue
 		}
 		if f.Times > 0 && f.fired >= f.Times {
+			continue
+		}
+		if f.skipped < f.Skip {
+			f.skipped++
 			continue
 		}
 		if f.Rate > 0 && f.rnd.Float64() >= f.Rate {
