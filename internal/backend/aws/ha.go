@@ -300,8 +300,10 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		m := backend.Member{Name: id, Scope: awssdk.ToString(in.Placement.AvailabilityZone),
 			InternalAddress: awssdk.ToString(in.PrivateIpAddress), EgressAddress: awssdk.ToString(in.PublicIpAddress)}
 		switch h, ok := health[id]; {
-		case !ok:
+		case !ok && stateName(in) == ec2types.InstanceStateNameRunning:
 			m.Reason = reasonNotRegistered
+		case !ok:
+			m.Reason = reasonNotRegistered + " (its instance is " + string(stateName(in)) + ")"
 		case h.State == elbtypes.TargetHealthStateEnumHealthy:
 			m.Healthy = true
 		default:
@@ -324,8 +326,8 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 	return nil
 }
 
-// reasonNotRegistered is the Reason of a member the target group does not hold: Update registers it
-// (registerOutside).
+// reasonNotRegistered is the Reason of a running member the target group does not hold: Update registers it
+// (readBackRegistered). One that is not running cannot be registered (RegisterTargets refuses it) and says why.
 const reasonNotRegistered = "not registered with the load balancer's target group"
 
 // readBackRegistered is readBack after an Update, which also registers with the target group a member that runs
