@@ -68,7 +68,7 @@
 //     State from them (ha.go#Backend.readMembers), a member whose instance is shutting down, terminated or no
 //     longer listed as Gone (ha.go#memberGone; a stopped one is unhealthy, not Gone), which Update makes again in
 //     its subnet and registers with the target group, the others left as they are (ha.go#Backend.restoreMembers),
-//     and registers a member the target group lacks (backend.go#registerable). Update changes the count between two
+//     and registers a running member the target group lacks (ha.go#Backend.readBackRegistered). Update changes the count between two
 //     above one in place: fewer deregisters the members above it, waits for the load balancer to drain them,
 //     terminates them and deletes their parameters before recording the count; more records it first, and
 //     restoreMembers makes the members it lacks (ha_ops.go#Backend.resizeMembers).
