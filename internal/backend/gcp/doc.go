@@ -74,7 +74,10 @@
 //     time, each confirmed by its guest (ha_ops.go#Backend.reconfigureHA). A member whose VM no longer exists
 //     (deleted behind Terraform's back) is Gone, one stopped or failing its health check only unhealthy; Update
 //     makes a gone VM again under its name in its zone and group, touching nothing else
-//     (ha_ops.go#Backend.restoreGone; ha_gone_test.go#TestHAUpdateMakesAGoneMemberAgain).
+//     (ha_ops.go#Backend.restoreGone; ha_gone_test.go#TestHAUpdateMakesAGoneMemberAgain), and adds to its group a
+//     running member outside the load balancer (ha_ops.go#Backend.rejoinGroups). A change of count between two
+//     above one is made in place (ha_ops.go#Backend.shrinkHA, ha_ops.go#Backend.growHA), and so is a new image,
+//     rolled one VM at a time after a surge VM of the new image serves (ha_ops.go#Backend.rollImage).
 //   - setMetadata and setLabels carry the fingerprint read just before (R12, R14); a 412 conditionNotMet is
 //     Transient, so the read and the write are retried together (reconfigure.go#Backend.Reconfigure,
 //     backend.go#Backend.Update).
