@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
+
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/aws/guest"
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
@@ -183,5 +187,53 @@ func TestSeveralInstancesCountChangeCut(t *testing.T) {
 			}
 			assertNothingLeft(t, fake)
 		})
+	}
+}
+
+// A member outside the target group (deregistered behind the provider's back, as an Update cut before the
+// registration leaves one) is registered again by the next Update while it runs; stopped, it is left
+// unregistered (RegisterTargets refuses an instance that is not running), its reason says so, and the Update
+// succeeds.
+func TestSeveralInstancesUnregisteredMemberRegisteredByUpdate(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{})
+	fake.PlayGuests()
+	ctx := context.Background()
+	spec := haSpec(fake, "outside")
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := inst.Members[2].Name
+	c := adminELB(fake)
+	tgs, err := c.DescribeTargetGroups(ctx, &elb.DescribeTargetGroupsInput{Names: []string{lbName(spec.Name)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DeregisterTargets(ctx, &elb.DeregisterTargetsInput{TargetGroupArn: tgs.TargetGroups[0].TargetGroupArn,
+		Targets: []elbtypes.TargetDescription{{Id: awssdk.String(outside)}}}); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetInstanceState(testRegion, outside, ec2fake.StateStopped)
+	// Until the deregistration delay has passed, the member is still listed, draining.
+	for range ec2fake.DefaultTiming().DrainingPolls {
+		if _, err := b.Get(ctx, inst.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopped, err := b.Update(ctx, inst.ID, spec)
+	if err != nil {
+		t.Fatalf("Update with a stopped member outside the target group: %v", err)
+	}
+	if m := stopped.Members[2]; m.Healthy || !strings.Contains(m.Reason, reasonNotRegistered+" (its instance is stopped)") {
+		t.Errorf("the stopped member outside the target group reads %+v", m)
+	}
+	fake.SetInstanceState(testRegion, outside, ec2fake.StateRunning)
+	got, err := b.Update(ctx, inst.ID, spec)
+	if err != nil {
+		t.Fatalf("Update with a running member outside the target group: %v", err)
+	}
+	if m := got.Members[2]; !m.Healthy || m.Name != outside || got.State != backend.StateRunning {
+		t.Errorf("after Update, member 2 = %+v, proxy %s; want %s registered and healthy, Running", m, got.State, outside)
 	}
 }
