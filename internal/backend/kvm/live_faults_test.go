@@ -491,16 +491,17 @@ func cutsKept(t *testing.T, stride int) func(k int) bool {
 
 // The tables' strides. Create and Delete cases run side by side, about a minute per table when every call is
 // cut; Update's are cheap; a Reconfigure case is a reconfiguration of a guest under emulation, about five
-// seconds alone and thirty beside the rest of a cold make test, and a Reconfigure makes about 370 calls since
-// it holds connections around Squid's reload and drains the accept queue: one in thirty, as one in ten took 30
-// minutes of a cold make test (its VM emulated all along) and was the run's last group to end, and one in
-// twenty took 31 minutes of a warm one, the kvm package's longest test by far, its VM busy all along on a
-// machine the other groups need. Each run draws another offset and prints it, so runs together cut every call.
+// seconds alone and twenty beside the rest of a cold make test, and a Reconfigure makes about 155 calls (it
+// holds connections around Squid's reload and drains the accept queue): one in forty, four calls each cut
+// before the call and before the reply, as one in ten took 30 minutes of a cold make test (its VM emulated all
+// along) and was the run's last group to end, and one in thirty took 4.3 minutes of the cold run of 7247238,
+// whose CPUs every group needed until its 71st minute. Each run draws another offset and prints it, so runs
+// together cut every call.
 const (
 	createCutStride      = 2
 	deleteCutStride      = 2
 	updateCutStride      = 1
-	reconfigureCutStride = 30
+	reconfigureCutStride = 40
 )
 
 // seedsOnly gives up on a volume stream that moves nothing for 15 s instead of the backend's half minute: b
