@@ -203,12 +203,8 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 		}
 	}
 	tgARN := l.targetGroup.TargetGroupArn
-	targets := make([]elbtypes.TargetDescription, len(instanceIDs))
-	for i, id := range instanceIDs {
-		targets[i] = elbtypes.TargetDescription{Id: awssdk.String(id)}
-	}
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		_, err := r.elb.RegisterTargets(ctx, &elb.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: targets})
+		_, err := r.elb.RegisterTargets(ctx, &elb.RegisterTargetsInput{TargetGroupArn: tgARN, Targets: targetsOf(instanceIDs)})
 		return classify(tgObj, err)
 	})
 	if err != nil {
@@ -235,6 +231,15 @@ func (b *Backend) ensureLoadBalancer(ctx context.Context, r *region, spec backen
 		}
 	}
 	return b.ensureListener(ctx, r, spec.Name, l.lb.LoadBalancerArn, tgARN, port)
+}
+
+// targetsOf names instances ids as a target group's targets, on the group's port.
+func targetsOf(ids []string) []elbtypes.TargetDescription {
+	targets := make([]elbtypes.TargetDescription, len(ids))
+	for i, id := range ids {
+		targets[i] = elbtypes.TargetDescription{Id: awssdk.String(id)}
+	}
+	return targets
 }
 
 // ensureListener finds or makes the load balancer's TCP listener on port, forwarding to the target group.

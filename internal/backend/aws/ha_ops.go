@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
-	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -102,12 +101,8 @@ func (b *Backend) deregisterMembers(ctx context.Context, r *region, proxy string
 		return err
 	}
 	obj := targetGroupObject(r.name, proxy)
-	targets := make([]elbtypes.TargetDescription, len(ids))
-	for i, id := range ids {
-		targets[i] = elbtypes.TargetDescription{Id: awssdk.String(id)}
-	}
 	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
-		_, err := r.elb.DeregisterTargets(ctx, &elb.DeregisterTargetsInput{TargetGroupArn: l.targetGroup.TargetGroupArn, Targets: targets})
+		_, err := r.elb.DeregisterTargets(ctx, &elb.DeregisterTargetsInput{TargetGroupArn: l.targetGroup.TargetGroupArn, Targets: targetsOf(ids)})
 		return classify(obj, err)
 	})
 	if err != nil {

@@ -412,22 +412,30 @@ func (b *Backend) rollImage(ctx context.Context, p *project, id backend.Provider
 }
 
 // waitServing waits until the backend service reports member VM name healthy: it serves behind the load
-// balancer.
+// balancer. The members are listed once, for the VM's zone; each poll reads the VM alone and its zone's health.
 func (b *Backend) waitServing(ctx context.Context, p *project, id backend.ProviderID, name string) error {
+	vms, err := b.listMembers(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(vms, func(in *computepb.Instance) bool { return in.GetName() == name })
+	if i < 0 {
+		return backend.Permanent(instanceObject(p.id, id.Scope, name), "is gone while the proxy's VMs were replaced for a new image")
+	}
+	zone := lastSegment(vms[i].GetZone())
 	return b.pollUntil(ctx, func(ctx context.Context) (bool, error) {
-		vms, err := b.listMembers(ctx, p, id)
+		in, err := b.getInstance(ctx, p, zone, name)
+		if backend.IsNotFound(err) {
+			return false, backend.Permanent(instanceObject(p.id, zone, name), "is gone while the proxy's VMs were replaced for a new image")
+		}
 		if err != nil {
 			return false, err
 		}
-		i := slices.IndexFunc(vms, func(in *computepb.Instance) bool { return in.GetName() == name })
-		if i < 0 {
-			return false, backend.Permanent(instanceObject(p.id, id.Scope, name), "is gone while the proxy's VMs were replaced for a new image")
-		}
-		health, err := b.memberHealth(ctx, p, regionOf(id.Scope), id.Name, vms[i:i+1])
+		health, err := b.memberHealth(ctx, p, regionOf(id.Scope), id.Name, []*computepb.Instance{in})
 		if err != nil {
 			return false, err
 		}
-		return health[name+"@"+lastSegment(vms[i].GetZone())] == "HEALTHY", nil
+		return health[name+"@"+zone] == "HEALTHY", nil
 	})
 }
 
