@@ -217,7 +217,7 @@ func TestAccProxyAWS_instancesChangedInPlace(t *testing.T) {
 		}
 		return resource.TestStep{
 			Config:            awsInstancesConfig(t, fake, name, "", n),
-			ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action)}},
+			ConfigPlanChecks:  expectAction(action),
 			ConfigStateChecks: append(kept, statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("members"), knownvalue.ListSizeExact(members))),
 			Check:             running(n),
 		}

@@ -141,10 +141,16 @@ func gcpThreeInstancesConfig(fake *computefake.Server, name string) string {
 
 // gcpInstancesConfig is egress_proxy.test named name, of n VMs over the fake's region's zones.
 func gcpInstancesConfig(fake *computefake.Server, name string, n int) string {
+	return gcpHAConfig(fake, name, fmt.Sprintf("instances = %d", n))
+}
+
+// gcpHAConfig is egress_proxy.test named name, its gcp block waiting for the proxy and setting attrs (HCL
+// object entries) besides.
+func gcpHAConfig(fake *computefake.Server, name, attrs string) string {
 	return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
-  gcp                  = { instances = %d, wait_for_proxy = true }
+  gcp                  = { %s, wait_for_proxy = true }
   allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name, n))
+  allowed_destinations = [".example.com"]`, name, attrs))
 }
 
 // A change of gcp.instances between two counts above one is an update in place: from two VMs to three the
@@ -172,7 +178,7 @@ func TestAccProxyGCP_instancesChangedInPlace(t *testing.T) {
 		}
 		return resource.TestStep{
 			Config:            gcpInstancesConfig(fake, name, n),
-			ConfigPlanChecks:  resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", action)}},
+			ConfigPlanChecks:  expectAction(action),
 			ConfigStateChecks: append(kept, statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("members"), knownvalue.ListSizeExact(members))),
 			Check:             check,
 		}
@@ -212,11 +218,7 @@ func TestAccProxyGCP_instancesChangedInPlace(t *testing.T) {
 
 // gcpImageConfig is egress_proxy.test named egress-acc-image, of n VMs booting image.
 func gcpImageConfig(fake *computefake.Server, n int, image string) string {
-	const name = "egress-acc-image"
-	return gcpConfig(fake, "acc-token", fmt.Sprintf(`  name                 = %q
-  gcp                  = { instances = %d, wait_for_proxy = true, image = %q }
-  allowed_client_cidrs = ["10.0.0.0/8"]
-  allowed_destinations = [".example.com"]`, name, n, image))
+	return gcpHAConfig(fake, "egress-acc-image", fmt.Sprintf("instances = %d, image = %q", n, image))
 }
 
 // A new gcp.image for a proxy of several VMs is an update in place: every VM is made again with it, one at a
@@ -248,20 +250,17 @@ func TestAccProxyGCP_imageRolledInPlace(t *testing.T) {
 			sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address")),
 		}
 	}
-	action := func(a plancheck.ResourceActionType) resource.ConfigPlanChecks {
-		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", a)}}
-	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: gcpProviderFactories(),
 		CheckDestroy:             gcpNothingLeft(fake),
 		Steps: []resource.TestStep{
 			{Config: gcpImageConfig(fake, 2, gcp.DefaultImage), Check: booted(2, gcp.DefaultImage), ConfigStateChecks: kept()},
-			{Config: gcpImageConfig(fake, 2, newImage), ConfigPlanChecks: action(plancheck.ResourceActionUpdate), Check: booted(2, newImage),
+			{Config: gcpImageConfig(fake, 2, newImage), ConfigPlanChecks: expectAction(plancheck.ResourceActionUpdate), Check: booted(2, newImage),
 				ConfigStateChecks: append(kept(), statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("gcp").AtMapKey("image"), knownvalue.StringExact(newImage)))},
 			{Config: gcpImageConfig(fake, 2, newImage), PlanOnly: true},
-			{Config: gcpImageConfig(fake, 1, newImage), ConfigPlanChecks: action(plancheck.ResourceActionReplace), Check: booted(1, newImage)},
-			{Config: gcpImageConfig(fake, 1, gcp.DefaultImage), ConfigPlanChecks: action(plancheck.ResourceActionReplace), Check: booted(1, gcp.DefaultImage)},
+			{Config: gcpImageConfig(fake, 1, newImage), ConfigPlanChecks: expectAction(plancheck.ResourceActionReplace), Check: booted(1, newImage)},
+			{Config: gcpImageConfig(fake, 1, gcp.DefaultImage), ConfigPlanChecks: expectAction(plancheck.ResourceActionReplace), Check: booted(1, gcp.DefaultImage)},
 		},
 	})
 }

@@ -220,17 +220,14 @@ func TestAccProxy_imageURLChanges(t *testing.T) {
 			return nil
 		}
 	}
-	action := func(a plancheck.ResourceActionType) resource.ConfigPlanChecks {
-		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", a)}}
-	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: mem.protoV6(),
 		Steps: []resource.TestStep{
 			{Config: config("https://images.example/d.qcow2", sum), Check: creates(1)},
-			{Config: config("https://mirror.example/d.qcow2", strings.ToUpper(sum)), ConfigPlanChecks: action(plancheck.ResourceActionUpdate), Check: creates(1)},
-			{Config: config("https://mirror.example/d.qcow2", other), ConfigPlanChecks: action(plancheck.ResourceActionDestroyBeforeCreate), Check: creates(2)},
-			{Config: config("https://images.example/e.qcow2", other), ConfigPlanChecks: action(plancheck.ResourceActionUpdate), Check: creates(2)},
+			{Config: config("https://mirror.example/d.qcow2", strings.ToUpper(sum)), ConfigPlanChecks: expectAction(plancheck.ResourceActionUpdate), Check: creates(1)},
+			{Config: config("https://mirror.example/d.qcow2", other), ConfigPlanChecks: expectAction(plancheck.ResourceActionDestroyBeforeCreate), Check: creates(2)},
+			{Config: config("https://images.example/e.qcow2", other), ConfigPlanChecks: expectAction(plancheck.ResourceActionUpdate), Check: creates(2)},
 		},
 	})
 }

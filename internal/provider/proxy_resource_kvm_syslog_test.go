@@ -28,9 +28,6 @@ func TestAccProxyKVM_syslogTarget(t *testing.T) {
 		}
 		return proxyConfig("  " + kvmBlock + "\n  allowed_client_cidrs = [\"10.0.0.0/8\"]\n  allowed_destinations = [\".example.com\"]\n")
 	}
-	action := func(a plancheck.ResourceActionType) resource.ConfigPlanChecks {
-		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", a)}}
-	}
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: mem.protoV6(),
@@ -44,7 +41,7 @@ func TestAccProxyKVM_syslogTarget(t *testing.T) {
 			},
 			{
 				Config:           withTarget("udp://198.18.0.1:5514"),
-				ConfigPlanChecks: action(plancheck.ResourceActionUpdate),
+				ConfigPlanChecks: expectAction(plancheck.ResourceActionUpdate),
 				ConfigStateChecks: []statecheck.StateCheck{
 					sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
 					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("kvm").AtMapKey("syslog_target"), knownvalue.StringExact("udp://198.18.0.1:5514")),
@@ -52,14 +49,14 @@ func TestAccProxyKVM_syslogTarget(t *testing.T) {
 			},
 			{
 				Config:            withTarget("tcp://[2001:db8::1]:6514"),
-				ConfigPlanChecks:  action(plancheck.ResourceActionUpdate),
+				ConfigPlanChecks:  expectAction(plancheck.ResourceActionUpdate),
 				ConfigStateChecks: []statecheck.StateCheck{sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id"))},
 			},
 			{
 				// The proxy now says it cannot be reconfigured: the refresh records it, the plan replaces.
 				PreConfig:        func() { mem[kvm.Kind].SetFaults(memory.Faults{NotReconfigurable: true}) },
 				Config:           withTarget(""),
-				ConfigPlanChecks: action(plancheck.ResourceActionDestroyBeforeCreate),
+				ConfigPlanChecks: expectAction(plancheck.ResourceActionDestroyBeforeCreate),
 				Check:            checkBackendHoldsOne(mem, kvm.Kind),
 			},
 		},

@@ -3,10 +3,17 @@ package provider
 import (
 	"regexp"
 
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 )
+
+// expectAction is a step's plan check that egress_proxy.test's planned action is a.
+func expectAction(a plancheck.ResourceActionType) resource.ConfigPlanChecks {
+	return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("egress_proxy.test", a)}}
+}
 
 // memberPath is members[i].attr in egress_proxy.test's state.
 func memberPath(i int, attr string) tfjsonpath.Path {
