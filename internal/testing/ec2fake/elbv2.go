@@ -758,7 +758,7 @@ func (s *Server) elbDescribeTargetHealth(rg *region, c *call) (any, *apiError) {
 		case !inUse:
 			d.Target.Port = t.port
 			d.TargetHealth = healthXML{State: "unused", Reason: "Target.NotInUse", Description: "Target group is not configured to receive traffic from the load balancer"}
-		case rg.unhealthy[id]:
+		case rg.unhealthy[id] || rg.rebooting(id):
 			d.Target.Port = t.port
 			d.TargetHealth = healthXML{State: "unhealthy", Reason: "Target.FailedHealthChecks", Description: "Health checks failed"}
 		default:

@@ -26,6 +26,8 @@ type Fault struct {
 	After bool
 	// Times, when positive, is how many requests it fails in all; 0 fails every matching request.
 	Times int
+	// Skip lets that many matching requests through before the fault takes any: a cut at the Nth call.
+	Skip int
 
 	fired int
 	// pause, when set, holds the request instead of failing it (PauseNext).
@@ -89,6 +91,10 @@ func (s *Server) fault(c *call) *Fault {
 			continue
 		}
 		if f.Times > 0 && f.fired >= f.Times {
+			continue
+		}
+		if f.Skip > 0 {
+			f.Skip--
 			continue
 		}
 		f.fired++

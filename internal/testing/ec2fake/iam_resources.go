@@ -123,6 +123,14 @@ func (s *Server) ec2Authorizations(rg *region, c *call) []authzRequest {
 		}
 	case "TerminateInstances":
 		existing(f.list("InstanceId")...)
+	case "CreateReplaceRootVolumeTask":
+		// The task it makes, the instance, and the image the new root volume comes from (R77).
+		tags, _ := tagsFor(f, "replace-root-volume-task")
+		made("replace-root-volume-task", tags)
+		existing(f.str("InstanceId"))
+		if img := f.str("ImageId"); img != "" {
+			add(action, "arn:aws:ec2:"+rg.name+"::image/"+img, nil, nil)
+		}
 	case "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "AuthorizeSecurityGroupEgress", "RevokeSecurityGroupEgress", "DeleteSecurityGroup":
 		id := f.str("GroupId")
 		if name := f.str("GroupName"); id == "" && name != "" {

@@ -140,13 +140,16 @@ type Timing struct {
 	// forwards to is listed draining (Target.DeregistrationInProgress) before it leaves the group: the
 	// deregistration delay, 300 seconds by default (R72).
 	DrainingPolls int
+	// RootVolumePolls is how many DescribeReplaceRootVolumeTasks calls a root volume replacement task stays
+	// pending, and then in progress (the instance rebooting onto its new root volume), before it succeeds (R77).
+	RootVolumePolls int
 }
 
 // DefaultTiming shows each transitional state to exactly one DescribeInstances, and keeps terminated
 // instances visible for an hour (EC2 API Reference, DescribeInstances: "Recently terminated instances might
 // appear in the returned results. This interval is usually less than one hour.").
 func DefaultTiming() Timing {
-	return Timing{PendingPolls: 1, ShuttingDownPolls: 1, TerminatedVisibleFor: time.Hour, DrainingPolls: 2}
+	return Timing{PendingPolls: 1, ShuttingDownPolls: 1, TerminatedVisibleFor: time.Hour, DrainingPolls: 2, RootVolumePolls: 1}
 }
 
 // Request is one request the fake received.
@@ -410,6 +413,8 @@ type region struct {
 	guests       map[string]GuestMode // proxy name -> how its agent behaves (SetGuest); GuestApplies when absent
 	elbState     *elbState            // Elastic Load Balancing v2 (elbv2.go), made on first use
 	unhealthy    map[string]bool      // instance ids whose load balancer health checks fail (SetTargetHealth)
+	rootTasks    map[string]*rootTask // root volume replacement tasks by id (rootvolumes.go)
+	rootTokens   map[string]string    // client token -> the task it made
 	nextIP       int
 }
 
