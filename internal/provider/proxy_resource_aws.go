@@ -62,9 +62,10 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"60 IPv6 ranges, VPC's default quota of rules per group; a region whose quota is lower is refused when applied), and its configuration in SSM " +
 			"parameters under `/egress-proxy/<name>/` (the password hash and TLS key in a `SecureString`) that the instance's role " +
 			"reads at boot and watches afterwards, the rules compressed in Standard parameters (at most nine parts of 4 KB), so a plan whose " +
-			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy`, and `instances` between two counts above one, replaces the proxy.",
-		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy").unlessSame("instances", severalInPlace(1))},
-		Validators:    []validator.Object{awsClientRules{}, awsParameterSizes{}},
+			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy`, `instances` between two counts above one, and `ami` of a proxy of several instances, replaces the proxy.",
+		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy").unlessSame("instances", severalInPlace(1)).
+			unlessSame("ami", rolledWhenSeveral(1))},
+		Validators: []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{
 				Optional:            true,
@@ -119,7 +120,9 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 				PlanModifiers: keep,
 				MarkdownDescription: "Image. When unset, the latest Debian 12 image of the instance type's architecture, read from the public SSM " +
 					"parameter `/aws/service/debian/release/12/latest/<arch>` when the proxy is created; it reads back as that image, so a newer " +
-					"Debian image later does not replace the proxy.",
+					"Debian image later does not replace the proxy. A new image replaces a proxy of one instance; over a proxy of several it is rolled in " +
+					"place, one instance at a time behind the load balancer, each keeping its id and addresses while its root volume is made again " +
+					"from the image (a surge instance of the new image serves meanwhile).",
 				Validators: []validator.String{attribute_validator.Func("image id", aws.ValidateAMI)},
 			},
 			"security_group_ids": schema.SetAttribute{

@@ -245,6 +245,52 @@ func TestAccProxyAWS_instancesChangedInPlace(t *testing.T) {
 	})
 }
 
+// An aws proxy of two instances given a new ami on the EC2 fake: an update that keeps the proxy's id, address
+// and instances, each instance's root volume made again from the new image (a surge instance serving
+// meanwhile, gone after), followed by an empty plan; the same image for one instance replaces the proxy.
+func TestAccProxyAWS_imageRolledInPlace(t *testing.T) {
+	newer := ec2fake.Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
+	fake := awsFake(t, ec2fake.Options{Images: []ec2fake.Image{newer}})
+	fake.PlayGuests()
+	const name = "egress-acc-roll"
+	sameID, sameURL := statecheck.CompareValue(compare.ValuesSame()), statecheck.CompareValue(compare.ValuesSame())
+	sameFirst, sameSecond := statecheck.CompareValue(compare.ValuesSame()), statecheck.CompareValue(compare.ValuesSame())
+	kept := func() []statecheck.StateCheck {
+		return []statecheck.StateCheck{
+			sameID.AddStateValue("egress_proxy.test", tfjsonpath.New("id")),
+			sameURL.AddStateValue("egress_proxy.test", tfjsonpath.New("proxy_url")),
+			sameFirst.AddStateValue("egress_proxy.test", memberPath(0, "name")),
+			sameSecond.AddStateValue("egress_proxy.test", memberPath(1, "name")),
+		}
+	}
+	rolled := func(tasks int) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			if n := len(fake.RootVolumeTasks(awsTestRegion)); n != tasks {
+				return fmt.Errorf("%d root volumes made again, want %d", n, tasks)
+			}
+			if n := len(liveInstances(fake)); n != 2 {
+				return fmt.Errorf("the fake runs %d instances, want 2: the surge instance stayed", n)
+			}
+			return nil
+		}
+	}
+	config := func(n int, ami string) string {
+		return awsInstancesConfigWith(t, fake, name, "", n, fmt.Sprintf("ami = %q", ami))
+	}
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { testAccPreCheck(t) },
+		ProtoV6ProviderFactories: awsProviderFactories(),
+		CheckDestroy:             awsNothingLeft(fake),
+		Steps: []resource.TestStep{
+			{Config: awsInstancesConfig(t, fake, name, "", 2), ConfigStateChecks: kept(), Check: rolled(0)},
+			{Config: config(2, newer.ID), ConfigPlanChecks: expectAction(plancheck.ResourceActionUpdate), Check: rolled(2),
+				ConfigStateChecks: append(kept(), statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("aws").AtMapKey("ami"), knownvalue.StringExact(newer.ID)))},
+			{Config: config(2, newer.ID), PlanOnly: true},
+			{Config: config(1, newer.ID), ConfigPlanChecks: expectAction(plancheck.ResourceActionReplace)},
+		},
+	})
+}
+
 // awsNothingLeft checks, after destroy, that the fake holds no live instance, no Elastic IP, no part of a load
 // balancer, no security group but the default and no parameter of a proxy.
 func awsNothingLeft(fake *ec2fake.Server) resource.TestCheckFunc {
@@ -278,6 +324,11 @@ func awsThreeInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels st
 // awsInstancesConfig is egress_proxy.test named name, of n instances: over the fake's subnets (instance i in
 // subnet i mod their number) for several, in the first subnet for one.
 func awsInstancesConfig(t *testing.T, fake *ec2fake.Server, name, labels string, n int) string {
+	return awsInstancesConfigWith(t, fake, name, labels, n, "")
+}
+
+// awsInstancesConfigWith is awsInstancesConfig with extra, an attribute line of its aws block, when not empty.
+func awsInstancesConfigWith(t *testing.T, fake *ec2fake.Server, name, labels string, n int, extra string) string {
 	var subnets []string
 	for _, sn := range fake.Subnets(awsTestRegion) {
 		subnets = append(subnets, strconv.Quote(sn.ID))
@@ -298,9 +349,10 @@ resource "egress_proxy" "test" {
     instances            = %d
     iam_instance_profile = "egress-proxy"
     wait_for_proxy       = true
+    %s
   }
   allowed_client_cidrs = ["10.0.0.0/8"]
   allowed_destinations = [".example.com"]
 %s}
-`, name, where, n, labelsLine))
+`, name, where, n, extra, labelsLine))
 }

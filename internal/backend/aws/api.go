@@ -32,6 +32,8 @@ type ec2API interface {
 	ReleaseAddress(ctx context.Context, in *ec2.ReleaseAddressInput, opts ...func(*ec2.Options)) (*ec2.ReleaseAddressOutput, error)
 	DescribeAddresses(ctx context.Context, in *ec2.DescribeAddressesInput, opts ...func(*ec2.Options)) (*ec2.DescribeAddressesOutput, error)
 	DescribeAccountAttributes(ctx context.Context, in *ec2.DescribeAccountAttributesInput, opts ...func(*ec2.Options)) (*ec2.DescribeAccountAttributesOutput, error)
+	CreateReplaceRootVolumeTask(ctx context.Context, in *ec2.CreateReplaceRootVolumeTaskInput, opts ...func(*ec2.Options)) (*ec2.CreateReplaceRootVolumeTaskOutput, error)
+	DescribeReplaceRootVolumeTasks(ctx context.Context, in *ec2.DescribeReplaceRootVolumeTasksInput, opts ...func(*ec2.Options)) (*ec2.DescribeReplaceRootVolumeTasksOutput, error)
 }
 
 // ssmAPI is every SSM call the backend makes.

@@ -179,7 +179,7 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 // root volume, and for a proxy of several its load balancer and target group (retagLoadBalancer). A member of
 // a proxy of several that is Gone (its instance ended: ha.go) is then made again with spec's rules and labels,
 // as a retried Create would make it, and registered with the target group (restoreMembers); the others are
-// left as they are.
+// left as they are. A new image for a proxy of several is rolled over its members one at a time (rollImage).
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
 	r, in, err := b.liveInstance(ctx, id)
 	if err != nil {
@@ -212,6 +212,9 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		}
 		maps.Copy(held, tagMap(m.Tags))
 		resources = append(resources, awssdk.ToString(m.InstanceId))
+		if _, rolled := tagMap(m.Tags)[TagImage]; rolled {
+			continue // its root volume, made again by an image roll, does not carry the tags the policy asks (replaceRoot)
+		}
 		for _, bd := range m.BlockDeviceMappings {
 			if bd.Ebs != nil && bd.Ebs.VolumeId != nil {
 				resources = append(resources, *bd.Ebs.VolumeId)
@@ -248,6 +251,9 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 			return backend.Instance{}, err
 		}
 		if err := b.restoreMembers(ctx, r, spec, in, members, target); err != nil {
+			return backend.Instance{}, err
+		}
+		if err := b.rollImage(ctx, r, spec, in, target); err != nil {
 			return backend.Instance{}, err
 		}
 	}

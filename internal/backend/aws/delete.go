@@ -119,6 +119,9 @@ func (b *Backend) deleteMembers(ctx context.Context, r *region, name string, fir
 		return 0, err
 	}
 	n := max(st.Instances, 1)
+	if st.Rolling {
+		n = st.Instances + 1 // the surge member of an image roll cut before it went
+	}
 	for k := range members {
 		n = max(n, k+1)
 	}

@@ -71,7 +71,11 @@
 //     and registers a running member the target group lacks (ha.go#Backend.readBackRegistered). Update changes the count between two
 //     above one in place: fewer deregisters the members above it, waits for the load balancer to drain them,
 //     terminates them and deletes their parameters before recording the count; more records it first, and
-//     restoreMembers makes the members it lacks (ha_ops.go#Backend.resizeMembers).
+//     restoreMembers makes the members it lacks (ha_ops.go#Backend.resizeMembers). A new image rolls over the
+//     members in place: a surge member of it joins first, then each member's root volume is made again from it
+//     by a root volume replacement task, one member at a time out of the target group, the first instance last
+//     (ha_ops.go#Backend.rollImage, ha_ops.go#Backend.replaceRoot); Get names both images while they differ
+//     (ha.go#membersImage).
 //     Reconfigure reaches them one at a time, each applied and
 //     healthy before the next (reconfigure.go#Backend.reconfigureMembers); Delete removes the load balancer, the
 //     target group and the members first (delete.go#Backend.deleteMembers). The security group is made before

@@ -2,6 +2,9 @@ package aws
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -317,6 +320,16 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		}
 		inst.Members = append(inst.Members, m)
 	}
+	if opts, ok := inst.Placement.Options.(*Options); ok && opts != nil {
+		opts.AMI = membersImage(members, gone, opts.AMI)
+		// A live member above the count (an image roll's surge member, left by an Update cut before it went)
+		// counts: the next plan asks for the count, and the Update that removes it.
+		for k, in := range members {
+			if _, isGone := gone[k]; !isGone && k >= want && !memberGone(in) {
+				opts.Instances = max(opts.Instances, k+1)
+			}
+		}
+	}
 	address, dnsName := l.addresses()
 	inst.InternalAddress, inst.InternalName = address, dnsName
 	inst.EgressAddress, inst.IngressAddress = "", ""
@@ -324,6 +337,30 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		inst.State = backend.DegradedState(inst.Members)
 	}
 	return nil
+}
+
+// membersImage is the image the live members run (imageOf): recorded, the proxy's, or, while some run
+// another (an image roll cut before every root volume was made again, rollImage), both named, which no
+// configuration equals: the next plan asks for the Update that finishes the roll.
+func membersImage(members map[int]*ec2types.Instance, gone map[int]*ec2types.Instance, recorded string) string {
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		if _, isGone := gone[k]; isGone || recorded == "" {
+			continue
+		}
+		if image := imageOf(members[k]); image != "" && image != recorded {
+			return fmt.Sprintf("%s (and %s on some of its instances)", recorded, image)
+		}
+	}
+	return recorded
+}
+
+// imageOf is the image an instance's root volume was made from: the last image rolled over it (TagImage), or
+// the one it was launched from.
+func imageOf(in *ec2types.Instance) string {
+	if image, ok := tagMap(in.Tags)[TagImage]; ok {
+		return image
+	}
+	return awssdk.ToString(in.ImageId)
 }
 
 // reasonNotRegistered is the Reason of a running member the target group does not hold: Update registers it

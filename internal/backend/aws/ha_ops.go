@@ -2,6 +2,8 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 
@@ -162,4 +164,163 @@ func (b *Backend) terminate(ctx context.Context, r *region, obj string, ids []st
 		}
 	}
 	return nil
+}
+
+// A new image over a proxy of several instances is an Update too (rollImage); for a proxy of one it is a
+// replacement, at plan time. Each member keeps its instance, and so its id, addresses, role and parameters:
+// its root volume is made again from the new image by a root volume replacement task (replaceRoot), and the
+// instance reboots onto it. The first instance is the proxy's handle (its name, its parameters bound to its
+// ARN), which a new instance could not take over.
+
+// rollImage brings every member of the proxy of n instances whose first instance is first and whose root
+// volume is not made from the image spec asks for to it, one instance at a time, the proxy serving
+// throughout:
+//
+//  1. the image is recorded in the settings parameter, with Rolling, so that a member made again from now on
+//     (restoreMembers) runs it, and Delete knows of the surge member;
+//  2. a surge member, number n, is made with it (restoreMembers, its subnet by its number) and waited for
+//     until its target is healthy;
+//  3. each member on another image, the highest-numbered first and the first instance last, leaves the target
+//     group (waited for until drained), gets its new root volume (replaceRoot), joins the group again and is
+//     waited for until its target is healthy;
+//  4. the surge member goes (shrinkMembers), and Rolling is cleared.
+//
+// So the proxy never has fewer than n instances serving, but for the largest count, MaxInstances, which has
+// no room for a surge and takes its members out one by one. An Update cut anywhere leaves a proxy whose
+// members run two images, or a surge member: Get names both images (membersImage) and lists the surge member,
+// and the next plan asks for an Update, which goes on from where this one stopped. Nothing is called but a
+// read when every member runs the image asked for and no roll is under way.
+func (b *Backend) rollImage(ctx context.Context, r *region, spec backend.Spec, first *ec2types.Instance, n int) error {
+	o, ok := spec.Placement.Options.(*Options)
+	if !ok || o == nil || !amiRE.MatchString(o.AMI) {
+		return nil // no image asked for (the proxy keeps its own), or one Get read as two
+	}
+	want := o.AMI
+	obj := instanceObject(r.name, spec.Name)
+	st, ok, _, err := b.readStoredSpec(ctx, r, spec.Name)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return backend.Permanent(obj, "its settings parameter is gone or does not parse: its image cannot change in place; replace the proxy")
+	}
+	members, err := b.findMembers(ctx, r, spec.Name)
+	if err != nil {
+		return err
+	}
+	members[0] = first
+	var stale []int
+	for k := n - 1; k >= 0; k-- {
+		if in := members[k]; in != nil && !memberGone(in) && imageOf(in) != want {
+			stale = append(stale, k)
+		}
+	}
+	if len(stale) == 0 && st.AMI == want && !st.Rolling {
+		return nil
+	}
+	if st.AMI != want || !st.Rolling {
+		st.AMI, st.Rolling = want, true
+		if err := b.putSettings(ctx, r, spec, st); err != nil {
+			return err
+		}
+	}
+	vpcID := awssdk.ToString(first.VpcId)
+	subnets := append([]string(nil), st.SubnetIDs...)
+	if len(stale) > 0 && n < MaxInstances {
+		if err := b.restoreMembers(ctx, r, spec, first, members, n+1); err != nil {
+			return err
+		}
+		surge, err := b.findMembers(ctx, r, spec.Name)
+		if err != nil {
+			return err
+		}
+		if in := surge[n]; in != nil {
+			if err := b.waitTargetHealthy(ctx, r, spec.Name, memberObject(r.name, spec.Name, n), awssdk.ToString(in.InstanceId)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range stale {
+		id := awssdk.ToString(members[k].InstanceId)
+		mobj := memberObject(r.name, spec.Name, k)
+		if err := b.deregisterMembers(ctx, r, spec.Name, []string{id}); err != nil {
+			return err
+		}
+		if err := b.replaceRoot(ctx, r, mobj, id, want); err != nil {
+			return err
+		}
+		if err := b.ensureLoadBalancer(ctx, r, spec, vpcID, subnets, []string{id}); err != nil {
+			return err
+		}
+		if err := b.waitTargetHealthy(ctx, r, spec.Name, mobj, id); err != nil {
+			return err
+		}
+	}
+	above, err := b.findMembers(ctx, r, spec.Name)
+	if err != nil {
+		return err
+	}
+	for k := range above {
+		if k < n {
+			delete(above, k)
+		}
+	}
+	if err := b.shrinkMembers(ctx, r, spec, above, n, n); err != nil {
+		return err
+	}
+	st.Rolling = false
+	return b.putSettings(ctx, r, spec, st)
+}
+
+// replaceRoot makes the root volume of the instance id (the member obj names) again from image, by a root volume
+// replacement task: the instance keeps its id, addresses, role and parameters, and reboots onto the new volume,
+// the old one deleted. It waits until the task has succeeded, then records the image on the instance
+// (TagImage). The new volume is left with the tags EC2 gives it: the caller policy lets the provider tag
+// only what carries its tags already, or what it makes with them, and EC2's documentation does not say
+// that the replacement takes the old volume's. The task's client token is the instance's and the
+// image's, so that an Update cut after the call and run again gets the same task back, not a second one.
+func (b *Backend) replaceRoot(ctx context.Context, r *region, obj, id, image string) error {
+	sum := sha256.Sum256([]byte(id + "/" + image))
+	token := "egress-root-" + hex.EncodeToString(sum[:20])
+	var task string
+	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		out, err := r.ec2.CreateReplaceRootVolumeTask(ctx, &ec2.CreateReplaceRootVolumeTaskInput{
+			InstanceId: awssdk.String(id), ImageId: awssdk.String(image), DeleteReplacedRootVolume: awssdk.Bool(true),
+			ClientToken: awssdk.String(token),
+		})
+		if err != nil {
+			return classify(obj, err)
+		}
+		task = awssdk.ToString(out.ReplaceRootVolumeTask.ReplaceRootVolumeTaskId)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = b.pollUntil(ctx, obj, "its root volume to be made again from image "+image, func(ctx context.Context) (bool, error) {
+		out, err := r.ec2.DescribeReplaceRootVolumeTasks(ctx, &ec2.DescribeReplaceRootVolumeTasksInput{ReplaceRootVolumeTaskIds: []string{task}})
+		if err != nil {
+			return false, classify(obj, err)
+		}
+		for _, t := range out.ReplaceRootVolumeTasks {
+			switch t.TaskState {
+			case ec2types.ReplaceRootVolumeTaskStateSucceeded:
+				return true, nil
+			case ec2types.ReplaceRootVolumeTaskStateFailed:
+				return false, backend.Permanent(obj, "EC2 could not make its root volume again from image %s (task %s failed; the instance runs on its old volume): "+
+					"check that the image has the instance's architecture and virtualization type, then apply again", image, task)
+			case ec2types.ReplaceRootVolumeTaskStateFailedDetached:
+				return false, backend.Permanent(obj, "EC2 could not make its root volume again from image %s, and left the instance without one (task %s failed-detached): "+
+					"replace the proxy", image, task)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return err
+	}
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+		_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: ec2Tags(map[string]string{TagImage: image})})
+		return classify(obj, err)
+	})
 }

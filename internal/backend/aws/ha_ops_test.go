@@ -237,3 +237,213 @@ func TestSeveralInstancesUnregisteredMemberRegisteredByUpdate(t *testing.T) {
 		t.Errorf("after Update, member 2 = %+v, proxy %s; want %s registered and healthy, Running", m, got.State, outside)
 	}
 }
+
+// newerDebian is a second image of the seeded Debian's architecture, the one a roll brings.
+var newerDebian = ec2fake.Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
+
+// withImage is spec asking for image, its options copied.
+func withImage(spec backend.Spec, image string) backend.Spec {
+	o := *spec.Placement.Options.(*Options) //nolint:forcetypeassert // haSpec's own options
+	o.AMI = image
+	spec.Placement.Options = &o
+	return spec
+}
+
+// rollCalls are, in order, the calls of an image roll that change what serves: launches, registrations and
+// deregistrations, root volume replacements and terminations.
+func rollCalls(fake *ec2fake.Server, from int) []string {
+	var out []string
+	for _, r := range fake.Requests()[from:] {
+		switch r.Action {
+		case "RunInstances", "RegisterTargets", "DeregisterTargets", "CreateReplaceRootVolumeTask", "TerminateInstances":
+			if r.Code == "" {
+				out = append(out, r.Action)
+			}
+		}
+	}
+	return out
+}
+
+// A new image over a proxy of three is an Update that keeps every instance: a surge member of the new image
+// is launched and registered first, then each member, highest first and the first instance last, is
+// deregistered (drained), gets its root volume made again from the new image and is registered again; last
+// the surge member is deregistered and terminated, and its parameters deleted. The proxy keeps its load
+// balancer, its members their ids and addresses, the old root volumes are gone and the new ones carry the
+// proxy's tags and the image. Get reads the new image; an Update asking for it again changes nothing, and
+// Delete leaves nothing.
+func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
+	t.Parallel()
+	fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{newerDebian}})
+	fake.PlayGuests()
+	ctx := context.Background()
+	spec := haSpec(fake, "roll")
+	inst, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldImage := inst.Placement.Options.(*Options).AMI //nolint:forcetypeassert // the backend's own options
+	oldVolumes := map[string]string{}
+	for _, m := range inst.Members {
+		in, _ := fake.Instance(testRegion, m.Name)
+		oldVolumes[m.Name] = in.VolumeID
+	}
+	from := len(fake.Requests())
+	rolled, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID))
+	if err != nil {
+		t.Fatalf("Update to a new image: %v", err)
+	}
+	drained := []string{"DeregisterTargets", "CreateReplaceRootVolumeTask", "RegisterTargets"}
+	want := append([]string{"RunInstances", "RegisterTargets"}, slices.Concat(drained, drained, drained)...)
+	want = append(want, "DeregisterTargets", "TerminateInstances")
+	if got := rollCalls(fake, from); !slices.Equal(got, want) {
+		t.Errorf("the roll called\n%v\nwant\n%v", got, want)
+	}
+	tasks := fake.RootVolumeTasks(testRegion)
+	if len(tasks) != 3 {
+		t.Fatalf("%d root volume replacements, want 3: %+v", len(tasks), tasks)
+	}
+	for i, task := range tasks {
+		if wantID := inst.Members[2-i].Name; task.InstanceID != wantID || task.ImageID != newerDebian.ID || !task.DeleteReplaced {
+			t.Errorf("replacement %d = %+v; want of %s (member %d), from %s, the old volume deleted", i, task, wantID, 2-i, newerDebian.ID)
+		}
+	}
+	if o := rolled.Placement.Options.(*Options); o.AMI != newerDebian.ID { //nolint:forcetypeassert // the backend's own options
+		t.Errorf("Get after the roll reads image %q, want %s", o.AMI, newerDebian.ID)
+	}
+	if rolled.State != backend.StateRunning || len(rolled.Members) != 3 || rolled.InternalName != inst.InternalName || rolled.InternalAddress != inst.InternalAddress {
+		t.Fatalf("after the roll: %s at %s (%s), members %+v; want Running at %s (%s), 3 members",
+			rolled.State, rolled.InternalAddress, rolled.InternalName, rolled.Members, inst.InternalAddress, inst.InternalName)
+	}
+	for i, m := range rolled.Members {
+		before := inst.Members[i]
+		if m.Name != before.Name || m.InternalAddress != before.InternalAddress || m.EgressAddress != before.EgressAddress || !m.Healthy {
+			t.Errorf("member %d = %+v, was %+v; want the same instance and addresses, healthy", i, m, before)
+		}
+		in, _ := fake.Instance(testRegion, m.Name)
+		if _, kept := fake.Volume(testRegion, oldVolumes[m.Name]); kept || in.VolumeID == oldVolumes[m.Name] {
+			t.Errorf("member %d's old root volume %s: kept %v, its root now %s", i, oldVolumes[m.Name], kept, in.VolumeID)
+		}
+		if _, ok := fake.Volume(testRegion, in.VolumeID); !ok || in.Tags[TagImage] != newerDebian.ID {
+			t.Errorf("member %d: its root volume %s exists %v, its instance's %s=%q; want %s", i, in.VolumeID, ok, TagImage, in.Tags[TagImage], newerDebian.ID)
+		}
+	}
+	if live := liveInstancesOf(fake); len(live) != 3 {
+		t.Errorf("%d instances live after the roll, want 3: the surge member stayed", len(live))
+	}
+	if names := memberParameterNames(fake, spec.Name); names[3] {
+		t.Errorf("the surge member's parameters are left: %v", names)
+	}
+	if n := fake.DrainsCut(testRegion); n != 0 {
+		t.Errorf("%d instances were cut while the load balancer drained them", n)
+	}
+	if oldImage == newerDebian.ID {
+		t.Fatalf("the proxy was made from %s already", oldImage)
+	}
+
+	from = len(fake.Requests())
+	if _, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range fake.Requests()[from:] {
+		if !strings.HasPrefix(r.Action, "Describe") && !strings.HasPrefix(r.Action, "Get") && r.Action != "ListTagsForResource" && r.Action != "CreateTags" && r.Action != "AddTags" {
+			t.Errorf("an Update asking for the image the proxy runs called %s", r.Action)
+		}
+	}
+	// The policy lets the provider tag only what carries its tags: a label update leaves the new root
+	// volumes alone (replaceRoot) and still succeeds.
+	labelled := withImage(spec, newerDebian.ID)
+	labelled.Labels = map[string]string{"team": "net"}
+	if _, err := b.Update(ctx, inst.ID, labelled); err != nil {
+		t.Fatalf("a label update after the roll: %v", err)
+	}
+	if err := b.Delete(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, fake)
+}
+
+// An image roll cut at any of its steps leaves a proxy that Get reads, naming both images while its members
+// run two, and that the next Update brings to the new image; a Delete after either leaves nothing, the surge
+// member's parameters included.
+func TestSeveralInstancesImageRollCut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		action string // the call refused
+		code   string
+		skip   int // calls of it let through first
+		mixed  bool
+	}{
+		{"at the surge member's launch", "RunInstances", "UnauthorizedOperation", 0, true},
+		{"at the second member's root volume", "CreateReplaceRootVolumeTask", "UnauthorizedOperation", 1, true},
+		{"at the highest member's registration again", "RegisterTargets", "AccessDenied", 1, true},
+		{"at the first instance's registration again", "RegisterTargets", "AccessDenied", 3, false},
+		{"at the surge member's termination", "TerminateInstances", "UnauthorizedOperation", 0, false},
+	} {
+		for _, finish := range []bool{true, false} {
+			name := tc.name + ", then deleted"
+			if finish {
+				name = tc.name + ", then finished"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{newerDebian}})
+				fake.PlayGuests()
+				ctx := context.Background()
+				spec := haSpec(fake, "rollcut")
+				inst, err := b.Create(ctx, spec)
+				if err != nil {
+					t.Fatal(err)
+				}
+				oldImage := inst.Placement.Options.(*Options).AMI //nolint:forcetypeassert // the backend's own options
+				fake.AddFault(ec2fake.Fault{Action: tc.action, Code: tc.code, Times: 1, Skip: tc.skip})
+				if _, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID)); err == nil {
+					t.Fatalf("Update with %s refused succeeded", tc.action)
+				}
+				if fake.Fired() != 1 {
+					t.Fatalf("the Update never reached call %d of %s: the case cuts nothing", tc.skip+1, tc.action)
+				}
+				got, err := b.Get(ctx, inst.ID)
+				if err != nil {
+					t.Fatalf("Get after the cut: %v", err)
+				}
+				image := got.Placement.Options.(*Options).AMI //nolint:forcetypeassert // the backend's own options
+				if mixed := strings.Contains(image, oldImage) && strings.Contains(image, newerDebian.ID); mixed != tc.mixed || image == newerDebian.ID && tc.mixed {
+					t.Errorf("Get after the cut reads image %q; want both named: %v", image, tc.mixed)
+				}
+				if image == oldImage {
+					t.Errorf("Get after the cut reads image %q, the old one alone: no plan would finish the roll", image)
+				}
+				if !finish {
+					if err := b.Delete(ctx, inst.ID); err != nil {
+						t.Fatal(err)
+					}
+					assertNothingLeft(t, fake)
+					return
+				}
+				done, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID))
+				if err != nil {
+					t.Fatalf("the next Update: %v", err)
+				}
+				if o := done.Placement.Options.(*Options); o.AMI != newerDebian.ID || done.State != backend.StateRunning || len(done.Members) != 3 { //nolint:forcetypeassert // the backend's own options
+					t.Fatalf("the next Update = %s, image %q, members %+v; want Running, %s, 3", done.State, o.AMI, done.Members, newerDebian.ID)
+				}
+				for i, m := range done.Members {
+					if m.Name != inst.Members[i].Name {
+						t.Errorf("member %d is %s, was %s", i, m.Name, inst.Members[i].Name)
+					}
+				}
+				if n := len(runningIDs(fake)); n != 3 {
+					t.Errorf("%d instances run after the next Update, want 3", n)
+				}
+				if n := fake.DrainsCut(testRegion); n != 0 {
+					t.Errorf("%d instances were cut while the load balancer drained them", n)
+				}
+				if err := b.Delete(ctx, inst.ID); err != nil {
+					t.Fatal(err)
+				}
+				assertNothingLeft(t, fake)
+			})
+		}
+	}
+}

@@ -118,7 +118,10 @@ type storedSpec struct {
 	// Instances and SubnetIDs are a proxy of several instances' (absent for one).
 	Instances int      `json:"instances,omitempty"`
 	SubnetIDs []string `json:"subnet_ids,omitempty"`
-	ConfigID  string   `json:"config_id"`
+	// Rolling says that an image roll is under way (rollImage): a surge member, number Instances, may exist or
+	// hold parameters, which Delete then deletes too.
+	Rolling  bool   `json:"rolling,omitempty"`
+	ConfigID string `json:"config_id"`
 	// ConfigSHA256 is the SHA-256 of the config parameter's value as written: Get tells a config changed
 	// behind the provider's back by it, without reading the secrets its MAC needs (and a manifest's parts by
 	// the SHA-256 it names).
@@ -331,6 +334,7 @@ func userLabels(tags map[string]string) map[string]string {
 	delete(out, tagCreated)
 	delete(out, TagInstances)
 	delete(out, TagMember)
+	delete(out, TagImage)
 	for k := range out {
 		if isAWSTag(k) {
 			delete(out, k)

@@ -320,6 +320,10 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if _, err := b.Update(ctx, iha.ID, withInstances(ha, 2)); err != nil {
 		return failed("change a proxy of three instances to two", err)
 	}
+	fake.AddImage(testRegion, newerDebian)
+	if _, err := b.Update(ctx, iha.ID, withImage(withInstances(ha, 2), newerDebian.ID)); err != nil {
+		return failed("roll a new image over a proxy of two instances", err)
+	}
 	if _, err := b.Get(ctx, ia.ID); err != nil {
 		return failed("get", err)
 	}
@@ -444,6 +448,11 @@ func TestCallerPolicyTouchesOnlyWhatTheProviderMade(t *testing.T) {
 		},
 		"tag the user's instance as the provider's": func() error {
 			_, err := caller.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{theirs}, Tags: managed})
+			return err
+		},
+		"make the user's instance's root volume again from an image": func() error {
+			_, err := caller.CreateReplaceRootVolumeTask(ctx, &ec2.CreateReplaceRootVolumeTaskInput{InstanceId: awssdk.String(theirs),
+				ImageId: awssdk.String(ec2fake.DebianAMI(0, "amd64")), DeleteReplacedRootVolume: awssdk.Bool(true)})
 			return err
 		},
 		"delete the user's security group": func() error {

@@ -129,6 +129,12 @@ const TagMember = "egress-member"
 // such tag) looks for no members and no load balancer, and costs what it always did.
 const TagInstances = "egress-instances"
 
+// TagImage is, on an instance whose root volume an image roll made again (rollImage), the image it was made
+// from: DescribeInstances' ImageId is the image the instance was launched from, and EC2's documentation does
+// not say that a root volume replacement changes it. An instance without the tag runs the image it was
+// launched from (imageOf).
+const TagImage = "egress-image"
+
 // memberParameters names member k's parameters under guest.ParameterPrefix: the proxy's own for member 0, a
 // path under them for the others, whose instance reads those only (each bound to its instance, TagInstance).
 func memberParameters(proxy string, k int) string {

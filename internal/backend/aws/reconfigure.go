@@ -164,8 +164,11 @@ func (b *Backend) waitHealthy(ctx context.Context, r *region, proxy string, memb
 	if k >= len(members) {
 		return nil
 	}
-	id := members[k].Name
-	obj := memberObject(r.name, proxy, k)
+	return b.waitTargetHealthy(ctx, r, proxy, memberObject(r.name, proxy, k), members[k].Name)
+}
+
+// waitTargetHealthy waits until the instance id's target is healthy in the proxy's target group.
+func (b *Backend) waitTargetHealthy(ctx context.Context, r *region, proxy, obj, id string) error {
 	return b.pollUntil(ctx, obj, "its load balancer health check to pass", func(ctx context.Context) (bool, error) {
 		l, _, _, err := b.findLoadBalancer(ctx, r, proxy)
 		if err != nil {
