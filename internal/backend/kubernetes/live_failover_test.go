@@ -70,10 +70,13 @@ func TestFailoverLive(t *testing.T) {
 
 	// A proxy pod deleted, as a crash or a node's eviction of it would.
 	pods := readyProxyPods(t, ctx, cs, ns, spec)
+	deleted := pods[0].Name
+	logStep(t, "deleting pod "+pods[0].Name)
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitReadyProxyPods(t, ctx, cs, ns, spec, pods[0].Name)
+	logStep(t, "its replacement is ready")
 	client.waitForMore(t)
 
 	// The node drained: cordoned, then each proxy pod evicted.
@@ -81,6 +84,7 @@ func TestFailoverLive(t *testing.T) {
 	node := pods[0].Spec.NodeName
 	setUnschedulable(t, ctx, cs, node, true)
 	t.Cleanup(func() { setUnschedulable(t, context.Background(), cs, node, false) })
+	logStep(t, "evicting pod "+pods[0].Name)
 	if err := evict(ctx, cs, ns, pods[0].Name); err != nil {
 		t.Fatalf("evicting %s, the first of two ready pods: %v", pods[0].Name, err)
 	}
@@ -100,14 +104,28 @@ func TestFailoverLive(t *testing.T) {
 	if err != nil {
 		t.Fatalf("evicting %s once its peer's replacement serves: %v", pods[1].Name, err)
 	}
+	logStep(t, "evicted pod "+pods[1].Name)
 	waitReadyProxyPods(t, ctx, cs, ns, spec, pods[0].Name, pods[1].Name)
 	client.waitForMore(t)
+	// The pods deleted and evicted serve until their pause before stopping ends (drainSeconds), and only then
+	// does Squid stop and their addresses go: the client runs on until they are gone, so that a node whose rules
+	// still send connections to one of them is seen.
+	waitPodsGone(t, ctx, cs, ns, deleted, pods[0].Name, pods[1].Name)
+	logStep(t, "the pods deleted and evicted are gone")
+	client.waitForMore(t)
 
+	logStep(t, "stopping the client")
 	served, failures := client.stop(t)
 	if len(failures) != 0 {
 		t.Fatalf("%d of %d requests failed while pods were deleted and evicted:\n%s", len(failures), served+len(failures), strings.Join(failures, "\n"))
 	}
 	t.Logf("%d requests through the Service, none failed, across a pod deletion and a drain", served)
+}
+
+// logStep logs a disruption with its time, to set beside the client's failures.
+func logStep(t *testing.T, what string) {
+	t.Helper()
+	t.Logf("%s %s", time.Now().UTC().Format("15:04:05.000"), what)
 }
 
 // loopingClient is a pod that sends requests through the proxy, one fresh connection after another, until told
@@ -125,14 +143,16 @@ type loopResult struct {
 	err error
 }
 
-// The loop: each request a new TCP connection (what a fleet's new connections meet), each outcome a line on
-// stdout, the count of those served in /dev/shm/served, and a stop when /dev/shm/stop appears.
+// The loop: each request a new TCP connection (what a fleet's new connections meet), each failure a line on
+// stdout with its time (the test logs the time of each disruption beside it), but those before the first request
+// served: the Service was made moments before, and until the node's kube-proxy has its rules its address has no
+// route ("No route to host"; a cold make test on two busy cores met one), which is no failover's doing; the count of those served in /dev/shm/served, and a stop when /dev/shm/stop appears.
 const clientLoop = `served=0
 while [ ! -e /dev/shm/stop ]; do
   status=$(timeout 10 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" "$2" "$2" >&3 && head -n 1 <&3' "$0" "$1" "$2" 2>&1)
   case "$status" in
   "HTTP/1."?" 200 "*) served=$((served+1)); echo "$served" >/dev/shm/served.tmp && mv /dev/shm/served.tmp /dev/shm/served ;;
-  *) echo "failed: ${status:-no answer}" ;;
+  *) [ "$served" -eq 0 ] || echo "failed at $(date -u +%T.%3N), after $served served: ${status:-no answer}" ;;
   esac
 done
 echo "served $served"`
@@ -192,7 +212,7 @@ func (c *loopingClient) stop(t *testing.T) (served int, failures []string) {
 	for line := range strings.Lines(r.out.Stdout) {
 		line = strings.TrimSpace(line)
 		switch {
-		case strings.HasPrefix(line, "failed: "):
+		case strings.HasPrefix(line, "failed "):
 			failures = append(failures, line)
 		case strings.HasPrefix(line, "served "):
 			served, _ = strconv.Atoi(strings.TrimPrefix(line, "served "))
@@ -248,6 +268,26 @@ func podIsReady(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// waitPodsGone waits until none of the pods named exists any more.
+func waitPodsGone(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, names ...string) {
+	t.Helper()
+	err := backend.Poll(ctx, 500*time.Millisecond, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				return false, nil
+			case !apierrors.IsNotFound(err):
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for pods %v to be gone: %v", names, err)
+	}
 }
 
 func evict(ctx context.Context, cs kubernetes.Interface, ns, pod string) error {
