@@ -119,16 +119,22 @@ func (b *Backend) deregisterMembers(ctx context.Context, r *region, proxy string
 	})
 }
 
+// storedForChange reads the proxy's stored spec for an Update that changes what (its number of instances, its
+// image) in place, which needs it: one gone or unreadable is Permanent, with the replacement as the way out.
+func (b *Backend) storedForChange(ctx context.Context, r *region, name, what string) (storedSpec, error) {
+	st, ok, _, err := b.readStoredSpec(ctx, r, name)
+	if err == nil && !ok {
+		err = backend.Permanent(instanceObject(r.name, name), "its settings parameter is gone or does not parse: its %s cannot change in place; replace the proxy", what)
+	}
+	return st, err
+}
+
 // recordCount records target as the proxy's count: in its settings parameter (what Get and Delete read) and
 // as TagInstances on its first instance (what Update reads) and on its members below target.
 func (b *Backend) recordCount(ctx context.Context, r *region, spec backend.Spec, first *ec2types.Instance, members map[int]*ec2types.Instance, target int) error {
-	obj := instanceObject(r.name, spec.Name)
-	st, ok, _, err := b.readStoredSpec(ctx, r, spec.Name)
+	st, err := b.storedForChange(ctx, r, spec.Name, "number of instances")
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return backend.Permanent(obj, "its settings parameter is gone or does not parse: its number of instances cannot change; replace the proxy")
 	}
 	if st.Instances != target {
 		st.Instances = target
@@ -145,7 +151,7 @@ func (b *Backend) recordCount(ctx context.Context, r *region, spec backend.Spec,
 	slices.Sort(ids)
 	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: ids, Tags: ec2Tags(map[string]string{TagInstances: strconv.Itoa(target)})})
-		return classify(obj, err)
+		return classify(instanceObject(r.name, spec.Name), err)
 	})
 }
 
@@ -196,13 +202,9 @@ func (b *Backend) rollImage(ctx context.Context, r *region, spec backend.Spec, f
 		return nil // no image asked for (the proxy keeps its own), or one Get read as two
 	}
 	want := o.AMI
-	obj := instanceObject(r.name, spec.Name)
-	st, ok, _, err := b.readStoredSpec(ctx, r, spec.Name)
+	st, err := b.storedForChange(ctx, r, spec.Name, "image")
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return backend.Permanent(obj, "its settings parameter is gone or does not parse: its image cannot change in place; replace the proxy")
 	}
 	members, err := b.findMembers(ctx, r, spec.Name)
 	if err != nil {

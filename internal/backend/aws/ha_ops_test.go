@@ -176,16 +176,7 @@ func TestSeveralInstancesCountChangeCut(t *testing.T) {
 			if len(done.Members) != tc.to || done.State != backend.StateRunning {
 				t.Fatalf("the next Update = %s, members %+v; want Running, %d", done.State, done.Members, tc.to)
 			}
-			if n := len(runningIDs(fake)); n != tc.to {
-				t.Errorf("%d instances run after the next Update, want %d", n, tc.to)
-			}
-			if n := fake.DrainsCut(testRegion); n != 0 {
-				t.Errorf("%d instances were terminated while the load balancer still drained them", n)
-			}
-			if err := b.Delete(ctx, inst.ID); err != nil {
-				t.Fatal(err)
-			}
-			assertNothingLeft(t, fake)
+			assertFinishedThenDeleted(t, fake, b, inst.ID, tc.to)
 		})
 	}
 }
@@ -236,6 +227,22 @@ func TestSeveralInstancesUnregisteredMemberRegisteredByUpdate(t *testing.T) {
 	if m := got.Members[2]; !m.Healthy || m.Name != outside || got.State != backend.StateRunning {
 		t.Errorf("after Update, member 2 = %+v, proxy %s; want %s registered and healthy, Running", m, got.State, outside)
 	}
+}
+
+// assertFinishedThenDeleted checks a proxy an Update finished after a cut: n instances run, none was terminated
+// while the load balancer drained it, and its Delete leaves nothing.
+func assertFinishedThenDeleted(t *testing.T, fake *ec2fake.Server, b *Backend, id backend.ProviderID, n int) {
+	t.Helper()
+	if got := len(runningIDs(fake)); got != n {
+		t.Errorf("%d instances run after the next Update, want %d", got, n)
+	}
+	if cut := fake.DrainsCut(testRegion); cut != 0 {
+		t.Errorf("%d instances were terminated while the load balancer still drained them", cut)
+	}
+	if err := b.Delete(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	assertNothingLeft(t, fake)
 }
 
 // newerDebian is a second image of the seeded Debian's architecture, the one a roll brings.
@@ -433,16 +440,7 @@ func TestSeveralInstancesImageRollCut(t *testing.T) {
 						t.Errorf("member %d is %s, was %s", i, m.Name, inst.Members[i].Name)
 					}
 				}
-				if n := len(runningIDs(fake)); n != 3 {
-					t.Errorf("%d instances run after the next Update, want 3", n)
-				}
-				if n := fake.DrainsCut(testRegion); n != 0 {
-					t.Errorf("%d instances were cut while the load balancer drained them", n)
-				}
-				if err := b.Delete(ctx, inst.ID); err != nil {
-					t.Fatal(err)
-				}
-				assertNothingLeft(t, fake)
+				assertFinishedThenDeleted(t, fake, b, inst.ID, 3)
 			})
 		}
 	}
