@@ -249,7 +249,7 @@ func TestAccProxyAWS_instancesChangedInPlace(t *testing.T) {
 // and instances, each instance's root volume made again from the new image (a surge instance serving
 // meanwhile, gone after), followed by an empty plan; the same image for one instance replaces the proxy.
 func TestAccProxyAWS_imageRolledInPlace(t *testing.T) {
-	newer := ec2fake.Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
+	newer := ec2fake.NewerDebian
 	fake := awsFake(t, ec2fake.Options{Images: []ec2fake.Image{newer}})
 	fake.PlayGuests()
 	const name = "egress-acc-roll"

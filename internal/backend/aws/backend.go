@@ -210,9 +210,10 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		if memberGone(m) {
 			continue // shutting down: made again below, with the tags wanted
 		}
-		maps.Copy(held, tagMap(m.Tags))
+		memberTags := tagMap(m.Tags)
+		maps.Copy(held, memberTags)
 		resources = append(resources, awssdk.ToString(m.InstanceId))
-		if _, rolled := tagMap(m.Tags)[TagImage]; rolled {
+		if _, rolled := memberTags[TagImage]; rolled {
 			continue // its root volume, made again by an image roll, does not carry the tags the policy asks (replaceRoot)
 		}
 		for _, bd := range m.BlockDeviceMappings {

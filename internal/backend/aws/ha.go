@@ -325,7 +325,7 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 		// A live member above the count (an image roll's surge member, left by an Update cut before it went)
 		// counts: the next plan asks for the count, and the Update that removes it.
 		for k, in := range members {
-			if _, isGone := gone[k]; !isGone && k >= want && !memberGone(in) {
+			if k >= want && !memberGone(in) { // gone holds members below want only
 				opts.Instances = max(opts.Instances, k+1)
 			}
 		}
@@ -343,8 +343,11 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 // another (an image roll cut before every root volume was made again, rollImage), both named, which no
 // configuration equals: the next plan asks for the Update that finishes the roll.
 func membersImage(members map[int]*ec2types.Instance, gone map[int]*ec2types.Instance, recorded string) string {
+	if recorded == "" {
+		return recorded
+	}
 	for _, k := range slices.Sorted(maps.Keys(members)) {
-		if _, isGone := gone[k]; isGone || recorded == "" {
+		if _, isGone := gone[k]; isGone {
 			continue
 		}
 		if image := imageOf(members[k]); image != "" && image != recorded {

@@ -227,16 +227,16 @@ func (b *Backend) rollImage(ctx context.Context, r *region, spec backend.Spec, f
 		}
 	}
 	vpcID := awssdk.ToString(first.VpcId)
-	subnets := append([]string(nil), st.SubnetIDs...)
 	if len(stale) > 0 && n < MaxInstances {
 		if err := b.restoreMembers(ctx, r, spec, first, members, n+1); err != nil {
 			return err
 		}
-		surge, err := b.findMembers(ctx, r, spec.Name)
-		if err != nil {
+		// Listed again for the surge member restoreMembers may have launched; the others are the same instances.
+		if members, err = b.findMembers(ctx, r, spec.Name); err != nil {
 			return err
 		}
-		if in := surge[n]; in != nil {
+		members[0] = first
+		if in := members[n]; in != nil {
 			if err := b.waitTargetHealthy(ctx, r, spec.Name, memberObject(r.name, spec.Name, n), awssdk.ToString(in.InstanceId)); err != nil {
 				return err
 			}
@@ -251,23 +251,15 @@ func (b *Backend) rollImage(ctx context.Context, r *region, spec backend.Spec, f
 		if err := b.replaceRoot(ctx, r, mobj, id, want); err != nil {
 			return err
 		}
-		if err := b.ensureLoadBalancer(ctx, r, spec, vpcID, subnets, []string{id}); err != nil {
+		if err := b.ensureLoadBalancer(ctx, r, spec, vpcID, st.SubnetIDs, []string{id}); err != nil {
 			return err
 		}
 		if err := b.waitTargetHealthy(ctx, r, spec.Name, mobj, id); err != nil {
 			return err
 		}
 	}
-	above, err := b.findMembers(ctx, r, spec.Name)
-	if err != nil {
-		return err
-	}
-	for k := range above {
-		if k < n {
-			delete(above, k)
-		}
-	}
-	if err := b.shrinkMembers(ctx, r, spec, above, n, n); err != nil {
+	// shrinkMembers takes only the members from n up: here the surge member.
+	if err := b.shrinkMembers(ctx, r, spec, members, n, n); err != nil {
 		return err
 	}
 	st.Rolling = false

@@ -245,9 +245,6 @@ func assertFinishedThenDeleted(t *testing.T, fake *ec2fake.Server, b *Backend, i
 	assertNothingLeft(t, fake)
 }
 
-// newerDebian is a second image of the seeded Debian's architecture, the one a roll brings.
-var newerDebian = ec2fake.Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
-
 // withImage is spec asking for image, its options copied.
 func withImage(spec backend.Spec, image string) backend.Spec {
 	o := *spec.Placement.Options.(*Options) //nolint:forcetypeassert // haSpec's own options
@@ -280,7 +277,7 @@ func rollCalls(fake *ec2fake.Server, from int) []string {
 // Delete leaves nothing.
 func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 	t.Parallel()
-	fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{newerDebian}})
+	fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{ec2fake.NewerDebian}})
 	fake.PlayGuests()
 	ctx := context.Background()
 	spec := haSpec(fake, "roll")
@@ -295,7 +292,7 @@ func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 		oldVolumes[m.Name] = in.VolumeID
 	}
 	from := len(fake.Requests())
-	rolled, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID))
+	rolled, err := b.Update(ctx, inst.ID, withImage(spec, ec2fake.NewerDebian.ID))
 	if err != nil {
 		t.Fatalf("Update to a new image: %v", err)
 	}
@@ -310,12 +307,12 @@ func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 		t.Fatalf("%d root volume replacements, want 3: %+v", len(tasks), tasks)
 	}
 	for i, task := range tasks {
-		if wantID := inst.Members[2-i].Name; task.InstanceID != wantID || task.ImageID != newerDebian.ID || !task.DeleteReplaced {
-			t.Errorf("replacement %d = %+v; want of %s (member %d), from %s, the old volume deleted", i, task, wantID, 2-i, newerDebian.ID)
+		if wantID := inst.Members[2-i].Name; task.InstanceID != wantID || task.ImageID != ec2fake.NewerDebian.ID || !task.DeleteReplaced {
+			t.Errorf("replacement %d = %+v; want of %s (member %d), from %s, the old volume deleted", i, task, wantID, 2-i, ec2fake.NewerDebian.ID)
 		}
 	}
-	if o := rolled.Placement.Options.(*Options); o.AMI != newerDebian.ID { //nolint:forcetypeassert // the backend's own options
-		t.Errorf("Get after the roll reads image %q, want %s", o.AMI, newerDebian.ID)
+	if o := rolled.Placement.Options.(*Options); o.AMI != ec2fake.NewerDebian.ID { //nolint:forcetypeassert // the backend's own options
+		t.Errorf("Get after the roll reads image %q, want %s", o.AMI, ec2fake.NewerDebian.ID)
 	}
 	if rolled.State != backend.StateRunning || len(rolled.Members) != 3 || rolled.InternalName != inst.InternalName || rolled.InternalAddress != inst.InternalAddress {
 		t.Fatalf("after the roll: %s at %s (%s), members %+v; want Running at %s (%s), 3 members",
@@ -330,8 +327,8 @@ func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 		if _, kept := fake.Volume(testRegion, oldVolumes[m.Name]); kept || in.VolumeID == oldVolumes[m.Name] {
 			t.Errorf("member %d's old root volume %s: kept %v, its root now %s", i, oldVolumes[m.Name], kept, in.VolumeID)
 		}
-		if _, ok := fake.Volume(testRegion, in.VolumeID); !ok || in.Tags[TagImage] != newerDebian.ID {
-			t.Errorf("member %d: its root volume %s exists %v, its instance's %s=%q; want %s", i, in.VolumeID, ok, TagImage, in.Tags[TagImage], newerDebian.ID)
+		if _, ok := fake.Volume(testRegion, in.VolumeID); !ok || in.Tags[TagImage] != ec2fake.NewerDebian.ID {
+			t.Errorf("member %d: its root volume %s exists %v, its instance's %s=%q; want %s", i, in.VolumeID, ok, TagImage, in.Tags[TagImage], ec2fake.NewerDebian.ID)
 		}
 	}
 	if live := liveInstancesOf(fake); len(live) != 3 {
@@ -343,12 +340,12 @@ func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 	if n := fake.DrainsCut(testRegion); n != 0 {
 		t.Errorf("%d instances were cut while the load balancer drained them", n)
 	}
-	if oldImage == newerDebian.ID {
+	if oldImage == ec2fake.NewerDebian.ID {
 		t.Fatalf("the proxy was made from %s already", oldImage)
 	}
 
 	from = len(fake.Requests())
-	if _, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID)); err != nil {
+	if _, err := b.Update(ctx, inst.ID, withImage(spec, ec2fake.NewerDebian.ID)); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range fake.Requests()[from:] {
@@ -358,7 +355,7 @@ func TestSeveralInstancesImageRolledInPlace(t *testing.T) {
 	}
 	// The policy lets the provider tag only what carries its tags: a label update leaves the new root
 	// volumes alone (replaceRoot) and still succeeds.
-	labelled := withImage(spec, newerDebian.ID)
+	labelled := withImage(spec, ec2fake.NewerDebian.ID)
 	labelled.Labels = map[string]string{"team": "net"}
 	if _, err := b.Update(ctx, inst.ID, labelled); err != nil {
 		t.Fatalf("a label update after the roll: %v", err)
@@ -394,7 +391,7 @@ func TestSeveralInstancesImageRollCut(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{newerDebian}})
+				fake, b := newTest(t, ec2fake.Options{Images: []ec2fake.Image{ec2fake.NewerDebian}})
 				fake.PlayGuests()
 				ctx := context.Background()
 				spec := haSpec(fake, "rollcut")
@@ -404,7 +401,7 @@ func TestSeveralInstancesImageRollCut(t *testing.T) {
 				}
 				oldImage := inst.Placement.Options.(*Options).AMI //nolint:forcetypeassert // the backend's own options
 				fake.AddFault(ec2fake.Fault{Action: tc.action, Code: tc.code, Times: 1, Skip: tc.skip})
-				if _, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID)); err == nil {
+				if _, err := b.Update(ctx, inst.ID, withImage(spec, ec2fake.NewerDebian.ID)); err == nil {
 					t.Fatalf("Update with %s refused succeeded", tc.action)
 				}
 				if fake.Fired() != 1 {
@@ -415,7 +412,7 @@ func TestSeveralInstancesImageRollCut(t *testing.T) {
 					t.Fatalf("Get after the cut: %v", err)
 				}
 				image := got.Placement.Options.(*Options).AMI //nolint:forcetypeassert // the backend's own options
-				if mixed := strings.Contains(image, oldImage) && strings.Contains(image, newerDebian.ID); mixed != tc.mixed || image == newerDebian.ID && tc.mixed {
+				if mixed := strings.Contains(image, oldImage) && strings.Contains(image, ec2fake.NewerDebian.ID); mixed != tc.mixed || image == ec2fake.NewerDebian.ID && tc.mixed {
 					t.Errorf("Get after the cut reads image %q; want both named: %v", image, tc.mixed)
 				}
 				if image == oldImage {
@@ -428,12 +425,12 @@ func TestSeveralInstancesImageRollCut(t *testing.T) {
 					assertNothingLeft(t, fake)
 					return
 				}
-				done, err := b.Update(ctx, inst.ID, withImage(spec, newerDebian.ID))
+				done, err := b.Update(ctx, inst.ID, withImage(spec, ec2fake.NewerDebian.ID))
 				if err != nil {
 					t.Fatalf("the next Update: %v", err)
 				}
-				if o := done.Placement.Options.(*Options); o.AMI != newerDebian.ID || done.State != backend.StateRunning || len(done.Members) != 3 { //nolint:forcetypeassert // the backend's own options
-					t.Fatalf("the next Update = %s, image %q, members %+v; want Running, %s, 3", done.State, o.AMI, done.Members, newerDebian.ID)
+				if o := done.Placement.Options.(*Options); o.AMI != ec2fake.NewerDebian.ID || done.State != backend.StateRunning || len(done.Members) != 3 { //nolint:forcetypeassert // the backend's own options
+					t.Fatalf("the next Update = %s, image %q, members %+v; want Running, %s, 3", done.State, o.AMI, done.Members, ec2fake.NewerDebian.ID)
 				}
 				for i, m := range done.Members {
 					if m.Name != inst.Members[i].Name {

@@ -320,8 +320,8 @@ func everyOperation(t *testing.T, fake *ec2fake.Server, b *Backend) error {
 	if _, err := b.Update(ctx, iha.ID, withInstances(ha, 2)); err != nil {
 		return failed("change a proxy of three instances to two", err)
 	}
-	fake.AddImage(testRegion, newerDebian)
-	if _, err := b.Update(ctx, iha.ID, withImage(withInstances(ha, 2), newerDebian.ID)); err != nil {
+	fake.AddImage(testRegion, ec2fake.NewerDebian)
+	if _, err := b.Update(ctx, iha.ID, withImage(withInstances(ha, 2), ec2fake.NewerDebian.ID)); err != nil {
 		return failed("roll a new image over a proxy of two instances", err)
 	}
 	if _, err := b.Get(ctx, ia.ID); err != nil {

@@ -143,10 +143,11 @@ type loopResult struct {
 	err error
 }
 
-// The loop: each request a new TCP connection (what a fleet's new connections meet), each failure a line on
-// stdout with its time (the test logs the time of each disruption beside it), but those before the first request
-// served: the Service was made moments before, and until the node's kube-proxy has its rules its address has no
-// route ("No route to host"; a cold make test on two busy cores met one), which is no failover's doing; the count of those served in /dev/shm/served, and a stop when /dev/shm/stop appears.
+// The loop: each request a new TCP connection (what a fleet's new connections meet), each failure a line on stdout
+// with its time (the test logs the time of each disruption beside it), but those before the first request served:
+// the Service was made moments before, and until the node's kube-proxy has its rules its address has no route ("No
+// route to host"; a cold make test on two busy cores met one), which is no failover's doing; the count of those
+// served in /dev/shm/served, and a stop when /dev/shm/stop appears.
 const clientLoop = `served=0
 while [ ! -e /dev/shm/stop ]; do
   status=$(timeout 10 bash -c 'exec 3<>"/dev/tcp/$0/$1" && printf "GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" "$2" "$2" >&3 && head -n 1 <&3' "$0" "$1" "$2" 2>&1)

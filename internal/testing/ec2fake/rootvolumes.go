@@ -169,18 +169,12 @@ func (s *Server) describeRootTasks(rg *region, f form) (any, *apiError) {
 		want[id] = true
 	}
 	var list []*rootTask
-	for _, t := range rg.rootTasks {
+	for _, t := range rg.tasksInOrder() {
 		fields := func(name string) []string { return []string{t.InstanceID} }
 		if (len(ids) == 0 || want[t.ID]) && matches(filters, fields, t.Tags) {
 			list = append(list, t)
 		}
 	}
-	sort.Slice(list, func(i, j int) bool {
-		if !list[i].Start.Equal(list[j].Start) {
-			return list[i].Start.Before(list[j].Start)
-		}
-		return list[i].ID < list[j].ID
-	})
 	page, next, e := paginate(f, "DescribeReplaceRootVolumeTasks", list, 1, 50)
 	if e != nil {
 		return nil, e
@@ -196,15 +190,28 @@ func (s *Server) describeRootTasks(rg *region, f form) (any, *apiError) {
 func (s *Server) RootVolumeTasks(region string) []RootVolumeTask {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rg := s.mustRegion(region)
 	var out []RootVolumeTask
-	for _, id := range sortedKeys(rg.rootTasks) {
-		t := rg.rootTasks[id].RootVolumeTask
+	for _, rt := range s.mustRegion(region).tasksInOrder() {
+		t := rt.RootVolumeTask
 		t.Tags = copyTags(t.Tags)
 		out = append(out, t)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
 	return out
+}
+
+// tasksInOrder are the region's tasks, oldest first (by id within the same start). The caller holds s.mu.
+func (rg *region) tasksInOrder() []*rootTask {
+	list := make([]*rootTask, 0, len(rg.rootTasks))
+	for _, t := range rg.rootTasks {
+		list = append(list, t)
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if !list[i].Start.Equal(list[j].Start) {
+			return list[i].Start.Before(list[j].Start)
+		}
+		return list[i].ID < list[j].ID
+	})
+	return list
 }
 
 type replaceRootVolumeTaskXML struct {

@@ -13,9 +13,6 @@ import (
 
 // The rule of root volume replacement (README.md, R77), driving the fake through the real EC2 client.
 
-// newerDebian is a second image of the seeded Debian's architecture: what a roll replaces the root volume with.
-var newerDebian = Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
-
 func (h *harness) replaceRoot(instanceID, image, token string, deleteOld bool) (*ec2.CreateReplaceRootVolumeTaskOutput, error) {
 	in := &ec2.CreateReplaceRootVolumeTaskInput{InstanceId: aws.String(instanceID), DeleteReplacedRootVolume: aws.Bool(deleteOld)}
 	if image != "" {
@@ -55,7 +52,7 @@ func (h *harness) rootVolume(id string) string {
 func TestDocumentedRootVolumeRules(t *testing.T) {
 	t.Parallel()
 	for name, r := range map[string]rule{
-		"R77 CreateReplaceRootVolumeTask: an image of the instance's architecture, on a running instance": {opts: Options{Images: []Image{newerDebian}}, run: func(h *harness) {
+		"R77 CreateReplaceRootVolumeTask: an image of the instance's architecture, on a running instance": {opts: Options{Images: []Image{NewerDebian}}, run: func(h *harness) {
 			a := h.running(nil)
 			before, err := h.describe(a)
 			h.ok("DescribeInstances", err)
@@ -66,11 +63,11 @@ func TestDocumentedRootVolumeRules(t *testing.T) {
 			h.fails("an image of another architecture", err, "InvalidParameterCombination", "architecture")
 			_, err = h.replaceRoot(a, "ami-0123456789abcdef0", "", true)
 			h.fails("an image that does not exist", err, "InvalidAMIID.NotFound", "")
-			_, err = h.replaceRoot("i-0123456789abcdef0", newerDebian.ID, "", true)
+			_, err = h.replaceRoot("i-0123456789abcdef0", NewerDebian.ID, "", true)
 			h.fails("an instance that does not exist", err, "InvalidInstanceID.NotFound", "")
 			stopped := h.running(nil)
 			h.s.SetInstanceState(h.region, stopped, StateStopped)
-			_, err = h.replaceRoot(stopped, newerDebian.ID, "", true)
+			_, err = h.replaceRoot(stopped, NewerDebian.ID, "", true)
 			h.fails("a stopped instance", err, "IncorrectInstanceState", "")
 
 			// A target of a group a load balancer forwards to fails its health checks while the instance reboots.
@@ -84,20 +81,20 @@ func TestDocumentedRootVolumeRules(t *testing.T) {
 				return out.TargetHealthDescriptions[0].TargetHealth.State
 			}
 
-			made, err := h.replaceRoot(a, newerDebian.ID, "roll-1", true)
+			made, err := h.replaceRoot(a, NewerDebian.ID, "roll-1", true)
 			h.ok("CreateReplaceRootVolumeTask", err)
 			id := aws.ToString(made.ReplaceRootVolumeTask.ReplaceRootVolumeTaskId)
-			if made.ReplaceRootVolumeTask.TaskState != ec2types.ReplaceRootVolumeTaskStatePending || aws.ToString(made.ReplaceRootVolumeTask.ImageId) != newerDebian.ID {
+			if made.ReplaceRootVolumeTask.TaskState != ec2types.ReplaceRootVolumeTaskStatePending || aws.ToString(made.ReplaceRootVolumeTask.ImageId) != NewerDebian.ID {
 				h.t.Errorf("made %+v", made.ReplaceRootVolumeTask)
 			}
-			again, err := h.replaceRoot(a, newerDebian.ID, "roll-1", true)
+			again, err := h.replaceRoot(a, NewerDebian.ID, "roll-1", true)
 			h.ok("the same request with its client token", err)
 			if got := aws.ToString(again.ReplaceRootVolumeTask.ReplaceRootVolumeTaskId); got != id {
 				h.t.Errorf("the same token answered task %s, not %s", got, id)
 			}
-			_, err = h.replaceRoot(a, newerDebian.ID, "roll-1", false)
+			_, err = h.replaceRoot(a, NewerDebian.ID, "roll-1", false)
 			h.fails("the token with other parameters", err, "IdempotentParameterMismatch", "")
-			_, err = h.replaceRoot(a, newerDebian.ID, "roll-2", true)
+			_, err = h.replaceRoot(a, NewerDebian.ID, "roll-2", true)
 			h.fails("a second task while one has not ended", err, "IncorrectState", "")
 
 			if st := h.taskOf(a, id).TaskState; st != ec2types.ReplaceRootVolumeTaskStateInProgress {
@@ -143,7 +140,7 @@ func TestDocumentedRootVolumeRules(t *testing.T) {
 			_, err = h.ec2.DescribeReplaceRootVolumeTasks(h.ctx, &ec2.DescribeReplaceRootVolumeTasksInput{Filters: []ec2types.Filter{{Name: aws.String("image-id"), Values: []string{"x"}}}})
 			h.fails("a filter it does not take", err, "InvalidParameterValue", "The filter 'image-id' is invalid")
 		}},
-		"R77 what CreateReplaceRootVolumeTask needs": {opts: Options{Images: []Image{newerDebian}, CallerPolicies: []string{`{"Version": "2012-10-17", "Statement": [
+		"R77 what CreateReplaceRootVolumeTask needs": {opts: Options{Images: []Image{NewerDebian}, CallerPolicies: []string{`{"Version": "2012-10-17", "Statement": [
 			{"Effect": "Allow", "Action": ["ec2:RunInstances", "ec2:CreateTags"], "Resource": "*"},
 			{"Effect": "Allow", "Action": "ec2:Describe*", "Resource": "*"},
 			{"Effect": "Allow", "Action": "ec2:CreateReplaceRootVolumeTask", "Resource": "arn:aws:ec2:*:*:instance/*",
@@ -153,9 +150,9 @@ func TestDocumentedRootVolumeRules(t *testing.T) {
 				in.TagSpecifications = []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: []ec2types.Tag{{Key: aws.String("managed-by"), Value: aws.String("egress")}}}}
 			}
 			other, ours := h.running(nil), h.running(tagged)
-			_, err := h.replaceRoot(other, newerDebian.ID, "", true)
+			_, err := h.replaceRoot(other, NewerDebian.ID, "", true)
 			h.fails("an instance without the tag", err, "UnauthorizedOperation", "ec2:CreateReplaceRootVolumeTask on resource: arn:aws:ec2:"+h.region+":"+h.s.AccountID()+":instance/"+other)
-			_, err = h.replaceRoot(ours, newerDebian.ID, "", true)
+			_, err = h.replaceRoot(ours, NewerDebian.ID, "", true)
 			h.ok("an instance of the tag", err)
 			_, err = h.ec2.DescribeReplaceRootVolumeTasks(h.ctx, &ec2.DescribeReplaceRootVolumeTasksInput{})
 			h.ok("DescribeReplaceRootVolumeTasks", err)

@@ -149,6 +149,10 @@ func (s *Server) VPCs(region string) []VPC {
 	return out
 }
 
+// NewerDebian is a Debian 12 amd64 image that is not seeded, newer than DebianAMI's: what a test that rolls a
+// proxy onto another image adds (Options.Images, AddImage).
+var NewerDebian = Image{ID: "ami-0deb1200000000b0a", Name: "debian-12-amd64-20300201-0000", Architecture: "x86_64"}
+
 // AddImage makes an image known in a region.
 func (s *Server) AddImage(region string, img Image) {
 	s.mu.Lock()
