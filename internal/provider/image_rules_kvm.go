@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm"
@@ -46,4 +48,40 @@ func sameURLImage(_ context.Context, prior, planned map[string]attr.Value) bool 
 		return ok && !base.IsNull() && kvm.IsURLImageVolume(base.ValueString(), sum.ValueString())
 	}
 	return !priorSum.IsNull() && !priorSum.IsUnknown() && strings.EqualFold(priorSum.ValueString(), sum.ValueString())
+}
+
+// baseVolumeOfImage plans a base_volume the configuration leaves unset as the state holds it (what the host
+// resolved, or the volume the image became), unless the proxy is to move to another image: image_file,
+// image_url or image_sha256 changed (the new image's volume is known once the apply placed it), or the state
+// reads its instances on several images (kvm.IsMixedBaseVolume: an image roll cut short, which the next apply
+// finishes even when the configuration is what the state already holds).
+type baseVolumeOfImage struct{}
+
+func (baseVolumeOfImage) Description(context.Context) string {
+	return "The state's value, unless the image changes or the instances run several images."
+}
+
+func (m baseVolumeOfImage) MarkdownDescription(ctx context.Context) string { return m.Description(ctx) }
+
+func (baseVolumeOfImage) PlanModifyString(ctx context.Context, req planmodifier.StringRequest, resp *planmodifier.StringResponse) {
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() || req.StateValue.IsNull() || !req.PlanValue.IsUnknown() || !req.ConfigValue.IsNull() {
+		return
+	}
+	if kvm.IsMixedBaseVolume(req.StateValue.ValueString()) {
+		return
+	}
+	for _, name := range []string{"image_file", "image_url", "image_sha256"} {
+		var prior, planned types.String
+		at := path.Root("kvm").AtName(name)
+		if d := req.State.GetAttribute(ctx, at, &prior); d.HasError() {
+			return
+		}
+		if d := req.Plan.GetAttribute(ctx, at, &planned); d.HasError() {
+			return
+		}
+		if !prior.Equal(planned) {
+			return
+		}
+	}
+	resp.PlanValue = req.StateValue
 }

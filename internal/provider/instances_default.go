@@ -22,12 +22,10 @@ func severalInPlace(def int64) sameAs {
 }
 
 // rolledWhenSeveral is the sameAs rule of an attribute (the boot image) that a proxy of several instances
-// changes in place, one instance at a time behind its load balancer, while it keeps more than one; a proxy of
-// one is replaced.
-func rolledWhenSeveral(def int64) sameAs {
-	return func(_ context.Context, prior, planned map[string]attr.Value) bool {
-		return instancesOf(prior, def) > 1 && instancesOf(planned, def) > 1
-	}
+// changes in place, one instance at a time behind its load balancer or virtual address, while it keeps more
+// than one; a proxy of one is replaced. An instances of null or unknown counts as one, every backend's default.
+func rolledWhenSeveral(_ context.Context, prior, planned map[string]attr.Value) bool {
+	return instancesOf(prior, 1) > 1 && instancesOf(planned, 1) > 1
 }
 
 // instancesOf is a placement's instances, def where it is null or unknown.

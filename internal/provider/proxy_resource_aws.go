@@ -64,7 +64,7 @@ func awsPlacementSchema() schema.SingleNestedAttribute {
 			"reads at boot and watches afterwards, the rules compressed in Standard parameters (at most nine parts of 4 KB), so a plan whose " +
 			"rules would not fit fails on `allowed_destinations`. Changing anything here but `wait_for_proxy`, `instances` between two counts above one, and `ami` of a proxy of several instances, replaces the proxy.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy").unlessSame("instances", severalInPlace(1)).
-			unlessSame("ami", rolledWhenSeveral(1))},
+			unlessSame("ami", rolledWhenSeveral)},
 		Validators: []validator.Object{awsClientRules{}, awsParameterSizes{}},
 		Attributes: map[string]schema.Attribute{
 			"region": schema.StringAttribute{

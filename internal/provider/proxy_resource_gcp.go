@@ -59,7 +59,7 @@ func gcpPlacementSchema() schema.SingleNestedAttribute {
 			"VM's metadata, which Compute Engine limits (each value 256 KiB, all of it less than 512 KB): a configuration that would not fit " +
 			"fails at plan time.",
 		PlanModifiers: []planmodifier.Object{requiresReplaceExcept("wait_for_proxy", "cloud_logging").unlessSame("instances", severalInPlace(gcp.DefaultInstances)).
-			unlessSame("image", rolledWhenSeveral(gcp.DefaultInstances))},
+			unlessSame("image", rolledWhenSeveral)},
 		Validators: []validator.Object{gcpMetadataFits{}},
 		Attributes: map[string]schema.Attribute{
 			"project": schema.StringAttribute{Optional: true, Computed: true, PlanModifiers: keep,

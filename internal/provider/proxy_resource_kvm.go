@@ -29,14 +29,16 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 		Optional: true,
 		MarkdownDescription: "Run the proxy as a libvirt domain on a host configured on the provider. " +
 			"Changing anything here but `wait_for_address`, `wait_for_proxy` and `syslog_target` replaces the proxy, " +
-			"except `image_url` changed to another copy of the same image (same `image_sha256`), and, after an import, an `image_file` " +
-			"or `image_sha256` that names the image the proxy already runs on.",
+			"except `image_url` changed to another copy of the same image (same `image_sha256`); after an import, an `image_file` " +
+			"or `image_sha256` that names the image the proxy already runs on; and, on a proxy of several `instances`, a new image " +
+			"(`base_volume`, `image_file`, `image_url` and `image_sha256`), which is rolled over its VMs in place, one at a time.",
 		PlanModifiers: []planmodifier.Object{
 			requiresReplaceExcept("wait_for_address", "wait_for_proxy").
 				inPlaceIfReconfigurable("syslog_target").
-				unlessSame("image_file", imageFileOfBaseVolume).
-				unlessSame("image_url", sameURLImage).
-				unlessSame("image_sha256", sameURLImage).
+				unlessSame("image_file", anyOf(imageFileOfBaseVolume, rolledWhenSeveral)).
+				unlessSame("image_url", anyOf(sameURLImage, rolledWhenSeveral)).
+				unlessSame("image_sha256", anyOf(sameURLImage, rolledWhenSeveral)).
+				unlessSame("base_volume", rolledWhenSeveral).
 				unlessSame("instances", sameInstances),
 		},
 		Attributes: map[string]schema.Attribute{
@@ -56,7 +58,10 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 					"More than one are that many domains on the host and its libvirt network (`<name>`, `<name>-2`, ...), each with "+
 					"an address of its own reserved on the network, behind one virtual address, also reserved there, that keepalived "+
 					"in the VMs moves by VRRP to a VM whose Squid answers: `internal_address` is the virtual address, `members` the VMs. "+
-					"Needs a libvirt network: not with `user_net`, `bridge`, `mac` or `ip`. Changing it replaces the proxy.",
+					"Needs a libvirt network: not with `user_net`, `bridge`, `mac` or `ip`. Changing it replaces the proxy. "+
+					"A new image is rolled over the VMs one at a time, the last first: each VM still serving hands the virtual address "+
+					"over (new connections held, those in progress drained, keepalived stopped), gets a new root disk and boots from "+
+					"it, and is waited for until it serves and its keepalived runs, while the others serve.",
 					kvm.MaxInstances, kvm.DefaultInstances),
 				Validators: []validator.Int64{int64validator.Between(1, kvm.MaxInstances), kvmInstances()},
 			},
@@ -96,11 +101,13 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 				Validators:          []validator.String{attribute_validator.NotEmpty()},
 			},
 			"base_volume": schema.StringAttribute{
-				Optional:            true,
-				Computed:            true,
-				PlanModifiers:       keep,
-				MarkdownDescription: "Base image volume in the pool that the root disk overlays; the host's default when unset.",
-				Validators:          []validator.String{attribute_validator.NotEmpty()},
+				Optional:      true,
+				Computed:      true,
+				PlanModifiers: []planmodifier.String{baseVolumeOfImage{}},
+				MarkdownDescription: "Base image volume in the pool that the root disk overlays; the host's default when unset. " +
+					"Read back, it names the volume of `image_file` or `image_url` when one is set, and both volumes (`A (and B on some of its instances)`) " +
+					"while the VMs of a proxy of several instances run different images, as after an image roll cut short: the next apply finishes it.",
+				Validators: []validator.String{attribute_validator.NotEmpty()},
 			},
 			"network": schema.StringAttribute{
 				Optional:            true,
@@ -151,7 +158,7 @@ func kvmPlacementSchema() schema.SingleNestedAttribute {
 			"image_sha256": schema.StringAttribute{
 				Optional: true,
 				MarkdownDescription: "SHA-256 of the image at `image_url`, as 64 hex digits (`sha256sum` prints it). It names the image's volume in the pool, and the download must match it. " +
-					"Changing it replaces the proxy.",
+					"Changing it replaces a proxy of one instance, and rolls the new image over the VMs of a proxy of several.",
 				Validators: []validator.String{
 					stringvalidator.RegexMatches(kvm.ImageSHA256Pattern, "must be 64 hex digits, the image's SHA-256 as sha256sum prints it"),
 					stringvalidator.AlsoRequires(inKVM("image_url")),

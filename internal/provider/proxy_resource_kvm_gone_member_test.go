@@ -18,10 +18,12 @@ import (
 )
 
 // TestAccProxyKVM_goneMemberMadeAgainInPlace: one VM of a proxy of three is deleted behind Terraform's back
-// (domain and volumes, as `virsh undefine --remove-all-storage` does). The refresh reads it gone, the plan
-// updates the proxy in place (no replacement: its virtual address stays), the apply makes that VM again under
-// its own name and address, and the plan after is empty. On the private libvirt, without booting (no wait for
-// the address): what is checked is what the provider and libvirt do, not the guest.
+// (domain and volumes, as `virsh undefine --remove-all-storage` does), the last one, then the first (whose
+// domain bears the proxy's name and holds its record: the proxy is read from the others). Each time the refresh
+// reads it gone, the plan updates the proxy in place (no replacement: its virtual address stays), the apply
+// makes that VM again under its own name and address, and the plan after is empty. On the private libvirt,
+// without booting (no wait for the address): what is checked is what the provider and libvirt do, not the
+// guest.
 func TestAccProxyKVM_goneMemberMadeAgainInPlace(t *testing.T) {
 	uri := kvmAccPreCheck(t)
 	owner := "acc-" + uuid.NewString()[:8]
@@ -34,7 +36,7 @@ resource "egress_proxy" "test" {
 }
 `
 	var id backend.ProviderID
-	var lost backend.Member
+	var members []backend.Member
 	sameID := statecheck.CompareValue(compare.ValuesSame())
 	sameAddress := statecheck.CompareValue(compare.ValuesSame())
 	unchanged := func() []statecheck.StateCheck {
@@ -43,46 +45,29 @@ resource "egress_proxy" "test" {
 			sameAddress.AddStateValue("egress_proxy.test", tfjsonpath.New("internal_address")),
 		}
 	}
-	resource.Test(t, resource.TestCase{
-		PreCheck:                 func() { kvmAccPreCheck(t) },
-		ProtoV6ProviderFactories: realProviders(),
-		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
-		Steps: []resource.TestStep{
-			{
-				Config:            config,
-				ConfigStateChecks: unchanged(),
-				Check: func(s *terraform.State) error {
-					var err error
-					if id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.test"].Primary.ID); err != nil {
-						return err
-					}
-					inst, err := b.Get(context.Background(), id)
-					if err != nil {
-						return err
-					}
-					if len(inst.Members) != 3 {
-						return fmt.Errorf("libvirt reports %d members, want 3", len(inst.Members))
-					}
-					lost = inst.Members[2]
-					return nil
-				},
-			},
+	// lose deletes member i behind Terraform's back, and makes it again by an apply.
+	lose := func(i int) []resource.TestStep {
+		return []resource.TestStep{
 			{
 				PreConfig: func() {
 					// Stopped first where it runs (the blank disk boots nothing, but QEMU runs): undefine alone
 					// would leave the running VM's domain transient.
-					_ = exec.Command("virsh", "-q", "-c", uri, "destroy", lost.Name).Run()
-					virsh(t, uri, "undefine", "--nvram", "--remove-all-storage", lost.Name)
+					_ = exec.Command("virsh", "-q", "-c", uri, "destroy", members[i].Name).Run()
+					virsh(t, uri, "undefine", "--nvram", "--remove-all-storage", members[i].Name)
 				},
 				RefreshState:       true,
 				ExpectNonEmptyPlan: true, // the update that makes the member again
 				Check: func(s *terraform.State) error {
 					inst, err := b.Get(context.Background(), id)
 					if err != nil {
-						return err
+						return fmt.Errorf("the proxy with member %d undefined: %w", i+1, err)
 					}
-					if !inst.Members[2].Gone {
-						return fmt.Errorf("after the undefine libvirt reports member %+v, want it gone", inst.Members[2])
+					// The blank disks serve nothing: the proxy reads Failed, not Degraded, here.
+					if inst.ID != id || !inst.Members[i].Gone {
+						return fmt.Errorf("after the undefine libvirt reports %s, member %+v; want %s, it gone", inst.ID, inst.Members[i], id)
+					}
+					if a := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes; a["id"] != id.String() {
+						return fmt.Errorf("the refresh kept id %q, want %s", a["id"], id)
 					}
 					return nil
 				},
@@ -99,9 +84,9 @@ resource "egress_proxy" "test" {
 					if err != nil {
 						return err
 					}
-					again := inst.Members[2]
-					if again.Gone || again.Name != lost.Name || again.InternalAddress != lost.InternalAddress {
-						return fmt.Errorf("after the apply member 3 is %+v, want %s at %s again", again, lost.Name, lost.InternalAddress)
+					again := inst.Members[i]
+					if again.Gone || again.Name != members[i].Name || again.InternalAddress != members[i].InternalAddress {
+						return fmt.Errorf("after the apply member %d is %+v, want %s at %s again", i+1, again, members[i].Name, members[i].InternalAddress)
 					}
 					return nil
 				},
@@ -113,6 +98,29 @@ resource "egress_proxy" "test" {
 					plancheck.ExpectEmptyPlan(),
 				}},
 			},
+		}
+	}
+	steps := []resource.TestStep{{
+		Config:            config,
+		ConfigStateChecks: unchanged(),
+		Check: func(s *terraform.State) error {
+			var inst backend.Instance
+			var err error
+			if id, inst, err = readBack(s, b); err != nil {
+				return err
+			}
+			if len(inst.Members) != 3 {
+				return fmt.Errorf("libvirt reports %d members, want 3", len(inst.Members))
+			}
+			members = inst.Members
+			return nil
 		},
+	}}
+	steps = append(append(steps, lose(2)...), lose(0)...)
+	resource.Test(t, resource.TestCase{
+		PreCheck:                 func() { kvmAccPreCheck(t) },
+		ProtoV6ProviderFactories: realProviders(),
+		CheckDestroy:             checkOwnerHasNothingLeft(b, owner),
+		Steps:                    steps,
 	})
 }

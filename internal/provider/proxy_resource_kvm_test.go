@@ -70,6 +70,16 @@ func kvmBackend(t *testing.T, uri string) *kvm.Backend {
 	return b
 }
 
+// readBack is egress_proxy.test's id in state s, and what b reads of it behind Terraform's back.
+func readBack(s *terraform.State, b backend.Backend) (backend.ProviderID, backend.Instance, error) {
+	id, err := idForms.Parse(s.RootModule().Resources["egress_proxy.test"].Primary.ID)
+	if err != nil {
+		return id, backend.Instance{}, err
+	}
+	inst, err := b.Get(context.Background(), id)
+	return id, inst, err
+}
+
 // checkOwnerHasNothingLeft proves a destroy complete: ListByTag reports domains and also volumes whose domain
 // is gone, so an empty list means no domain and no volume of this owner is left.
 func checkOwnerHasNothingLeft(b backend.Backend, owner string) resource.TestCheckFunc {
@@ -117,12 +127,9 @@ resource "egress_proxy" "test" {
 					statecheck.ExpectKnownValue("egress_proxy.test", tfjsonpath.New("kvm").AtMapKey("host"), knownvalue.StringExact("local")),
 				},
 				Check: func(s *terraform.State) error {
+					var inst backend.Instance
 					var err error
-					if id, err = idForms.Parse(s.RootModule().Resources["egress_proxy.test"].Primary.ID); err != nil {
-						return err
-					}
-					inst, err := b.Get(context.Background(), id)
-					if err != nil {
+					if id, inst, err = readBack(s, b); err != nil {
 						return err
 					}
 					if inst.State != backend.StateRunning || inst.Owner != owner || inst.Labels["suite"] != "acceptance" {

@@ -20,6 +20,18 @@ func requiresReplaceExcept(inPlace ...string) requiresReplaceExceptModifier {
 // sameAs is a rule by which an attribute whose value changed still names what the object already is.
 type sameAs func(ctx context.Context, prior, planned map[string]attr.Value) bool
 
+// anyOf is the rule that finds a change the same when any of rules does.
+func anyOf(rules ...sameAs) sameAs {
+	return func(ctx context.Context, prior, planned map[string]attr.Value) bool {
+		for _, same := range rules {
+			if same(ctx, prior, planned) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 type requiresReplaceExceptModifier struct {
 	inPlace []string
 	sameAs  map[string]sameAs

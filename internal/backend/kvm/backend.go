@@ -94,6 +94,22 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 	var group *metadata
 	err = c.do(ctx, func(l api) error {
 		dom, m, err := lookupManaged(l, id.Name)
+		if isCode(err, libvirt.ErrNoDomain) {
+			// A proxy of several instances whose instance 0 alone is gone is read from the others, Degraded
+			// with instance 0 Gone: an Update makes it again.
+			orphaned, oerr := orphanedGroup(l, id.Name)
+			if oerr != nil {
+				return oerr
+			}
+			if orphaned == nil {
+				return err
+			}
+			if err := backend.OwnershipOf(ctx).Reading().Check("", orphaned.Owner, orphaned.UID); err != nil {
+				return err
+			}
+			inst, group = orphaned.instance(id.Target, backend.StateRunning), orphaned
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -173,49 +189,86 @@ func writeMetadata(l api, dom libvirt.Domain, m metadata) error {
 // (applySyslogTarget) before the seed and the metadata record it, as Reconfigure records rules.
 //
 // A proxy of several instances is updated one instance after the other, instance 0 first; an instance whose
-// domain is gone (Member.Gone) is then made again as Create makes it.
+// domain is gone (Member.Gone) is then made again as Create makes it, and a new image is rolled over the
+// instances one at a time (rollImage).
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	ha, err := b.updateDomain(ctx, id, spec)
+	first, err := b.updateDomain(ctx, id, spec)
+	gone := false
+	if backend.IsNotFound(err) {
+		// Instance 0 of a proxy of several instances gone, the others there: made again below.
+		want := backend.OwnershipOf(ctx)
+		if spec.UID != "" {
+			want.UID = spec.UID
+		}
+		c, cerr := b.connFor(id)
+		if cerr != nil {
+			return backend.Instance{}, cerr
+		}
+		orphaned, oerr := orphanedGroupOf(ctx, c, id, want)
+		if oerr != nil {
+			return backend.Instance{}, oerr
+		}
+		if orphaned != nil {
+			first, gone, err = orphaned, true, nil
+		}
+	}
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	if ha != nil && ha.Index == 0 {
-		gone := false
-		for i := 1; i < len(ha.Members); i++ {
-			_, err := b.updateDomain(ctx, memberID(id, ha, i), spec)
-			switch {
-			case backend.IsNotFound(err):
-				gone = true
-			case err != nil:
-				return backend.Instance{}, err
-			}
-		}
-		if gone {
-			// A member deleted behind Terraform's back: made again as a retried Create makes what is missing
-			// (with the Spec's labels and rules), the others adopted as they are. The Spec comes from the state,
-			// where the proxy's mac and ip are instance 0's (Get reports them): each member takes its own from
-			// the group, as at its first Create.
-			opts, err := backend.OptionsOf[Options](spec.Placement)
-			if err != nil {
-				return backend.Instance{}, err
-			}
-			if opts != nil {
-				o := *opts
-				o.MAC, o.IP = "", ""
-				spec.Placement.Options = &o
-			}
-			p, err := resolvePlacement(spec, b.hosts)
-			if err != nil {
-				return backend.Instance{}, err
-			}
-			return b.createGroup(ctx, spec, p)
+	ha := first.HA
+	if ha == nil || ha.Index != 0 {
+		return b.Get(ctx, id)
+	}
+	for i := 1; i < len(ha.Members); i++ {
+		_, err := b.updateDomain(ctx, memberID(id, ha, i), spec)
+		switch {
+		case backend.IsNotFound(err):
+			gone = true
+		case err != nil:
+			return backend.Instance{}, err
 		}
 	}
-	return b.Get(ctx, id)
+	// The Spec comes from the state, where the proxy's mac and ip are instance 0's (Get reports them): each
+	// member takes its own from the group, as at its first Create.
+	opts, err := backend.OptionsOf[Options](spec.Placement)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if opts != nil {
+		o := *opts
+		o.MAC, o.IP = "", ""
+		if o.ImageFile != "" || o.ImageURL != "" {
+			o.BaseVolume = "" // the volume the image became, which the state holds beside it
+		}
+		spec.Placement.Options = &o
+	}
+	if gone {
+		// A member deleted behind Terraform's back: made again as a retried Create makes what is missing
+		// (with the Spec's labels, rules and image), the others adopted as they are.
+		p, err := resolvePlacement(spec, b.hosts)
+		if err != nil {
+			return backend.Instance{}, err
+		}
+		p.created = first.createdAt() // the proxy's, which the instance made again records too
+		if _, err := b.createGroup(ctx, spec, p); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	c, err := b.connFor(id)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	notes, err := b.rollImage(ctx, c, id, ha, spec)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	inst, err := b.Get(ctx, id)
+	inst.Notes = append(inst.Notes, notes...)
+	return inst, err
 }
 
-// updateDomain is Update of one domain. It returns the group the domain's metadata records, if any.
-func (b *Backend) updateDomain(ctx context.Context, id backend.ProviderID, spec backend.Spec) (*metaHA, error) {
+// updateDomain is Update of one domain. It returns the domain's metadata.
+func (b *Backend) updateDomain(ctx context.Context, id backend.ProviderID, spec backend.Spec) (*metadata, error) {
 	c, err := b.connFor(id)
 	if err != nil {
 		return nil, err
@@ -282,5 +335,5 @@ func (b *Backend) updateDomain(ctx context.Context, id backend.ProviderID, spec 
 			return nil, classify(object, err)
 		}
 	}
-	return m.HA, nil
+	return &m, nil
 }

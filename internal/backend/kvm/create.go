@@ -189,12 +189,9 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 	} else if base, err = lookupBase(l, pool.pool, p.BaseVolume); err != nil {
 		return dom, metadata{}, err
 	}
-	capacity := uint64(p.DiskGiB) * gib
-	switch {
-	case p.DiskGiB == 0:
-		capacity = base.capacity
-	case capacity < base.capacity:
-		return dom, metadata{}, backend.Permanent("", "disk of %d GiB is smaller than base volume %q (%d bytes)", p.DiskGiB, p.BaseVolume, base.capacity)
+	capacity, err := rootCapacity(p.DiskGiB, base, p.BaseVolume)
+	if err != nil {
+		return dom, metadata{}, err
 	}
 	if capacity > pool.available {
 		return dom, metadata{}, backend.Quota("", "pool %q has %d bytes available, the proxy's disk may grow to %d", p.Pool, pool.available, capacity)
@@ -208,7 +205,11 @@ func (b *Backend) define(l api, c *conn, spec backend.Spec, p placement) (libvir
 		}
 	}
 
-	m := newMetadata(spec, p, b.now())
+	created := p.created
+	if created.IsZero() {
+		created = b.now()
+	}
+	m := newMetadata(spec, p, created)
 	img, err := seedImage(spec, m, b.now())
 	if err != nil {
 		return dom, metadata{}, backend.NewError(backend.ClassPermanent, "", err)

@@ -31,31 +31,36 @@ func (b *Backend) Delete(ctx context.Context, id backend.ProviderID) error {
 	if err != nil {
 		return err
 	}
-	ha, err := b.deleteDomain(ctx, c, id.Target, id.Name, true)
-	if err != nil || ha == nil {
+	group, found, err := b.deleteDomain(ctx, c, id.Target, id.Name, true)
+	if err == nil && !found {
+		// No domain of that name (its leftovers removed): a proxy of several instances whose instance 0 alone
+		// is gone still has the others.
+		group, err = orphanedGroupOf(ctx, c, id, backend.OwnershipOf(ctx))
+	}
+	if err != nil || group == nil {
 		return err
 	}
 	// A proxy of several instances (ha.go): every instance goes, and the virtual address's reservation.
-	return b.deleteGroup(ctx, c, id, ha)
+	return b.deleteGroup(ctx, c, id, group.HA, group.Placement.Network)
 }
 
 // deleteDomain is Delete of one domain and what Create made for it. With group set, a domain whose metadata
-// records a proxy of several instances is left as it is and its group returned, for deleteGroup.
-func (b *Backend) deleteDomain(ctx context.Context, c *conn, host, name string, group bool) (*metaHA, error) {
+// records a proxy of several instances is left as it is and its metadata returned, for deleteGroup. found
+// says the domain was there.
+func (b *Backend) deleteDomain(ctx context.Context, c *conn, host, name string, group bool) (grouped *metadata, found bool, err error) {
 	h := b.hosts[host]
-	var ha *metaHA
-	err := c.do(ctx, func(l api) error {
+	err = c.do(ctx, func(l api) error {
 		// Without metadata (the domain is gone) the host's defaults say where leftovers would be.
 		pool, network, mac := h.Pool, h.Network, ""
 		dom, m, err := lookupManaged(l, name)
-		found := err == nil
+		found = err == nil
 		switch {
 		case found:
 			if err := backend.OwnershipOf(ctx).Check("", m.Owner, m.UID); err != nil {
 				return err
 			}
 			if group && m.HA != nil {
-				ha = m.HA
+				grouped = &m
 				return nil
 			}
 			pool, network, mac = m.Placement.Pool, m.Placement.Network, m.Placement.MAC
@@ -97,9 +102,9 @@ func (b *Backend) deleteDomain(ctx context.Context, c *conn, host, name string, 
 		return undefineDomain(l, dom)
 	})
 	if err != nil {
-		return nil, classify(domainObject(host, name), err)
+		return nil, found, classify(domainObject(host, name), err)
 	}
-	return ha, nil
+	return grouped, found, nil
 }
 
 // steps runs fns side by side over the operation's connection (go-libvirt matches answers to calls, and the

@@ -41,9 +41,14 @@
 //     instance, healthy when its domain runs and its Squid answers (ha_ops.go#Backend.getGroup); Reconfigure
 //     reaches the instances one at a time, each confirmed before the next (reconfigure.go#Backend.Reconfigure);
 //     Delete removes every instance and the reservations (ha_ops.go#Backend.deleteGroup); ListByTag reports the
-//     proxy once with its members, and an instance whose instance 0 is gone by its own id
-//     (list.go#groupListed). A proxy of one has no group and runs no VRRP: its metadata and seed are what they
-//     were before instances existed.
+//     proxy once with its members (list.go#groupListed). Every instance's metadata records the whole proxy, so
+//     a proxy whose instance 0's domain is gone is read from another instance's (ha_ops.go#orphanedGroup):
+//     Get reports it Degraded with instance 0 Gone, Update makes instance 0 again, Delete removes the rest. A new image rolls over the instances one at a time, instance 0 last: each that
+//     serves hands the address over first (internal/backend/kvm/guest/vrrp.go#Retire), then boots from a new root
+//     disk and is waited for until it serves and its keepalived runs; its metadata records the image last, so an
+//     Update run again after a cut goes on where it stopped (ha_ops.go#Backend.rollImage), and Get names both
+//     volumes while the instances run two (ha.go#mixedBaseVolume). A proxy of one has no group and runs no VRRP:
+//     its metadata and seed are what they were before instances existed.
 //   - Errors: libvirt's codes first (errors.go#codeClasses), text only where QEMU or the host speaks through
 //     libvirt (errors.go#quotaPhrases). A proxy asking for more memory than the host has at all is refused before
 //     anything is made (create.go#checkMemory), and a Quota error says what to free (placement.go#QuotaAdvice,

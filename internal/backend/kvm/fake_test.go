@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,6 +59,17 @@ type fakeHost struct {
 	startsWedged int
 	// agents are the guests' QEMU guest agents, by domain name (fakeagent_test.go).
 	agents map[string]*fakeAgent
+	// rootsDeleted lists, in order, the domains whose root volume was deleted while the domain was defined:
+	// an image roll's new disks. Each such guest boots afresh from its seed (its agent starts over).
+	rootsDeleted []string
+	// rootCreatesUntilCut, when above 0, counts down the root volume creates; the one that brings it to 0
+	// fails as a call the connection dropped before libvirtd saw it.
+	rootCreatesUntilCut int
+	// keepalivedStartsLate is how many times a guest's keepalived answers inactive after the guest's agent
+	// first answers (a new boot), as it starts only once Squid answers. addressOrphaned lists the guests
+	// whose keepalived was stopped while no other guest's ran: the virtual address had nowhere to go.
+	keepalivedStartsLate int
+	addressOrphaned      []string
 	// guestIfaces are the interfaces the guest agent reports, by domain name: how a guest on a host bridge,
 	// where libvirt has no DHCP leases, makes its address known. Without an entry, no agent answers.
 	guestIfaces map[string][]libvirt.DomainInterface
@@ -406,6 +418,11 @@ func (f *fakeHost) StorageVolCreateXML(pool libvirt.StoragePool, x string, _ lib
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if strings.HasSuffix(vx.Name, "-root.qcow2") && f.rootCreatesUntilCut > 0 {
+		if f.rootCreatesUntilCut--; f.rootCreatesUntilCut == 0 {
+			return libvirt.StorageVol{}, io.EOF
+		}
+	}
 	p := f.pools[pool.Name]
 	if _, ok := p.vols[vx.Name]; ok {
 		return libvirt.StorageVol{}, lvErr(libvirt.ErrStorageVolExist, "storage volume '%s' exists already", vx.Name)
@@ -485,6 +502,10 @@ func (f *fakeHost) StorageVolDelete(v libvirt.StorageVol, _ libvirt.StorageVolDe
 		return lvErr(libvirt.ErrOperationInvalid, "Requested operation is not valid: volume '%s' is still in use.", v.Name)
 	}
 	delete(f.pools[v.Pool].vols, v.Name)
+	if name, ok := strings.CutSuffix(v.Name, "-root.qcow2"); ok && f.domains[name] != nil {
+		f.rootsDeleted = append(f.rootsDeleted, name)
+		delete(f.agents, name)
+	}
 	return nil
 }
 
@@ -524,8 +545,17 @@ func (f *fakeHost) NetworkGetDhcpLeases(n libvirt.Network, mac libvirt.OptString
 	f.notify("NetworkGetDhcpLeases")
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	leases := slices.Clone(f.networks[n.Name].leases)
+	// A running guest whose MAC has a reservation on the network takes its reserved address, as from dnsmasq.
+	for _, h := range f.networks[n.Name].hosts {
+		for _, d := range f.domains {
+			if d.state == int32(libvirt.DomainRunning) && strings.Contains(strings.ToLower(d.xml), strings.ToLower(h.MAC)) {
+				leases = append(leases, libvirt.NetworkDhcpLease{Type: int32(libvirt.IPAddrTypeIpv4), Mac: libvirt.OptString{h.MAC}, Ipaddr: h.IP, Expirytime: 1})
+			}
+		}
+	}
 	var out []libvirt.NetworkDhcpLease
-	for _, le := range f.networks[n.Name].leases {
+	for _, le := range leases {
 		if len(mac) == 0 || (len(le.Mac) > 0 && strings.EqualFold(le.Mac[0], mac[0])) {
 			out = append(out, le)
 		}

@@ -57,6 +57,11 @@ type fakeAgent struct {
 	// it be lost on the way back: the agent has forgotten the pid, as the real one does once it reported.
 	loseStatusOf string
 
+	// keepalivedStopped: systemctl stopped keepalived (guest.Retire); keepalivedPending: how many more
+	// times it answers inactive before it runs (fakeHost.keepalivedStartsLate).
+	keepalivedStopped bool
+	keepalivedPending int
+
 	booted   bool
 	files    map[string][]byte
 	enforced map[string][]byte // the squid.conf and htpasswd Squid last (re)loaded
@@ -84,7 +89,7 @@ type fakeExec struct {
 func (f *fakeHost) agent(name string) *fakeAgent {
 	a, ok := f.agents[name]
 	if !ok {
-		a = &fakeAgent{}
+		a = &fakeAgent{keepalivedPending: f.keepalivedStartsLate}
 		f.agents[name] = a
 	}
 	if a.files == nil {
@@ -185,6 +190,15 @@ func (f *fakeHost) QEMUDomainAgentCommand(dom libvirt.Domain, cmd string, _ int3
 		statusOf = a.execs[args.PID].line
 	}
 	ret, fail := a.handle(req.Execute, req.Arguments)
+	if req.Execute == "guest-exec" && strings.Join(execArgv(req.Arguments), " ") == "/bin/systemctl stop keepalived.service" {
+		taken := false
+		for name, peer := range f.agents {
+			taken = taken || name != dom.Name && peer.keepalivedRuns()
+		}
+		if !taken {
+			f.addressOrphaned = append(f.addressOrphaned, dom.Name)
+		}
+	}
 	if st, ok := ret.(map[string]any); ok && a.loseStatusOf != "" && st["exited"] == true && strings.HasPrefix(statusOf, a.loseStatusOf) {
 		a.loseStatusOf = ""
 		return nil, io.EOF
@@ -392,6 +406,17 @@ func (a *fakeAgent) run(argv []string) fakeExec {
 		}
 		a.holding, a.drained = hold, false
 		return fakeExec{}
+	case cmd == strings.Join(guest.Retire(3128)[1], " "):
+		return fakeExec{}
+	case cmd == "/bin/systemctl stop keepalived.service":
+		a.keepalivedStopped = true
+		return fakeExec{}
+	case cmd == "/bin/systemctl is-active --quiet keepalived.service":
+		if !a.keepalivedRuns() {
+			a.keepalivedPending = max(a.keepalivedPending-1, 0)
+			return fakeExec{code: 3}
+		}
+		return fakeExec{}
 	case cmd == strings.Join(guest.ReloadDrain(3128), " "):
 		a.drained = a.holding
 		return fakeExec{}
@@ -427,4 +452,9 @@ func execArgv(raw json.RawMessage) []string {
 	}
 	_ = json.Unmarshal(raw, &args) // a malformed request is the handler's to refuse
 	return append([]string{args.Path}, args.Arg...)
+}
+
+// keepalivedRuns says whether the guest's keepalived runs: booted, started, not stopped.
+func (a *fakeAgent) keepalivedRuns() bool {
+	return a.booted && a.keepalivedPending == 0 && !a.keepalivedStopped
 }

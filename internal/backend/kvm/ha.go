@@ -27,8 +27,9 @@ import (
 //
 // Every instance's metadata records the group (metaHA): which instance it is, the members' names, MACs and
 // addresses, and the virtual address. The domains are defined one after the other, instance 0 first, and
-// deleted in the reverse order, so instance 0 is there whenever another is: Get, Reconfigure and Delete read
-// the group from it. They boot side by side.
+// deleted in the reverse order, so that what the provider leaves has instance 0 whenever it has another: Get,
+// Reconfigure and Delete read the group from it. Should instance 0 be deleted behind the provider's back, Get,
+// Update and Delete read it from another instance (ha_ops.go, orphanedGroup). They boot side by side.
 
 // Bounds of Options.Instances.
 const (
@@ -328,3 +329,18 @@ func memberPlacement(p placement, ha metaHA, i int) placement {
 	p.ha = &mine
 	return p
 }
+
+// mixedBaseMarker joins, in what Get reports as the base volume of a proxy whose instances run different
+// images (an image roll cut short), instance 0's volume to the others'.
+const mixedBaseMarker = " (and "
+
+// mixedBaseVolume is the base volume Get reports for a proxy whose instance 0 runs first and other instances
+// others: no configuration names it, so the next plan updates the proxy, and the update rolls the image the
+// configuration names over every instance.
+func mixedBaseVolume(first string, others []string) string {
+	return first + mixedBaseMarker + strings.Join(others, ", ") + " on some of its instances)"
+}
+
+// IsMixedBaseVolume says whether a base volume Get reported is mixedBaseVolume's: the proxy's instances run
+// different images.
+func IsMixedBaseVolume(volume string) bool { return strings.Contains(volume, mixedBaseMarker) }

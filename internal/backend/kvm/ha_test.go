@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	libvirt "github.com/digitalocean/go-libvirt"
 	"libvirt.org/go/libvirtxml"
@@ -97,6 +99,24 @@ func (x *haFixture) hostsOf() map[string]string {
 		out[h.Name] = h.IP
 	}
 	return out
+}
+
+// checkMadeAgain checks an Update that made one gone instance of the proxy before was again (the fixture's
+// calls counted since the Update began): one domain defined, the proxy Running at its address, every member
+// there and healthy, at its own name and address.
+func (x *haFixture) checkMadeAgain(t *testing.T, updated, before backend.Instance) {
+	t.Helper()
+	if _, per := x.cnt.take(); per["DomainDefineXMLFlags"] != 1 {
+		t.Errorf("Update defined %d domains, want 1 (the gone one)", per["DomainDefineXMLFlags"])
+	}
+	if updated.State != backend.StateRunning || updated.InternalAddress != before.InternalAddress {
+		t.Errorf("Update = %s at %s, want Running at %s", updated.State, updated.InternalAddress, before.InternalAddress)
+	}
+	for i, m := range updated.Members {
+		if m.Gone || !m.Healthy || m.Name != before.Members[i].Name || m.InternalAddress != before.Members[i].InternalAddress {
+			t.Errorf("member %d after Update = %+v, want %s at %s, healthy", i, m, before.Members[i].Name, before.Members[i].InternalAddress)
+		}
+	}
 }
 
 // seedUserData reads the user-data files of the domain's seed volume.
@@ -269,35 +289,90 @@ func TestFakeGroupListAndDelete(t *testing.T) {
 	}
 }
 
-// An instance left without instance 1 (its domain undefined by hand) is listed by its own id, and its Delete
-// removes every instance left and the virtual address's reservation.
-func TestFakeGroupLeftoverInstanceListedAndDeleted(t *testing.T) {
+// Instance 0's domain deleted behind Terraform's back, its volumes with it or left behind, the others there:
+// Get reads the proxy from the others, Degraded at its virtual address with instance 0 Gone; ListByTag lists it
+// once, under its own id (not its instances as leftovers, which garbage collection would delete under a proxy
+// still in use); Update makes instance 0 again at its own reserved address, defining that one domain; or Delete
+// removes every instance, volume and reservation.
+func TestFakeGroupFirstInstanceGone(t *testing.T) {
 	t.Parallel()
-	x := newHAFixture(t)
-	ctx := context.Background()
-	spec := haSpec("uid-ha-5", 2)
-	if _, err := x.b.Create(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	x.f.mu.Lock()
-	delete(x.f.domains, spec.Name)
-	x.f.mu.Unlock()
-	list, err := x.b.ListByTag(ctx, backend.Selector{Owner: "o"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, inst := range list {
-		ids = append(ids, inst.ID.String())
-	}
-	if !strings.Contains(strings.Join(ids, " "), "kvm/h/"+spec.Name+"-2") {
-		t.Fatalf("ListByTag = %v, want instance 2 listed by its own id", ids)
-	}
-	if err := x.b.Delete(ctx, backend.ProviderID{Backend: Kind, Target: "h", Name: spec.Name + "-2"}); err != nil {
-		t.Fatal(err)
-	}
-	if hosts := x.hostsOf(); hosts[spec.Name+"-vip"] != "" || hosts[spec.Name+"-2"] != "" {
-		t.Errorf("reservations after the leftover's Delete = %v, want the group's gone", hosts)
+	for _, tc := range []struct {
+		name             string
+		volumesToo, then string
+	}{
+		{"domain undefined, then update", "", "update"},
+		{"domain and volumes removed, then update", "volumes", "update"},
+		{"domain undefined, then delete", "", "delete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			x := newHAFixture(t)
+			ctx := context.Background()
+			spec := haSpec("uid-ha-first-"+tc.volumesToo+tc.then, 3)
+			// A clock a minute on at each reading: an instance stamped at its own define would show it.
+			var clock sync.Mutex
+			at := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+			x.b.now = func() time.Time {
+				clock.Lock()
+				defer clock.Unlock()
+				at = at.Add(time.Minute)
+				return at
+			}
+			inst, err := x.b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.f.mu.Lock()
+			delete(x.f.domains, spec.Name)
+			if tc.volumesToo != "" {
+				delete(x.f.pools["pool"].vols, rootVolumeName(spec.Name))
+				delete(x.f.pools["pool"].vols, seedVolumeName(spec.Name))
+			}
+			x.f.mu.Unlock()
+			got, err := x.b.Get(ctx, idOf(spec))
+			if err != nil {
+				t.Fatalf("Get with instance 0 gone: %v, want the proxy read from the others", err)
+			}
+			if !got.CreatedAt.Equal(inst.CreatedAt) {
+				t.Errorf("Get with instance 0 gone reads the proxy created at %s, want %s", got.CreatedAt, inst.CreatedAt)
+			}
+			if got.ID != idOf(spec) || got.State != backend.StateDegraded || got.InternalAddress != inst.InternalAddress || len(got.Members) != 3 ||
+				!got.Members[0].Gone || got.Members[1].Gone || !got.Members[1].Healthy || !got.Members[2].Healthy {
+				t.Fatalf("Get with instance 0 gone = %s %s at %s, members %+v; want %s Degraded at %s, instance 0 alone Gone",
+					got.ID, got.State, got.InternalAddress, got.Members, idOf(spec), inst.InternalAddress)
+			}
+			list, err := x.b.ListByTag(ctx, backend.Selector{Owner: "o"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || list[0].ID != idOf(spec) || len(list[0].Members) != 3 || list[0].Members[0].Healthy || !list[0].Members[1].Healthy {
+				t.Errorf("ListByTag = %+v, want the proxy once under %s with instance 0 down", list, idOf(spec))
+			}
+			if tc.then == "delete" {
+				if err := x.b.Delete(ctx, idOf(spec)); err != nil {
+					t.Fatal(err)
+				}
+				x.f.mu.Lock()
+				domains, vols := len(x.f.domains), volNames(x.f)
+				x.f.mu.Unlock()
+				if hosts := x.hostsOf(); domains != 0 || len(vols) != 0 || len(hosts) != 1 {
+					t.Errorf("after Delete: %d domains, volumes %v, reservations %v; want nothing but the other proxy's reservation", domains, vols, hosts)
+				}
+				return
+			}
+			x.cnt.take()
+			updated, err := x.b.Update(ctx, idOf(spec), spec)
+			if err != nil {
+				t.Fatalf("Update: %v", err)
+			}
+			x.checkMadeAgain(t, updated, inst)
+			if !updated.CreatedAt.Equal(inst.CreatedAt) {
+				t.Errorf("Update made instance 0 again created at %s, want the proxy's %s", updated.CreatedAt, inst.CreatedAt)
+			}
+			if hosts := x.hostsOf(); len(hosts) != 5 || hosts[spec.Name] != inst.Members[0].InternalAddress {
+				t.Errorf("reservations after Update = %v, want the group's four and the other proxy's, instance 0 at %s", hosts, inst.Members[0].InternalAddress)
+			}
+		})
 	}
 }
 
@@ -445,18 +520,7 @@ func TestFakeGroupUpdateMakesAGoneMemberAgain(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Update: %v", err)
 			}
-			_, per := x.cnt.take()
-			if per["DomainDefineXMLFlags"] != 1 {
-				t.Errorf("Update defined %d domains, want 1 (the gone one)", per["DomainDefineXMLFlags"])
-			}
-			if updated.State != backend.StateRunning || updated.InternalAddress != inst.InternalAddress {
-				t.Errorf("Update = %s at %s, want Running at %s", updated.State, updated.InternalAddress, inst.InternalAddress)
-			}
-			for i, m := range updated.Members {
-				if m.Gone || !m.Healthy || m.Name != inst.Members[i].Name || m.InternalAddress != inst.Members[i].InternalAddress {
-					t.Errorf("member %d after Update = %+v, want %s at %s, healthy", i, m, inst.Members[i].Name, inst.Members[i].InternalAddress)
-				}
-			}
+			x.checkMadeAgain(t, updated, inst)
 			x.f.mu.Lock()
 			defer x.f.mu.Unlock()
 			for _, m := range inst.Members {
@@ -472,6 +536,201 @@ func TestFakeGroupUpdateMakesAGoneMemberAgain(t *testing.T) {
 				}
 				if got := meta.labels(); got["team"] != "b" {
 					t.Errorf("domain %s after Update has labels %v, want team=b", m.Name, got)
+				}
+			}
+		})
+	}
+}
+
+// addBase puts another base volume into the fake pool, as an image the proxy may be rolled onto.
+func (x *haFixture) addBase(name string) {
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	x.f.pools["pool"].vols[name] = &fakeVol{
+		vol: libvirt.StorageVol{Pool: "pool", Name: name, Key: "/pool/" + name},
+		xml: `<volume><name>` + name + `</name><capacity unit="bytes">1073741824</capacity><target><path>/pool/` + name + `</path><format type="qcow2"/></target></volume>`,
+	}
+}
+
+// rootBacking is the path the member's root volume overlays, and the base volume its metadata records.
+func (x *haFixture) rootBacking(t *testing.T, name string) (backing, recorded string) {
+	t.Helper()
+	x.f.mu.Lock()
+	defer x.f.mu.Unlock()
+	if v, ok := x.f.pools["pool"].vols[rootVolumeName(name)]; ok {
+		var vx libvirtxml.StorageVolume
+		if err := vx.Unmarshal(v.xml); err != nil {
+			t.Fatal(err)
+		}
+		if vx.BackingStore != nil {
+			backing = vx.BackingStore.Path
+		}
+	}
+	if d, ok := x.f.domains[name]; ok {
+		m, err := parseMetadata(d.meta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recorded = m.Placement.BaseVolume
+	}
+	return backing, recorded
+}
+
+// rolledSpec is spec on the base volume next.qcow2 (addBase).
+func rolledSpec(spec backend.Spec) backend.Spec {
+	o := *optionsOf(spec.Placement)
+	o.BaseVolume = "next.qcow2"
+	spec.Placement.Options = &o
+	return spec
+}
+
+// An Update naming another base volume rolls it over a proxy of three, one member at a time, the last first
+// and instance 0 last: each member serving is retired first (its new connections held, drained, keepalived
+// stopped, in that order), then gets a new root disk over the new volume, boots afresh from its seed (its
+// guest's files again) and is waited for until its keepalived runs, before the next is touched. The members
+// keep their domains and addresses. An Update run again changes nothing.
+func TestFakeGroupImageRolledOneAtATime(t *testing.T) {
+	t.Parallel()
+	x := newHAFixture(t)
+	ctx := context.Background()
+	spec := haSpec("uid-ha-roll", 3)
+	optionsOf(spec.Placement).WaitForAddress, optionsOf(spec.Placement).WaitForProxy = true, true
+	inst, err := x.b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.addBase("next.qcow2")
+	x.f.mu.Lock()
+	x.f.keepalivedStartsLate = 2
+	before := map[string]*fakeAgent{}
+	for _, m := range inst.Members {
+		before[m.Name] = x.f.agent(m.Name)
+	}
+	x.f.mu.Unlock()
+
+	updated, err := x.b.Update(ctx, idOf(spec), rolledSpec(spec))
+	if err != nil {
+		t.Fatalf("Update onto next.qcow2: %v", err)
+	}
+	want := []string{inst.Members[2].Name, inst.Members[1].Name, inst.Members[0].Name}
+	x.f.mu.Lock()
+	order, orphaned := slices.Clone(x.f.rootsDeleted), slices.Clone(x.f.addressOrphaned)
+	x.f.mu.Unlock()
+	if !slices.Equal(order, want) {
+		t.Errorf("root disks made again in the order %v, want %v", order, want)
+	}
+	if len(orphaned) != 0 {
+		t.Errorf("keepalived was stopped in %v while no other member's ran: the virtual address had nowhere to go", orphaned)
+	}
+	retire := guest.Retire(3128)
+	for i, m := range inst.Members {
+		if backing, recorded := x.rootBacking(t, m.Name); backing != "/pool/next.qcow2" || recorded != "next.qcow2" {
+			t.Errorf("member %s: root disk over %q, metadata records %q; want both next.qcow2", m.Name, backing, recorded)
+		}
+		x.f.mu.Lock()
+		ran := before[m.Name].ran
+		fresh := x.f.agents[m.Name]
+		x.f.mu.Unlock()
+		var last []string
+		for _, argv := range ran {
+			line := strings.Join(argv, " ")
+			for _, r := range retire {
+				if line == strings.Join(r, " ") {
+					last = append(last, line)
+				}
+			}
+		}
+		if len(last) != len(retire) || last[0] != strings.Join(retire[0], " ") || last[2] != strings.Join(retire[2], " ") {
+			t.Errorf("member %s ran the retirement %q, want %q in order", m.Name, last, retire)
+		}
+		if fresh == nil || fresh == before[m.Name] || !fresh.booted || fresh.keepalivedStopped {
+			t.Errorf("member %s: its guest did not boot afresh with keepalived running", m.Name)
+		}
+		if updated.Members[i].Name != m.Name || updated.Members[i].InternalAddress != m.InternalAddress || !updated.Members[i].Healthy {
+			t.Errorf("member %d after the roll = %+v, want %s at %s, healthy", i, updated.Members[i], m.Name, m.InternalAddress)
+		}
+	}
+	if updated.State != backend.StateRunning || updated.InternalAddress != inst.InternalAddress || optionsOf(updated.Placement).BaseVolume != "next.qcow2" {
+		t.Errorf("Update = %s at %s on %q, want Running at %s on next.qcow2", updated.State, updated.InternalAddress, optionsOf(updated.Placement).BaseVolume, inst.InternalAddress)
+	}
+
+	x.cnt.take()
+	if _, err := x.b.Update(ctx, idOf(spec), rolledSpec(spec)); err != nil {
+		t.Fatal(err)
+	}
+	_, per := x.cnt.take()
+	for _, changing := range []string{"DomainDestroyFlags", "StorageVolDelete", "StorageVolCreateXML", "DomainCreate"} {
+		if per[changing] != 0 {
+			t.Errorf("an Update asking for the image the proxy runs called %s %d times", changing, per[changing])
+		}
+	}
+}
+
+// A roll cut at the second member's new disk leaves the last member rolled, the second stopped without a
+// disk and instance 0 untouched: Get reads the proxy Degraded on a base volume no configuration names (both
+// volumes), and the next Update finishes the roll without touching the member already rolled. A Delete after
+// the cut leaves nothing of the proxy.
+func TestFakeGroupImageRollCut(t *testing.T) {
+	t.Parallel()
+	for _, then := range []string{"update", "delete"} {
+		t.Run(then, func(t *testing.T) {
+			t.Parallel()
+			x := newHAFixture(t)
+			ctx := context.Background()
+			spec := haSpec("uid-ha-roll-cut-"+then, 3)
+			inst, err := x.b.Create(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			x.addBase("next.qcow2")
+			x.f.mu.Lock()
+			x.f.rootCreatesUntilCut = 2
+			x.f.mu.Unlock()
+			if _, err := x.b.Update(ctx, idOf(spec), rolledSpec(spec)); err == nil {
+				t.Fatal("Update succeeded through a cut connection")
+			}
+			got, err := x.b.Get(ctx, idOf(spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base := optionsOf(got.Placement).BaseVolume; base != "base.qcow2 (and next.qcow2 on some of its instances)" || !IsMixedBaseVolume(base) {
+				t.Errorf("Get after the cut reads base volume %q, want both named", base)
+			}
+			if got.State != backend.StateDegraded || got.Members[1].Healthy || !got.Members[0].Healthy || !got.Members[2].Healthy {
+				t.Errorf("Get after the cut = %s, members %+v; want Degraded, the second alone down", got.State, got.Members)
+			}
+			if then == "delete" {
+				if err := x.b.Delete(ctx, idOf(spec)); err != nil {
+					t.Fatal(err)
+				}
+				x.f.mu.Lock()
+				left := volNames(x.f)
+				x.f.mu.Unlock()
+				if !slices.Equal(left, []string{"next.qcow2"}) || len(x.hostsOf()) != 1 {
+					t.Errorf("after Delete: volumes %v (want next.qcow2 alone, an image), reservations %v (want the fixture's other proxy's alone)", left, x.hostsOf())
+				}
+				return
+			}
+			x.f.mu.Lock()
+			x.f.rootsDeleted = nil
+			x.f.mu.Unlock()
+			updated, err := x.b.Update(ctx, idOf(spec), rolledSpec(spec))
+			if err != nil {
+				t.Fatalf("Update after the cut: %v", err)
+			}
+			x.f.mu.Lock()
+			order := slices.Clone(x.f.rootsDeleted)
+			x.f.mu.Unlock()
+			if want := []string{inst.Members[0].Name}; !slices.Equal(order, want) {
+				// The second member's disk was deleted before the cut: made again, not deleted again.
+				t.Errorf("root disks deleted by the Update after the cut: %v, want %v", order, want)
+			}
+			if updated.State != backend.StateRunning || optionsOf(updated.Placement).BaseVolume != "next.qcow2" {
+				t.Errorf("Update after the cut = %s on %q, want Running on next.qcow2", updated.State, optionsOf(updated.Placement).BaseVolume)
+			}
+			for _, m := range inst.Members {
+				if backing, recorded := x.rootBacking(t, m.Name); backing != "/pool/next.qcow2" || recorded != "next.qcow2" {
+					t.Errorf("member %s: root disk over %q, metadata records %q; want both next.qcow2", m.Name, backing, recorded)
 				}
 			}
 		})

@@ -223,7 +223,7 @@ func TestFakeImageURLFailuresLeaveNothing(t *testing.T) {
 				cut := s.cutAfter(10)
 				return func(w http.ResponseWriter, _ *http.Request) { cut(w) }
 			}},
-		"server goes quiet": {class: backend.ClassTransient, want: []string{"broke off after 300000 of 600000 bytes", "no data received for 100ms", "deleted again"},
+		"server goes quiet": {class: backend.ClassTransient, want: []string{"broke off after 300000 of 600000 bytes", "no data received for 2s", "deleted again"},
 			fault: func(s *imageServer) func(http.ResponseWriter, *http.Request) {
 				return func(w http.ResponseWriter, r *http.Request) {
 					data, _ := os.ReadFile(s.path)
@@ -262,7 +262,9 @@ func TestFakeImageURLFailuresLeaveNothing(t *testing.T) {
 			}
 			f := newFakeHost()
 			b, _ := fakeBackend(f)
-			b.downloadIdle = 100 * time.Millisecond // the quiet server never sends again: any limit ends it
+			// The quiet server never sends again: any limit ends it. The limit also bounds the wait for the
+			// first answer, which 100 ms was too short for under the load of a cold make test.
+			b.downloadIdle = 2 * time.Second
 			srv := serveImage(t, path)
 			if tc.fault != nil {
 				answer := tc.fault(srv)

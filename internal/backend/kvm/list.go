@@ -71,37 +71,49 @@ type listed struct {
 	domain bool
 }
 
-// groupListed reports what listHost found: each proxy of one as before; a proxy of several instances whose
-// instance 0's domain is there as one instance with its members (each healthy when its domain runs: a list
-// asks no guest); an instance whose instance 0 is gone by its own id, for Delete to remove with the rest of
-// its group.
+// groupListed reports what listHost found: each proxy of one as before; a proxy of several instances as one
+// instance with its members (each healthy when its domain runs: a list asks no guest), under its own id, from
+// instance 0's metadata or, when instance 0's domain is gone, from its lowest-numbered instance whose domain is
+// there (Get reads such a proxy so, and Update makes instance 0 again); an instance of a group none of whose
+// domains is left (only seed volumes) by its own id, for Delete to remove.
 func groupListed(host string, found []listed) []backend.Instance {
-	groups := map[string][]listed{}
+	primaries := map[string]listed{}
 	for _, f := range found {
-		if f.m.HA != nil && f.domain && f.m.HA.Index == 0 && f.m.Name == f.m.HA.Proxy {
-			groups[f.m.Name] = nil
+		if f.m.HA == nil || !f.domain || f.m.HA.Index >= len(f.m.HA.Members) || f.m.HA.Members[f.m.HA.Index].Name != f.m.Name {
+			continue
+		}
+		if p, ok := primaries[f.m.HA.Proxy]; !ok || f.m.HA.Index < p.m.HA.Index {
+			primaries[f.m.HA.Proxy] = f
 		}
 	}
+	groups := map[string][]listed{}
 	for _, f := range found {
 		if f.m.HA == nil {
 			continue
 		}
-		if _, ok := groups[f.m.HA.Proxy]; ok {
+		if _, ok := primaries[f.m.HA.Proxy]; ok {
 			groups[f.m.HA.Proxy] = append(groups[f.m.HA.Proxy], f)
 		}
 	}
 	var out []backend.Instance
 	for _, f := range found {
-		switch {
-		case f.m.HA == nil:
+		switch p, grouped := primaries[haProxy(f.m)]; {
+		case f.m.HA == nil || !grouped:
 			out = append(out, f.m.instance(host, f.state))
-		case groups[f.m.HA.Proxy] == nil:
-			out = append(out, f.m.instance(host, f.state)) // its instance 0 is gone
-		case f.domain && f.m.HA.Index == 0 && f.m.Name == f.m.HA.Proxy:
-			out = append(out, groupInstance(host, f, groups[f.m.HA.Proxy]))
+		case f.domain && f.m.Name == p.m.Name:
+			p.m = p.m.asInstanceZero()
+			out = append(out, groupInstance(host, p, groups[f.m.HA.Proxy]))
 		}
 	}
 	return out
+}
+
+// haProxy is the proxy whose instance m is, "" for a proxy of one.
+func haProxy(m metadata) string {
+	if m.HA == nil {
+		return ""
+	}
+	return m.HA.Proxy
 }
 
 // groupInstance is ListByTag's report of a proxy of several instances from its instances found.

@@ -27,9 +27,10 @@ const failoverBound = 30 * time.Second
 // TestLiveFailoverVRRP boots a proxy of two instances from the project's image (side by side), checks that
 // clients reach it at its virtual address, then, with a client in the test namespace sending a request
 // through the virtual address every 100 ms: changes its rules in place (Reconfigure, one instance at a time),
-// during which no request may fail; and destroys the VM holding the address and measures how long until
-// requests succeed again: the other VM must take the address and serve. Get then reports the proxy Degraded,
-// the destroyed VM as the unhealthy member.
+// during which no request may fail; rolls a new image over it (Update, one instance at a time, each booting
+// from a new root disk), during which no request may fail either; and destroys the VM holding the address and
+// measures how long until requests succeed again: the other VM must take the address and serve. Get then
+// reports the proxy Degraded, the destroyed VM as the unhealthy member.
 func TestLiveFailoverVRRP(t *testing.T) {
 	parallelBoot(t)
 	spec := bootedSpec(t, testOwner())
@@ -37,9 +38,19 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	b.pollInterval = 2 * time.Second
 	upstreamPort := serveUpstreamInNetns(t)
 	optionsOf(spec.Placement).Instances = 2
-	spec.Proxy.AllowedDestinations = []string{"allowed.test"}
+	// The upstream's name, in the network's DNS (the guests' resolver): a name in a guest's own /etc/hosts
+	// would not outlive the new root disk of the image roll.
+	upstream := "failover-" + spec.UID[:8] + ".test"
+	nameOnNetwork(t, b, upstream, liveGateway)
+	spec.Proxy.AllowedDestinations = []string{upstream}
 	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
 	id := idOf(spec)
+	// The volume the image roll moves the proxy onto, made once the proxy's image is in the pool: deleted after
+	// the proxy (cleanups run last first), which its root disks overlay by then.
+	rolledBase := "egress-roll-" + spec.UID[:8] + ".qcow2"
+	t.Cleanup(func() {
+		inspect(t, b, func(l api) error { return deleteVolume(l, b.hosts[liveHost].Pool, rolledBase) })
+	})
 	inst, _ := createBooted(t, b, spec, 25*time.Minute) // the two side by side, until both health endpoints answered
 	if len(inst.Members) != 2 || inst.State != backend.StateRunning {
 		t.Fatalf("Create = %s with members %+v, want Running with two healthy members", inst.State, inst.Members)
@@ -63,11 +74,6 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	if !answered {
 		t.Fatalf("the proxy did not answer at its virtual address %s right after Create", vip)
 	}
-	// Name the upstream in each guest (its own /etc/hosts, which Squid reads on every reload).
-	for _, m := range inst.Members {
-		runInGuest(t, b, m.Name, "/bin/sh", "-c", "grep -q allowed.test /etc/hosts || echo '"+liveGateway+" allowed.test' >> /etc/hosts; "+squidBin+" -k reconfigure")
-	}
-
 	client := &http.Client{
 		// Long enough for an answer of a guest under emulation on a machine loaded by make test's other VMs (one
 		// took 20 s for a 407 there): a failure here is an error or a refusal, not slowness. Requests to the
@@ -85,7 +91,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 			DisableKeepAlives: true, // every request a new connection, as a fleet's clients make them
 		},
 	}
-	target := fmt.Sprintf("http://allowed.test:%d/", upstreamPort)
+	target := fmt.Sprintf("http://%s:%d/", upstream, upstreamPort)
 	get := func() error {
 		resp, err := client.Get(target)
 		if err != nil {
@@ -98,7 +104,6 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		return nil
 	}
 	ok := func() bool { return get() == nil }
-	// Squid's reload of the names just given takes a moment in the guest.
 	waitFor(t, time.Minute, "a request through the virtual address "+vip+" to succeed", ok)
 	// Both instances run keepalived (each starts it after its Squid answers): the one without the address is
 	// the backup the failover needs.
@@ -119,7 +124,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 
 	// The client loop, bounded in count and time: a request starts every 100 ms, each on a new connection and
 	// in its own goroutine, so a request hanging on the lost VM does not hold back the next. While capped (the
-	// in-place change), a tick with changeInFlight requests still in flight starts none: a guest under
+	// in-place change, the image roll), a tick with changeInFlight requests still in flight starts none: a guest under
 	// emulation on a loaded machine may serve fewer than ten a second, and an open loop would then queue
 	// requests until they time out, which would measure the machine, not the change.
 	const changeInFlight = 4
@@ -144,7 +149,7 @@ func TestLiveFailoverVRRP(t *testing.T) {
 		defer flying.Wait()
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for i := 0; i < 6000; i++ { // at most 10 minutes of requests
+		for i := 0; i < 18000; i++ { // at most 30 minutes of requests
 			select {
 			case <-stop:
 				return
@@ -183,56 +188,108 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	// Requests succeed before anything is changed.
 	waitFor(t, time.Minute, "the client loop's first success", func() bool { _, ok := succeeded(time.Time{}); return ok })
 
+	// underTraffic runs change while requests go on, capped, and fails the test for every request started
+	// during it that failed.
+	underTraffic := func(what string, change func()) {
+		capped.Store(true)
+		started := time.Now()
+		t.Logf("the %s starts at %s UTC", what, started.UTC().Format(time.StampMilli))
+		change()
+		ended := time.Now()
+		capped.Store(false)
+		t.Logf("%s under traffic: %s; %s holds the virtual address now", what, ended.Sub(started).Round(100*time.Millisecond), vipHolder(t, b, inst.Members, vip))
+		waitFor(t, time.Minute, "the requests started during the "+what+" to end", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, r := range results {
+				if r.ended.IsZero() && !r.started.After(ended) {
+					return false
+				}
+			}
+			return true
+		})
+		// What keepalived did on each instance meanwhile (the address moving, a failed track script): the first
+		// thing to read when a request failed.
+		for _, m := range inst.Members {
+			t.Logf("keepalived on %s during the %s:\n%s", m.Name, what, outputInGuestAnyStatus(t, b, m.Name, "/bin/journalctl", "--no-pager", "-o", "short-precise",
+				"-u", "keepalived.service", "--since", "-"+strconv.Itoa(int(time.Since(started).Seconds())+5)+"s"))
+		}
+		var during, failedDuring int
+		var slowest time.Duration
+		mu.Lock()
+		for _, r := range results {
+			if r.started.Before(started) || r.started.After(ended) {
+				continue
+			}
+			during++
+			slowest = max(slowest, r.ended.Sub(r.started))
+			if r.err != nil {
+				failedDuring++
+				t.Errorf("a request started %s into the %s failed after %s: %v", r.started.Sub(started).Round(10*time.Millisecond), what, r.ended.Sub(r.started).Round(10*time.Millisecond), r.err)
+			}
+		}
+		mu.Unlock()
+		t.Logf("%s: %d of %d requests through the virtual address during it failed; the slowest took %s; %d ticks started none, %d requests being in flight",
+			strings.ToUpper(what), failedDuring, during, slowest.Round(10*time.Millisecond), skippedCapped.Swap(0), changeInFlight)
+		if during == 0 {
+			t.Errorf("no request was sent during the %s: the test measured nothing", what)
+		}
+	}
+
 	// An in-place rule change under that traffic, one instance after the other: a reload closes Squid's
 	// listening port for a moment, and the instance holds new connections meanwhile (and keeps the virtual
 	// address), so no request through it fails.
 	changed := spec.Proxy
 	changed.AllowedDestinations = append(slices.Clone(spec.Proxy.AllowedDestinations), "other.test")
-	capped.Store(true)
-	changing := time.Now()
-	t.Logf("the in-place change starts at %s UTC", changing.UTC().Format(time.StampMilli))
-	if _, err := b.Reconfigure(ctxFor(t, callLimit), id, changed); err != nil {
-		t.Fatalf("Reconfigure under traffic: %v", err)
-	}
-	changeEnded := time.Now()
-	capped.Store(false)
-	t.Logf("Reconfigure of the two instances under traffic: %s; %s holds the virtual address now", changeEnded.Sub(changing).Round(100*time.Millisecond), vipHolder(t, b, inst.Members, vip))
-	waitFor(t, time.Minute, "the requests started during the change to end", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range results {
-			if r.ended.IsZero() && !r.started.After(changeEnded) {
-				return false
-			}
+	underTraffic("in-place change", func() {
+		if _, err := b.Reconfigure(ctxFor(t, callLimit), id, changed); err != nil {
+			t.Fatalf("Reconfigure under traffic: %v", err)
 		}
-		return true
 	})
-	// What keepalived did on each instance during the change (the address moving, a failed track script): the
-	// first thing to read when a request failed.
+
+	// A new image rolled over the two instances under the same traffic: each in turn hands the virtual address
+	// over (new connections held, those in progress drained, keepalived stopped), gets a new root disk and boots
+	// from it, while the other serves, so no request fails. The new image is a volume over the proxy's own,
+	// with its content: a new volume, which the instances boot from as from any other.
+	proxyBase := optionsOf(inst.Placement).BaseVolume
+	inspect(t, b, func(l api) error {
+		pool, err := activePool(l, b.hosts[liveHost].Pool)
+		if err != nil {
+			return err
+		}
+		base, err := lookupBase(l, pool.pool, proxyBase)
+		if err != nil {
+			return err
+		}
+		return createRoot(l, pool.pool, rolledBase, base, base.capacity)
+	})
+	boots := map[string]string{}
 	for _, m := range inst.Members {
-		t.Logf("keepalived on %s during the change:\n%s", m.Name, outputInGuestAnyStatus(t, b, m.Name, "/bin/journalctl", "--no-pager", "-o", "short-precise",
-			"-u", "keepalived.service", "--since", "-"+strconv.Itoa(int(time.Since(changing).Seconds())+5)+"s"))
+		boots[m.Name] = outputInGuest(t, b, m.Name, "/bin/cat", "/proc/sys/kernel/random/boot_id")
 	}
-	var during, failedDuring int
-	var slowest time.Duration
-	mu.Lock()
-	for _, r := range results {
-		if r.started.Before(changing) || r.started.After(changeEnded) {
-			continue
+	rolled := spec
+	rolledOptions := *optionsOf(spec.Placement)
+	rolledOptions.ImageFile, rolledOptions.BaseVolume = "", rolledBase
+	rolled.Placement.Options = &rolledOptions
+	rolled.Proxy = changed
+	underTraffic("image roll", func() {
+		got, err := b.Update(ctxFor(t, 25*time.Minute), id, rolled)
+		if err != nil {
+			t.Fatalf("Update onto %s under traffic: %v", rolledBase, err)
 		}
-		during++
-		slowest = max(slowest, r.ended.Sub(r.started))
-		if r.err != nil {
-			failedDuring++
-			t.Errorf("a request started %s into the change failed after %s: %v", r.started.Sub(changing).Round(10*time.Millisecond), r.ended.Sub(r.started).Round(10*time.Millisecond), r.err)
+		if base := optionsOf(got.Placement).BaseVolume; base != rolledBase || got.State != backend.StateRunning {
+			t.Errorf("Update onto %s = %s on %q, want Running on it", rolledBase, got.State, base)
+		}
+		for _, n := range got.Notes {
+			t.Logf("note of the roll: %s", n)
+		}
+	})
+	for _, m := range inst.Members {
+		if now := outputInGuest(t, b, m.Name, "/bin/cat", "/proc/sys/kernel/random/boot_id"); now == boots[m.Name] {
+			t.Errorf("%s did not boot again in the image roll (boot id %s)", m.Name, strings.TrimSpace(now))
 		}
 	}
-	mu.Unlock()
-	t.Logf("IN-PLACE CHANGE: %d of %d requests through the virtual address during the change failed; the slowest took %s; %d ticks started none, %d requests being in flight",
-		failedDuring, during, slowest.Round(10*time.Millisecond), skippedCapped.Load(), changeInFlight)
-	if during == 0 {
-		t.Error("no request was sent during the change: the test measured nothing")
-	}
+
 	// The address may be moving as the change ends (a VM that gave it up while its Squid reloaded on a loaded
 	// host takes three missed advertisements to be replaced): wait for a holder rather than look once.
 	waitFor(t, 2*time.Minute, "an instance to hold the virtual address after the change", func() bool {
@@ -304,6 +361,22 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	if got, err := b.Get(ctxFor(t, callLimit), id); err != nil || got.State != backend.StateFailed {
 		t.Errorf("Get with no instance serving = %s (%v), want Failed", got.State, err)
 	}
+}
+
+// nameOnNetwork gives name the address ip in the DNS of the test host's network, which its guests resolve
+// through, until the test ends.
+func nameOnNetwork(t *testing.T, b *Backend, name, ip string) {
+	t.Helper()
+	entry := fmt.Sprintf("<host ip='%s'><hostname>%s</hostname></host>", ip, name)
+	update := func(l api, cmd libvirt.NetworkUpdateCommand) error {
+		n, err := l.NetworkLookupByName(b.hosts[liveHost].Network)
+		if err != nil {
+			return err
+		}
+		return l.NetworkUpdateCompat(n, cmd, libvirt.NetworkSectionDNSHost, -1, entry, libvirt.NetworkUpdateAffectLive)
+	}
+	inspect(t, b, func(l api) error { return update(l, libvirt.NetworkUpdateCommandAddLast) })
+	t.Cleanup(func() { inspect(t, b, func(l api) error { return update(l, libvirt.NetworkUpdateCommandDelete) }) })
 }
 
 // vipHolder asks the guests, through their agents, which holds vip: the members' names, or names given.

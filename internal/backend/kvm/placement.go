@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
 )
@@ -20,6 +21,9 @@ type placement struct {
 	slirp bool
 	// ha, for one instance of a proxy of several, is the group recorded in its metadata (ha.go).
 	ha *metaHA
+	// created, when set, is the creation time the metadata records instead of the time of the define: the
+	// proxy's, which every instance of a proxy of several records, and an instance made again keeps.
+	created time.Time
 }
 
 // Defaults of a proxy VM's size: Squid for a few clients fits comfortably. The provider's schema shows

@@ -36,15 +36,19 @@ const (
 // ReloadHold is the commands, each a program and its arguments run in the guest, that start a hold of new
 // connections to port. Run again, they start it afresh.
 func ReloadHold(port int) [][]string {
+	return [][]string{{"/usr/bin/touch", ReloadMarkerPath}, {nftBin, holdRules(port)}}
+}
+
+// holdRules is the nft script that starts a hold of new connections to port (ReloadHold, Retire).
+func holdRules(port int) string {
 	// The table is made, emptied (deleted and made again, as Debian 12's nft has no `destroy`) and filled in
 	// one nft run, which applies as one transaction. Priority -10 runs before the backstop's filter chain; a
 	// drop in any base chain is final.
-	rules := fmt.Sprintf("add table inet %[1]s; delete table inet %[1]s; add table inet %[1]s; "+
+	return fmt.Sprintf("add table inet %[1]s; delete table inet %[1]s; add table inet %[1]s; "+
 		"add set inet %[1]s ports { type inet_service; flags timeout; }; "+
 		"add chain inet %[1]s input { type filter hook input priority -10; policy accept; }; "+
 		`add rule inet %[1]s input iifname != "lo" tcp dport @ports tcp flags & (syn | ack) == syn drop; `+
 		"add element inet %[1]s ports { %[2]d timeout %[3]ds }", ReloadHoldTable, port, ReloadHoldSeconds)
-	return [][]string{{"/usr/bin/touch", ReloadMarkerPath}, {nftBin, rules}}
 }
 
 // ReloadDrainTries bounds ReloadDrain's wait, in tenths of a second: long enough for a Squid under emulation to

@@ -223,3 +223,39 @@ RestartSec=2
 // KeepalivedIfMissing installs keepalived on an image that lacks it (the project's image has it), then
 // enables and starts it: a fixed line with no user value and no quote (single-quoted in YAML).
 const KeepalivedIfMissing = "command -v keepalived >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y keepalived; }; systemctl enable keepalived && systemctl restart keepalived"
+
+// A member is retired before the provider stops it to give it a new root disk (an image rolled over the proxy,
+// one member at a time). Stopped as it is, the member holding the virtual address would reset every connection
+// it serves, and its clients' new connections would find no one until a peer missed three advertisements.
+// Retire's commands, run in the member in order, hand the address over instead:
+//
+//   - new connections to the proxy port are held as for a reload (holdRules): their SYNs are dropped, so
+//     the clients' kernels send them again a second or more later;
+//   - RetireDrainScript waits until no connection to the proxy port is established any more, so requests in
+//     progress end where they started (a client that keeps an idle connection open holds it until the bound);
+//   - keepalived stops, which makes it send an advertisement of priority 0 and drop the address: a peer takes
+//     it at once, and the held clients' SYNs, sent again, reach that peer.
+//
+// The commands change nothing that outlives the member's root disk, which the provider replaces next.
+
+// RetireDrainTries bounds RetireDrainScript's wait, in tenths of a second: a request of a client on a loaded
+// machine through an emulated VM ends well within it, and the held clients' third SYN (about 7 s after the
+// first) still comes after it.
+const RetireDrainTries = 60
+
+// Retire is the commands that hand the virtual address over before the member is stopped; the second exits 1
+// when connections are still established after RetireDrainTries tenths of a second, which the provider notes
+// and goes on from.
+func Retire(port int) [][]string {
+	return [][]string{
+		{nftBin, holdRules(port)},
+		{"/bin/sh", "-c", retireDrainScript(port, RetireDrainTries)},
+		{"/bin/systemctl", "stop", "keepalived.service"},
+	}
+}
+
+// retireDrainScript polls ss until no TCP connection to port is established, at most tries times.
+func retireDrainScript(port, tries int) string {
+	return fmt.Sprintf(`i=0; while [ -n "$(/bin/ss -Htn state established "( sport = :%d )")" ]; do `+
+		`i=$((i + 1)); [ "$i" -ge %d ] && exit 1; sleep 0.1; done`, port, tries)
+}

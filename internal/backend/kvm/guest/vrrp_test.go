@@ -246,11 +246,10 @@ func TestUserDataForVRRP(t *testing.T) {
 	}
 }
 
-// ReloadDrain's script, run with the host's ss and awk (the image's are the same Debian packages) in a network
-// namespace of the test's own: it waits while connections wait in the port's accept queue, gives up after its
-// tries, and ends as soon as the queue is empty.
-func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
-	t.Parallel()
+// inOwnLoopback runs fn in a network namespace of the test's own with its loopback up; without root, which
+// that needs, the test is skipped.
+func inOwnLoopback(t *testing.T, fn func()) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a network namespace of its own (make test runs as root)")
 	}
@@ -259,6 +258,16 @@ func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
 			t.Errorf("ip link set lo up: %v\n%s", err, out)
 			return
 		}
+		fn()
+	})
+}
+
+// ReloadDrain's script, run with the host's ss and awk (the image's are the same Debian packages) in a network
+// namespace of the test's own: it waits while connections wait in the port's accept queue, gives up after its
+// tries, and ends as soon as the queue is empty.
+func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
+	t.Parallel()
+	inOwnLoopback(t, func() {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Errorf("listen: %v", err)
@@ -308,4 +317,78 @@ func TestReloadDrainWaitsForTheAcceptQueue(t *testing.T) {
 			t.Errorf("accept: %v", err)
 		}
 	})
+}
+
+// Retire's drain, run with the host's ss in a network namespace of the test's own: it ends at once with no
+// connection established to the port, waits while one is, gives up after its tries, and ends once the last one
+// closes. A connection to another port does not hold it.
+func TestRetireDrainWaitsForEstablishedConnections(t *testing.T) {
+	t.Parallel()
+	inOwnLoopback(t, func() {
+		listen := func() (net.Listener, int) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatalf("listen: %v", err)
+			}
+			addr, ok := l.Addr().(*net.TCPAddr)
+			if !ok {
+				t.Fatalf("listener address %v is not TCP", l.Addr())
+			}
+			return l, addr.Port
+		}
+		proxy, port := listen()
+		defer func() { _ = proxy.Close() }()
+		other, _ := listen()
+		defer func() { _ = other.Close() }()
+		drain := func(tries int) error { return exec.Command("sh", "-c", retireDrainScript(port, tries)).Run() }
+		if err := drain(5); err != nil {
+			t.Errorf("with nothing established: %v, want exit 0", err)
+		}
+		elsewhere, err := net.Dial("tcp", other.Addr().String())
+		if err != nil {
+			t.Errorf("dial: %v", err)
+			return
+		}
+		defer func() { _ = elsewhere.Close() }()
+		if err := drain(5); err != nil {
+			t.Errorf("with a connection to another port only: %v, want exit 0", err)
+		}
+		client, err := net.Dial("tcp", proxy.Addr().String())
+		if err != nil {
+			t.Errorf("dial: %v", err)
+			return
+		}
+		served, err := proxy.Accept()
+		if err != nil {
+			t.Errorf("accept: %v", err)
+			return
+		}
+		if err := drain(5); err == nil {
+			t.Error("with a connection established to the port: exit 0, want 1 after its tries")
+		}
+		// The connection closes while the script waits: it ends within its tries.
+		go func() { _ = client.Close(); _ = served.Close() }()
+		if err := drain(600); err != nil {
+			t.Errorf("with the connection closed: %v, want exit 0", err)
+		}
+	})
+}
+
+// Retire holds the port as a reload does, drains, then stops keepalived: in that order, since the address
+// moving first would reset the connections the drain waits for.
+func TestRetireOrder(t *testing.T) {
+	t.Parallel()
+	cmds := Retire(3130)
+	if len(cmds) != 3 {
+		t.Fatalf("Retire = %q, want three commands", cmds)
+	}
+	if hold := ReloadHold(3130)[1]; strings.Join(cmds[0], " ") != strings.Join(hold, " ") {
+		t.Errorf("first command %q, want the reload's hold %q", cmds[0], hold)
+	}
+	if !strings.Contains(cmds[1][2], "sport = :3130") {
+		t.Errorf("second command %q does not drain port 3130", cmds[1])
+	}
+	if got := strings.Join(cmds[2], " "); got != "/bin/systemctl stop keepalived.service" {
+		t.Errorf("last command %q, want keepalived stopped", got)
+	}
 }
