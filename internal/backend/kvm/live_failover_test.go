@@ -1,6 +1,7 @@
 package kvm
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	libvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/egress-proxies/terraform-provider-egress/internal/backend"
+	"github.com/egress-proxies/terraform-provider-egress/internal/backend/kvm/guest"
+	"github.com/egress-proxies/terraform-provider-egress/internal/testing/testutil"
 )
 
 // failoverBound is what TestLiveFailoverVRRP asserts of the time from the destruction of the VM holding the
@@ -42,8 +45,9 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	// would not outlive the new root disk of the image roll.
 	upstream := "failover-" + spec.UID[:8] + ".test"
 	nameOnNetwork(t, b, upstream, liveGateway)
+	held := serveHeldInNetns(t)
 	spec.Proxy.AllowedDestinations = []string{upstream}
-	spec.Proxy.AllowedPorts = []int{443, upstreamPort}
+	spec.Proxy.AllowedPorts = []int{443, upstreamPort, held.port}
 	id := idOf(spec)
 	// The volume the image roll moves the proxy onto, made once the proxy's image is in the pool: deleted after
 	// the proxy (cleanups run last first), which its root disks overlay by then.
@@ -272,6 +276,33 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	rolledOptions.ImageFile, rolledOptions.BaseVolume = "", rolledBase
 	rolled.Placement.Options = &rolledOptions
 	rolled.Proxy = changed
+	// A request in flight on the VM holding the address when the roll reaches it: the upstream holds its answer
+	// until that VM holds new connections (its retirement has begun: the drain waits for this request), or until
+	// the VM stops. Answered then, it must succeed: stopped with it in flight, the VM would lose it.
+	holder = vipHolder(t, b, inst.Members, vip)
+	heldResult := make(chan error, 1)
+	// Its own client: the request waits while the VMs before the holder boot again, longer than the loop's
+	// requests may take.
+	heldClient := &http.Client{Timeout: 20 * time.Minute, Transport: client.Transport}
+	go func() {
+		resp, err := heldClient.Get(fmt.Sprintf("http://%s:%d/", upstream, held.port))
+		if err == nil {
+			_ = resp.Body.Close() // only the status matters
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		heldResult <- err
+	}()
+	select {
+	case <-held.arrived:
+	case err := <-heldResult:
+		t.Fatalf("the request to hold across the roll ended before the upstream held it: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the request to hold across the roll did not reach the upstream within a minute")
+	}
+	releasedBy := make(chan string, 1)
+	go func() { releasedBy <- releaseOnRetirement(b, holder, held.release) }()
 	underTraffic("image roll", func() {
 		got, err := b.Update(ctxFor(t, 25*time.Minute), id, rolled)
 		if err != nil {
@@ -284,6 +315,10 @@ func TestLiveFailoverVRRP(t *testing.T) {
 			t.Logf("note of the roll: %s", n)
 		}
 	})
+	t.Logf("the request held on %s across the roll was answered when %s", holder, <-releasedBy)
+	if err := <-heldResult; err != nil {
+		t.Errorf("the request in flight on %s, which held the virtual address, when the roll reached it failed: %v", holder, err)
+	}
 	for _, m := range inst.Members {
 		if now := outputInGuest(t, b, m.Name, "/bin/cat", "/proc/sys/kernel/random/boot_id"); now == boots[m.Name] {
 			t.Errorf("%s did not boot again in the image roll (boot id %s)", m.Name, strings.TrimSpace(now))
@@ -360,6 +395,74 @@ func TestLiveFailoverVRRP(t *testing.T) {
 	t.Logf("%s gave up the virtual address within %s of the command stopping its Squid (asked through the agent)", survivor, time.Since(stopped).Round(100*time.Millisecond))
 	if got, err := b.Get(ctxFor(t, callLimit), id); err != nil || got.State != backend.StateFailed {
 		t.Errorf("Get with no instance serving = %s (%v), want Failed", got.State, err)
+	}
+}
+
+// heldUpstream answers each request once release is closed: arrived says a request came.
+type heldUpstream struct {
+	port             int
+	arrived, release chan struct{}
+}
+
+// serveHeldInNetns serves a heldUpstream on the test namespace's gateway address until the test ends.
+func serveHeldInNetns(t *testing.T) heldUpstream {
+	t.Helper()
+	h := heldUpstream{arrived: make(chan struct{}), release: make(chan struct{})}
+	l, err := testutil.ListenInNetns(liveNetns(), "tcp", net.JoinHostPort(liveGateway, "0"))
+	if err != nil {
+		t.Fatalf("listening in namespace %s: %v", liveNetns(), err)
+	}
+	var once sync.Once
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(h.arrived) })
+		select {
+		case <-h.release:
+			_, _ = fmt.Fprintln(w, "held, then answered") // a failed write shows in the client's status
+		case <-r.Context().Done():
+		}
+	})}
+	go func() { _ = srv.Serve(l) }() // ends with Close below
+	t.Cleanup(func() { _ = srv.Close() })
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("listener address %v is not TCP", l.Addr())
+	}
+	h.port = addr.Port
+	return h
+}
+
+// releaseOnRetirement closes release once the VM name holds new connections (guest.Retire's first step: the
+// hold's table is loaded), or once it no longer runs, and says which. It asks every half second, through the
+// guest agent; an answer that does not come is asked again.
+func releaseOnRetirement(b *Backend, name string, release chan<- struct{}) string {
+	defer close(release)
+	c := b.conns[liveHost]
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var dom libvirt.Domain
+		running := false
+		err := c.do(ctx, func(l api) error {
+			var err error
+			if dom, err = l.DomainLookupByName(name); err != nil {
+				return err
+			}
+			st, reason, err := l.DomainGetState(dom, 0)
+			running = stateOf(st, reason) == backend.StateRunning
+			return err
+		})
+		if err == nil && !running {
+			cancel()
+			return name + " stopped (not retired)"
+		}
+		if err == nil {
+			res, err := guestExec(ctx, c, dom, nftBin, "list", "table", "inet", guest.ReloadHoldTable)
+			if err == nil && res.exitCode == 0 {
+				cancel()
+				return name + " held new connections (retired)"
+			}
+		}
+		cancel()
+		time.Sleep(500 * time.Millisecond) // the next look: the hold and the stop are the guest's, not events here
 	}
 }
 
