@@ -144,11 +144,12 @@ func TestLivePasstSupport(t *testing.T) {
 // freePortInNetns picks a port nothing listens on in the test namespace. Only this test environment's own
 // processes live there, and the parallel live tests that forward ports each pick theirs here, so a port seen
 // free stays free until the domain takes it unless two draws meet: the draw is random to make that rare,
-// and the check rules out a port already taken.
+// the check rules out a port already taken, and the range lies below the kernel's ephemeral range (32768
+// up), so no outgoing connection takes the port as its local one in between.
 func freePortInNetns(t *testing.T) int {
 	t.Helper()
 	for range 50 {
-		port := 20000 + rand.IntN(20000)
+		port := 16384 + rand.IntN(16384)
 		ss, err := inNetns(t, "ss", "-Hltn", "sport", "= :"+fmt.Sprint(port))
 		if err != nil {
 			t.Fatalf("ss in %s: %v", liveNetns(), err)

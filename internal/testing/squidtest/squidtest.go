@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -124,30 +125,55 @@ func AppendFile(t testing.TB, name, text string) {
 	}
 }
 
-// FreePort is a TCP port of 127.0.0.1 that nothing listened on a moment ago, and that FreePort has not
-// given before in this process. The kernel may hand a port it just freed out again, and a test that asks for
-// two (a proxy port and a manager port) would then get one port twice and fail on its own setup.
+// FreePort is a TCP port of 127.0.0.1 that nothing listened on a moment ago, that FreePort has not given
+// before in this process, and that lies below the kernel's ephemeral range. A test binds the port some time
+// after FreePort returns it (Squid takes a while to start), and in that window any outgoing connection of a
+// test running alongside could take an ephemeral port as its local port: Squid's bind then fails with
+// "Address already in use". A port below the range is one that connect never picks. givenPorts keeps this
+// process from handing one port to two tests (a proxy port and a manager port, or two parallel tests).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	low, high := unrequestedPorts(t)
+	span := high - low + 1
+	start := low + rand.IntN(span) // random, so other processes (with their own givenPorts) rarely try the same port
+	for i := range span {
+		port := low + (start-low+i)%span
+		if _, given := givenPorts.LoadOrStore(port, true); given {
+			continue
 		}
-		addr, ok := l.Addr().(*net.TCPAddr)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // something else listens there: leave it marked given and try the next
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if !ok {
-			t.Fatalf("listener address %v is not TCP", l.Addr())
-		}
-		if _, given := givenPorts.LoadOrStore(addr.Port, true); !given {
-			return addr.Port
-		}
+		return port
 	}
+	t.Fatalf("no free port of 127.0.0.1 left in %d-%d", low, high)
+	return 0
 }
 
-// givenPorts holds every port FreePort has returned.
+// unrequestedPorts is the range FreePort draws from: from 16384 up to just below the ephemeral range
+// (/proc/sys/net/ipv4/ip_local_port_range, 32768 by default on Linux), so 16,384 ports by default.
+func unrequestedPorts(t testing.TB) (low, high int) {
+	t.Helper()
+	const floor = 16384
+	ephemeralLow := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if fields := strings.Fields(string(raw)); len(fields) == 2 {
+			if n, err := strconv.Atoi(fields[0]); err == nil {
+				ephemeralLow = n
+			}
+		}
+	}
+	if ephemeralLow-1 < floor+1024 {
+		t.Fatalf("the ephemeral port range starts at %d, which leaves too few ports below it above %d for tests' listeners", ephemeralLow, floor)
+	}
+	return floor, ephemeralLow - 1
+}
+
+// givenPorts holds every port FreePort has returned or found taken.
 var givenPorts sync.Map
 
 // Squid is one Squid process started by a test.
