@@ -28,7 +28,7 @@ func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	// Outgoing connections take their local ports from the ephemeral range, as a listener on port 0 does.
 	for range 200 {
 		c, err := net.Dial("tcp", l.Addr().String())
@@ -40,7 +40,7 @@ func TestFreePortIsOutsideTheEphemeralRange(t *testing.T) {
 		if n >= low && n <= high {
 			t.Fatalf("an outgoing connection took local port %d, inside FreePort's range %d-%d", n, low, high)
 		}
-		c.Close()
+		_ = c.Close()
 	}
 	for range 200 {
 		p := FreePort(t)
