@@ -16,10 +16,12 @@ import (
 	"github.com/egress-proxies/terraform-provider-egress/internal/testing/ec2fake"
 )
 
-// TestAccProxyAWS_goneMemberMadeAgainInPlace: one instance of an aws proxy of three is terminated behind
-// Terraform's back, through EC2. The refresh reads it gone, the plan updates the proxy in place (no
-// replacement: its load balancer, and so proxy_url and internal_address, stay), the apply launches one instance
-// in that member's subnet, registered with the load balancer's target group, and the plan after is empty.
+// TestAccProxyAWS_goneMemberMadeAgainInPlace: two instances of an aws proxy of three, the first (which holds
+// the proxy's name and parameters) and the second, are terminated behind Terraform's back, through EC2. The
+// refresh reads the proxy Degraded through its third, the plan updates it in place (no replacement: its load
+// balancer, and so proxy_url and internal_address, stay, and so does created_at), the apply launches one
+// instance in each lost member's subnet, registered with the load balancer's target group, and the plan after
+// is empty.
 func TestAccProxyAWS_goneMemberMadeAgainInPlace(t *testing.T) {
 	fake := awsFake(t, ec2fake.Options{})
 	fake.PlayGuests()
@@ -30,15 +32,17 @@ func TestAccProxyAWS_goneMemberMadeAgainInPlace(t *testing.T) {
 	sameID := statecheck.CompareValue(compare.ValuesSame())
 	sameURL := statecheck.CompareValue(compare.ValuesSame())
 	sameAddress := statecheck.CompareValue(compare.ValuesSame())
+	sameCreated := statecheck.CompareValue(compare.ValuesSame())
 	unchanged := func() []statecheck.StateCheck {
 		return []statecheck.StateCheck{
 			sameID.AddStateValue("egress_proxy.test", root("id")),
 			sameURL.AddStateValue("egress_proxy.test", root("proxy_url")),
 			sameAddress.AddStateValue("egress_proxy.test", root("internal_address")),
+			sameCreated.AddStateValue("egress_proxy.test", root("created_at")),
 		}
 	}
-	var lost string
-	var kept []string
+	var lost []string
+	var kept string
 	resource.Test(t, resource.TestCase{
 		PreCheck:                 func() { testAccPreCheck(t) },
 		ProtoV6ProviderFactories: awsProviderFactories(),
@@ -54,24 +58,26 @@ func TestAccProxyAWS_goneMemberMadeAgainInPlace(t *testing.T) {
 				ConfigStateChecks: append(threeInstancesRead("aws"), unchanged()...),
 				Check: func(s *terraform.State) error {
 					a := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes
-					lost = a["members.1.name"]
-					kept = []string{a["members.0.name"], a["members.2.name"]}
+					lost = []string{a["members.0.name"], a["members.1.name"]}
+					kept = a["members.2.name"]
 					return nil
 				},
 			},
 			{
 				PreConfig: func() {
 					_, err := ec2.NewFromConfig(fake.AdminAWSConfig(awsTestRegion)).TerminateInstances(context.Background(),
-						&ec2.TerminateInstancesInput{InstanceIds: []string{lost}})
+						&ec2.TerminateInstancesInput{InstanceIds: lost})
 					if err != nil {
 						t.Fatalf("terminating %s behind Terraform's back: %v", lost, err)
 					}
 				},
 				RefreshState:       true,
-				ExpectNonEmptyPlan: true, // the update that makes the member again
+				ExpectNonEmptyPlan: true, // the update that makes the members again
 				Check: func(s *terraform.State) error {
-					if st := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes["state"]; st != "Degraded" {
-						return fmt.Errorf("state after the refresh %q, want Degraded", st)
+					a := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes
+					if a["state"] != "Degraded" || a["members.0.healthy"] != "false" || a["members.1.healthy"] != "false" || a["members.2.healthy"] != "true" {
+						return fmt.Errorf("after the refresh: state %q, members healthy %s, %s, %s; want Degraded, the first two not",
+							a["state"], a["members.0.healthy"], a["members.1.healthy"], a["members.2.healthy"])
 					}
 					return nil
 				},
@@ -85,14 +91,18 @@ func TestAccProxyAWS_goneMemberMadeAgainInPlace(t *testing.T) {
 				ConfigStateChecks: append(threeInstancesRead("aws"), unchanged()...),
 				Check: func(s *terraform.State) error {
 					a := s.RootModule().Resources["egress_proxy.test"].Primary.Attributes
-					again := a["members.1.name"]
-					if again == lost || a["members.0.name"] != kept[0] || a["members.2.name"] != kept[1] {
-						return fmt.Errorf("members after the apply %s, %s, %s; want %s, a new instance in place of %s, %s",
-							a["members.0.name"], again, a["members.2.name"], kept[0], lost, kept[1])
+					for k := range lost {
+						again := a[fmt.Sprintf("members.%d.name", k)]
+						if again == lost[k] {
+							return fmt.Errorf("member %d after the apply is %s, the instance terminated", k, again)
+						}
+						in, ok := fake.Instance(awsTestRegion, again)
+						if !ok || in.State != ec2fake.StateRunning || in.SubnetID != subnets[k].ID {
+							return fmt.Errorf("member %d made again is %+v, want running in %s", k, in, subnets[k].ID)
+						}
 					}
-					in, ok := fake.Instance(awsTestRegion, again)
-					if !ok || in.State != ec2fake.StateRunning || in.SubnetID != subnets[1].ID {
-						return fmt.Errorf("member 1 made again is %+v, want running in %s", in, subnets[1].ID)
+					if a["members.2.name"] != kept {
+						return fmt.Errorf("member 2 after the apply is %s, want %s as before", a["members.2.name"], kept)
 					}
 					if n := len(liveInstances(fake)); n != 3 {
 						return fmt.Errorf("%d instances live after the apply, want 3", n)

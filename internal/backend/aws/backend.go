@@ -141,38 +141,54 @@ func checkID(id backend.ProviderID) error {
 }
 
 // liveInstance is the instance of the proxy id names, in its region; NotFound when none is pending,
-// running, stopping or stopped.
+// running, stopping or stopped. A proxy of several whose first instance is gone is refused: the change that
+// asks for it (Reconfigure) comes after an Update, which makes the first again.
 func (b *Backend) liveInstance(ctx context.Context, id backend.ProviderID) (*region, *ec2types.Instance, error) {
-	if err := checkID(id); err != nil {
+	r, f, err := b.liveProxy(ctx, id)
+	if err != nil {
 		return nil, nil, err
+	}
+	if f.standIn != nil {
+		return nil, nil, backend.Permanent(instanceObject(id.Target, id.Name), "its first instance is gone: apply again; the update makes it again before the rules change")
+	}
+	return r, f.first, nil
+}
+
+// liveProxy is liveInstance for a proxy of several that may have lost its first instance (findProxy): the
+// proxy found through its first instance, or through the member standing in for it.
+func (b *Backend) liveProxy(ctx context.Context, id backend.ProviderID) (*region, foundProxy, error) {
+	if err := checkID(id); err != nil {
+		return nil, foundProxy{}, err
 	}
 	r, err := b.clients(ctx, id.Target)
 	if err != nil {
-		return nil, nil, err
+		return nil, foundProxy{}, err
 	}
-	in, err := b.findInstance(ctx, r, id.Name)
+	f, err := b.findProxy(ctx, r, id.Name)
 	if err != nil {
-		return nil, nil, err
+		return nil, foundProxy{}, err
 	}
+	in := f.ref()
 	if in == nil {
-		return nil, nil, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
+		return nil, foundProxy{}, backend.NotFound(instanceObject(id.Target, id.Name), "no instance of this name is pending, running or stopped")
 	}
 	// An id says where a proxy is, not whose: another owner's proxy of the same name is not this one.
 	if tags := tagMap(in.Tags); managed(tags) {
 		if err := backend.OwnershipOf(ctx).Reading().Check(instanceObject(id.Target, id.Name), tags[backend.LabelOwner], tags[backend.LabelUID]); err != nil {
-			return nil, nil, err
+			return nil, foundProxy{}, err
 		}
 	}
-	return r, in, nil
+	return r, f, nil
 }
 
-// Get reads the proxy back from its instance and its settings parameter.
+// Get reads the proxy back from its instance and its settings parameter; a proxy of several whose first
+// instance is gone, through a member (findProxy).
 func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Instance, error) {
-	r, in, err := b.liveInstance(ctx, id)
+	r, f, err := b.liveProxy(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
-	return b.readBack(ctx, r, in)
+	return b.readFound(ctx, r, f)
 }
 
 // Update changes the tags in place, on the instance and everything made for it: every member's instance and
@@ -180,11 +196,13 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 // a proxy of several that is Gone (its instance ended: ha.go) is then made again with spec's rules and labels,
 // as a retried Create would make it, and registered with the target group (restoreMembers); the others are
 // left as they are. A new image for a proxy of several is rolled over its members one at a time (rollImage).
+// A proxy of several whose first instance is gone has it made again first, the same way (findProxy).
 func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backend.Spec) (backend.Instance, error) {
-	r, in, err := b.liveInstance(ctx, id)
+	r, f, err := b.liveProxy(ctx, id)
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	in := f.ref()
 	obj := instanceObject(id.Target, id.Name)
 	tags := tagMap(in.Tags)
 	// liveInstance read it as a read does (the owner alone): a change checks the UID too.
@@ -203,11 +221,54 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 	if err != nil {
 		return backend.Instance{}, err
 	}
+	err = b.retagInstances(ctx, r, obj, append([]*ec2types.Instance{f.first}, slices.Collect(maps.Values(members))...), want)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if _, several := tags[TagInstances]; several || len(members) > 0 {
+		if err := b.retagLoadBalancer(ctx, r, spec); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	n, _ := strconv.Atoi(tags[TagInstances])
+	if f.standIn != nil && n > 1 {
+		// The first instance is gone: made again before the rest, which goes on from it as for a whole proxy.
+		if in, err = b.remakeFirst(ctx, r, spec, f, members, n); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	if n > 1 {
+		// Fewer instances first removes those above the count, more records it (ha_ops.go); then every member
+		// up to it that is missing is made, the new ones of a larger count among them.
+		target := planCount(spec, n)
+		if err := b.resizeMembers(ctx, r, spec, in, members, n, target); err != nil {
+			return backend.Instance{}, err
+		}
+		if err := b.restoreMembers(ctx, r, spec, in, withFirst(members, in), target); err != nil {
+			return backend.Instance{}, err
+		}
+		if err := b.rollImage(ctx, r, spec, in, target); err != nil {
+			return backend.Instance{}, err
+		}
+	}
+	in, err = b.findInstance(ctx, r, id.Name)
+	if err != nil {
+		return backend.Instance{}, err
+	}
+	if in == nil {
+		return backend.Instance{}, backend.NotFound(obj, "gone while its tags were changed")
+	}
+	return b.readBackRegistered(ctx, r, spec, in)
+}
+
+// retagInstances sets the tags want on the live instances among instances (nil or shutting down ones are left
+// out) and their root volumes, and removes the user's labels that want no longer has from them.
+func (b *Backend) retagInstances(ctx context.Context, r *region, obj string, instances []*ec2types.Instance, want map[string]string) error {
 	// What goes is the user's labels that are no longer wanted, on any of the instances (droppedLabels).
 	held := map[string]string{}
 	var resources []string
-	for _, m := range append([]*ec2types.Instance{in}, slices.Collect(maps.Values(members))...) {
-		if memberGone(m) {
+	for _, m := range instances {
+		if m == nil || memberGone(m) {
 			continue // shutting down: made again below, with the tags wanted
 		}
 		memberTags := tagMap(m.Tags)
@@ -223,7 +284,7 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		}
 	}
 	stale := droppedLabels(held, want)
-	err = backend.Retry(ctx, b.retry, func(ctx context.Context) error {
+	return backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		if len(stale) > 0 {
 			keys := make([]ec2types.Tag, len(stale))
 			for i, k := range stale {
@@ -236,34 +297,27 @@ func (b *Backend) Update(ctx context.Context, id backend.ProviderID, spec backen
 		_, err := r.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: resources, Tags: ec2Tags(want)})
 		return classify(obj, err)
 	})
+}
+
+// remakeFirst makes again the first instance of the proxy of n instances f found through a member standing in
+// for it (findProxy), as restoreMembers makes any member again, and returns it.
+func (b *Backend) remakeFirst(ctx context.Context, r *region, spec backend.Spec, f foundProxy, members map[int]*ec2types.Instance, n int) (*ec2types.Instance, error) {
+	if err := b.restoreMembers(ctx, r, spec, f.standIn, withFirst(members, f.first), n); err != nil {
+		return nil, err
+	}
+	in, err := b.findInstance(ctx, r, spec.Name)
 	if err != nil {
-		return backend.Instance{}, err
+		return nil, err
 	}
-	if _, several := tags[TagInstances]; several || len(members) > 0 {
-		if err := b.retagLoadBalancer(ctx, r, spec); err != nil {
-			return backend.Instance{}, err
-		}
+	if in == nil || memberGone(in) {
+		return nil, backend.Transient(instanceObject(r.name, spec.Name), "its first instance, launched again, is not listed yet")
 	}
-	if n, _ := strconv.Atoi(tags[TagInstances]); n > 1 {
-		// Fewer instances first removes those above the count, more records it (ha_ops.go); then every member
-		// up to it that is missing is made, the new ones of a larger count among them.
-		target := planCount(spec, n)
-		if err := b.resizeMembers(ctx, r, spec, in, members, n, target); err != nil {
-			return backend.Instance{}, err
-		}
-		if err := b.restoreMembers(ctx, r, spec, in, members, target); err != nil {
-			return backend.Instance{}, err
-		}
-		if err := b.rollImage(ctx, r, spec, in, target); err != nil {
-			return backend.Instance{}, err
-		}
-	}
-	in, err = b.findInstance(ctx, r, id.Name)
-	if err != nil {
-		return backend.Instance{}, err
-	}
-	if in == nil {
-		return backend.Instance{}, backend.NotFound(obj, "gone while its tags were changed")
-	}
-	return b.readBackRegistered(ctx, r, spec, in)
+	return in, nil
+}
+
+// withFirst is members (findMembers') with first as member 0, as restoreMembers takes them.
+func withFirst(members map[int]*ec2types.Instance, first *ec2types.Instance) map[int]*ec2types.Instance {
+	out := maps.Clone(members)
+	out[0] = first
+	return out
 }

@@ -292,7 +292,7 @@ func (b *Backend) launch(ctx context.Context, r *region, spec backend.Spec, o Op
 			return nil, b.giveBack(mine, r, spec.Name, true, err)
 		}
 	}
-	in, err := b.runInstance(ctx, r, spec, with, groupID, 0, "")
+	in, err := b.runInstance(ctx, r, spec, with, 0, memberLaunch{groupID: groupID})
 	if err != nil {
 		return nil, b.giveBack(mine, r, spec.Name, o.CreateInstanceRole, err)
 	}
@@ -545,9 +545,10 @@ func diffPermissions(have, want []ec2types.IpPermission) (add, remove []ec2types
 //
 // Member k of a proxy of several instances (k > 0; member 0 is the proxy's first instance, launched as a proxy
 // of one is) reads its own parameters (memberParameters), carries TagMember and runs in its own subnet
-// (Options.memberSubnet), with a client token of its own; seed, when not empty, stands for the UID and member in
-// the client tokens (a member made again, restoreMembers).
-func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int, seed string) (*ec2types.Instance, error) {
+// (Options.memberSubnet), with a client token of its own; launch.seed, when not empty, stands for the UID and
+// member in the client tokens (a member made again, restoreMembers); launch.created, when not empty, is
+// tagged as the proxy's creation time (tagCreated).
+func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec, o Options, k int, launch memberLaunch) (*ec2types.Instance, error) {
 	obj := memberObject(r.name, spec.Name, k)
 	opts := guest.UserDataOptions{
 		Region: r.name, ParameterPrefix: guest.ParameterPath(memberParameters(spec.Name, k), ""), SSMEndpoint: guestSSMEndpoint(r.settings.SSMEndpoint),
@@ -569,14 +570,17 @@ func (b *Backend) runInstance(ctx context.Context, r *region, spec backend.Spec,
 		tagged[TagMember] = strconv.Itoa(k)
 		uid = spec.UID + "/member-" + strconv.Itoa(k)
 	}
-	if seed != "" {
-		uid = seed
+	if launch.seed != "" {
+		uid = launch.seed
+	}
+	if launch.created != "" {
+		tagged[tagCreated] = launch.created
 	}
 	tags := ec2Tags(tagged)
 	in := &ec2.RunInstancesInput{
 		ImageId: awssdk.String(o.AMI), InstanceType: ec2types.InstanceType(o.InstanceType),
 		MinCount: awssdk.Int32(1), MaxCount: awssdk.Int32(1), ClientToken: awssdk.String(clientToken(uid)),
-		SubnetId: awssdk.String(o.memberSubnet(k)), SecurityGroupIds: append([]string{groupID}, o.SecurityGroupIDs...),
+		SubnetId: awssdk.String(o.memberSubnet(k)), SecurityGroupIds: append([]string{launch.groupID}, o.SecurityGroupIDs...),
 		IamInstanceProfile: instanceProfile(o.IAMInstanceProfile),
 		// IMDSv2 only, one hop: a container or a forwarded request on the instance cannot reach the role's
 		// credentials ("Use IMDSv2": "Configure the instance metadata options").

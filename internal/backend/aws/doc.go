@@ -68,7 +68,11 @@
 //     State from them (ha.go#Backend.readMembers), a member whose instance is shutting down, terminated or no
 //     longer listed as Gone (ha.go#memberGone; a stopped one is unhealthy, not Gone), which Update makes again in
 //     its subnet and registers with the target group, the others left as they are (ha.go#Backend.restoreMembers),
-//     and registers a running member the target group lacks (ha.go#Backend.readBackRegistered). Update changes the count between two
+//     and registers a running member the target group lacks (ha.go#Backend.readBackRegistered). A proxy whose
+//     first instance is gone is read through its live member of lowest k (metadata.go#Backend.findProxy), member
+//     0 Gone, and Update launches the first again before anything else, its parameters bound to the new instance
+//     (restoreMembers, for k = 0); every member carries the proxy's creation time (tagCreated), which the first
+//     made again keeps. Update changes the count between two
 //     above one in place: fewer deregisters the members above it, waits for the load balancer to drain them,
 //     terminates them and deletes their parameters before recording the count; more records it first, and
 //     restoreMembers makes the members it lacks (ha_ops.go#Backend.resizeMembers). A new image rolls over the

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -28,32 +30,54 @@ import (
 // hour; "Amazon EC2 instance state changes": neither state comes back, the instance is ended for good). A
 // stopped or stopping member, or one failing its health checks, exists and is not Gone: it is unhealthy, and
 // starting it is the user's. Update makes a Gone member again (restoreMembers), as a retried Create would.
+//
+// The first instance can be lost too. The proxy is then read through its live member of lowest k (findProxy):
+// Degraded, with member 0 Gone, and its next Update launches the first again, before anything else, with the
+// proxy's own parameters bound to the new instance's ARN alone (bindParameters) and registered with the target
+// group, so that the id, the load balancer and every other member stay.
 
 // findMembers are the live members k > 0 of the proxy named name, by k: this provider's, with TagMember. One
 // shutting down is among them (liveStates) unless another instance of its k is not: it is listed beside the
 // one made again in its place, and the live one wins.
 func (b *Backend) findMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
-	return b.listMembers(ctx, r, name, liveStates, func(prev, _ *ec2types.Instance) bool { return memberGone(prev) })
+	return b.listMembers(ctx, r, name, memberQuery{states: liveStates}, func(prev, _ *ec2types.Instance) bool { return memberGone(prev) })
 }
 
-// listMembers lists, by k > 0, the instances of this provider's with TagMember of the proxy named name in one of
-// states; of two of one k, in replaces prev where replaces says so.
-func (b *Backend) listMembers(ctx context.Context, r *region, name string, states []string, replaces func(prev, in *ec2types.Instance) bool) (map[int]*ec2types.Instance, error) {
+// memberQuery says which instances of a proxy's name listMembers lists.
+type memberQuery struct {
+	states    []string
+	withFirst bool   // member 0 too, the first instance, which has no TagMember
+	uid       string // the proxy's UID only, when not empty: a former proxy's of the name are not its members
+}
+
+// listMembers lists, by k > 0 (k >= 0 with q.withFirst), the instances of this provider's of the proxy named
+// name that q asks for; of two of one k, in replaces prev where replaces says so.
+func (b *Backend) listMembers(ctx context.Context, r *region, name string, q memberQuery, replaces func(prev, in *ec2types.Instance) bool) (map[int]*ec2types.Instance, error) {
+	filters := []ec2types.Filter{
+		{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
+		{Name: awssdk.String("instance-state-name"), Values: q.states},
+	}
+	if !q.withFirst {
+		filters = append(filters, ec2types.Filter{Name: awssdk.String("tag-key"), Values: []string{TagMember}})
+	}
+	if q.uid != "" {
+		filters = append(filters, ec2types.Filter{Name: awssdk.String("tag:" + backend.LabelUID), Values: []string{q.uid}})
+	}
+	from := 1
+	if q.withFirst {
+		from = 0
+	}
 	out := map[int]*ec2types.Instance{}
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
 		clear(out)
-		res, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-			{Name: awssdk.String("tag:" + tagName), Values: []string{name}},
-			{Name: awssdk.String("tag-key"), Values: []string{TagMember}},
-			{Name: awssdk.String("instance-state-name"), Values: states},
-		}})
+		res, err := r.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: filters})
 		if err != nil {
 			return classify(instanceObject(r.name, name), err)
 		}
 		for _, rs := range res.Reservations {
 			for i := range rs.Instances {
 				in := &rs.Instances[i]
-				if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && (out[k] == nil || replaces(out[k], in)) {
+				if k := memberOf(in); k >= from && managed(tagMap(in.Tags)) && (out[k] == nil || replaces(out[k], in)) {
 					out[k] = in
 				}
 			}
@@ -92,7 +116,7 @@ func (b *Backend) ensureMembers(ctx context.Context, r *region, spec backend.Spe
 				return ids, err
 			}
 		}
-		id, err := b.makeMember(ctx, r, spec, o, groupID, k, in, "")
+		id, err := b.makeMember(ctx, r, spec, o, k, in, memberLaunch{groupID: groupID, format: guest.FormatLatest, created: createdTag(createdOf(first))})
 		if err != nil {
 			return ids, err
 		}
@@ -123,14 +147,41 @@ func adoptableMember(spec backend.Spec, obj string, in *ec2types.Instance) error
 	return nil
 }
 
-// makeMember makes member k > 0 as Create does, going on from in, what an earlier attempt left (nil: none): its
+// memberLaunch is how makeMember launches a member, beyond the spec and the options.
+type memberLaunch struct {
+	groupID string             // the proxy's own security group
+	seed    string             // when not empty, the launch's client tokens are its own (runInstance)
+	format  guest.ConfigFormat // the format its parameters are written in
+	created string             // the proxy's creation time, tagged on the instance (tagCreated); "" for none
+}
+
+// tagsKey is tags as one string, the same for the same tags.
+func tagsKey(tags map[string]string) string {
+	var b strings.Builder
+	for _, t := range ec2Tags(tags) {
+		fmt.Fprintf(&b, "%q=%q;", awssdk.ToString(t.Key), awssdk.ToString(t.Value))
+	}
+	return b.String()
+}
+
+// createdTag is a creation time as tagCreated holds it.
+func createdTag(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// makeMember makes member k as Create does, going on from in, what an earlier attempt left (nil: none): its
 // own parameters written, its instance launched unless in is live, the parameters bound to it, and waited for
 // until it runs (and, with wait_for_proxy, until its guest applied them). One shutting down is none; without a
-// seed it is first waited for until it is terminated, as its client token would answer it again. seed, when not
-// empty, makes the launch's client tokens its own (a member made again after its instance ended). It returns
-// the instance's id.
-func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, o Options, groupID string, k int, in *ec2types.Instance, seed string) (string, error) {
+// seed it is first waited for until it is terminated, as its client token would answer it again. launch.seed,
+// when not empty, makes the launch's client tokens its own (a member made again after its instance ended). Member
+// 0 is the first instance made again (restoreMembers): its parameters are the proxy's own, written in the
+// format the proxy records, and bound to the new instance alone. It returns the instance's id.
+func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, o Options, k int, in *ec2types.Instance, launch memberLaunch) (string, error) {
 	obj := memberObject(r.name, spec.Name, k)
+	seed := launch.seed
 	if in != nil && memberGone(in) {
 		if seed == "" {
 			if err := b.waitTerminated(ctx, r, obj, awssdk.ToString(in.InstanceId)); err != nil {
@@ -140,7 +191,7 @@ func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, 
 		in = nil
 	}
 	ms := memberSpec(spec, k)
-	rendered, err := renderParameters(ms.Name, spec.Proxy, guest.FormatLatest)
+	rendered, err := renderParameters(ms.Name, spec.Proxy, launch.format)
 	if err != nil {
 		return "", backend.NewError(backend.ClassPermanent, obj, err)
 	}
@@ -149,7 +200,7 @@ func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, 
 	}
 	fresh := in == nil
 	if fresh {
-		if in, err = b.runInstance(ctx, r, spec, o, groupID, k, seed); err != nil {
+		if in, err = b.runInstance(ctx, r, spec, o, k, launch); err != nil {
 			return "", err
 		}
 	}
@@ -168,20 +219,22 @@ func (b *Backend) makeMember(ctx context.Context, r *region, spec backend.Spec, 
 	return id, nil
 }
 
-// endedMembers are, by k > 0, the instances of the proxy named name's members that EC2 still lists as
+// endedMembers are, by k >= 0, the instances of the proxy named name and UID uid that EC2 still lists as
 // terminated, the latest launched of each k: what a Gone member was, for its name and zone.
-func (b *Backend) endedMembers(ctx context.Context, r *region, name string) (map[int]*ec2types.Instance, error) {
-	return b.listMembers(ctx, r, name, []string{string(ec2types.InstanceStateNameTerminated)}, func(prev, in *ec2types.Instance) bool {
+func (b *Backend) endedMembers(ctx context.Context, r *region, name, uid string) (map[int]*ec2types.Instance, error) {
+	q := memberQuery{states: []string{string(ec2types.InstanceStateNameTerminated)}, withFirst: true, uid: uid}
+	return b.listMembers(ctx, r, name, q, func(prev, in *ec2types.Instance) bool {
 		return awssdk.ToTime(in.LaunchTime).After(awssdk.ToTime(prev.LaunchTime))
 	})
 }
 
-// goneMembers are the members 1 to n-1 that are Gone (memberGone), by k, with the instance each was when EC2
-// still lists it (shutting down or terminated), nil otherwise; members are findMembers'.
-func (b *Backend) goneMembers(ctx context.Context, r *region, name string, members map[int]*ec2types.Instance, n int) (map[int]*ec2types.Instance, error) {
+// goneMembers are the members 0 to n-1 that are Gone (memberGone), by k, with the instance each was when EC2
+// still lists it (shutting down or terminated), nil otherwise; members are findMembers' with the first instance
+// (nil when none is live) as member 0, and uid the proxy's.
+func (b *Backend) goneMembers(ctx context.Context, r *region, name, uid string, members map[int]*ec2types.Instance, n int) (map[int]*ec2types.Instance, error) {
 	gone := map[int]*ec2types.Instance{}
 	missing := false
-	for k := 1; k < n; k++ {
+	for k := range n {
 		if in := members[k]; in == nil || memberGone(in) {
 			gone[k] = in
 			missing = missing || in == nil
@@ -190,7 +243,7 @@ func (b *Backend) goneMembers(ctx context.Context, r *region, name string, membe
 	if !missing {
 		return gone, nil
 	}
-	ended, err := b.endedMembers(ctx, r, name)
+	ended, err := b.endedMembers(ctx, r, name, uid)
 	if err != nil {
 		return nil, err
 	}
@@ -202,18 +255,19 @@ func (b *Backend) goneMembers(ctx context.Context, r *region, name string, membe
 	return gone, nil
 }
 
-// restoreMembers makes again, as a retried Create would, the members of the proxy of n instances whose
-// first instance is first that are Gone, with spec's rules and labels (spec's UID and owner are first's),
-// and registers them with the load balancer's target group; the other members are left as they are. The
-// options are the proxy's as its stored spec holds them (readStored), its own security group the one first
-// is in.
-func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Spec, first *ec2types.Instance, members map[int]*ec2types.Instance, n int) error {
-	gone, err := b.goneMembers(ctx, r, spec.Name, members, n)
+// restoreMembers makes again, as a retried Create would, the members of the proxy of n instances that are Gone,
+// the first instance among them, with spec's rules and labels (spec's UID and owner are the proxy's), and
+// registers them with the load balancer's target group; the other members are left as they are. members are
+// findMembers' with the first instance (nil when none is live) as member 0; ref is a live instance of the proxy:
+// the first, or the member standing in for it (findProxy). The options are the proxy's as its stored spec holds
+// them (readStored), its own security group the one ref is in.
+func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Spec, ref *ec2types.Instance, members map[int]*ec2types.Instance, n int) error {
+	gone, err := b.goneMembers(ctx, r, spec.Name, spec.UID, members, n)
 	if err != nil || len(gone) == 0 {
 		return err
 	}
 	obj := instanceObject(r.name, spec.Name)
-	current, err := b.readStored(ctx, r, first) // its options; its members are known already
+	current, err := b.readStored(ctx, r, ref) // its options; its members are known already
 	if err != nil {
 		return err
 	}
@@ -228,7 +282,7 @@ func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Sp
 			return err
 		}
 	}
-	vpcID := awssdk.ToString(first.VpcId)
+	vpcID := awssdk.ToString(ref.VpcId)
 	group, err := b.findSecurityGroup(ctx, r, securityGroupName(spec.Name), vpcID)
 	if err != nil {
 		return err
@@ -236,20 +290,44 @@ func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Sp
 	if group == nil {
 		return backend.Permanent(obj, "its security group %s is gone: its gone members cannot be made again; replace the proxy", securityGroupName(spec.Name))
 	}
-	ids := []string{awssdk.ToString(first.InstanceId)}
-	for k := 1; k < n; k++ {
+	// Every instance made again carries the proxy's creation time, as Get reports it, so that it stays.
+	created := createdOf(ref)
+	if endedFirst, firstGone := gone[0]; firstGone {
+		created = createdWithoutFirst(created, endedFirst)
+	}
+	firstFormat := guest.FormatLatest
+	if _, firstGone := gone[0]; firstGone {
+		// The first's parameters are the proxy's: written in the format its stored spec records, which the
+		// other members' guests and the next Reconfigure go by.
+		st, ok, _, err := b.readStoredSpec(ctx, r, spec.Name)
+		if err != nil {
+			return err
+		}
+		if ok && st.ConfigFormat != 0 {
+			firstFormat = st.ConfigFormat
+		}
+	}
+	var ids []string
+	for k := range n {
 		ended, isGone := gone[k]
 		if !isGone {
 			ids = append(ids, awssdk.ToString(members[k].InstanceId))
 			continue
 		}
-		// The client tokens of a member made again are its own, after the instance it replaces, so that a
-		// member ended many times does not run out of the tokens of its first launch (maxLaunchTokens).
-		seed := ""
-		if ended != nil {
-			seed = spec.UID + "/member-" + strconv.Itoa(k) + "/after-" + awssdk.ToString(ended.InstanceId)
+		launch := memberLaunch{groupID: awssdk.ToString(group.GroupId), format: guest.FormatLatest, created: createdTag(created)}
+		if k == 0 {
+			launch.format = firstFormat
 		}
-		id, err := b.makeMember(ctx, r, spec, o, awssdk.ToString(group.GroupId), k, ended, seed)
+		// The client tokens of a member made again are its own, after the instance it replaces, so that a
+		// member ended many times does not run out of the tokens of its first launch (maxLaunchTokens). When
+		// EC2 no longer lists that instance, they are the request's own: its earlier tokens may have served a
+		// launch with other labels, which EC2 refuses to answer again (IdempotentParameterMismatch), while a
+		// retry of this request gets its own launch back.
+		launch.seed = spec.UID + "/member-" + strconv.Itoa(k) + "/unlisted/" + launch.created + "/" + tagsKey(objectTags(spec))
+		if ended != nil {
+			launch.seed = spec.UID + "/member-" + strconv.Itoa(k) + "/after-" + awssdk.ToString(ended.InstanceId)
+		}
+		id, err := b.makeMember(ctx, r, spec, o, k, ended, launch)
 		if err != nil {
 			return err
 		}
@@ -278,11 +356,16 @@ func (b *Backend) readMembers(ctx context.Context, r *region, first *ec2types.In
 	if err != nil {
 		return err
 	}
-	gone, err := b.goneMembers(ctx, r, inst.Name, members, want)
+	members[0] = first
+	gone, err := b.goneMembers(ctx, r, inst.Name, inst.UID, members, want)
 	if err != nil {
 		return err
 	}
-	members[0] = first
+	if endedFirst, firstGone := gone[0]; firstGone {
+		// Read through a member standing in for the first (findProxy): the proxy's creation time as
+		// restoreMembers tags the first made again.
+		inst.CreatedAt = createdWithoutFirst(inst.CreatedAt, endedFirst)
+	}
 	keys := make([]int, 0, len(members))
 	for k := range members {
 		if _, isGone := gone[k]; !isGone {

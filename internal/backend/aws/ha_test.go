@@ -477,36 +477,6 @@ func TestSeveralInstancesRefused(t *testing.T) {
 	assertNothingLeft(t, fake)
 }
 
-// A proxy of several instances is its first instance: with that one terminated behind the provider's back,
-// Get finds no proxy (not another member in its place), ListByTag lists what is left once, and deleting that
-// id removes every member and the load balancer.
-func TestSeveralInstancesFirstGone(t *testing.T) {
-	t.Parallel()
-	fake, b := newTest(t, ec2fake.Options{})
-	fake.PlayGuests()
-	ctx := context.Background()
-	spec := haSpec(fake, "headless")
-	inst, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake.SetInstanceState(testRegion, inst.Members[0].Name, ec2fake.StateTerminated)
-	if _, err := b.Get(ctx, inst.ID); backend.ClassOf(err) != backend.ClassNotFound {
-		t.Fatalf("Get with the first instance gone = %v, want NotFound", err)
-	}
-	listed, err := b.ListByTag(ctx, backend.Selector{Owner: spec.Owner})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(listed) != 1 || listed[0].ID != inst.ID || listed[0].State != backend.StateFailed {
-		t.Fatalf("ListByTag = %+v, want %s once, Failed", listed, inst.ID)
-	}
-	if err := b.Delete(ctx, inst.ID); err != nil {
-		t.Fatal(err)
-	}
-	assertNothingLeft(t, fake)
-}
-
 // The health checks' rules count against the group's quota of inbound rules: 58 client ranges fit a proxy of
 // one (58 rules) but not one of three (58 and a rule per subnet, 61 of 60), which is refused before anything
 // is made.

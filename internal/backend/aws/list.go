@@ -40,6 +40,12 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 	// No retry of the provider's own here: the SDK's retryer has retried throttling and dropped connections,
 	// and a region still failing is reported as a failed scope now, not after the data source's timeout.
 	var found []backend.Instance
+	// A proxy of several instances is listed once: by its first (ha.go), or while its first is gone (none
+	// live, or shutting down) by its live member of lowest k, as Get reads it (findProxy).
+	var names []string
+	seen := map[string]bool{}
+	first := map[string]*ec2types.Instance{}
+	standIn := map[string]*ec2types.Instance{}
 	err = func() error {
 		pages := ec2.NewDescribeInstancesPaginator(r.ec2, &ec2.DescribeInstancesInput{
 			MaxResults: awssdk.Int32(listPageSize),
@@ -56,9 +62,17 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 			}
 			for _, res := range out.Reservations {
 				for i := range res.Instances {
-					// A proxy of several instances is listed once, by its first (ha.go).
-					if memberOf(&res.Instances[i]) == 0 {
-						found = append(found, toInstance(name, &res.Instances[i]))
+					in := &res.Instances[i]
+					proxy := tagMap(in.Tags)[tagName]
+					if !seen[proxy] {
+						seen[proxy] = true
+						names = append(names, proxy)
+					}
+					switch k := memberOf(in); {
+					case k == 0:
+						first[proxy] = in
+					case k > 0 && !memberGone(in) && (standIn[proxy] == nil || k < memberOf(standIn[proxy])):
+						standIn[proxy] = in
 					}
 				}
 			}
@@ -67,6 +81,19 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 	}()
 	if err != nil {
 		return nil, err
+	}
+	for _, proxy := range names {
+		switch in := first[proxy]; {
+		case in != nil && (!memberGone(in) || standIn[proxy] == nil):
+			found = append(found, toInstance(name, in))
+		case standIn[proxy] != nil:
+			inst := toInstance(name, standIn[proxy])
+			if inst.State == backend.StateRunning {
+				inst.State = backend.StateDegraded
+			}
+			inst.Notes = append(inst.Notes, "its first instance is gone: the next apply of its configuration makes it again")
+			found = append(found, inst)
+		}
 	}
 	leftovers, err := b.listLeftovers(ctx, r, owner, found)
 	return append(found, leftovers...), err

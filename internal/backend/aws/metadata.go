@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -66,6 +67,12 @@ func managed(tags map[string]string) bool {
 // findInstance finds the live instance named name: the provider's, when one of that name is; another's
 // otherwise (which the caller refuses); nil when none is.
 func (b *Backend) findInstance(ctx context.Context, r *region, name string) (*ec2types.Instance, error) {
+	named, err := b.instancesNamed(ctx, r, name)
+	return firstOf(named), err
+}
+
+// instancesNamed lists the live instances named name: the proxy's first instance and its members.
+func (b *Backend) instancesNamed(ctx context.Context, r *region, name string) ([]ec2types.Instance, error) {
 	var found []ec2types.Instance
 	obj := instanceObject(r.name, name)
 	err := backend.Retry(ctx, b.retry, func(ctx context.Context) error {
@@ -82,23 +89,84 @@ func (b *Backend) findInstance(ctx context.Context, r *region, name string) (*ec
 		}
 		return nil
 	})
-	if err != nil || len(found) == 0 {
-		return nil, err
-	}
-	// Members 1 to n-1 of a proxy of several instances share its Name: the proxy is its member 0.
+	return found, err
+}
+
+// firstOf picks the proxy's first instance among instances of its name: members 1 to n-1 of a proxy of
+// several share its Name, and the proxy is its member 0.
+func firstOf(named []ec2types.Instance) *ec2types.Instance {
 	var first *ec2types.Instance
-	for i := range found {
-		if memberOf(&found[i]) != 0 {
+	for i := range named {
+		if memberOf(&named[i]) != 0 {
 			continue
 		}
-		if managed(tagMap(found[i].Tags)) {
-			return &found[i], nil
+		if managed(tagMap(named[i].Tags)) {
+			return &named[i]
 		}
 		if first == nil {
-			first = &found[i]
+			first = &named[i]
 		}
 	}
-	return first, nil
+	return first
+}
+
+// foundProxy is a proxy as findProxy finds it: its first instance, and for a proxy of several whose first
+// instance is gone (none is live, or it is shutting down) the live member that stands in for it.
+type foundProxy struct {
+	first   *ec2types.Instance // nil when none is live
+	standIn *ec2types.Instance // nil unless the first is gone and a member lives
+}
+
+// ref is the instance the proxy is read through: the first, or the member standing in for it.
+func (f foundProxy) ref() *ec2types.Instance {
+	if f.standIn != nil {
+		return f.standIn
+	}
+	return f.first
+}
+
+// findProxy is findInstance, from the same one call, for a proxy that may have lost its first instance. Every
+// member carries the proxy's name, UID, owner, labels and count, and the proxy's parameters are found by its
+// name: the live member of lowest k records the whole proxy as the first does, so a Get reads the proxy
+// through it (Degraded, member 0 Gone) and an Update makes the first again (restoreMembers), where the proxy
+// would otherwise read as gone and its next plan create it anew beside its own members and load balancer.
+func (b *Backend) findProxy(ctx context.Context, r *region, name string) (foundProxy, error) {
+	named, err := b.instancesNamed(ctx, r, name)
+	if err != nil {
+		return foundProxy{}, err
+	}
+	f := foundProxy{first: firstOf(named)}
+	if f.first != nil && (!managed(tagMap(f.first.Tags)) || !memberGone(f.first)) {
+		return f, nil
+	}
+	for i := range named {
+		in := &named[i]
+		if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && !memberGone(in) && (f.standIn == nil || k < memberOf(f.standIn)) {
+			f.standIn = in
+		}
+	}
+	return f, nil
+}
+
+// createdOf is when the proxy an instance belongs to was made: the creation time it carries (tagCreated: every
+// member does, and a first instance made again), or, on a first instance launched by Create, its launch.
+func createdOf(in *ec2types.Instance) time.Time {
+	if created, err := time.Parse(time.RFC3339, tagMap(in.Tags)[tagCreated]); err == nil {
+		return created
+	}
+	return awssdk.ToTime(in.LaunchTime)
+}
+
+// createdWithoutFirst is the creation time of a proxy whose first instance is gone, read through a member
+// that carries created (createdOf): the earlier of created and, while EC2 still lists it, the ended first's.
+// A member launched before members carried tagCreated reports its own launch, a little after the first's.
+func createdWithoutFirst(created time.Time, endedFirst *ec2types.Instance) time.Time {
+	if endedFirst != nil {
+		if c := createdOf(endedFirst); !c.IsZero() && c.Before(created) {
+			return c
+		}
+	}
+	return created
 }
 
 // storedSpec is the settings parameter: what the instance itself cannot tell when read back, without any
@@ -220,12 +288,17 @@ func parameterObject(region, path string) string {
 // An instance the provider did not make is refused as Permanent: NotFound would make the next apply create
 // over it.
 func (b *Backend) readBack(ctx context.Context, r *region, in *ec2types.Instance) (backend.Instance, error) {
-	inst, err := b.readStored(ctx, r, in)
+	return b.readFound(ctx, r, foundProxy{first: in})
+}
+
+// readFound is readBack of a proxy findProxy found, through its first instance or the member standing in.
+func (b *Backend) readFound(ctx context.Context, r *region, f foundProxy) (backend.Instance, error) {
+	inst, err := b.readStored(ctx, r, f.ref())
 	if err != nil {
 		return backend.Instance{}, err
 	}
 	opts, _ := inst.Placement.Options.(*Options)
-	if err := b.readMembers(ctx, r, in, &inst, opts.instances()); err != nil {
+	if err := b.readMembers(ctx, r, f.first, &inst, opts.instances()); err != nil {
 		return backend.Instance{}, err
 	}
 	return inst, nil
@@ -321,9 +394,7 @@ func toInstance(regionName string, in *ec2types.Instance) backend.Instance {
 		Port:      proxyconf.DefaultPort,
 		Placement: backend.Placement{Backend: Kind, Target: regionName, Options: opts},
 	}
-	if in.LaunchTime != nil {
-		inst.CreatedAt = *in.LaunchTime
-	}
+	inst.CreatedAt = createdOf(in)
 	return inst
 }
 
