@@ -12,6 +12,9 @@
 #   rendered-large       500 destinations, 200 client ranges, 10 rule sets and a login
 #   rendered-large-tls   the same with TLS on the proxy port
 #
+# and, named only, two variants of rendered-large for what its parts cost: rendered-large-noauth (without the
+# login) and rendered-large-norules (the rule sets' destinations in the proxy's own allow-list, no rule set).
+#
 # (bench dataplane-pod, internal/cmd/bench, makes and removes them; the lists are dataplane-render's.) The
 # figures are the machine leg's: requests/s at saturation (wrk), tunnels/s at saturation (bench tunnels), p50
 # and p99 added at half load (hey, bench tunnels -rate) over the origin reached straight at that rate, and the
@@ -46,10 +49,11 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 . "$(dirname "${BASH_SOURCE[0]}")/log.sh"
 
 all=(direct squid-plain rendered-small rendered-small-tls rendered-large rendered-large-tls)
+variants=(rendered-large-noauth rendered-large-norules)
 subjects=("$@")
 [ ${#subjects[@]} -gt 0 ] || subjects=("${all[@]}")
 for s in "${subjects[@]}"; do
-	[[ " ${all[*]} " == *" $s "* ]] || die "no subject $s (subjects: ${all[*]})"
+	[[ " ${all[*]} ${variants[*]} " == *" $s "* ]] || die "no subject $s (subjects: ${all[*]} ${variants[*]})"
 done
 seconds=${BENCH_SECONDS:-10}
 held=${BENCH_HELD:-1000}

@@ -139,7 +139,7 @@ func parsePorts(list string) ([]int, error) {
 // made for this run, and TLS on the proxy port, with a certificate for podProxyName. It returns the
 // Proxy-Authorization value ("" without a login) and the CA to trust (nil without TLS).
 func podLoginAndTLS(s *proxyconf.Settings, size string, useTLS bool) (auth string, caPEM []byte, err error) {
-	if size == "large" {
+	if size == "large" || size == variantNoRules {
 		password, err := randomText(16)
 		if err != nil {
 			return "", nil, err

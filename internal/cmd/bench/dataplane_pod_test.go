@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -96,6 +97,8 @@ func TestPodLoginAndTLS(t *testing.T) {
 		{size: "small", tls: true, cert: true},
 		{size: "large", login: true},
 		{size: "large", tls: true, login: true, cert: true},
+		{size: variantNoAuth},
+		{size: variantNoRules, login: true},
 	} {
 		s, err := renderedSettings(tc.size, "origin.example", netip.MustParsePrefix("198.18.2.0/24"), proxyconf.DefaultPort)
 		if err != nil {
@@ -135,9 +138,41 @@ func TestPodLoginAndTLS(t *testing.T) {
 
 // Every subject's name is a valid name for the Deployment, its ConfigMap, Secret and Service.
 func TestPodProxyObjectNames(t *testing.T) {
-	for _, s := range []string{"squid-plain", "rendered-small", "rendered-small-tls", "rendered-large", "rendered-large-tls"} {
+	for _, s := range []string{"squid-plain", "rendered-small", "rendered-small-tls", "rendered-large", "rendered-large-tls", "rendered-large-noauth", "rendered-large-norules"} {
 		if errs := validation.IsDNS1035Label(podProxyObjectName(s)); len(errs) > 0 {
 			t.Errorf("%s: %v", podProxyObjectName(s), errs)
 		}
+	}
+}
+
+// The large size's variants differ from it in the one part each names: the norules variant allows the same
+// destinations, to the same clients, without a rule set; the noauth variant's settings are the large size's
+// (its login is left out by podLoginAndTLS, above).
+func TestLargeVariants(t *testing.T) {
+	client := netip.MustParsePrefix("198.18.2.0/24")
+	large, err := renderedSettings("large", "origin.example", client, proxyconf.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noAuth, err := renderedSettings(variantNoAuth, "origin.example", client, proxyconf.DefaultPort)
+	if err != nil || !reflect.DeepEqual(noAuth, large) {
+		t.Errorf("%s settings differ from the large size's (%v)", variantNoAuth, err)
+	}
+	noRules, err := renderedSettings(variantNoRules, "origin.example", client, proxyconf.DefaultPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(large.AllowedDestinations)
+	for _, r := range large.RuleSets {
+		want = append(want, r.Destinations...)
+	}
+	if len(noRules.RuleSets) != 0 || !slices.Equal(noRules.AllowedDestinations, want) || !slices.Contains(noRules.AllowedDestinations, "origin.example") ||
+		!slices.Equal(noRules.AllowedClientCIDRs, large.AllowedClientCIDRs) || !slices.Contains(noRules.AllowedClientCIDRs, client.String()) {
+		t.Errorf("%s: %d rule sets, %d destinations (origin allowed: %v), clients %d; want none, the large size's %d, and its clients",
+			variantNoRules, len(noRules.RuleSets), len(noRules.AllowedDestinations), slices.Contains(noRules.AllowedDestinations, "origin.example"),
+			len(noRules.AllowedClientCIDRs), len(want))
+	}
+	if _, err := renderedSettings("large-other", "origin.example", client, proxyconf.DefaultPort); err == nil {
+		t.Error("an unknown variant was accepted")
 	}
 }

@@ -37,9 +37,28 @@ const (
 	benchUser = "bench"
 )
 
-// renderedSettings are the settings of one size, allowing origin (a host name) to client (the benchmark
-// client's range) among the others.
+// Variants of the large size, for the pods leg's measure of what each part costs (bench-dataplane-k8s.sh):
+// large-noauth is it without the login (podLoginAndTLS), large-norules with its rule sets' destinations in the
+// proxy's own allow-list and no rule set (its clients are admitted by the allow-list already).
+const (
+	variantNoAuth  = "large-noauth"
+	variantNoRules = "large-norules"
+)
+
+// renderedSettings are the settings of one size (or a variant of the large one), allowing origin (a host name)
+// to client (the benchmark client's range) among the others.
 func renderedSettings(size, origin string, client netip.Prefix, port int) (proxyconf.Settings, error) {
+	switch size {
+	case variantNoAuth:
+		return renderedSettings("large", origin, client, port)
+	case variantNoRules:
+		s, err := renderedSettings("large", origin, client, port)
+		for _, r := range s.RuleSets {
+			s.AllowedDestinations = append(s.AllowedDestinations, r.Destinations...)
+		}
+		s.RuleSets = nil
+		return s, err
+	}
 	s := proxyconf.Settings{Port: port}
 	// Other destinations, half exact names and half domains with their subdomains, as allow-lists mix them.
 	n := 0
