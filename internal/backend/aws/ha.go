@@ -303,8 +303,8 @@ func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Sp
 		if err != nil {
 			return err
 		}
-		if ok && st.ConfigFormat != 0 {
-			firstFormat = st.ConfigFormat
+		if ok {
+			firstFormat = st.ConfigFormat // FormatWhole (0) too: a proxy an early provider made
 		}
 	}
 	var ids []string
