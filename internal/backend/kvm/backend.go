@@ -97,14 +97,11 @@ func (b *Backend) Get(ctx context.Context, id backend.ProviderID) (backend.Insta
 		if isCode(err, libvirt.ErrNoDomain) {
 			// A proxy of several instances whose instance 0 alone is gone is read from the others, Degraded
 			// with instance 0 Gone: an Update makes it again.
-			orphaned, oerr := orphanedGroup(l, id.Name)
+			orphaned, oerr := orphanedGroup(l, id.Name, backend.OwnershipOf(ctx).Reading())
 			if oerr != nil {
 				return oerr
 			}
 			if orphaned == nil {
-				return err
-			}
-			if err := backend.OwnershipOf(ctx).Reading().Check("", orphaned.Owner, orphaned.UID); err != nil {
 				return err
 			}
 			inst, group = orphaned.instance(id.Target, backend.StateRunning), orphaned

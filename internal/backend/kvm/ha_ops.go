@@ -375,16 +375,17 @@ func (b *Backend) rollImage(ctx context.Context, c *conn, id backend.ProviderID,
 	if err != nil {
 		return nil, err
 	}
+	doms := make([]libvirt.Domain, len(ha.Members))
 	metas := make([]metadata, len(ha.Members))
 	stale := make([]bool, len(ha.Members))
 	rolling := false
 	err = c.do(ctx, func(l api) error {
 		for i, mm := range ha.Members {
-			_, m, err := lookupManaged(l, mm.Name)
+			dom, m, err := lookupManaged(l, mm.Name)
 			if err != nil {
 				return err
 			}
-			metas[i], stale[i] = m, otherImage(m.Placement, p)
+			doms[i], metas[i], stale[i] = dom, m, otherImage(m.Placement, p)
 			rolling = rolling || stale[i]
 		}
 		return nil
@@ -427,7 +428,7 @@ func (b *Backend) rollImage(ctx context.Context, c *conn, id backend.ProviderID,
 		if !stale[i] {
 			continue
 		}
-		n, err := b.rollMember(ctx, c, id.Target, ha.Members[i], metas[i], p, base)
+		n, err := b.rollMember(ctx, c, id.Target, ha.Members[i], doms[i], metas[i], p, base)
 		notes = append(notes, n...)
 		if err != nil {
 			return notes, err
@@ -461,17 +462,12 @@ func rootCapacity(diskGiB int, base baseVolume, baseName string) (uint64, error)
 	return capacity, nil
 }
 
-// rollMember is one member's part of rollImage: member, whose metadata reads m, onto the image of p, whose
-// volume is base.
-func (b *Backend) rollMember(ctx context.Context, c *conn, host string, member metaMember, m metadata, p placement, base baseVolume) ([]string, error) {
+// rollMember is one member's part of rollImage: member, whose domain rollImage found as dom and whose metadata
+// read m then, onto the image of p, whose volume is base.
+func (b *Backend) rollMember(ctx context.Context, c *conn, host string, member metaMember, dom libvirt.Domain, m metadata, p placement, base baseVolume) ([]string, error) {
 	object := domainObject(host, member.Name)
-	var dom libvirt.Domain
 	running := false
 	err := c.do(ctx, func(l api) error {
-		var err error
-		if dom, err = l.DomainLookupByName(member.Name); err != nil {
-			return err
-		}
 		st, reason, err := l.DomainGetState(dom, 0)
 		running = stateOf(st, reason) == backend.StateRunning
 		return err
@@ -518,7 +514,7 @@ func (b *Backend) rollMember(ctx context.Context, c *conn, host string, member m
 	}
 	err = c.do(ctx, func(l api) error {
 		// Read again: the labels and the syslog target may have changed since rollImage read it.
-		_, now, err := lookupManaged(l, member.Name)
+		now, err := readMetadata(l, dom)
 		if err != nil {
 			return err
 		}
@@ -568,12 +564,13 @@ func (b *Backend) waitServing(ctx context.Context, c *conn, dom libvirt.Domain, 
 }
 
 // orphanedGroup reads, when the proxy name's own domain (instance 0) is gone, the group from the metadata of
-// another of its instances (<name>-2 on, the first found): nil when none is there. The metadata returned is
+// another of its instances (<name>-2 on, the first found), its ownership checked as want says: nil when none
+// is there. The metadata returned is
 // instance 0's as Create wrote it (every instance records the same proxy, rules and group; its name, index,
 // address and volumes are instance 0's), so Get, Update and Delete work from it as from instance 0's own.
 // Each lookup of an instance that is not there, or is not one of this proxy's, costs a call: only a proxy read
 // as gone pays them.
-func orphanedGroup(l api, name string) (*metadata, error) {
+func orphanedGroup(l api, name string, want backend.Ownership) (*metadata, error) {
 	for i := 1; i < MaxInstances; i++ {
 		_, m, err := lookupManaged(l, memberName(name, i))
 		switch {
@@ -583,6 +580,9 @@ func orphanedGroup(l api, name string) (*metadata, error) {
 			return nil, err
 		case m.HA == nil || m.HA.Proxy != name || m.HA.Index != i || len(m.HA.Members) <= i:
 			continue // a proxy of that name of its own
+		}
+		if err := want.Check("", m.Owner, m.UID); err != nil {
+			return nil, err
 		}
 		m = m.asInstanceZero()
 		return &m, nil
@@ -606,10 +606,8 @@ func orphanedGroupOf(ctx context.Context, c *conn, id backend.ProviderID, want b
 	var m *metadata
 	err := c.do(ctx, func(l api) error {
 		var err error
-		if m, err = orphanedGroup(l, id.Name); err != nil || m == nil {
-			return err
-		}
-		return want.Check("", m.Owner, m.UID)
+		m, err = orphanedGroup(l, id.Name, want)
+		return err
 	})
 	if err != nil {
 		return nil, classify(domainObject(id.Target, id.Name), err)
