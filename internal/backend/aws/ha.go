@@ -292,11 +292,9 @@ func (b *Backend) restoreMembers(ctx context.Context, r *region, spec backend.Sp
 	}
 	// Every instance made again carries the proxy's creation time, as Get reports it, so that it stays.
 	created := createdOf(ref)
+	firstFormat := guest.FormatLatest
 	if endedFirst, firstGone := gone[0]; firstGone {
 		created = createdWithoutFirst(created, endedFirst)
-	}
-	firstFormat := guest.FormatLatest
-	if _, firstGone := gone[0]; firstGone {
 		// The first's parameters are the proxy's: written in the format its stored spec records, which the
 		// other members' guests and the next Reconfigure go by.
 		st, ok, _, err := b.readStoredSpec(ctx, r, spec.Name)

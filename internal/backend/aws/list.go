@@ -68,10 +68,10 @@ func (b *Backend) listRegion(ctx context.Context, name, owner string) ([]backend
 						seen[proxy] = true
 						names = append(names, proxy)
 					}
-					switch k := memberOf(in); {
-					case k == 0:
+					switch {
+					case memberOf(in) == 0:
 						first[proxy] = in
-					case k > 0 && !memberGone(in) && (standIn[proxy] == nil || k < memberOf(standIn[proxy])):
+					case standsInBefore(in, standIn[proxy]):
 						standIn[proxy] = in
 					}
 				}

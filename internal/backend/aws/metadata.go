@@ -140,12 +140,18 @@ func (b *Backend) findProxy(ctx context.Context, r *region, name string) (foundP
 		return f, nil
 	}
 	for i := range named {
-		in := &named[i]
-		if k := memberOf(in); k > 0 && managed(tagMap(in.Tags)) && !memberGone(in) && (f.standIn == nil || k < memberOf(f.standIn)) {
-			f.standIn = in
+		if managed(tagMap(named[i].Tags)) && standsInBefore(&named[i], f.standIn) {
+			f.standIn = &named[i]
 		}
 	}
 	return f, nil
+}
+
+// standsInBefore says whether in, an instance of a proxy's name, would stand in for its gone first instance
+// rather than current (nil: none yet): a live member, of lower k than current's.
+func standsInBefore(in, current *ec2types.Instance) bool {
+	k := memberOf(in)
+	return k > 0 && !memberGone(in) && (current == nil || k < memberOf(current))
 }
 
 // createdOf is when the proxy an instance belongs to was made: the creation time it carries (tagCreated: every
